@@ -1,0 +1,132 @@
+"""Shared harness for the black-box tests: starts a real server process on
+free loopback ports and hands tests its address.
+
+By default the server is `deltagrid server` (binary from $DELTAGRID_BIN or
+target/debug/deltagrid). With DELTAGRID_TEST_TARGET=redis the same tests run
+against Debian's redis-server instead, which is how we check that a test
+asserts Redis's real behaviour and not our reading of it. Tests that only make
+sense for deltagrid (admin HTTP, deltas) are marked `deltagrid_only`.
+"""
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGET = os.environ.get("DELTAGRID_TEST_TARGET", "deltagrid")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def binary():
+    return os.environ.get("DELTAGRID_BIN", str(ROOT / "target" / "debug" / "deltagrid"))
+
+
+class Server:
+    """A running server process; `port` speaks RESP, `admin_port` HTTP (deltagrid only)."""
+
+    def __init__(self, tmp_path, extra_args=(), config=None):
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.host = "127.0.0.1"
+        self.log_path = tmp_path / f"server-{self.port}.log"
+        if TARGET == "redis":
+            args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                    "--save", "", "--appendonly", "no", "--enable-debug-command", "yes"]
+            args += list(translate_for_redis(extra_args))
+        else:
+            args = [binary(), "server", "--listen", f"127.0.0.1:{self.port}",
+                    "--admin-listen", f"127.0.0.1:{self.admin_port}",
+                    "--data-dir", str(tmp_path / "data"), "--enable-debug-command"]
+            if config is not None:
+                cfg = tmp_path / "deltagrid.toml"
+                cfg.write_text(config)
+                args += ["--config", str(cfg)]
+            args += list(extra_args)
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log_path.read_text()}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5) as s:
+                    s.sendall(b"PING\r\n")
+                    data = s.recv(64)
+                    if data.startswith(b"+PONG") or data.startswith(b"-NOAUTH"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("server did not become ready in 30 s")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def translate_for_redis(extra_args):
+    """Map the deltagrid flags tests use onto redis-server's."""
+    it = iter(extra_args)
+    for a in it:
+        if a == "--requirepass":
+            yield from ["--requirepass", next(it)]
+        elif a == "--maxmemory":
+            yield from ["--maxmemory", next(it)]
+        elif a == "--maxclients":
+            yield from ["--maxclients", next(it)]
+        else:
+            raise ValueError(f"no redis-server equivalent for {a}")
+
+
+@pytest.fixture
+def server(tmp_path):
+    s = Server(tmp_path)
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def make_server(tmp_path):
+    """Start servers with extra flags or a TOML config: make_server(extra_args=[...], config="...")."""
+    started = []
+
+    def start(extra_args=(), config=None):
+        sub = tmp_path / f"s{len(started)}"
+        sub.mkdir()
+        s = Server(sub, extra_args, config)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "deltagrid_only: needs deltagrid features redis-server lacks")
+
+
+def pytest_collection_modifyitems(config, items):
+    if TARGET != "redis":
+        return
+    skip = pytest.mark.skip(reason="deltagrid-only test")
+    for item in items:
+        if "deltagrid_only" in item.keywords:
+            item.add_marker(skip)
