@@ -1,0 +1,67 @@
+//! A [`Change`] is one effect of one write on one key, with the version the
+//! write got. It is what the partition log holds and what backups, WAN
+//! receivers and restore apply. Deltas name the version they apply to, so a
+//! copy at another version asks for the full value instead of guessing.
+
+use bytes::Bytes;
+
+use crate::value::Value;
+use crate::version::Version;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    pub key: Bytes,
+    pub version: Version,
+    pub kind: ChangeKind,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ChangeKind {
+    /// The whole value and its expiry (0 = none).
+    Full { value: Value, expire_at: u64 },
+    /// An operation against the value at version `base`.
+    Delta { base: Version, op: DeltaOp },
+    /// Removed by a command.
+    Delete,
+    /// Removed because its time to live ran out.
+    Expire,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeltaOp {
+    /// Replace `remove` bytes at `offset` by `insert` (APPEND, SETRANGE, a
+    /// SET that changes one region of a string).
+    Splice { offset: u32, remove: u32, insert: Bytes },
+    /// Overwrite several ranges of a string of unchanged length.
+    Patch { ranges: Vec<(u32, Bytes)> },
+    /// Add to the integer held by a string (INCR, INCRBY, DECR, DECRBY).
+    IncrBy(i64),
+    /// Set hash fields; each takes the change's version. Creates the hash.
+    HashSet { fields: Vec<(Bytes, Bytes)> },
+    /// Remove hash fields; the key goes when the hash becomes empty.
+    HashDel { fields: Vec<Bytes> },
+    /// Set (ms since epoch) or clear (0) the key's expiry.
+    SetExpiry(u64),
+}
+
+impl DeltaOp {
+    /// String operations only make sense on the exact base value; hash field
+    /// and expiry operations merge onto any version of the key.
+    pub fn needs_base(&self) -> bool {
+        matches!(self, DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_))
+    }
+}
+
+impl ChangeKind {
+    pub const NAMES: [&'static str; 4] = ["full", "delta", "delete", "expire"];
+
+    /// Index into [`ChangeKind::NAMES`], for per-kind counters.
+    pub fn index(&self) -> usize {
+        match self {
+            ChangeKind::Full { .. } => 0,
+            ChangeKind::Delta { .. } => 1,
+            ChangeKind::Delete => 2,
+            ChangeKind::Expire => 3,
+        }
+    }
+}

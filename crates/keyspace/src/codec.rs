@@ -1,0 +1,426 @@
+//! Binary encoding of a [`Change`]: what the partition log counts, and the
+//! form changes take between nodes, sites and in backups. Integers are
+//! LEB128 varints; byte strings are length-prefixed.
+//!
+//! The decoder reads bytes from peers and files: every length is checked
+//! against what is left before anything is allocated, and every error is a
+//! [`DecodeError`], never a panic.
+
+use bytes::{BufMut, Bytes};
+
+use crate::change::{Change, ChangeKind, DeltaOp};
+use crate::value::{HashValue, Value};
+use crate::version::Version;
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("truncated change")]
+    Truncated,
+    #[error("varint too long")]
+    BadVarint,
+    #[error("unknown {what} tag {tag}")]
+    BadTag { what: &'static str, tag: u8 },
+    #[error("value out of range")]
+    OutOfRange,
+}
+
+const FULL: u8 = 0;
+const DELTA: u8 = 1;
+const DELETE: u8 = 2;
+const EXPIRE: u8 = 3;
+
+const STR: u8 = 0;
+const HASH: u8 = 1;
+
+const SPLICE: u8 = 0;
+const PATCH: u8 = 1;
+const INCRBY: u8 = 2;
+const HSET: u8 = 3;
+const HDEL: u8 = 4;
+const SETEXPIRY: u8 = 5;
+
+fn varint_len(mut n: u64) -> usize {
+    let mut len = 1;
+    while n >= 0x80 {
+        n >>= 7;
+        len += 1;
+    }
+    len
+}
+
+fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.put_u8((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.put_u8(n as u8);
+}
+
+fn zigzag(n: i64) -> u64 {
+    ((n << 1) ^ (n >> 63)) as u64
+}
+
+fn unzigzag(n: u64) -> i64 {
+    ((n >> 1) as i64) ^ -((n & 1) as i64)
+}
+
+fn bytes_len(b: &[u8]) -> usize {
+    varint_len(b.len() as u64) + b.len()
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_varint(out, b.len() as u64);
+    out.put_slice(b);
+}
+
+fn version_len(v: &Version) -> usize {
+    varint_len(v.hlc) + varint_len(v.site as u64)
+}
+
+fn put_version(out: &mut Vec<u8>, v: &Version) {
+    put_varint(out, v.hlc);
+    put_varint(out, v.site as u64);
+}
+
+/// Exact length of [`encode`]'s output, computed without encoding.
+pub fn encoded_len(c: &Change) -> usize {
+    bytes_len(&c.key)
+        + version_len(&c.version)
+        + 1
+        + match &c.kind {
+            ChangeKind::Full { value, expire_at } => value_len(value) + varint_len(*expire_at),
+            ChangeKind::Delta { base, op } => version_len(base) + op_len(op),
+            ChangeKind::Delete | ChangeKind::Expire => 0,
+        }
+}
+
+fn value_len(v: &Value) -> usize {
+    1 + match v {
+        Value::Str(b) => bytes_len(b),
+        Value::Hash(h) => {
+            varint_len(h.len() as u64)
+                + h.iter().map(|(f, fv)| bytes_len(f) + bytes_len(&fv.value) + version_len(&fv.version)).sum::<usize>()
+        }
+    }
+}
+
+fn op_len(op: &DeltaOp) -> usize {
+    1 + match op {
+        DeltaOp::Splice { offset, remove, insert } => {
+            varint_len(*offset as u64) + varint_len(*remove as u64) + bytes_len(insert)
+        }
+        DeltaOp::Patch { ranges } => {
+            varint_len(ranges.len() as u64)
+                + ranges.iter().map(|(o, b)| varint_len(*o as u64) + bytes_len(b)).sum::<usize>()
+        }
+        DeltaOp::IncrBy(n) => varint_len(zigzag(*n)),
+        DeltaOp::HashSet { fields } => {
+            varint_len(fields.len() as u64) + fields.iter().map(|(f, v)| bytes_len(f) + bytes_len(v)).sum::<usize>()
+        }
+        DeltaOp::HashDel { fields } => {
+            varint_len(fields.len() as u64) + fields.iter().map(|f| bytes_len(f)).sum::<usize>()
+        }
+        DeltaOp::SetExpiry(at) => varint_len(*at),
+    }
+}
+
+pub fn encode(c: &Change, out: &mut Vec<u8>) {
+    put_bytes(out, &c.key);
+    put_version(out, &c.version);
+    match &c.kind {
+        ChangeKind::Full { value, expire_at } => {
+            out.put_u8(FULL);
+            encode_value(value, out);
+            put_varint(out, *expire_at);
+        }
+        ChangeKind::Delta { base, op } => {
+            out.put_u8(DELTA);
+            put_version(out, base);
+            encode_op(op, out);
+        }
+        ChangeKind::Delete => out.put_u8(DELETE),
+        ChangeKind::Expire => out.put_u8(EXPIRE),
+    }
+}
+
+fn encode_value(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Str(b) => {
+            out.put_u8(STR);
+            put_bytes(out, b);
+        }
+        Value::Hash(h) => {
+            out.put_u8(HASH);
+            put_varint(out, h.len() as u64);
+            for (f, fv) in h.iter() {
+                put_bytes(out, f);
+                put_bytes(out, &fv.value);
+                put_version(out, &fv.version);
+            }
+        }
+    }
+}
+
+fn encode_op(op: &DeltaOp, out: &mut Vec<u8>) {
+    match op {
+        DeltaOp::Splice { offset, remove, insert } => {
+            out.put_u8(SPLICE);
+            put_varint(out, *offset as u64);
+            put_varint(out, *remove as u64);
+            put_bytes(out, insert);
+        }
+        DeltaOp::Patch { ranges } => {
+            out.put_u8(PATCH);
+            put_varint(out, ranges.len() as u64);
+            for (o, b) in ranges {
+                put_varint(out, *o as u64);
+                put_bytes(out, b);
+            }
+        }
+        DeltaOp::IncrBy(n) => {
+            out.put_u8(INCRBY);
+            put_varint(out, zigzag(*n));
+        }
+        DeltaOp::HashSet { fields } => {
+            out.put_u8(HSET);
+            put_varint(out, fields.len() as u64);
+            for (f, v) in fields {
+                put_bytes(out, f);
+                put_bytes(out, v);
+            }
+        }
+        DeltaOp::HashDel { fields } => {
+            out.put_u8(HDEL);
+            put_varint(out, fields.len() as u64);
+            for f in fields {
+                put_bytes(out, f);
+            }
+        }
+        DeltaOp::SetExpiry(at) => {
+            out.put_u8(SETEXPIRY);
+            put_varint(out, *at);
+        }
+    }
+}
+
+/// Reads from a byte slice; `Bytes` fields are zero-copy slices of `buf`.
+struct Reader<'a> {
+    buf: &'a Bytes,
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        let b = *self.buf.get(self.pos).ok_or(DecodeError::Truncated)?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn varint(&mut self) -> Result<u64, DecodeError> {
+        let mut n: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            if shift == 63 && b > 1 {
+                return Err(DecodeError::BadVarint);
+            }
+            n |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                return Ok(n);
+            }
+        }
+        Err(DecodeError::BadVarint)
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        u32::try_from(self.varint()?).map_err(|_| DecodeError::OutOfRange)
+    }
+
+    fn bytes(&mut self) -> Result<Bytes, DecodeError> {
+        let len = self.varint()?;
+        let left = (self.buf.len() - self.pos) as u64;
+        if len > left {
+            return Err(DecodeError::Truncated);
+        }
+        let b = self.buf.slice(self.pos..self.pos + len as usize);
+        self.pos += len as usize;
+        Ok(b)
+    }
+
+    fn version(&mut self) -> Result<Version, DecodeError> {
+        let hlc = self.varint()?;
+        let site = u16::try_from(self.varint()?).map_err(|_| DecodeError::OutOfRange)?;
+        Ok(Version { hlc, site })
+    }
+
+    /// A count of items each at least `min_size` bytes: refused when the
+    /// input cannot hold that many, so a forged count allocates nothing.
+    fn count(&mut self, min_size: usize) -> Result<usize, DecodeError> {
+        let n = self.varint()?;
+        let left = (self.buf.len() - self.pos) as u64;
+        if n.saturating_mul(min_size as u64) > left {
+            return Err(DecodeError::Truncated);
+        }
+        Ok(n as usize)
+    }
+}
+
+/// Decodes one change from the front of `buf`; returns it and the bytes used.
+pub fn decode(buf: &Bytes) -> Result<(Change, usize), DecodeError> {
+    let mut r = Reader { buf, pos: 0 };
+    let key = r.bytes()?;
+    let version = r.version()?;
+    let kind = match r.u8()? {
+        FULL => {
+            let value = decode_value(&mut r)?;
+            ChangeKind::Full { value, expire_at: r.varint()? }
+        }
+        DELTA => {
+            let base = r.version()?;
+            ChangeKind::Delta { base, op: decode_op(&mut r)? }
+        }
+        DELETE => ChangeKind::Delete,
+        EXPIRE => ChangeKind::Expire,
+        tag => return Err(DecodeError::BadTag { what: "change", tag }),
+    };
+    Ok((Change { key, version, kind }, r.pos))
+}
+
+fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
+    match r.u8()? {
+        STR => Ok(Value::Str(r.bytes()?)),
+        HASH => {
+            let n = r.count(4)?;
+            let mut h = HashValue::new();
+            for _ in 0..n {
+                let f = r.bytes()?;
+                let v = r.bytes()?;
+                let version = r.version()?;
+                h.set(f, v, version);
+            }
+            Ok(Value::Hash(h))
+        }
+        tag => Err(DecodeError::BadTag { what: "value", tag }),
+    }
+}
+
+fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
+    Ok(match r.u8()? {
+        SPLICE => DeltaOp::Splice { offset: r.u32()?, remove: r.u32()?, insert: r.bytes()? },
+        PATCH => {
+            let n = r.count(2)?;
+            let mut ranges = Vec::with_capacity(n);
+            for _ in 0..n {
+                ranges.push((r.u32()?, r.bytes()?));
+            }
+            DeltaOp::Patch { ranges }
+        }
+        INCRBY => DeltaOp::IncrBy(unzigzag(r.varint()?)),
+        HSET => {
+            let n = r.count(2)?;
+            let mut fields = Vec::with_capacity(n);
+            for _ in 0..n {
+                fields.push((r.bytes()?, r.bytes()?));
+            }
+            DeltaOp::HashSet { fields }
+        }
+        HDEL => {
+            let n = r.count(1)?;
+            let mut fields = Vec::with_capacity(n);
+            for _ in 0..n {
+                fields.push(r.bytes()?);
+            }
+            DeltaOp::HashDel { fields }
+        }
+        SETEXPIRY => DeltaOp::SetExpiry(r.varint()?),
+        tag => return Err(DecodeError::BadTag { what: "delta", tag }),
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn bytes() -> impl Strategy<Value = Bytes> {
+        proptest::collection::vec(any::<u8>(), 0..12).prop_map(Bytes::from)
+    }
+
+    fn version() -> impl Strategy<Value = Version> {
+        (any::<u64>(), any::<u16>()).prop_map(|(hlc, site)| Version { hlc, site })
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            bytes().prop_map(Value::Str),
+            proptest::collection::vec((bytes(), bytes(), version()), 0..4).prop_map(|fs| {
+                let mut h = HashValue::new();
+                for (f, v, ver) in fs {
+                    h.set(f, v, ver);
+                }
+                Value::Hash(h)
+            }),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = DeltaOp> {
+        prop_oneof![
+            (any::<u32>(), any::<u32>(), bytes()).prop_map(|(offset, remove, insert)| DeltaOp::Splice {
+                offset,
+                remove,
+                insert
+            }),
+            proptest::collection::vec((any::<u32>(), bytes()), 0..4).prop_map(|ranges| DeltaOp::Patch { ranges }),
+            any::<i64>().prop_map(DeltaOp::IncrBy),
+            proptest::collection::vec((bytes(), bytes()), 0..4).prop_map(|fields| DeltaOp::HashSet { fields }),
+            proptest::collection::vec(bytes(), 0..4).prop_map(|fields| DeltaOp::HashDel { fields }),
+            any::<u64>().prop_map(DeltaOp::SetExpiry),
+        ]
+    }
+
+    pub fn change() -> impl Strategy<Value = Change> {
+        let kind = prop_oneof![
+            (value(), any::<u64>()).prop_map(|(value, expire_at)| ChangeKind::Full { value, expire_at }),
+            (version(), op()).prop_map(|(base, op)| ChangeKind::Delta { base, op }),
+            Just(ChangeKind::Delete),
+            Just(ChangeKind::Expire),
+        ];
+        (bytes(), version(), kind).prop_map(|(key, version, kind)| Change { key, version, kind })
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips_and_len_is_exact(c in change()) {
+            let mut out = Vec::new();
+            encode(&c, &mut out);
+            prop_assert_eq!(out.len(), encoded_len(&c));
+            let (back, used) = decode(&Bytes::from(out.clone())).unwrap();
+            prop_assert_eq!(used, out.len());
+            prop_assert_eq!(back, c);
+        }
+
+        #[test]
+        fn truncated_or_mutated_input_is_an_error_not_a_panic(
+            c in change(), cut in any::<prop::sample::Index>(), flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4)
+        ) {
+            let mut out = Vec::new();
+            encode(&c, &mut out);
+            let n = cut.index(out.len().max(1));
+            prop_assert!(decode(&Bytes::copy_from_slice(&out[..n])).is_err());
+            for (i, b) in flips { let i = i.index(out.len()); out[i] ^= b; }
+            let _ = decode(&Bytes::from(out));
+        }
+
+        #[test]
+        fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = decode(&Bytes::from(data));
+        }
+    }
+
+    #[test]
+    fn forged_counts_allocate_nothing() {
+        // key "", version 0/0, Delta base 0/0, HSET with 2^60 fields.
+        let mut buf = vec![0, 0, 0, DELTA, 0, 0, HSET];
+        put_varint(&mut buf, 1 << 60);
+        assert_eq!(decode(&Bytes::from(buf)), Err(DecodeError::Truncated));
+    }
+}

@@ -1,0 +1,233 @@
+//! Automatic deltas for strings: when a SET replaces a value with a similar
+//! one, find a small description of the difference. Two shapes are tried and
+//! the smaller wins: one splice (common prefix and suffix kept), and for equal
+//! lengths a few patched ranges (changes far apart, e.g. a counter and a
+//! timestamp inside a serialized object). Both are O(n) single passes.
+//!
+//! The same module applies string ops, for the write path and for replicas.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::change::DeltaOp;
+
+/// Below this size a full value is as cheap as any delta.
+pub const MIN_DIFF_LEN: usize = 128;
+/// Patch ranges closer than this are merged (a range header costs ~6 bytes).
+const MERGE_GAP: usize = 16;
+/// More ranges than this and a patch is no longer "a few changed ranges".
+const MAX_RANGES: usize = 32;
+
+/// The bytes a delta op carries, roughly what it costs on the wire.
+pub fn op_payload_len(op: &DeltaOp) -> usize {
+    match op {
+        DeltaOp::Splice { insert, .. } => 10 + insert.len(),
+        DeltaOp::Patch { ranges } => ranges.iter().map(|(_, b)| 6 + b.len()).sum::<usize>() + 2,
+        DeltaOp::IncrBy(_) => 9,
+        DeltaOp::HashSet { fields } => fields.iter().map(|(f, v)| 4 + f.len() + v.len()).sum(),
+        DeltaOp::HashDel { fields } => fields.iter().map(|f| 2 + f.len()).sum(),
+        DeltaOp::SetExpiry(_) => 9,
+    }
+}
+
+/// A delta turning `old` into `new` when it is much smaller than `new`
+/// (at most a quarter of it), else None.
+pub fn diff(old: &[u8], new: &[u8]) -> Option<DeltaOp> {
+    if new.len() < MIN_DIFF_LEN || old.len() > u32::MAX as usize || new.len() > u32::MAX as usize {
+        return None;
+    }
+    let budget = new.len() / 4;
+    let splice = splice(old, new);
+    let best = if old.len() == new.len() {
+        match patch(old, new, budget) {
+            Some(p) if op_payload_len(&p) < op_payload_len(&splice) => p,
+            _ => splice,
+        }
+    } else {
+        splice
+    };
+    (op_payload_len(&best) <= budget).then_some(best)
+}
+
+fn splice(old: &[u8], new: &[u8]) -> DeltaOp {
+    let prefix = old.iter().zip(new).take_while(|(a, b)| a == b).count();
+    let max_suffix = old.len().min(new.len()) - prefix;
+    let suffix = old.iter().rev().zip(new.iter().rev()).take(max_suffix).take_while(|(a, b)| a == b).count();
+    DeltaOp::Splice {
+        offset: prefix as u32,
+        remove: (old.len() - prefix - suffix) as u32,
+        insert: Bytes::copy_from_slice(&new[prefix..new.len() - suffix]),
+    }
+}
+
+fn patch(old: &[u8], new: &[u8], budget: usize) -> Option<DeltaOp> {
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    let mut cost = 0;
+    while i < new.len() {
+        if old[i] == new[i] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < new.len() && old[i] != new[i] {
+            i += 1;
+        }
+        match ranges.last_mut() {
+            Some(last) if start - last.1 < MERGE_GAP => {
+                cost += i - last.1;
+                last.1 = i;
+            }
+            _ => {
+                cost += 6 + i - start;
+                ranges.push((start, i));
+            }
+        }
+        if ranges.len() > MAX_RANGES || cost > budget {
+            return None;
+        }
+    }
+    Some(DeltaOp::Patch {
+        ranges: ranges.into_iter().map(|(s, e)| (s as u32, Bytes::copy_from_slice(&new[s..e]))).collect(),
+    })
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StringOpError {
+    #[error("delta range outside the value")]
+    OutOfRange,
+    #[error("value is not an integer or out of range")]
+    NotAnInteger,
+    #[error("increment or decrement would overflow")]
+    Overflow,
+    #[error("not a string operation")]
+    NotAStringOp,
+}
+
+/// Applies a string op to `old`, giving the new value.
+pub fn apply_string_op(old: &[u8], op: &DeltaOp) -> Result<Bytes, StringOpError> {
+    match op {
+        DeltaOp::Splice { offset, remove, insert } => {
+            let (offset, remove) = (*offset as usize, *remove as usize);
+            // A splice may start past the end (SETRANGE): the gap is zero-filled.
+            if offset > old.len() && remove > 0 {
+                return Err(StringOpError::OutOfRange);
+            }
+            let end = offset.checked_add(remove).ok_or(StringOpError::OutOfRange)?;
+            if end > old.len().max(offset) {
+                return Err(StringOpError::OutOfRange);
+            }
+            let mut out = BytesMut::with_capacity(old.len().max(offset) - remove + insert.len());
+            out.extend_from_slice(&old[..offset.min(old.len())]);
+            out.resize(offset, 0);
+            out.extend_from_slice(insert);
+            if end < old.len() {
+                out.extend_from_slice(&old[end..]);
+            }
+            Ok(out.freeze())
+        }
+        DeltaOp::Patch { ranges } => {
+            let mut out = BytesMut::from(old);
+            for (offset, bytes) in ranges {
+                let start = *offset as usize;
+                let end = start.checked_add(bytes.len()).ok_or(StringOpError::OutOfRange)?;
+                if end > out.len() {
+                    return Err(StringOpError::OutOfRange);
+                }
+                out[start..end].copy_from_slice(bytes);
+            }
+            Ok(out.freeze())
+        }
+        DeltaOp::IncrBy(by) => {
+            let n = parse_i64(old).ok_or(StringOpError::NotAnInteger)?;
+            let n = n.checked_add(*by).ok_or(StringOpError::Overflow)?;
+            Ok(Bytes::from(itoa_bytes(n)))
+        }
+        _ => Err(StringOpError::NotAStringOp),
+    }
+}
+
+/// Strict integer parse with Redis's rules: no spaces, no '+', no leading zeros.
+pub fn parse_i64(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || b.len() > 20 {
+        return None;
+    }
+    let (neg, digits) = if b[0] == b'-' { (true, &b[1..]) } else { (false, b) };
+    if digits.is_empty() || (digits[0] == b'0' && (digits.len() > 1 || neg)) {
+        return None;
+    }
+    let mut n: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        let v = (d - b'0') as i64;
+        n = if neg { n.checked_mul(10)?.checked_sub(v)? } else { n.checked_mul(10)?.checked_add(v)? };
+    }
+    Some(n)
+}
+
+pub fn itoa_bytes(n: i64) -> Vec<u8> {
+    itoa::Buffer::new().format(n).as_bytes().to_vec()
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn twelve_changed_bytes_in_ten_kilobytes_make_a_small_delta() {
+        let old: Vec<u8> = (0..10_275u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut new = old.clone();
+        new[10_240..10_244].copy_from_slice(&[1, 2, 3, 4]);
+        new[10_250..10_258].copy_from_slice(&[9; 8]);
+        let op = diff(&old, &new).expect("delta");
+        assert!(op_payload_len(&op) < 40, "{op:?}");
+        assert_eq!(apply_string_op(&old, &op).unwrap(), new);
+    }
+
+    #[test]
+    fn far_apart_changes_use_ranges_not_one_splice() {
+        let old = vec![b'a'; 4096];
+        let mut new = old.clone();
+        new[10] = b'x';
+        new[4000] = b'y';
+        let op = diff(&old, &new).expect("delta");
+        assert!(matches!(op, DeltaOp::Patch { ref ranges } if ranges.len() == 2));
+    }
+
+    #[test]
+    fn unrelated_values_get_no_delta() {
+        let old = vec![b'a'; 1000];
+        let new = vec![b'b'; 1000];
+        assert_eq!(diff(&old, &new), None);
+        assert_eq!(diff(b"short", b"shorter"), None);
+    }
+
+    #[test]
+    fn integers_parse_like_redis() {
+        assert_eq!(parse_i64(b"-12"), Some(-12));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [&b""[..], b"+1", b" 1", b"01", b"-0", b"1.0", b"9223372036854775808", b"-"] {
+            assert_eq!(parse_i64(bad), None, "{:?}", bad);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn diff_then_apply_reproduces_the_new_value(
+            old in proptest::collection::vec(0u8..4, 0..600),
+            edits in proptest::collection::vec((0usize..600, 0u8..4), 0..8),
+            grow in proptest::collection::vec(0u8..4, 0..20),
+        ) {
+            let mut new = old.clone();
+            for (i, b) in edits { if i < new.len() { new[i] = b; } }
+            if grow.len() % 2 == 1 { new.extend_from_slice(&grow); }
+            if let Some(op) = diff(&old, &new) {
+                prop_assert_eq!(apply_string_op(&old, &op).unwrap(), Bytes::from(new));
+            }
+        }
+    }
+}

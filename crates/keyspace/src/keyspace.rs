@@ -1,0 +1,410 @@
+//! The node's keyspace: partitions behind their own locks, the HLC, change
+//! counters, and the one write path.
+//!
+//! A command locks the partitions of its keys (in index order, so multi-key
+//! commands cannot deadlock) by opening a [`Txn`], reads through it (expired
+//! keys are removed lazily, as a logged `Expire` change) and writes through
+//! [`Txn::write`]. When the `Txn` is dropped the locks are released first and
+//! then the observer (client tracking) hears which keys changed. A
+//! std-style blocking mutex is right here: critical sections are short and
+//! never await.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::apply::{apply_change, ApplyError};
+use crate::change::{Change, ChangeKind, DeltaOp};
+use crate::clock::Clock;
+use crate::delta::{self, StringOpError};
+use crate::partition::Partition;
+use crate::slot;
+use crate::stats::ChangeStats;
+use crate::value::{Entry, Value};
+use crate::version::{Hlc, Version};
+
+#[derive(Clone, Debug)]
+pub struct KeyspaceConfig {
+    /// 1..=16384 contiguous slot ranges.
+    pub partitions: u16,
+    pub site_id: u16,
+    /// Bytes of partition log kept per node when no consumer needs more.
+    pub log_retain_bytes: usize,
+}
+
+impl Default for KeyspaceConfig {
+    fn default() -> Self {
+        KeyspaceConfig { partitions: 271, site_id: 1, log_retain_bytes: 16 << 20 }
+    }
+}
+
+/// Hears about every change, from any source, after locks are released.
+pub trait ChangeObserver: Send + Sync {
+    /// False when nobody listens, so the write path collects nothing.
+    fn active(&self) -> bool;
+    /// `origin` is the client id that caused the changes (0: the node itself).
+    fn changed(&self, keys: &[Bytes], origin: u64);
+    /// Every key is gone (FLUSHALL).
+    fn flushed(&self, origin: u64);
+}
+
+/// What a command wants to do to one key; [`Txn::write`] makes it a Change.
+#[derive(Debug)]
+pub enum Write {
+    /// Replace the whole value; a similar old string makes this a delta.
+    Set { value: Value, expire_at: u64 },
+    /// A string operation (Splice, Patch, IncrBy) on the current string;
+    /// on a missing key it applies to "" (or 0 for IncrBy).
+    Str(DeltaOp),
+    HashSet(Vec<(Bytes, Bytes)>),
+    HashDel(Vec<Bytes>),
+    /// Set or clear (0) the expiry of an existing key.
+    SetExpiry(u64),
+    Delete,
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+    #[error(transparent)]
+    StringOp(#[from] StringOpError),
+}
+
+impl From<ApplyError> for WriteError {
+    fn from(e: ApplyError) -> Self {
+        match e {
+            ApplyError::StringOp(e) => WriteError::StringOp(e),
+            // A base mismatch cannot happen locally: the delta was made from
+            // the entry under the same lock. Report it as a type error
+            // rather than panic.
+            ApplyError::WrongType | ApplyError::BaseMismatch { .. } => WriteError::WrongType,
+        }
+    }
+}
+
+pub struct Keyspace {
+    parts: Box<[Mutex<Partition>]>,
+    partitions: u16,
+    site: u16,
+    hlc: Hlc,
+    stats: ChangeStats,
+    observer: OnceLock<Arc<dyn ChangeObserver>>,
+    expire_cursor: AtomicUsize,
+}
+
+impl Keyspace {
+    pub fn new(cfg: KeyspaceConfig, clock: Arc<dyn Clock>) -> Self {
+        let partitions = cfg.partitions.clamp(1, slot::SLOTS);
+        let per_part = (cfg.log_retain_bytes / partitions as usize).max(4096);
+        Keyspace {
+            parts: (0..partitions).map(|p| Mutex::new(Partition::new(p, per_part))).collect(),
+            partitions,
+            site: cfg.site_id,
+            hlc: Hlc::new(clock),
+            stats: ChangeStats::default(),
+            observer: OnceLock::new(),
+            expire_cursor: AtomicUsize::new(0),
+        }
+    }
+
+    /// Installs the observer; only the first call has an effect.
+    pub fn set_observer(&self, observer: Arc<dyn ChangeObserver>) {
+        let _ = self.observer.set(observer);
+    }
+
+    pub fn partitions(&self) -> u16 {
+        self.partitions
+    }
+
+    pub fn site(&self) -> u16 {
+        self.site
+    }
+
+    pub fn partition_of(&self, key: &[u8]) -> usize {
+        slot::slot_partition(slot::key_slot(key), self.partitions) as usize
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.hlc.clock().now_ms()
+    }
+
+    pub fn hlc(&self) -> &Hlc {
+        &self.hlc
+    }
+
+    pub fn stats(&self) -> &ChangeStats {
+        &self.stats
+    }
+
+    fn observer(&self) -> Option<&Arc<dyn ChangeObserver>> {
+        self.observer.get().filter(|o| o.active())
+    }
+
+    /// Opens a transaction over the partitions holding `keys`.
+    pub fn txn<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>, origin: u64) -> Txn<'_> {
+        let mut idx: Vec<usize> = keys.into_iter().map(|k| self.partition_of(k)).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        self.txn_partitions(idx, origin)
+    }
+
+    /// Opens a transaction over one whole partition.
+    pub fn txn_partition(&self, p: usize, origin: u64) -> Txn<'_> {
+        self.txn_partitions(vec![p.min(self.parts.len() - 1)], origin)
+    }
+
+    fn txn_partitions(&self, sorted: Vec<usize>, origin: u64) -> Txn<'_> {
+        let guards = sorted.into_iter().map(|p| (p, self.parts[p].lock())).collect();
+        let notify = self.observer().is_some();
+        Txn { ks: self, guards, now: self.now_ms(), origin, touched: Vec::new(), notify }
+    }
+
+    /// Read-only access to one partition, with the current time.
+    pub fn with_partition<R>(&self, p: usize, f: impl FnOnce(&Partition, u64) -> R) -> R {
+        let now = self.now_ms();
+        f(&self.parts[p].lock(), now)
+    }
+
+    /// Keys held (expired ones not yet removed included, like Redis's DBSIZE).
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(|p| p.lock().len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn expires_len(&self) -> usize {
+        self.parts.iter().map(|p| p.lock().expires_len()).sum()
+    }
+
+    /// Estimated bytes held by keys and values.
+    pub fn footprint(&self) -> usize {
+        self.parts.iter().map(|p| p.lock().footprint()).sum()
+    }
+
+    /// Bytes held by partition logs.
+    pub fn log_bytes(&self) -> usize {
+        self.parts.iter().map(|p| p.lock().log.bytes()).sum()
+    }
+
+    /// Removes every key, logging a Delete for each.
+    pub fn flush(&self, origin: u64) {
+        for part in self.parts.iter() {
+            let mut part = part.lock();
+            for key in part.drain_keys() {
+                let change = Change { key, version: self.version(), kind: ChangeKind::Delete };
+                self.record(&mut part, change, 0);
+            }
+        }
+        if let Some(o) = self.observer.get() {
+            o.flushed(origin);
+        }
+    }
+
+    /// Active expiry: removes up to `max_keys` keys whose time ran out,
+    /// visiting partitions round-robin so every one gets its turn. Returns
+    /// how many were removed (== max_keys means there may be more).
+    pub fn expire_cycle(&self, max_keys: usize) -> usize {
+        let n = self.parts.len();
+        let start = self.expire_cursor.load(Ordering::Relaxed);
+        let mut removed = 0;
+        for i in 0..n {
+            let p = (start + i) % n;
+            let mut txn = self.txn_partition(p, 0);
+            let due = txn.guards[0].1.due(txn.now, max_keys - removed);
+            for key in due {
+                txn.expire_key(0, &key);
+                removed += 1;
+            }
+            if removed >= max_keys {
+                self.expire_cursor.store(p, Ordering::Relaxed);
+                return removed;
+            }
+        }
+        removed
+    }
+
+    /// The mirror of the write path: applies a change made elsewhere (a
+    /// primary, a remote site, a backup layer), logs and announces it.
+    pub fn apply(&self, change: Change, origin: u64) -> Result<u64, ApplyError> {
+        self.hlc.observe(change.version.hlc);
+        let key = change.key.clone();
+        let seq = {
+            let mut part = self.parts[self.partition_of(&key)].lock();
+            apply_change(&mut part, &change)?;
+            self.record(&mut part, change, 0)
+        };
+        if let Some(o) = self.observer() {
+            o.changed(&[key], origin);
+        }
+        Ok(seq)
+    }
+
+    fn version(&self) -> Version {
+        Version { hlc: self.hlc.tick(), site: self.site }
+    }
+
+    fn record(&self, part: &mut Partition, change: Change, saved: usize) -> u64 {
+        let kind = change.kind.index();
+        let (seq, size) = part.log.append(change);
+        self.stats.record(kind, size, saved);
+        seq
+    }
+}
+
+pub struct Txn<'a> {
+    ks: &'a Keyspace,
+    guards: Vec<(usize, MutexGuard<'a, Partition>)>,
+    now: u64,
+    origin: u64,
+    touched: Vec<Bytes>,
+    notify: bool,
+}
+
+impl<'a> Txn<'a> {
+    pub fn now_ms(&self) -> u64 {
+        self.now
+    }
+
+    pub fn keyspace(&self) -> &'a Keyspace {
+        self.ks
+    }
+
+    fn slot(&self, key: &[u8]) -> usize {
+        let p = self.ks.partition_of(key);
+        self.guards
+            .iter()
+            .position(|(i, _)| *i == p)
+            .expect("a command touched a key outside the partitions it locked")
+    }
+
+    /// The live entry for `key`; an expired one is removed (and logged) here.
+    pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
+        let s = self.slot(key);
+        if self.guards[s].1.get(key)?.is_expired(self.now) {
+            self.expire_key(s, key);
+            return None;
+        }
+        self.guards[s].1.get(key)
+    }
+
+    pub fn exists(&mut self, key: &[u8]) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The only way a command changes the keyspace.
+    pub fn write(&mut self, key: &[u8], w: Write) -> Result<(), WriteError> {
+        let s = self.slot(key);
+        let now = self.now;
+        if self.guards[s].1.get(key).is_some_and(|e| e.is_expired(now)) {
+            self.expire_key(s, key);
+        }
+        let part = &mut self.guards[s].1;
+        let old = part.get(key);
+        let Some((kind, saved)) = plan(old, w)? else {
+            return Ok(());
+        };
+        let change = Change { key: Bytes::copy_from_slice(key), version: self.ks.version(), kind };
+        apply_change(part, &change)?;
+        if self.notify {
+            self.touched.push(change.key.clone());
+        }
+        self.ks.record(part, change, saved);
+        Ok(())
+    }
+
+    fn expire_key(&mut self, s: usize, key: &[u8]) {
+        let change = Change { key: Bytes::copy_from_slice(key), version: self.ks.version(), kind: ChangeKind::Expire };
+        let part = &mut self.guards[s].1;
+        // Removing a key cannot fail.
+        let _ = apply_change(part, &change);
+        if self.notify {
+            self.touched.push(change.key.clone());
+        }
+        self.ks.record(part, change, 0);
+    }
+}
+
+impl Drop for Txn<'_> {
+    fn drop(&mut self) {
+        self.guards.clear();
+        if !self.touched.is_empty() {
+            if let Some(o) = self.ks.observer.get() {
+                o.changed(&self.touched, self.origin);
+            }
+        }
+    }
+}
+
+/// Turns an intended write into the change to log, and the bytes a delta
+/// saves over shipping the full value. None: nothing to change.
+fn plan(old: Option<&Entry>, w: Write) -> Result<Option<(ChangeKind, usize)>, WriteError> {
+    let base = old.map_or(Version::ZERO, |e| e.version);
+    let kind_and_saved = match w {
+        Write::Set { value, expire_at } => {
+            let delta = match (old, &value) {
+                (Some(e), Value::Str(new)) if e.expire_at == expire_at => {
+                    e.as_str().and_then(|o| delta::diff(o, new))
+                }
+                _ => None,
+            };
+            match delta {
+                Some(op) => {
+                    let saved = value.payload_len().saturating_sub(delta::op_payload_len(&op));
+                    (ChangeKind::Delta { base, op }, saved)
+                }
+                None => (ChangeKind::Full { value, expire_at }, 0),
+            }
+        }
+        Write::Str(op) => match old {
+            Some(e) => {
+                let held = e.as_str().ok_or(WriteError::WrongType)?;
+                // Validate before logging: a failing op must log nothing.
+                delta::apply_string_op(held, &op)?;
+                let saved = held.len().saturating_sub(delta::op_payload_len(&op));
+                (ChangeKind::Delta { base, op }, saved)
+            }
+            None => {
+                let empty: &[u8] = if matches!(op, DeltaOp::IncrBy(_)) { b"0" } else { b"" };
+                let value = Value::Str(delta::apply_string_op(empty, &op)?);
+                (ChangeKind::Full { value, expire_at: 0 }, 0)
+            }
+        },
+        Write::HashSet(fields) => {
+            let held = match old {
+                Some(e) => e.as_hash().ok_or(WriteError::WrongType)?.payload_len(),
+                None => 0,
+            };
+            let op = DeltaOp::HashSet { fields };
+            let saved = held.saturating_sub(delta::op_payload_len(&op));
+            (ChangeKind::Delta { base, op }, saved)
+        }
+        Write::HashDel(fields) => {
+            let Some(e) = old else { return Ok(None) };
+            let held = e.as_hash().ok_or(WriteError::WrongType)?.payload_len();
+            let op = DeltaOp::HashDel { fields };
+            let saved = held.saturating_sub(delta::op_payload_len(&op));
+            (ChangeKind::Delta { base, op }, saved)
+        }
+        Write::SetExpiry(at) => {
+            let Some(e) = old else { return Ok(None) };
+            let saved = e.value.payload_len();
+            (ChangeKind::Delta { base, op: DeltaOp::SetExpiry(at) }, saved)
+        }
+        Write::Delete => {
+            if old.is_none() {
+                return Ok(None);
+            }
+            (ChangeKind::Delete, 0)
+        }
+    };
+    Ok(Some(kind_and_saved))
+}
+
+#[cfg(test)]
+#[path = "replay_tests.rs"]
+mod replay_tests;

@@ -1,0 +1,123 @@
+//! A partition: the keys of one slot range, their expiry index and the
+//! partition log. Only [`crate::apply`] mutates the map, through the methods
+//! here that keep the expiry index and the memory estimate in step.
+
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use indexmap::IndexMap;
+
+use crate::partition_log::PartitionLog;
+use crate::value::Entry;
+
+pub type EntryMap = IndexMap<Bytes, Entry, ahash::RandomState>;
+
+#[derive(Debug)]
+pub struct Partition {
+    pub id: u16,
+    map: EntryMap,
+    /// (expire_at, key) for every key with a time to live.
+    expires: BTreeSet<(u64, Bytes)>,
+    pub log: PartitionLog,
+    footprint: usize,
+}
+
+impl Partition {
+    pub fn new(id: u16, log_retain_bytes: usize) -> Self {
+        Partition {
+            id,
+            map: EntryMap::default(),
+            expires: BTreeSet::new(),
+            log: PartitionLog::new(log_retain_bytes),
+            footprint: 0,
+        }
+    }
+
+    /// The entry as stored, expired or not (callers decide).
+    pub fn get(&self, key: &[u8]) -> Option<&Entry> {
+        self.map.get(key)
+    }
+
+    pub fn get_index(&self, i: usize) -> Option<(&Bytes, &Entry)> {
+        self.map.get_index(i)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn expires_len(&self) -> usize {
+        self.expires.len()
+    }
+
+    pub fn footprint(&self) -> usize {
+        self.footprint
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Entry)> {
+        self.map.iter()
+    }
+
+    /// Keys whose expiry is at or before `now`, earliest first, at most `max`.
+    pub fn due(&self, now_ms: u64, max: usize) -> Vec<Bytes> {
+        self.expires.iter().take_while(|(at, _)| *at <= now_ms).take(max).map(|(_, k)| k.clone()).collect()
+    }
+
+    pub(crate) fn put(&mut self, key: Bytes, entry: Entry) {
+        if let Some(old) = self.map.get(&key) {
+            let (expire_at, size) = (old.expire_at, old.footprint(key.len()));
+            self.footprint -= size;
+            if expire_at != 0 {
+                self.expires.remove(&(expire_at, key.clone()));
+            }
+        }
+        self.footprint += entry.footprint(key.len());
+        if entry.expire_at != 0 {
+            self.expires.insert((entry.expire_at, key.clone()));
+        }
+        self.map.insert(key, entry);
+    }
+
+    pub(crate) fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let (k, old) = self.map.swap_remove_entry(key)?;
+        self.forget(&k, &old);
+        Some(old)
+    }
+
+    /// Mutates an entry in place, keeping index and footprint right.
+    pub(crate) fn update<R>(&mut self, key: &[u8], f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+        let (_, k, entry) = self.map.get_full_mut(key)?;
+        let (old_expire, old_size) = (entry.expire_at, entry.footprint(k.len()));
+        let r = f(entry);
+        let (new_expire, new_size) = (entry.expire_at, entry.footprint(k.len()));
+        let k = k.clone();
+        self.footprint = self.footprint + new_size - old_size;
+        if old_expire != new_expire {
+            if old_expire != 0 {
+                self.expires.remove(&(old_expire, k.clone()));
+            }
+            if new_expire != 0 {
+                self.expires.insert((new_expire, k));
+            }
+        }
+        Some(r)
+    }
+
+    fn forget(&mut self, key: &Bytes, old: &Entry) {
+        self.footprint -= old.footprint(key.len());
+        if old.expire_at != 0 {
+            self.expires.remove(&(old.expire_at, key.clone()));
+        }
+    }
+
+    /// Removes every key, returning them (for logging one Delete each).
+    pub(crate) fn drain_keys(&mut self) -> Vec<Bytes> {
+        self.expires.clear();
+        self.footprint = 0;
+        self.map.drain(..).map(|(k, _)| k).collect()
+    }
+}
