@@ -1,1 +1,115 @@
-fn main() {}
+//! `deltagrid`: one binary for the server and its tools.
+
+mod config;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use server::memory::{parse_size, CountingAlloc};
+use server::{Node, NodeSettings};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+#[derive(Parser)]
+#[command(name = "deltagrid", version, about = "An in-memory data grid that speaks Redis and replicates between data centers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a node (defaults: RESP on 127.0.0.1:6379, admin HTTP on 127.0.0.1:9379)
+    Server(ServerArgs),
+}
+
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// TOML config file; flags given here override it
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address for Redis clients
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Address for /metrics, /health, /status
+    #[arg(long)]
+    admin_listen: Option<SocketAddr>,
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Bytes, e.g. 4GiB, 512mb; writes over it get -OOM
+    #[arg(long)]
+    maxmemory: Option<String>,
+    #[arg(long)]
+    requirepass: Option<String>,
+    #[arg(long)]
+    maxclients: Option<usize>,
+    /// Allow DEBUG (CLOCK-ADVANCE, SET-ACTIVE-EXPIRE): for tests
+    #[arg(long)]
+    enable_debug_command: bool,
+}
+
+impl ServerArgs {
+    fn settings(self) -> anyhow::Result<NodeSettings> {
+        let mut s = NodeSettings::default();
+        if let Some(path) = &self.config {
+            config::ConfigFile::load(path)?.apply(&mut s)?;
+        }
+        if let Some(v) = self.listen {
+            s.listen = v;
+        }
+        if let Some(v) = self.admin_listen {
+            s.admin_listen = Some(v);
+        }
+        if let Some(v) = self.data_dir {
+            s.data_dir = v;
+        }
+        if let Some(v) = self.maxmemory {
+            s.maxmemory = parse_size(&v).with_context(|| format!("invalid --maxmemory {v:?}"))?;
+        }
+        if let Some(v) = self.requirepass {
+            s.requirepass = Some(v);
+        }
+        if let Some(v) = self.maxclients {
+            s.maxclients = v;
+        }
+        s.enable_debug_command |= self.enable_debug_command;
+        Ok(s)
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    match Cli::parse().command {
+        Command::Server(args) => run_server(args.settings()?),
+    }
+}
+
+fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(settings.listen)
+            .await
+            .with_context(|| format!("binding {}", settings.listen))?;
+        let admin = match settings.admin_listen {
+            Some(a) => Some(tokio::net::TcpListener::bind(a).await.with_context(|| format!("binding admin {a}"))?),
+            None => None,
+        };
+        tracing::info!(
+            node = %settings.node_id, listen = %settings.listen, admin = ?settings.admin_listen,
+            partitions = settings.partitions, "deltagrid {} ready", env!("CARGO_PKG_VERSION")
+        );
+        let node = Node::new(settings);
+        tokio::select! {
+            _ = node.serve(listener, admin) => {}
+            _ = tokio::signal::ctrl_c() => tracing::info!("shutting down"),
+        }
+        Ok(())
+    })
+}

@@ -1,1 +1,24 @@
-//! placeholder
+//! The server: connections and the admission pipeline ([`session`]), client
+//! tracking ([`tracking`]), pub/sub, the admin HTTP endpoint with metrics,
+//! and the [`node::Node`] that ties them to a keyspace.
+
+pub mod admin;
+pub mod client_cmd;
+pub mod clients;
+pub mod config_cmd;
+pub mod connection;
+pub mod introspection;
+pub mod memory;
+pub mod metrics;
+pub mod node;
+pub mod pubsub;
+pub mod session;
+pub mod settings;
+pub mod tracking;
+
+pub use node::Node;
+pub use settings::NodeSettings;
+
+/// The Redis version we answer to HELLO and INFO: the command set and reply
+/// shapes we implement are Redis 7's. Clients use it for feature checks.
+pub const REDIS_VERSION: &str = "7.4.0";

@@ -1,0 +1,70 @@
+//! Argument parsing shared by the command families.
+
+use bytes::Bytes;
+
+use crate::error::CmdError;
+use crate::number;
+
+pub fn int(arg: &[u8]) -> Result<i64, CmdError> {
+    number::parse_i64(arg).ok_or(CmdError::NotInteger)
+}
+
+pub fn float(arg: &[u8]) -> Result<f64, CmdError> {
+    number::parse_f64(arg).ok_or(CmdError::NotFloat)
+}
+
+/// Case-insensitive keyword comparison (`kw` is upper case).
+pub fn is(arg: &[u8], kw: &str) -> bool {
+    arg.eq_ignore_ascii_case(kw.as_bytes())
+}
+
+/// An owned copy of an argument, so a stored value never pins the whole
+/// read buffer it was sliced from.
+pub fn owned(arg: &Bytes) -> Bytes {
+    Bytes::copy_from_slice(arg)
+}
+
+/// Parses the options of SCAN/HSCAN: MATCH pattern, COUNT n, TYPE t.
+pub struct ScanOpts {
+    pub pattern: Option<Bytes>,
+    pub count: usize,
+    pub type_name: Option<String>,
+}
+
+pub fn scan_opts(args: &[Bytes], allow_type: bool) -> Result<ScanOpts, CmdError> {
+    let mut o = ScanOpts { pattern: None, count: 10, type_name: None };
+    let mut i = 0;
+    while i < args.len() {
+        let has_value = i + 1 < args.len();
+        if is(&args[i], "MATCH") && has_value {
+            o.pattern = Some(args[i + 1].clone()).filter(|p| &p[..] != b"*");
+        } else if is(&args[i], "COUNT") && has_value {
+            let n = int(&args[i + 1])?;
+            if n < 1 {
+                return Err(CmdError::Syntax);
+            }
+            o.count = n as usize;
+        } else if allow_type && is(&args[i], "TYPE") && has_value {
+            o.type_name = Some(String::from_utf8_lossy(&args[i + 1]).to_ascii_lowercase());
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    Ok(o)
+}
+
+pub fn cursor(arg: &[u8]) -> Result<u64, CmdError> {
+    std::str::from_utf8(arg).ok().and_then(|s| s.parse::<u64>().ok()).ok_or(CmdError::InvalidCursor)
+}
+
+/// Relative expiry (seconds or ms) or absolute (unix s or ms) to absolute ms.
+/// `None` when it overflows.
+pub fn expire_at_ms(now_ms: u64, n: i64, unit_ms: i64, absolute: bool) -> Option<i64> {
+    let ms = n.checked_mul(unit_ms)?;
+    if absolute {
+        Some(ms)
+    } else {
+        ms.checked_add(now_ms as i64)
+    }
+}

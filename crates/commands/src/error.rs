@@ -1,0 +1,90 @@
+//! Every error text a client can see, in one place, with Redis's prefixes
+//! and wording so clients that match on them keep working.
+
+use keyspace::delta::StringOpError;
+use keyspace::WriteError;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CmdError {
+    #[error("ERR syntax error")]
+    Syntax,
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+    #[error("ERR value is not an integer or out of range")]
+    NotInteger,
+    #[error("ERR value is not a valid float")]
+    NotFloat,
+    #[error("ERR hash value is not an integer")]
+    HashNotInteger,
+    #[error("ERR hash value is not a float")]
+    HashNotFloat,
+    #[error("ERR increment or decrement would overflow")]
+    Overflow,
+    #[error("ERR increment would produce NaN or Infinity")]
+    NanOrInfinity,
+    #[error("ERR no such key")]
+    NoSuchKey,
+    #[error("ERR invalid cursor")]
+    InvalidCursor,
+    #[error("ERR offset is out of range")]
+    OffsetOutOfRange,
+    #[error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")]
+    StringTooLong,
+    #[error("ERR invalid expire time in '{0}' command")]
+    InvalidExpire(&'static str),
+    #[error("ERR wrong number of arguments for '{0}' command")]
+    WrongArity(String),
+    #[error("ERR unknown command '{name}', with args beginning with: {args}")]
+    UnknownCommand { name: String, args: String },
+    #[error("ERR unknown subcommand '{sub}'. Try {cmd} HELP.")]
+    UnknownSubcommand { cmd: String, sub: String },
+    #[error("ERR NX and XX, GT or LT options at the same time are not compatible")]
+    ExpireNxIncompatible,
+    #[error("ERR GT and LT options at the same time are not compatible")]
+    ExpireGtLt,
+    #[error("ERR Unsupported option {0}")]
+    UnsupportedOption(String),
+    #[error("ERR value is out of range, must be positive")]
+    MustBePositive,
+    #[error("OOM command not allowed when used memory > 'maxmemory'.")]
+    Oom,
+    #[error("NOAUTH Authentication required.")]
+    NoAuth,
+    #[error("WRONGPASS invalid username-password pair or user is disabled.")]
+    WrongPass,
+    #[error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")]
+    AuthNotConfigured,
+    #[error("NOPROTO unsupported protocol version")]
+    NoProto,
+    #[error("ERR DB index is out of range")]
+    DbIndexOutOfRange,
+    #[error("ERR max number of clients reached")]
+    MaxClients,
+    /// Any other text, already carrying its prefix.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl CmdError {
+    pub fn other(msg: impl Into<String>) -> Self {
+        CmdError::Other(msg.into())
+    }
+
+    pub fn unknown_command(args: &[bytes::Bytes]) -> Self {
+        let name = args.first().map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default();
+        let rest: String =
+            args.iter().skip(1).take(20).map(|a| format!("'{}' ", String::from_utf8_lossy(&a[..a.len().min(128)]))).collect();
+        CmdError::UnknownCommand { name: name.chars().take(128).collect(), args: rest }
+    }
+}
+
+impl From<WriteError> for CmdError {
+    fn from(e: WriteError) -> Self {
+        match e {
+            WriteError::WrongType => CmdError::WrongType,
+            WriteError::StringOp(StringOpError::Overflow) => CmdError::Overflow,
+            WriteError::StringOp(StringOpError::NotAnInteger) => CmdError::NotInteger,
+            WriteError::StringOp(StringOpError::OutOfRange | StringOpError::NotAStringOp) => CmdError::Syntax,
+        }
+    }
+}

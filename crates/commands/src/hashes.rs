@@ -1,0 +1,280 @@
+//! Hash commands. Every write logs only the fields it touched (HSET, HDEL,
+//! HINCRBY...), never the whole hash.
+
+use bytes::Bytes;
+use keyspace::{HashValue, Write};
+use rand::Rng;
+
+use crate::args::{self, is, owned};
+use crate::error::CmdError;
+use crate::number::{format_f64, parse_f64, parse_i64};
+use crate::Ctx;
+
+/// Runs `f` on the hash at `key` (None when missing); WRONGTYPE otherwise.
+fn read<R>(ctx: &mut Ctx, key: &Bytes, f: impl FnOnce(&mut Ctx, Option<&HashValue>) -> R) -> Result<R, CmdError> {
+    let ks = ctx.ks;
+    let mut txn = ks.txn([&key[..]], ctx.client_id);
+    match txn.get(key) {
+        None => Ok(f(ctx, None)),
+        Some(e) => {
+            let h = e.as_hash().ok_or(CmdError::WrongType)?;
+            Ok(f(ctx, Some(h)))
+        }
+    }
+}
+
+fn check_hash(txn: &mut keyspace::Txn, key: &[u8]) -> Result<(), CmdError> {
+    match txn.get(key) {
+        Some(e) if e.as_hash().is_none() => Err(CmdError::WrongType),
+        _ => Ok(()),
+    }
+}
+
+fn pairs(a: &[Bytes], name: &str) -> Result<Vec<(Bytes, Bytes)>, CmdError> {
+    if a.len() % 2 != 0 {
+        return Err(CmdError::WrongArity(name.into()));
+    }
+    Ok(a.chunks(2).map(|p| (owned(&p[0]), owned(&p[1]))).collect())
+}
+
+fn set_fields(ctx: &mut Ctx, key: &Bytes, fields: Vec<(Bytes, Bytes)>) -> Result<usize, CmdError> {
+    let mut txn = ctx.ks.txn([&key[..]], ctx.client_id);
+    check_hash(&mut txn, key)?;
+    let held = txn.get(key).and_then(|e| e.as_hash());
+    let mut added = 0;
+    for (i, (f, _)) in fields.iter().enumerate() {
+        let seen_before = fields[..i].iter().any(|(g, _)| g == f);
+        if !seen_before && held.is_none_or(|h| h.get(f).is_none()) {
+            added += 1;
+        }
+    }
+    txn.write(key, Write::HashSet(fields))?;
+    Ok(added)
+}
+
+pub fn hset(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    let fields = pairs(&a[2..], "hset")?;
+    let added = set_fields(ctx, &a[1], fields)?;
+    ctx.out.int(added as i64);
+    Ok(())
+}
+
+pub fn hmset(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    let fields = pairs(&a[2..], "hmset")?;
+    set_fields(ctx, &a[1], fields)?;
+    ctx.out.simple("OK");
+    Ok(())
+}
+
+pub fn hsetnx(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
+    check_hash(&mut txn, &a[1])?;
+    let exists = txn.get(&a[1]).and_then(|e| e.as_hash()).is_some_and(|h| h.get(&a[2]).is_some());
+    if !exists {
+        txn.write(&a[1], Write::HashSet(vec![(owned(&a[2]), owned(&a[3]))]))?;
+    }
+    drop(txn);
+    ctx.out.int(!exists as i64);
+    Ok(())
+}
+
+pub fn hget(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    read(ctx, &a[1], |ctx, h| match h.and_then(|h| h.get(&a[2])) {
+        Some(f) => ctx.out.bulk(&f.value),
+        None => ctx.out.null(),
+    })
+}
+
+pub fn hmget(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    read(ctx, &a[1], |ctx, h| {
+        ctx.out.array(a.len() - 2);
+        for f in &a[2..] {
+            match h.and_then(|h| h.get(f)) {
+                Some(f) => ctx.out.bulk(&f.value),
+                None => ctx.out.null(),
+            }
+        }
+    })
+}
+
+pub fn hgetall(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    read(ctx, &a[1], |ctx, h| {
+        ctx.out.map(h.map_or(0, |h| h.len()));
+        for (f, v) in h.into_iter().flat_map(|h| h.iter()) {
+            ctx.out.bulk(f);
+            ctx.out.bulk(&v.value);
+        }
+    })
+}
+
+pub fn hkeys(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    read(ctx, &a[1], |ctx, h| {
+        ctx.out.array(h.map_or(0, |h| h.len()));
+        for (f, _) in h.into_iter().flat_map(|h| h.iter()) {
+            ctx.out.bulk(f);
+        }
+    })
+}
+
+pub fn hvals(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    read(ctx, &a[1], |ctx, h| {
+        ctx.out.array(h.map_or(0, |h| h.len()));
+        for (_, v) in h.into_iter().flat_map(|h| h.iter()) {
+            ctx.out.bulk(&v.value);
+        }
+    })
+}
+
+pub fn hlen(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    read(ctx, &a[1], |ctx, h| ctx.out.int(h.map_or(0, |h| h.len()) as i64))
+}
+
+pub fn hexists(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    read(ctx, &a[1], |ctx, h| ctx.out.int(h.and_then(|h| h.get(&a[2])).is_some() as i64))
+}
+
+pub fn hstrlen(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    read(ctx, &a[1], |ctx, h| ctx.out.int(h.and_then(|h| h.get(&a[2])).map_or(0, |f| f.value.len()) as i64))
+}
+
+pub fn hdel(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
+    check_hash(&mut txn, &a[1])?;
+    let mut removed: Vec<Bytes> = Vec::new();
+    if let Some(h) = txn.get(&a[1]).and_then(|e| e.as_hash()) {
+        for f in &a[2..] {
+            if h.get(f).is_some() && !removed.contains(f) {
+                removed.push(owned(f));
+            }
+        }
+    }
+    let n = removed.len();
+    if n > 0 {
+        txn.write(&a[1], Write::HashDel(removed))?;
+    }
+    drop(txn);
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+pub fn hincrby(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    let by = args::int(&a[3])?;
+    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
+    check_hash(&mut txn, &a[1])?;
+    let current = match txn.get(&a[1]).and_then(|e| e.as_hash()).and_then(|h| h.get(&a[2])) {
+        Some(f) => parse_i64(&f.value).ok_or(CmdError::HashNotInteger)?,
+        None => 0,
+    };
+    let new = current.checked_add(by).ok_or(CmdError::Overflow)?;
+    let text = Bytes::copy_from_slice(itoa::Buffer::new().format(new).as_bytes());
+    txn.write(&a[1], Write::HashSet(vec![(owned(&a[2]), text)]))?;
+    drop(txn);
+    ctx.out.int(new);
+    Ok(())
+}
+
+pub fn hincrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    let by = args::float(&a[3])?;
+    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
+    check_hash(&mut txn, &a[1])?;
+    let current = match txn.get(&a[1]).and_then(|e| e.as_hash()).and_then(|h| h.get(&a[2])) {
+        Some(f) => parse_f64(&f.value).ok_or(CmdError::HashNotFloat)?,
+        None => 0.0,
+    };
+    let new = current + by;
+    if !new.is_finite() {
+        return Err(CmdError::NanOrInfinity);
+    }
+    let text = Bytes::from(format_f64(new));
+    txn.write(&a[1], Write::HashSet(vec![(owned(&a[2]), text.clone())]))?;
+    drop(txn);
+    ctx.out.bulk(&text);
+    Ok(())
+}
+
+/// HSCAN returns the whole (matching) hash in one reply with cursor 0, as
+/// Redis does for small hashes: one call sees a consistent hash, and there is
+/// no cursor state to invalidate when fields come and go.
+pub fn hscan(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    args::cursor(&a[2])?;
+    let mut novalues = false;
+    let mut rest: Vec<Bytes> = Vec::new();
+    for arg in &a[3..] {
+        if is(arg, "NOVALUES") {
+            novalues = true;
+        } else {
+            rest.push(arg.clone());
+        }
+    }
+    let opts = args::scan_opts(&rest, false)?;
+    read(ctx, &a[1], |ctx, h| {
+        let items: Vec<(&Bytes, &Bytes)> = h
+            .into_iter()
+            .flat_map(|h| h.iter())
+            .filter(|(f, _)| opts.pattern.as_ref().is_none_or(|p| keyspace::glob::glob_match(p, f)))
+            .map(|(f, v)| (f, &v.value))
+            .collect();
+        ctx.out.array(2);
+        ctx.out.bulk(b"0");
+        ctx.out.array(items.len() * if novalues { 1 } else { 2 });
+        for (f, v) in items {
+            ctx.out.bulk(f);
+            if !novalues {
+                ctx.out.bulk(v);
+            }
+        }
+    })
+}
+
+pub fn hrandfield(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+    let count = a.get(2).map(|c| args::int(c)).transpose()?;
+    let withvalues = match a.get(3) {
+        None => false,
+        Some(w) if is(w, "WITHVALUES") && a.len() == 4 => true,
+        Some(_) => return Err(CmdError::Syntax),
+    };
+    // A negative count repeats fields: bound the reply we are asked to build.
+    const MAX_REPEATS: i64 = 1 << 24;
+    if count.is_some_and(|c| c < -MAX_REPEATS || c > i64::MAX / 2) {
+        return Err(CmdError::other("ERR value is out of range"));
+    }
+    read(ctx, &a[1], |ctx, h| {
+        let mut rng = rand::thread_rng();
+        let len = h.map_or(0, |h| h.len());
+        let Some(count) = count else {
+            match h.filter(|h| !h.is_empty()) {
+                Some(h) => ctx.out.bulk(h.get_index(rng.gen_range(0..len)).map_or(&[][..], |(f, _)| f)),
+                None => ctx.out.null(),
+            }
+            return;
+        };
+        let picks: Vec<usize> = if len == 0 {
+            Vec::new()
+        } else if count < 0 {
+            (0..count.unsigned_abs()).map(|_| rng.gen_range(0..len)).collect()
+        } else {
+            let n = (count as usize).min(len);
+            rand::seq::index::sample(&mut rng, len, n).into_vec()
+        };
+        let h = match h {
+            Some(h) => h,
+            None => {
+                ctx.out.array(0);
+                return;
+            }
+        };
+        let resp3_pairs = withvalues && ctx.out.resp3();
+        ctx.out.array(if withvalues && !resp3_pairs { picks.len() * 2 } else { picks.len() });
+        for i in picks {
+            if let Some((f, v)) = h.get_index(i) {
+                if resp3_pairs {
+                    ctx.out.array(2);
+                }
+                ctx.out.bulk(f);
+                if withvalues {
+                    ctx.out.bulk(&v.value);
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,258 @@
+//! The command table, as data. Name, arity, flags and key positions drive
+//! dispatch, arity errors, `COMMAND` output, the admission checks (auth,
+//! OOM) and which keys client tracking remembers, as Redis's commands/*.json
+//! do. Arity follows Redis: N means exactly N arguments including the name,
+//! -N means at least N.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::{hashes, keys, strings, Handler};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flags(pub u32);
+
+impl Flags {
+    pub const WRITE: u32 = 1;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const FAST: u32 = 1 << 3;
+    pub const ADMIN: u32 = 1 << 4;
+    pub const NOAUTH: u32 = 1 << 5;
+    pub const LOADING: u32 = 1 << 6;
+    pub const STALE: u32 = 1 << 7;
+    pub const PUBSUB: u32 = 1 << 8;
+    pub const NOSCRIPT: u32 = 1 << 9;
+    /// Allowed while the connection is in RESP2 subscribed mode.
+    pub const SUBSCRIBED: u32 = 1 << 10;
+
+    const NAMES: [(u32, &'static str); 10] = [
+        (Self::WRITE, "write"),
+        (Self::READONLY, "readonly"),
+        (Self::DENYOOM, "denyoom"),
+        (Self::ADMIN, "admin"),
+        (Self::PUBSUB, "pubsub"),
+        (Self::NOSCRIPT, "noscript"),
+        (Self::LOADING, "loading"),
+        (Self::STALE, "stale"),
+        (Self::FAST, "fast"),
+        (Self::NOAUTH, "no_auth"),
+    ];
+
+    pub fn has(self, f: u32) -> bool {
+        self.0 & f != 0
+    }
+
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        Self::NAMES.into_iter().filter(move |(f, _)| self.has(*f)).map(|(_, n)| n)
+    }
+}
+
+#[derive(Debug)]
+pub struct CommandSpec {
+    /// Lower case, as `COMMAND` reports it.
+    pub name: &'static str,
+    pub arity: i32,
+    pub flags: Flags,
+    /// Key positions: first, last (-1: the last argument), step; 0 = no keys.
+    pub first_key: i32,
+    pub last_key: i32,
+    pub step: i32,
+    pub group: &'static str,
+    pub since: &'static str,
+    pub summary: &'static str,
+    /// None: handled by the server crate (session and server commands).
+    pub handler: Option<Handler>,
+}
+
+impl CommandSpec {
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i32;
+        if self.arity >= 0 {
+            argc == self.arity
+        } else {
+            argc >= -self.arity
+        }
+    }
+
+    /// Positions of the keys in `argc` arguments.
+    pub fn key_positions(&self, argc: usize) -> impl Iterator<Item = usize> {
+        let argc = argc as i32;
+        let (first, step) = (self.first_key, self.step.max(1));
+        let last = if self.last_key < 0 { argc + self.last_key } else { self.last_key.min(argc - 1) };
+        let range = if first > 0 { first..=last } else { 1..=0 };
+        range.step_by(step as usize).map(|i| i as usize)
+    }
+
+    pub fn acl_categories(&self) -> Vec<String> {
+        let mut cats = vec![format!("@{}", if self.group == "generic" { "keyspace" } else { self.group })];
+        for (flag, cat) in [(Flags::WRITE, "@write"), (Flags::READONLY, "@read"), (Flags::FAST, "@fast"), (Flags::ADMIN, "@admin")] {
+            if self.flags.has(flag) {
+                cats.push(cat.into());
+            }
+        }
+        if !self.flags.has(Flags::FAST) {
+            cats.push("@slow".into());
+        }
+        if self.flags.has(Flags::ADMIN) {
+            cats.push("@dangerous".into());
+        }
+        cats
+    }
+}
+
+const W: u32 = Flags::WRITE;
+const R: u32 = Flags::READONLY;
+const M: u32 = Flags::DENYOOM;
+const F: u32 = Flags::FAST;
+const A: u32 = Flags::ADMIN;
+const N: u32 = Flags::NOAUTH;
+const L: u32 = Flags::LOADING | Flags::STALE;
+const S: u32 = Flags::NOSCRIPT;
+const P: u32 = Flags::PUBSUB;
+const SUB: u32 = Flags::SUBSCRIBED;
+
+macro_rules! cmd {
+    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $since:literal, $h:expr, $summary:literal) => {
+        CommandSpec {
+            name: $name,
+            arity: $arity,
+            flags: Flags($flags),
+            first_key: $keys.0,
+            last_key: $keys.1,
+            step: $keys.2,
+            group: $group,
+            since: $since,
+            summary: $summary,
+            handler: $h,
+        }
+    };
+}
+
+const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
+const KEY1: (i32, i32, i32) = (1, 1, 1);
+const ALL_KEYS: (i32, i32, i32) = (1, -1, 1);
+const KEY_VALUE_PAIRS: (i32, i32, i32) = (1, -1, 2);
+
+pub static TABLE: &[CommandSpec] = &[
+    // connection
+    cmd!("ping", -1, F | L | SUB, NO_KEYS, "connection", "1.0.0", None, "Returns the server's liveliness response."),
+    cmd!("echo", 2, F | L, NO_KEYS, "connection", "1.0.0", None, "Returns the given string."),
+    cmd!("hello", -1, F | N | L | S, NO_KEYS, "connection", "6.0.0", None, "Handshakes with the server."),
+    cmd!("auth", -2, F | N | L | S, NO_KEYS, "connection", "1.0.0", None, "Authenticates the connection."),
+    cmd!("select", 2, F | L, NO_KEYS, "connection", "1.0.0", None, "Changes the selected database."),
+    cmd!("quit", -1, F | N | L | S | SUB, NO_KEYS, "connection", "1.0.0", None, "Closes the connection."),
+    cmd!("reset", 1, F | N | L | S | SUB, NO_KEYS, "connection", "6.2.0", None, "Resets the connection."),
+    cmd!("client", -2, L | S, NO_KEYS, "connection", "2.4.0", None, "A container for client connection commands."),
+    cmd!("subscribe", -2, P | L | S | SUB, NO_KEYS, "pubsub", "2.0.0", None, "Listens for messages published to channels."),
+    cmd!("unsubscribe", -1, P | L | S | SUB, NO_KEYS, "pubsub", "2.0.0", None, "Stops listening to messages posted to channels."),
+    cmd!("publish", 3, P | L | F, NO_KEYS, "pubsub", "2.0.0", None, "Posts a message to a channel."),
+    // server
+    cmd!("command", -1, L, NO_KEYS, "server", "2.8.13", None, "Returns detailed information about all commands."),
+    cmd!("info", -1, L, NO_KEYS, "server", "1.0.0", None, "Returns information and statistics about the server."),
+    cmd!("config", -2, A | L | S, NO_KEYS, "server", "2.0.0", None, "A container for server configuration commands."),
+    cmd!("dbsize", 1, R | F, NO_KEYS, "server", "1.0.0", Some(keys::dbsize), "Returns the number of keys in the database."),
+    cmd!("flushall", -1, W, NO_KEYS, "server", "1.0.0", Some(keys::flushall), "Removes all keys from all databases."),
+    cmd!("flushdb", -1, W, NO_KEYS, "server", "1.0.0", Some(keys::flushall), "Remove all keys from the current database."),
+    cmd!("time", 1, F | L, NO_KEYS, "server", "2.6.0", None, "Returns the server time."),
+    cmd!("debug", -2, A | L | S, NO_KEYS, "server", "1.0.0", None, "A container for debugging commands."),
+    // strings
+    cmd!("get", 2, R | F, KEY1, "string", "1.0.0", Some(strings::get), "Returns the string value of a key."),
+    cmd!("set", -3, W | M, KEY1, "string", "1.0.0", Some(strings::set), "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
+    cmd!("setnx", 3, W | M | F, KEY1, "string", "1.0.0", Some(strings::setnx), "Set the string value of a key only when the key doesn't exist."),
+    cmd!("setex", 4, W | M, KEY1, "string", "2.0.0", Some(strings::setex), "Sets the string value and expiration time of a key. Creates the key if it doesn't exist."),
+    cmd!("psetex", 4, W | M, KEY1, "string", "2.6.0", Some(strings::psetex), "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist."),
+    cmd!("getset", 3, W | M | F, KEY1, "string", "1.0.0", Some(strings::getset), "Returns the previous string value of a key after setting it to a new value."),
+    cmd!("getdel", 2, W | F, KEY1, "string", "6.2.0", Some(strings::getdel), "Returns the string value of a key after deleting the key."),
+    cmd!("getex", -2, W | F, KEY1, "string", "6.2.0", Some(strings::getex), "Returns the string value of a key after setting its expiration time."),
+    cmd!("mget", -2, R | F, ALL_KEYS, "string", "1.0.0", Some(strings::mget), "Atomically returns the string values of one or more keys."),
+    cmd!("mset", -3, W | M, KEY_VALUE_PAIRS, "string", "1.0.1", Some(strings::mset), "Atomically creates or modifies the string values of one or more keys."),
+    cmd!("msetnx", -3, W | M, KEY_VALUE_PAIRS, "string", "1.0.1", Some(strings::msetnx), "Atomically modifies the string values of one or more keys only when all keys don't exist."),
+    cmd!("incr", 2, W | M | F, KEY1, "string", "1.0.0", Some(strings::incr), "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
+    cmd!("decr", 2, W | M | F, KEY1, "string", "1.0.0", Some(strings::decr), "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
+    cmd!("incrby", 3, W | M | F, KEY1, "string", "1.0.0", Some(strings::incrby), "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
+    cmd!("decrby", 3, W | M | F, KEY1, "string", "1.0.0", Some(strings::decrby), "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist."),
+    cmd!("incrbyfloat", 3, W | M | F, KEY1, "string", "2.6.0", Some(strings::incrbyfloat), "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
+    cmd!("append", 3, W | M | F, KEY1, "string", "2.0.0", Some(strings::append), "Appends a string to the value of a key. Creates the key if it doesn't exist."),
+    cmd!("strlen", 2, R | F, KEY1, "string", "2.2.0", Some(strings::strlen), "Returns the length of a string value."),
+    cmd!("setrange", 4, W | M, KEY1, "string", "2.2.0", Some(strings::setrange), "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
+    cmd!("getrange", 4, R, KEY1, "string", "2.4.0", Some(strings::getrange), "Returns a substring of the string stored at a key."),
+    // hashes
+    cmd!("hset", -4, W | M | F, KEY1, "hash", "2.0.0", Some(hashes::hset), "Creates or modifies the value of a field in a hash."),
+    cmd!("hsetnx", 4, W | M | F, KEY1, "hash", "2.0.0", Some(hashes::hsetnx), "Sets the value of a field in a hash only when the field doesn't exist."),
+    cmd!("hget", 3, R | F, KEY1, "hash", "2.0.0", Some(hashes::hget), "Returns the value of a field in a hash."),
+    cmd!("hmget", -3, R | F, KEY1, "hash", "2.0.0", Some(hashes::hmget), "Returns the values of all fields in a hash."),
+    cmd!("hmset", -4, W | M | F, KEY1, "hash", "2.0.0", Some(hashes::hmset), "Sets the values of multiple fields."),
+    cmd!("hgetall", 2, R, KEY1, "hash", "2.0.0", Some(hashes::hgetall), "Returns all fields and values in a hash."),
+    cmd!("hdel", -3, W | F, KEY1, "hash", "2.0.0", Some(hashes::hdel), "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain."),
+    cmd!("hexists", 3, R | F, KEY1, "hash", "2.0.0", Some(hashes::hexists), "Determines whether a field exists in a hash."),
+    cmd!("hlen", 2, R | F, KEY1, "hash", "2.0.0", Some(hashes::hlen), "Returns the number of fields in a hash."),
+    cmd!("hkeys", 2, R, KEY1, "hash", "2.0.0", Some(hashes::hkeys), "Returns all fields in a hash."),
+    cmd!("hvals", 2, R, KEY1, "hash", "2.0.0", Some(hashes::hvals), "Returns all values in a hash."),
+    cmd!("hincrby", 4, W | M | F, KEY1, "hash", "2.0.0", Some(hashes::hincrby), "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist."),
+    cmd!("hincrbyfloat", 4, W | M | F, KEY1, "hash", "2.6.0", Some(hashes::hincrbyfloat), "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist."),
+    cmd!("hstrlen", 3, R | F, KEY1, "hash", "3.2.0", Some(hashes::hstrlen), "Returns the length of the value of a field."),
+    cmd!("hscan", -3, R, KEY1, "hash", "2.8.0", Some(hashes::hscan), "Iterates over fields and values of a hash."),
+    cmd!("hrandfield", -2, R, KEY1, "hash", "6.2.0", Some(hashes::hrandfield), "Returns one or more random fields from a hash."),
+    // generic keyspace
+    cmd!("del", -2, W, ALL_KEYS, "generic", "1.0.0", Some(keys::del), "Deletes one or more keys."),
+    cmd!("unlink", -2, W | F, ALL_KEYS, "generic", "4.0.0", Some(keys::del), "Asynchronously deletes one or more keys."),
+    cmd!("exists", -2, R | F, ALL_KEYS, "generic", "1.0.0", Some(keys::exists), "Determines whether one or more keys exist."),
+    cmd!("touch", -2, R | F, ALL_KEYS, "generic", "3.2.1", Some(keys::exists), "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
+    cmd!("type", 2, R | F, KEY1, "generic", "1.0.0", Some(keys::type_), "Determines the type of value stored at a key."),
+    cmd!("expire", -3, W | F, KEY1, "generic", "1.0.0", Some(keys::expire), "Sets the expiration time of a key in seconds."),
+    cmd!("pexpire", -3, W | F, KEY1, "generic", "2.6.0", Some(keys::pexpire), "Sets the expiration time of a key in milliseconds."),
+    cmd!("expireat", -3, W | F, KEY1, "generic", "1.2.0", Some(keys::expireat), "Sets the expiration time of a key to a Unix timestamp."),
+    cmd!("pexpireat", -3, W | F, KEY1, "generic", "2.6.0", Some(keys::pexpireat), "Sets the expiration time of a key to a Unix milliseconds timestamp."),
+    cmd!("ttl", 2, R | F, KEY1, "generic", "1.0.0", Some(keys::ttl), "Returns the expiration time in seconds of a key."),
+    cmd!("pttl", 2, R | F, KEY1, "generic", "2.6.0", Some(keys::pttl), "Returns the expiration time in milliseconds of a key."),
+    cmd!("expiretime", 2, R | F, KEY1, "generic", "7.0.0", Some(keys::expiretime), "Returns the expiration time of a key as a Unix timestamp."),
+    cmd!("pexpiretime", 2, R | F, KEY1, "generic", "7.0.0", Some(keys::pexpiretime), "Returns the expiration time of a key as a Unix milliseconds timestamp."),
+    cmd!("persist", 2, W | F, KEY1, "generic", "2.2.0", Some(keys::persist), "Removes the expiration time of a key."),
+    cmd!("rename", 3, W, (1, 2, 1), "generic", "1.0.0", Some(keys::rename), "Renames a key and overwrites the destination."),
+    cmd!("renamenx", 3, W | F, (1, 2, 1), "generic", "1.0.0", Some(keys::renamenx), "Renames a key only when the target key name doesn't exist."),
+    cmd!("scan", -2, R, NO_KEYS, "generic", "2.8.0", Some(keys::scan), "Iterates over the key names in the database."),
+    cmd!("keys", 2, R, NO_KEYS, "generic", "1.0.0", Some(keys::keys), "Returns all key names that match a pattern."),
+    cmd!("randomkey", 1, R, NO_KEYS, "generic", "1.0.0", Some(keys::randomkey), "Returns a random key name from the database."),
+];
+
+/// Finds a command by name, case-insensitively.
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    static INDEX: OnceLock<HashMap<&'static [u8], &'static CommandSpec>> = OnceLock::new();
+    let index = INDEX.get_or_init(|| TABLE.iter().map(|c| (c.name.as_bytes(), c)).collect());
+    let mut buf = [0u8; 32];
+    if name.len() > buf.len() {
+        return None;
+    }
+    for (d, s) in buf.iter_mut().zip(name) {
+        *d = s.to_ascii_lowercase();
+    }
+    index.get(&buf[..name.len()]).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_lowercase_and_found_in_any_case() {
+        let mut seen = std::collections::HashSet::new();
+        for c in TABLE {
+            assert!(seen.insert(c.name), "duplicate {}", c.name);
+            assert_eq!(c.name, c.name.to_lowercase());
+            assert!(std::ptr::eq(lookup(c.name.to_uppercase().as_bytes()).unwrap(), c));
+        }
+        assert!(lookup(b"nosuchcommand").is_none());
+    }
+
+    #[test]
+    fn key_positions_follow_the_spec() {
+        let mset = lookup(b"mset").unwrap();
+        assert_eq!(mset.key_positions(5).collect::<Vec<_>>(), vec![1, 3]);
+        let del = lookup(b"del").unwrap();
+        assert_eq!(del.key_positions(4).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(lookup(b"ping").unwrap().key_positions(1).count(), 0);
+        assert!(lookup(b"get").unwrap().arity_ok(2) && !lookup(b"get").unwrap().arity_ok(3));
+        assert!(lookup(b"set").unwrap().arity_ok(5) && !lookup(b"set").unwrap().arity_ok(2));
+    }
+}

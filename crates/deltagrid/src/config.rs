@@ -1,0 +1,176 @@
+//! The TOML configuration file. Every table denies unknown keys, so a typo
+//! is an error naming the key instead of a silently ignored setting.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+use server::memory::parse_size;
+use server::NodeSettings;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub node: NodeSection,
+    #[serde(default)]
+    pub site: SiteSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSection {
+    pub id: Option<String>,
+    pub listen: Option<SocketAddr>,
+    pub admin_listen: Option<SocketAddr>,
+    pub data_dir: Option<PathBuf>,
+    pub maxmemory: Option<Size>,
+    pub requirepass: Option<String>,
+    pub maxclients: Option<usize>,
+    pub proto_max_bulk_len: Option<Size>,
+    pub client_query_buffer_limit: Option<Size>,
+    pub log_memory: Option<Size>,
+    pub tracking_table_max_keys: Option<usize>,
+    pub enable_debug_command: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteSection {
+    pub id: Option<u16>,
+    pub name: Option<String>,
+    pub partitions: Option<u16>,
+}
+
+/// A byte size: an integer, or a string like "4GiB" / "512mb".
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(try_from = "SizeRepr")]
+pub struct Size(pub u64);
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SizeRepr {
+    Int(u64),
+    Text(String),
+}
+
+impl TryFrom<SizeRepr> for Size {
+    type Error = String;
+    fn try_from(r: SizeRepr) -> Result<Self, String> {
+        match r {
+            SizeRepr::Int(n) => Ok(Size(n)),
+            SizeRepr::Text(s) => parse_size(&s).map(Size).ok_or_else(|| format!("invalid size {s:?} (use e.g. \"4GiB\", \"512mb\")")),
+        }
+    }
+}
+
+impl ConfigFile {
+    pub fn load(path: &Path) -> anyhow::Result<ConfigFile> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))
+    }
+
+    /// Applies the file on top of the defaults.
+    pub fn apply(self, s: &mut NodeSettings) -> anyhow::Result<()> {
+        let n = self.node;
+        if let Some(v) = n.id {
+            s.node_id = v;
+        }
+        if let Some(v) = n.listen {
+            s.listen = v;
+        }
+        if let Some(v) = n.admin_listen {
+            s.admin_listen = Some(v);
+        }
+        if let Some(v) = n.data_dir {
+            s.data_dir = v;
+        }
+        if let Some(v) = n.maxmemory {
+            s.maxmemory = v.0;
+        }
+        if let Some(v) = n.requirepass {
+            s.requirepass = (!v.is_empty()).then_some(v);
+        }
+        if let Some(v) = n.maxclients {
+            s.maxclients = v;
+        }
+        if let Some(v) = n.proto_max_bulk_len {
+            s.proto_max_bulk_len = v.0 as usize;
+        }
+        if let Some(v) = n.client_query_buffer_limit {
+            s.client_query_buffer_limit = v.0 as usize;
+        }
+        if let Some(v) = n.log_memory {
+            s.log_retain_bytes = v.0 as usize;
+        }
+        if let Some(v) = n.tracking_table_max_keys {
+            s.tracking_table_max_keys = v;
+        }
+        if let Some(v) = n.enable_debug_command {
+            s.enable_debug_command = v;
+        }
+        let site = self.site;
+        if let Some(v) = site.id {
+            if v == 0 {
+                bail!("site.id must be in 1..=65535");
+            }
+            s.site_id = v;
+        }
+        if let Some(v) = site.name {
+            s.site_name = v;
+        }
+        if let Some(v) = site.partitions {
+            if !(1..=16384).contains(&v) {
+                bail!("site.partitions must be in 1..=16384, got {v}");
+            }
+            s.partitions = v;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_example_parses() {
+        let c: ConfigFile = toml::from_str(
+            r#"
+            [node]
+            id = "n1"
+            listen = "127.0.0.1:7001"
+            admin_listen = "127.0.0.1:9001"
+            data_dir = "/var/lib/deltagrid/n1"
+            maxmemory = "4GiB"
+            [site]
+            id = 1
+            name = "london"
+            partitions = 271
+            "#,
+        )
+        .unwrap();
+        let mut s = NodeSettings::default();
+        c.apply(&mut s).unwrap();
+        assert_eq!(s.maxmemory, 4 << 30);
+        assert_eq!(s.site_name, "london");
+        assert_eq!(s.listen.port(), 7001);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = toml::from_str::<ConfigFile>("[node]\nlisten_addr = \"x\"\n").unwrap_err().to_string();
+        assert!(e.contains("listen_addr"), "{e}");
+        let e = toml::from_str::<ConfigFile>("[nodes]\n").unwrap_err().to_string();
+        assert!(e.contains("nodes"), "{e}");
+        let e = toml::from_str::<ConfigFile>("[node]\nmaxmemory = \"lots\"\n").unwrap_err().to_string();
+        assert!(e.contains("lots"), "{e}");
+    }
+
+    #[test]
+    fn partitions_out_of_range_are_refused() {
+        let c: ConfigFile = toml::from_str("[site]\npartitions = 20000\n").unwrap();
+        assert!(c.apply(&mut NodeSettings::default()).is_err());
+    }
+}

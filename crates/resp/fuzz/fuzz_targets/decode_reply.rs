@@ -1,0 +1,28 @@
+//! Any input: no panic, and each call consumes one whole reply or nothing.
+
+#![no_main]
+
+use bytes::BytesMut;
+use libfuzzer_sys::fuzz_target;
+use resp::{decode_reply, Limits};
+
+fuzz_target!(|data: &[u8]| {
+    let small = Limits {
+        max_bulk_len: 16,
+        max_multibulk_len: 4,
+        max_inline_len: 16,
+    };
+    for limits in [Limits::default(), small] {
+        let mut buf = BytesMut::from(data);
+        loop {
+            let before = buf.len();
+            match decode_reply(&mut buf, &limits) {
+                Ok(Some(_)) => assert!(buf.len() < before),
+                Ok(None) | Err(_) => {
+                    assert_eq!(buf.len(), before);
+                    break;
+                }
+            }
+        }
+    }
+});

@@ -1,0 +1,78 @@
+//! The admin HTTP endpoint: `/metrics` (Prometheus text), `/health`,
+//! `/status` (JSON). A minimal HTTP/1.1 server: GET only, one request per
+//! connection, request head capped at 8 KiB, so a misbehaving scraper costs
+//! bounded memory.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::node::Node;
+
+const MAX_HEAD: usize = 8 * 1024;
+
+pub async fn serve(node: Arc<Node>, listener: TcpListener) {
+    loop {
+        if let Ok((stream, _)) = listener.accept().await {
+            let node = node.clone();
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(10), handle(node, stream)).await;
+            });
+        }
+    }
+}
+
+async fn handle(node: Arc<Node>, mut stream: TcpStream) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 || head.len() + n > MAX_HEAD {
+            return Ok(());
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    let (status, ctype, body) = match (method, path) {
+        ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", node.metrics.render(&node.snapshot())),
+        ("GET", "/health") => ("200 OK", "text/plain", "ok\n".to_string()),
+        ("GET", "/status") => ("200 OK", "application/json", status_json(&node)),
+        ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_string()),
+        _ => ("405 Method Not Allowed", "text/plain", "method not allowed\n".to_string()),
+    };
+    let resp = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(resp.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+fn status_json(node: &Node) -> String {
+    let s = node.snapshot();
+    serde_json::json!({
+        "node_id": node.settings.node_id,
+        "version": env!("CARGO_PKG_VERSION"),
+        "redis_version": crate::REDIS_VERSION,
+        "site": { "id": node.settings.site_id, "name": node.settings.site_name, "partitions": node.settings.partitions },
+        "listen": node.settings.listen.to_string(),
+        "uptime_seconds": node.started.elapsed().as_secs(),
+        "connected_clients": s.connected_clients,
+        "keys": s.keys,
+        "keys_with_expiry": s.expires,
+        "used_memory": s.used_memory,
+        "maxmemory": s.maxmemory,
+        "partition_log_bytes": s.log_bytes,
+        "changes": {
+            "full": s.changes[0], "delta": s.changes[1], "delete": s.changes[2], "expire": s.changes[3],
+        },
+        "delta_bytes_saved": s.delta_bytes_saved,
+    })
+    .to_string()
+}

@@ -1,0 +1,111 @@
+//! The registry of connected clients: what other connections and the node
+//! need to see of a client (CLIENT LIST/KILL, tracking redirects, pub/sub
+//! delivery). The connection task owns everything else about its session.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, Notify};
+
+/// Messages delivered to a connection from elsewhere.
+#[derive(Debug)]
+pub enum Push {
+    /// Keys to invalidate; None: everything (FLUSHALL).
+    Invalidate(Option<Vec<Bytes>>),
+    Message { channel: Bytes, payload: Bytes },
+}
+
+/// Pushes a client may have pending before it is considered stuck and cut off.
+pub const PUSH_QUEUE: usize = 65_536;
+
+#[derive(Clone, Debug, Default)]
+pub struct TrackingState {
+    pub on: bool,
+    pub bcast: bool,
+    pub optin: bool,
+    pub optout: bool,
+    pub noloop: bool,
+    /// 0: pushes go to the client itself.
+    pub redirect: u64,
+    pub prefixes: Vec<Bytes>,
+}
+
+pub struct ClientShared {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    pub created: Instant,
+    pub name: Mutex<Option<Bytes>>,
+    pub lib: Mutex<(String, String)>,
+    pub resp3: AtomicBool,
+    pub last_cmd: Mutex<&'static str>,
+    pub last_active_ms: AtomicU64,
+    pub killed: AtomicBool,
+    pub wake: Notify,
+    pub push_tx: mpsc::Sender<Push>,
+    pub tracking: Mutex<TrackingState>,
+    pub channels: Mutex<HashSet<Bytes>>,
+}
+
+impl ClientShared {
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Relaxed);
+        self.wake.notify_one();
+    }
+
+    /// Queues a push; a client that lets its queue fill up is disconnected
+    /// rather than letting memory grow without bound.
+    pub fn push(&self, p: Push) {
+        if self.push_tx.try_send(p).is_err() {
+            tracing::warn!(client = self.id, "push queue full; disconnecting client");
+            self.kill();
+        }
+    }
+
+    pub fn subscribed_to(&self, channel: &[u8]) -> bool {
+        self.channels.lock().contains(channel)
+    }
+}
+
+#[derive(Default)]
+pub struct Clients {
+    map: Mutex<HashMap<u64, Arc<ClientShared>>>,
+    next_id: AtomicU64,
+}
+
+impl Clients {
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn insert(&self, c: Arc<ClientShared>) {
+        self.map.lock().insert(c.id, c);
+    }
+
+    pub fn remove(&self, id: u64) {
+        self.map.lock().remove(&id);
+    }
+
+    pub fn get(&self, id: u64) -> Option<Arc<ClientShared>> {
+        self.map.lock().get(&id).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn all(&self) -> Vec<Arc<ClientShared>> {
+        let mut v: Vec<_> = self.map.lock().values().cloned().collect();
+        v.sort_by_key(|c| c.id);
+        v
+    }
+}

@@ -1,0 +1,98 @@
+//! CONFIG GET / SET / RESETSTAT / REWRITE for the settings clients and tools
+//! probe. Values that deltagrid does not have (save, appendonly) answer with
+//! what they mean here, so tools like redis-benchmark read them correctly.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use commands::args::is;
+use commands::CmdError;
+use keyspace::glob::glob_match;
+
+use crate::memory::parse_size;
+use crate::session::{Reply, Session};
+
+fn params(s: &Session) -> Vec<(&'static str, String)> {
+    let rt = &s.node.runtime;
+    vec![
+        ("maxmemory", rt.maxmemory().to_string()),
+        ("maxmemory-policy", "noeviction".into()),
+        ("maxclients", rt.maxclients.load(Ordering::Relaxed).to_string()),
+        ("proto-max-bulk-len", rt.proto_max_bulk_len.load(Ordering::Relaxed).to_string()),
+        ("client-query-buffer-limit", rt.client_query_buffer_limit.load(Ordering::Relaxed).to_string()),
+        ("requirepass", rt.requirepass.read().clone().unwrap_or_default()),
+        ("save", String::new()),
+        ("appendonly", "no".into()),
+        ("databases", "1".into()),
+        ("port", s.node.settings.listen.port().to_string()),
+        ("bind", s.node.settings.listen.ip().to_string()),
+        ("timeout", "0".into()),
+        ("tcp-keepalive", "300".into()),
+        ("hz", "10".into()),
+        ("cluster-enabled", "no".into()),
+        ("tracking-table-max-keys", s.node.settings.tracking_table_max_keys.to_string()),
+        ("dir", s.node.settings.data_dir.display().to_string()),
+        ("enable-debug-command", if s.node.settings.enable_debug_command { "yes" } else { "no" }.into()),
+    ]
+}
+
+pub fn config(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+    let sub = &a[1];
+    if is(sub, "GET") {
+        if a.len() < 3 {
+            return Err(CmdError::WrongArity("config|get".into()));
+        }
+        let all = params(s);
+        let matched: Vec<&(&str, String)> = all
+            .iter()
+            .filter(|(k, _)| a[2..].iter().any(|p| glob_match(&p.to_ascii_lowercase(), k.as_bytes())))
+            .collect();
+        out.map(matched.len());
+        for (k, v) in matched {
+            out.bulk(k.as_bytes());
+            out.bulk(v.as_bytes());
+        }
+    } else if is(sub, "SET") {
+        if a.len() < 4 || a.len() % 2 != 0 {
+            return Err(CmdError::WrongArity("config|set".into()));
+        }
+        for pair in a[2..].chunks(2) {
+            set(s, &pair[0], &pair[1])?;
+        }
+        out.simple("OK");
+    } else if is(sub, "RESETSTAT") || is(sub, "REWRITE") {
+        out.simple("OK");
+    } else {
+        return Err(CmdError::UnknownSubcommand { cmd: "CONFIG".into(), sub: String::from_utf8_lossy(sub).into() });
+    }
+    Ok(())
+}
+
+fn set(s: &mut Session, key: &[u8], value: &[u8]) -> Result<(), CmdError> {
+    let name = String::from_utf8_lossy(key).to_ascii_lowercase();
+    let text = String::from_utf8_lossy(value).into_owned();
+    let invalid =
+        || CmdError::other(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument couldn't be parsed into an integer"));
+    let rt = &s.node.runtime;
+    match name.as_str() {
+        "maxmemory" => rt.maxmemory.store(parse_size(&text).ok_or_else(invalid)?, Ordering::Relaxed),
+        "maxclients" => rt.maxclients.store(text.parse().map_err(|_| invalid())?, Ordering::Relaxed),
+        "proto-max-bulk-len" => {
+            let v = parse_size(&text).ok_or_else(invalid)?;
+            rt.proto_max_bulk_len.store(v.max(1024 * 1024) as usize, Ordering::Relaxed)
+        }
+        "client-query-buffer-limit" => {
+            let v = parse_size(&text).ok_or_else(invalid)?;
+            rt.client_query_buffer_limit.store(v.max(1024 * 1024) as usize, Ordering::Relaxed)
+        }
+        "requirepass" => *rt.requirepass.write() = (!text.is_empty()).then_some(text),
+        // Accepted and meaningless here: no RDB/AOF, one database.
+        "save" | "appendonly" | "hz" | "timeout" | "tcp-keepalive" | "maxmemory-policy" => {}
+        _ => {
+            return Err(CmdError::other(format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+            )))
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! One client connection: read bytes, decode every complete request, run
+//! each through the admission pipeline, and write all replies with one
+//! write per read (so pipelined requests cost one syscall each way). Pushes
+//! (tracking invalidations, pub/sub messages) arrive on a bounded channel
+//! and are written between requests, never inside a reply.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, Notify};
+
+use crate::clients::{ClientShared, Push, TrackingState, PUSH_QUEUE};
+use crate::node::Node;
+use crate::pubsub::INVALIDATE_CHANNEL;
+use crate::session::Session;
+
+const READ_CHUNK: usize = 16 * 1024;
+
+pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
+    node.metrics.connections_received.fetch_add(1, Ordering::Relaxed);
+    let _ = stream.set_nodelay(true);
+    if node.clients.len() >= node.runtime.maxclients.load(Ordering::Relaxed) {
+        node.metrics.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        let _ = stream.write_all(b"-ERR max number of clients reached\r\n").await;
+        return;
+    }
+    let laddr = stream.local_addr().unwrap_or(addr);
+    let (push_tx, mut push_rx) = mpsc::channel(PUSH_QUEUE);
+    let shared = Arc::new(ClientShared {
+        id: node.clients.next_id(),
+        addr,
+        laddr,
+        created: std::time::Instant::now(),
+        name: Mutex::new(None),
+        lib: Mutex::new((String::new(), String::new())),
+        resp3: Default::default(),
+        last_cmd: Mutex::new("NULL"),
+        last_active_ms: Default::default(),
+        killed: Default::default(),
+        wake: Notify::new(),
+        push_tx,
+        tracking: Mutex::new(TrackingState::default()),
+        channels: Mutex::new(Default::default()),
+    });
+    node.clients.insert(shared.clone());
+    let mut session = Session::new(node.clone(), shared.clone());
+    let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
+    let mut outbuf = BytesMut::with_capacity(READ_CHUNK);
+    loop {
+        if shared.killed.load(Ordering::Relaxed) {
+            break;
+        }
+        tokio::select! {
+            read = stream.read_buf(&mut inbuf) => {
+                match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let close = session.process(&mut inbuf, &mut outbuf);
+                if !outbuf.is_empty() && stream.write_all(&outbuf).await.is_err() {
+                    break;
+                }
+                outbuf.clear();
+                if close {
+                    break;
+                }
+                if inbuf.len() > node.runtime.client_query_buffer_limit.load(Ordering::Relaxed) {
+                    tracing::warn!(client = shared.id, "closing client that reached max query buffer length");
+                    break;
+                }
+                if inbuf.capacity() - inbuf.len() < 512 {
+                    inbuf.reserve(READ_CHUNK);
+                }
+            }
+            Some(push) = push_rx.recv() => {
+                write_push(&session, &shared, push, &mut outbuf);
+                while let Ok(p) = push_rx.try_recv() {
+                    write_push(&session, &shared, p, &mut outbuf);
+                }
+                if !outbuf.is_empty() && stream.write_all(&outbuf).await.is_err() {
+                    break;
+                }
+                outbuf.clear();
+            }
+            _ = shared.wake.notified() => {}
+        }
+    }
+    session.close();
+}
+
+/// Encodes a push in the connection's protocol: RESP3 push frames; for
+/// RESP2, pub/sub messages (invalidations only to subscribers of
+/// `__redis__:invalidate`, as Redis does for REDIRECT targets).
+fn write_push(session: &Session, shared: &ClientShared, push: Push, out: &mut BytesMut) {
+    let resp3 = session.resp3;
+    let mut w = resp::ReplyWriter::new(out, resp3);
+    match push {
+        Push::Invalidate(keys) => {
+            if resp3 {
+                w.push(2);
+                w.bulk(b"invalidate");
+            } else if shared.subscribed_to(INVALIDATE_CHANNEL) {
+                w.array(3);
+                w.bulk(b"message");
+                w.bulk(INVALIDATE_CHANNEL);
+            } else {
+                return;
+            }
+            match keys {
+                Some(keys) => {
+                    w.array(keys.len());
+                    for k in &keys {
+                        w.bulk(k);
+                    }
+                }
+                None => w.null_array(),
+            }
+        }
+        Push::Message { channel, payload } => {
+            w.push(3);
+            w.bulk(b"message");
+            w.bulk(&channel);
+            w.bulk(&payload);
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! COMMAND and INFO: what the server says about itself. COMMAND is generated
+//! from the command table, so it can never disagree with dispatch.
+
+use bytes::Bytes;
+use commands::args::is;
+use commands::{lookup, CmdError, CommandSpec, TABLE};
+use keyspace::glob::glob_match;
+
+use crate::session::{Reply, Session};
+
+pub fn command(a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+    let Some(sub) = a.get(1) else {
+        out.array(TABLE.len());
+        for c in TABLE {
+            command_info(c, out);
+        }
+        return Ok(());
+    };
+    if is(sub, "COUNT") && a.len() == 2 {
+        out.int(TABLE.len() as i64);
+    } else if is(sub, "INFO") {
+        let names: Vec<&[u8]> = if a.len() > 2 { a[2..].iter().map(|b| &b[..]).collect() } else { TABLE.iter().map(|c| c.name.as_bytes()).collect() };
+        out.array(names.len());
+        for n in names {
+            match lookup(n) {
+                Some(c) => command_info(c, out),
+                None => out.null_array(),
+            }
+        }
+    } else if is(sub, "DOCS") {
+        let specs: Vec<&CommandSpec> =
+            if a.len() > 2 { a[2..].iter().filter_map(|n| lookup(n)).collect() } else { TABLE.iter().collect() };
+        out.map(specs.len());
+        for c in specs {
+            out.bulk(c.name.as_bytes());
+            out.map(3);
+            out.bulk(b"summary");
+            out.bulk(c.summary.as_bytes());
+            out.bulk(b"since");
+            out.bulk(c.since.as_bytes());
+            out.bulk(b"group");
+            out.bulk(c.group.as_bytes());
+        }
+    } else if is(sub, "LIST") {
+        let pattern = match a.get(2) {
+            None => None,
+            Some(f) if is(f, "FILTERBY") && a.len() == 5 && is(&a[3], "PATTERN") => Some(a[4].clone()),
+            Some(_) => return Err(CmdError::Syntax),
+        };
+        let names: Vec<&str> =
+            TABLE.iter().map(|c| c.name).filter(|n| pattern.as_ref().is_none_or(|p| glob_match(p, n.as_bytes()))).collect();
+        out.array(names.len());
+        for n in names {
+            out.bulk(n.as_bytes());
+        }
+    } else {
+        return Err(CmdError::UnknownSubcommand { cmd: "COMMAND".into(), sub: String::from_utf8_lossy(sub).into() });
+    }
+    Ok(())
+}
+
+/// One command's entry in Redis 7's COMMAND INFO shape (10 elements).
+fn command_info(c: &CommandSpec, out: Reply) {
+    out.array(10);
+    out.bulk(c.name.as_bytes());
+    out.int(c.arity as i64);
+    let flags: Vec<&str> = c.flags.names().collect();
+    out.set(flags.len());
+    for f in flags {
+        out.simple(f);
+    }
+    out.int(c.first_key as i64);
+    out.int(c.last_key as i64);
+    out.int(c.step as i64);
+    let cats = c.acl_categories();
+    out.set(cats.len());
+    for cat in cats {
+        out.simple(&cat);
+    }
+    out.set(0);
+    if c.first_key > 0 {
+        out.array(1);
+        out.map(4);
+        out.bulk(b"flags");
+        out.set(0);
+        out.bulk(b"begin_search");
+        out.map(2);
+        out.bulk(b"type");
+        out.bulk(b"index");
+        out.bulk(b"spec");
+        out.map(1);
+        out.bulk(b"index");
+        out.int(c.first_key as i64);
+        out.bulk(b"find_keys");
+        out.map(2);
+        out.bulk(b"type");
+        out.bulk(b"range");
+        out.bulk(b"spec");
+        out.map(3);
+        out.bulk(b"lastkey");
+        out.int(if c.last_key < 0 { c.last_key as i64 } else { (c.last_key - c.first_key) as i64 });
+        out.bulk(b"keystep");
+        out.int(c.step as i64);
+        out.bulk(b"limit");
+        out.int(0);
+        out.bulk(b"notes");
+        out.bulk(b"");
+    } else {
+        out.array(0);
+    }
+    out.array(0);
+}
+
+const SECTIONS: [&str; 7] = ["server", "clients", "memory", "persistence", "stats", "replication", "keyspace"];
+
+pub fn info(s: &Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+    let wanted: Vec<String> = a[1..].iter().map(|x| String::from_utf8_lossy(x).to_ascii_lowercase()).collect();
+    let all = wanted.is_empty() || wanted.iter().any(|w| w == "all" || w == "everything" || w == "default");
+    let mut text = String::new();
+    for section in SECTIONS {
+        if all || wanted.iter().any(|w| w == section) {
+            if !text.is_empty() {
+                text.push_str("\r\n");
+            }
+            section_text(s, section, &mut text);
+        }
+    }
+    out.verbatim("txt", text.as_bytes());
+    Ok(())
+}
+
+fn section_text(s: &Session, section: &str, t: &mut String) {
+    use std::fmt::Write;
+    let node = &s.node;
+    let mut title = section.to_string();
+    title[..1].make_ascii_uppercase();
+    let _ = write!(t, "# {title}\r\n");
+    let mut kv = |k: &str, v: &dyn std::fmt::Display| {
+        let _ = write!(t, "{k}:{v}\r\n");
+    };
+    match section {
+        "server" => {
+            let up = node.started.elapsed().as_secs();
+            kv("redis_version", &crate::REDIS_VERSION);
+            kv("deltagrid_version", &env!("CARGO_PKG_VERSION"));
+            kv("redis_mode", &"standalone");
+            kv("os", &std::env::consts::OS);
+            kv("arch_bits", &64);
+            kv("process_id", &std::process::id());
+            kv("run_id", &node.run_id);
+            kv("tcp_port", &node.settings.listen.port());
+            kv("uptime_in_seconds", &up);
+            kv("uptime_in_days", &(up / 86400));
+            kv("hz", &10);
+            kv("node_id", &node.settings.node_id);
+            kv("site_id", &node.settings.site_id);
+            kv("site_name", &node.settings.site_name);
+            kv("partitions", &node.settings.partitions);
+        }
+        "clients" => {
+            kv("connected_clients", &node.clients.len());
+            kv("maxclients", &node.runtime.maxclients.load(std::sync::atomic::Ordering::Relaxed));
+            kv("blocked_clients", &0);
+            kv("tracking_clients", &node.clients.all().iter().filter(|c| c.tracking.lock().on).count());
+        }
+        "memory" => {
+            let used = node.used_memory();
+            kv("used_memory", &used);
+            kv("used_memory_human", &human(used as u64));
+            kv("used_memory_dataset", &node.ks.footprint());
+            kv("partition_log_bytes", &node.ks.log_bytes());
+            kv("maxmemory", &node.runtime.maxmemory());
+            kv("maxmemory_human", &human(node.runtime.maxmemory()));
+            kv("maxmemory_policy", &"noeviction");
+        }
+        "persistence" => {
+            kv("loading", &0);
+            kv("rdb_changes_since_last_save", &0);
+            kv("aof_enabled", &0);
+        }
+        "stats" => {
+            use std::sync::atomic::Ordering::Relaxed;
+            let m = &node.metrics;
+            let st = node.ks.stats();
+            kv("total_connections_received", &m.connections_received.load(Relaxed));
+            kv("total_commands_processed", &m.commands_processed.load(Relaxed));
+            kv("rejected_connections", &m.rejected_connections.load(Relaxed));
+            kv("expired_keys", &st.count(3));
+            kv("tracking_total_keys", &node.tracking.tracked_keys());
+            kv("total_error_replies", &m.protocol_errors.load(Relaxed));
+            kv("changes_full", &st.count(0));
+            kv("changes_delta", &st.count(1));
+            kv("changes_delete", &st.count(2));
+            kv("changes_expire", &st.count(3));
+            kv("delta_bytes_saved", &st.delta_bytes_saved());
+        }
+        "replication" => {
+            kv("role", &"master");
+            kv("connected_slaves", &0);
+            kv("master_failover_state", &"no-failover");
+            kv("master_replid", &node.run_id);
+            kv("master_repl_offset", &0);
+        }
+        "keyspace" => {
+            let keys = node.ks.len();
+            if keys > 0 {
+                let _ = write!(t, "db0:keys={},expires={},avg_ttl=0\r\n", keys, node.ks.expires_len());
+            }
+        }
+        _ => {}
+    }
+}
+
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "K", "M", "G", "T"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.2}{}", UNITS[u])
+}

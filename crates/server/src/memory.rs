@@ -1,0 +1,90 @@
+//! Memory accounting by counting allocations: `used_memory` is what the
+//! process really holds on the heap, not an estimate, so `maxmemory` bounds
+//! the real thing. The binary installs [`CountingAlloc`] as the global
+//! allocator; without it (library tests) [`allocated`] stays 0 and the
+//! maxmemory check never fires.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+
+pub struct CountingAlloc;
+
+// SAFETY: every method forwards to the system allocator unchanged and only
+// adds bookkeeping on a relaxed atomic.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc(layout);
+        if !p.is_null() {
+            ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc_zeroed(layout);
+        if !p.is_null() {
+            ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout);
+        ALLOCATED.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = System.realloc(ptr, layout, new_size);
+        if !p.is_null() {
+            if new_size > layout.size() {
+                ALLOCATED.fetch_add(new_size - layout.size(), Ordering::Relaxed);
+            } else {
+                ALLOCATED.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+            }
+        }
+        p
+    }
+}
+
+/// Bytes currently allocated through [`CountingAlloc`].
+pub fn allocated() -> usize {
+    ALLOCATED.load(Ordering::Relaxed)
+}
+
+/// Parses "4GiB", "512mb", "100k", "1048576" into bytes (Redis and IEC units).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" | "kib" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" | "mib" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" | "gib" => 1 << 30,
+        "tb" | "tib" => 1 << 40,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_redis_and_iec_units() {
+        assert_eq!(parse_size("4GiB"), Some(4 << 30));
+        assert_eq!(parse_size("2mb"), Some(2 << 20));
+        assert_eq!(parse_size("1k"), Some(1000));
+        assert_eq!(parse_size("2097152"), Some(2097152));
+        assert_eq!(parse_size("12 MiB"), Some(12 << 20));
+        assert_eq!(parse_size("lots"), None);
+        assert_eq!(parse_size("99999999999999TiB"), None);
+    }
+}

@@ -1,0 +1,148 @@
+//! A node: the keyspace plus everything a running server shares between
+//! connections (settings, clients, tracking, pub/sub, metrics), and the
+//! tasks that serve it: the RESP listener, the admin HTTP listener and the
+//! active expiry cycle.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keyspace::{DebugClock, Keyspace, KeyspaceConfig};
+use tokio::net::TcpListener;
+
+use crate::clients::Clients;
+use crate::metrics::{Metrics, Snapshot};
+use crate::pubsub::PubSub;
+use crate::settings::{NodeSettings, Runtime};
+use crate::tracking::Tracking;
+use crate::{admin, connection, memory};
+
+pub struct Node {
+    pub settings: NodeSettings,
+    pub runtime: Runtime,
+    pub ks: Arc<Keyspace>,
+    pub clock: Arc<DebugClock>,
+    pub clients: Arc<Clients>,
+    pub tracking: Arc<Tracking>,
+    pub pubsub: PubSub,
+    pub metrics: Metrics,
+    pub started: Instant,
+    pub run_id: String,
+}
+
+/// Keys the active expiry cycle may remove per pass, and how often it runs
+/// (Redis's hz 10); a pass that hits the budget is followed at once by another.
+const EXPIRE_BUDGET: usize = 2000;
+const EXPIRE_PERIOD: Duration = Duration::from_millis(100);
+
+impl Node {
+    pub fn new(settings: NodeSettings) -> Arc<Node> {
+        let clock = Arc::new(DebugClock::default());
+        let ks = Arc::new(Keyspace::new(
+            KeyspaceConfig {
+                partitions: settings.partitions,
+                site_id: settings.site_id,
+                log_retain_bytes: settings.log_retain_bytes,
+            },
+            clock.clone(),
+        ));
+        let clients = Arc::new(Clients::default());
+        let tracking = Arc::new(Tracking::new(clients.clone(), settings.tracking_table_max_keys));
+        ks.set_observer(tracking.clone());
+        let run_id: String = (0..40).map(|_| format!("{:x}", rand_nibble())).collect();
+        Arc::new(Node {
+            runtime: Runtime::new(&settings),
+            settings,
+            ks,
+            clock,
+            clients,
+            tracking,
+            pubsub: PubSub::default(),
+            metrics: Metrics::new(),
+            started: Instant::now(),
+            run_id,
+        })
+    }
+
+    /// Microseconds since the epoch on the node's clock (TIME).
+    pub fn clock_micros(&self) -> u64 {
+        use keyspace::Clock;
+        let sub_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_micros() as u64 % 1000);
+        self.clock.now_ms() * 1000 + sub_ms
+    }
+
+    pub fn used_memory(&self) -> usize {
+        memory::allocated()
+    }
+
+    /// True when a write that may grow memory must be refused.
+    pub fn over_maxmemory(&self) -> bool {
+        let max = self.runtime.maxmemory();
+        max > 0 && self.used_memory() as u64 > max
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let stats = self.ks.stats();
+        Snapshot {
+            connected_clients: self.clients.len(),
+            keys: self.ks.len(),
+            expires: self.ks.expires_len(),
+            used_memory: self.used_memory(),
+            maxmemory: self.runtime.maxmemory(),
+            log_bytes: self.ks.log_bytes(),
+            tracked_keys: self.tracking.tracked_keys(),
+            changes: [0, 1, 2, 3].map(|k| stats.count(k)),
+            change_bytes: [0, 1, 2, 3].map(|k| stats.bytes(k)),
+            delta_bytes_saved: stats.delta_bytes_saved(),
+        }
+    }
+
+    /// Serves until the process ends: RESP clients, admin HTTP, expiry.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener, admin: Option<TcpListener>) {
+        if let Some(admin) = admin {
+            tokio::spawn(admin::serve(self.clone(), admin));
+        }
+        tokio::spawn(self.clone().expire_loop());
+        loop {
+            match listener.accept().await {
+                Ok((stream, addr)) => {
+                    tokio::spawn(connection::serve(self.clone(), stream, addr));
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    async fn expire_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(EXPIRE_PERIOD);
+        loop {
+            tick.tick().await;
+            if !self.runtime.active_expire.load(Ordering::Relaxed) {
+                continue;
+            }
+            let ks = self.ks.clone();
+            // Bounded passes so one cycle never holds a worker for long.
+            for _ in 0..10 {
+                let ks = ks.clone();
+                let removed = tokio::task::spawn_blocking(move || ks.expire_cycle(EXPIRE_BUDGET)).await.unwrap_or(0);
+                if removed < EXPIRE_BUDGET {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+fn rand_nibble() -> u8 {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(Instant::now().elapsed().as_nanos() as u64);
+    (h.finish() & 0xf) as u8
+}

@@ -1,0 +1,396 @@
+//! A client's session and the admission pipeline every command passes, in
+//! Redis's order: lookup, arity, authentication, subscribed-mode limits,
+//! memory; then the handler; then tracking of the keys it read, and metrics.
+//!
+//! Data commands run from the command table (commands crate); the commands
+//! that act on the session or the node are dispatched here by name.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use commands::args::is;
+use commands::{lookup, CmdError, CommandSpec, Ctx, Flags};
+use resp::ReplyWriter;
+
+use crate::clients::ClientShared;
+use crate::node::Node;
+use crate::{client_cmd, config_cmd, introspection};
+
+pub struct Session {
+    pub node: Arc<Node>,
+    pub shared: Arc<ClientShared>,
+    pub id: u64,
+    pub resp3: bool,
+    pub authenticated: bool,
+    closing: bool,
+    /// Tracking on (copy of shared.tracking.on for the hot path).
+    pub tracking: bool,
+    /// CLIENT CACHING yes/no, valid for the next command only.
+    pub caching: Option<bool>,
+    caching_set_now: bool,
+    pub subscriptions: usize,
+}
+
+pub type Reply<'a, 'b> = &'a mut ReplyWriter<'b>;
+
+impl Session {
+    pub fn new(node: Arc<Node>, shared: Arc<ClientShared>) -> Self {
+        let authenticated = node.runtime.requirepass.read().is_none();
+        Session {
+            id: shared.id,
+            node,
+            shared,
+            resp3: false,
+            authenticated,
+            closing: false,
+            tracking: false,
+            caching: None,
+            caching_set_now: false,
+            subscriptions: 0,
+        }
+    }
+
+    /// Runs every complete request in `inbuf`, replies into `out`. Returns
+    /// true when the connection must close (QUIT, protocol error).
+    pub fn process(&mut self, inbuf: &mut BytesMut, out: &mut BytesMut) -> bool {
+        let limits = self.node.runtime.limits();
+        loop {
+            match resp::decode_request(inbuf, &limits) {
+                Ok(None) => return false,
+                Ok(Some(args)) if args.is_empty() => continue,
+                Ok(Some(args)) => {
+                    self.execute(&args, out);
+                    if self.closing {
+                        return true;
+                    }
+                }
+                Err(e) => {
+                    self.node.metrics.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(client = self.id, addr = %self.shared.addr, "protocol error: {e}");
+                    ReplyWriter::new(out, self.resp3).error(&format!("ERR {e}"));
+                    return true;
+                }
+            }
+        }
+    }
+
+    fn execute(&mut self, args: &[Bytes], outbuf: &mut BytesMut) {
+        let start = Instant::now();
+        let mut out = ReplyWriter::new(outbuf, self.resp3);
+        let Some(spec) = lookup(&args[0]) else {
+            out.error(&CmdError::unknown_command(args).to_string());
+            return;
+        };
+        self.caching_set_now = false;
+        let result = self.admit(spec, args).and_then(|()| match spec.handler {
+            Some(handler) => {
+                let mut ctx = Ctx { ks: &self.node.ks, out: &mut out, client_id: self.id };
+                handler(&mut ctx, args)
+            }
+            None => self.builtin(spec, args, &mut out),
+        });
+        if let Err(e) = result {
+            if e == CmdError::Oom {
+                self.node.metrics.oom_rejections.fetch_add(1, Ordering::Relaxed);
+            }
+            out.error(&e.to_string());
+        } else if self.tracking && spec.flags.has(Flags::READONLY) {
+            self.remember_reads(spec, args);
+        }
+        if !self.caching_set_now {
+            self.caching = None;
+        }
+        *self.shared.last_cmd.lock() = spec.name;
+        self.node.metrics.command(spec, start.elapsed());
+    }
+
+    fn admit(&self, spec: &CommandSpec, args: &[Bytes]) -> Result<(), CmdError> {
+        if !spec.arity_ok(args.len()) {
+            return Err(CmdError::WrongArity(spec.name.into()));
+        }
+        if !self.authenticated && !spec.flags.has(Flags::NOAUTH) {
+            return Err(CmdError::NoAuth);
+        }
+        if self.subscriptions > 0 && !self.resp3 && !spec.flags.has(Flags::SUBSCRIBED) {
+            return Err(CmdError::other(format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                spec.name
+            )));
+        }
+        if spec.flags.has(Flags::DENYOOM) && self.node.over_maxmemory() {
+            return Err(CmdError::Oom);
+        }
+        Ok(())
+    }
+
+    /// Default-mode tracking remembers the keys a read-only command read,
+    /// subject to OPTIN/OPTOUT and CLIENT CACHING.
+    fn remember_reads(&self, spec: &CommandSpec, args: &[Bytes]) {
+        let t = self.shared.tracking.lock();
+        if t.bcast || (t.optin && self.caching != Some(true)) || (t.optout && self.caching == Some(false)) {
+            return;
+        }
+        drop(t);
+        let keys: Vec<Bytes> = spec.key_positions(args.len()).map(|i| args[i].clone()).collect();
+        if !keys.is_empty() {
+            self.node.tracking.remember(self.id, &keys);
+        }
+    }
+
+    pub fn set_caching(&mut self, yes: bool) {
+        self.caching = Some(yes);
+        self.caching_set_now = true;
+    }
+
+    fn builtin(&mut self, spec: &CommandSpec, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+        match spec.name {
+            "ping" => self.ping(a, out),
+            "echo" => {
+                out.bulk(&a[1]);
+                Ok(())
+            }
+            "hello" => self.hello(a, out),
+            "auth" => self.auth(a, out),
+            "select" => match commands::args::int(&a[1])? {
+                0 => {
+                    out.simple("OK");
+                    Ok(())
+                }
+                _ => Err(CmdError::DbIndexOutOfRange),
+            },
+            "quit" => {
+                out.simple("OK");
+                self.closing = true;
+                Ok(())
+            }
+            "reset" => {
+                self.reset();
+                out.simple("RESET");
+                Ok(())
+            }
+            "client" => client_cmd::client(self, a, out),
+            "subscribe" => self.subscribe(a, out),
+            "unsubscribe" => self.unsubscribe(a, out),
+            "publish" => {
+                let n = self.node.pubsub.publish(&self.node.clients, &a[1], &a[2]);
+                out.int(n as i64);
+                Ok(())
+            }
+            "command" => introspection::command(a, out),
+            "info" => introspection::info(self, a, out),
+            "config" => config_cmd::config(self, a, out),
+            "time" => {
+                let us = self.node.clock_micros();
+                out.array(2);
+                out.bulk(itoa::Buffer::new().format(us / 1_000_000).as_bytes());
+                out.bulk(itoa::Buffer::new().format(us % 1_000_000).as_bytes());
+                Ok(())
+            }
+            "debug" => self.debug(a, out),
+            _ => Err(CmdError::unknown_command(a)),
+        }
+    }
+
+    fn ping(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+        if a.len() > 2 {
+            return Err(CmdError::WrongArity("ping".into()));
+        }
+        if self.subscriptions > 0 && !self.resp3 {
+            out.array(2);
+            out.bulk(b"pong");
+            out.bulk(a.get(1).map_or(&b""[..], |b| b));
+        } else if let Some(msg) = a.get(1) {
+            out.bulk(msg);
+        } else {
+            out.simple("PONG");
+        }
+        Ok(())
+    }
+
+    fn check_password(&self, user: &[u8], pass: &[u8]) -> Result<(), CmdError> {
+        let required = self.node.runtime.requirepass.read().clone();
+        let ok = user == b"default" && required.as_deref().is_none_or(|p| p.as_bytes() == pass);
+        if ok {
+            Ok(())
+        } else {
+            Err(CmdError::WrongPass)
+        }
+    }
+
+    fn auth(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+        let (user, pass) = match a.len() {
+            2 => (&b"default"[..], &a[1][..]),
+            3 => (&a[1][..], &a[2][..]),
+            _ => return Err(CmdError::Syntax),
+        };
+        if a.len() == 2 && self.node.runtime.requirepass.read().is_none() {
+            return Err(CmdError::AuthNotConfigured);
+        }
+        self.check_password(user, pass)?;
+        self.authenticated = true;
+        out.simple("OK");
+        Ok(())
+    }
+
+    fn hello(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+        let mut proto = None;
+        if let Some(v) = a.get(1) {
+            let v = commands::args::int(v)
+                .map_err(|_| CmdError::other("ERR Protocol version is not an integer or out of range"))?;
+            if !(2..=3).contains(&v) {
+                return Err(CmdError::NoProto);
+            }
+            proto = Some(v);
+        }
+        let mut i = 2;
+        let mut setname = None;
+        let mut authed = false;
+        while i < a.len() {
+            if is(&a[i], "AUTH") && i + 2 < a.len() {
+                self.check_password(&a[i + 1], &a[i + 2])?;
+                authed = true;
+                i += 3;
+            } else if is(&a[i], "SETNAME") && i + 1 < a.len() {
+                client_cmd::valid_name(&a[i + 1])?;
+                setname = Some(a[i + 1].clone());
+                i += 2;
+            } else {
+                return Err(CmdError::other(format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    String::from_utf8_lossy(&a[i])
+                )));
+            }
+        }
+        if !self.authenticated && !authed {
+            return Err(CmdError::other(
+                "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+            ));
+        }
+        if authed {
+            self.authenticated = true;
+        }
+        if let Some(name) = setname {
+            *self.shared.name.lock() = (!name.is_empty()).then_some(name);
+        }
+        if let Some(p) = proto {
+            self.set_resp3(p == 3);
+            out.set_resp3(self.resp3);
+        }
+        out.map(7);
+        out.bulk(b"server");
+        out.bulk(b"redis");
+        out.bulk(b"version");
+        out.bulk(crate::REDIS_VERSION.as_bytes());
+        out.bulk(b"proto");
+        out.int(if self.resp3 { 3 } else { 2 });
+        out.bulk(b"id");
+        out.int(self.id as i64);
+        out.bulk(b"mode");
+        out.bulk(b"standalone");
+        out.bulk(b"role");
+        out.bulk(b"master");
+        out.bulk(b"modules");
+        out.array(0);
+        Ok(())
+    }
+
+    fn set_resp3(&mut self, on: bool) {
+        self.resp3 = on;
+        self.shared.resp3.store(on, Ordering::Relaxed);
+    }
+
+    pub fn set_tracking(&mut self, on: bool) {
+        self.tracking = on;
+    }
+
+    fn reset(&mut self) {
+        client_cmd::tracking_off(self);
+        let channels: Vec<Bytes> = self.shared.channels.lock().drain().collect();
+        for ch in channels {
+            self.node.pubsub.unsubscribe(&ch, self.id);
+        }
+        self.subscriptions = 0;
+        *self.shared.name.lock() = None;
+        self.set_resp3(false);
+        self.caching = None;
+        self.authenticated = self.node.runtime.requirepass.read().is_none();
+    }
+
+    fn subscribe(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+        for ch in &a[1..] {
+            let ch = Bytes::copy_from_slice(ch);
+            if self.shared.channels.lock().insert(ch.clone()) {
+                self.node.pubsub.subscribe(ch.clone(), self.id);
+            }
+            self.subscriptions = self.shared.channels.lock().len();
+            out.push(3);
+            out.bulk(b"subscribe");
+            out.bulk(&ch);
+            out.int(self.subscriptions as i64);
+        }
+        Ok(())
+    }
+
+    fn unsubscribe(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+        let channels: Vec<Bytes> = if a.len() > 1 {
+            a[1..].to_vec()
+        } else {
+            self.shared.channels.lock().iter().cloned().collect()
+        };
+        if channels.is_empty() {
+            out.push(3);
+            out.bulk(b"unsubscribe");
+            out.null();
+            out.int(0);
+        }
+        for ch in channels {
+            if self.shared.channels.lock().remove(&ch) {
+                self.node.pubsub.unsubscribe(&ch, self.id);
+            }
+            self.subscriptions = self.shared.channels.lock().len();
+            out.push(3);
+            out.bulk(b"unsubscribe");
+            out.bulk(&ch);
+            out.int(self.subscriptions as i64);
+        }
+        Ok(())
+    }
+
+    fn debug(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+        if !self.node.settings.enable_debug_command {
+            return Err(CmdError::other(
+                "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+            ));
+        }
+        let sub = &a[1];
+        if is(sub, "CLOCK-ADVANCE") && a.len() == 3 {
+            let ms = commands::args::int(&a[2])?;
+            if ms < 0 {
+                return Err(CmdError::MustBePositive);
+            }
+            self.node.clock.advance(ms as u64);
+        } else if is(sub, "SET-ACTIVE-EXPIRE") && a.len() == 3 {
+            let on = commands::args::int(&a[2])? != 0;
+            self.node.runtime.active_expire.store(on, Ordering::Relaxed);
+        } else if is(sub, "SLEEP") && a.len() == 3 {
+            let secs = commands::args::float(&a[2])?.clamp(0.0, 60.0);
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+        } else {
+            return Err(CmdError::UnknownSubcommand { cmd: "DEBUG".into(), sub: String::from_utf8_lossy(sub).into() });
+        }
+        out.simple("OK");
+        Ok(())
+    }
+
+    /// Connection ended: release what the node holds for it.
+    pub fn close(&mut self) {
+        client_cmd::tracking_off(self);
+        let channels: Vec<Bytes> = self.shared.channels.lock().drain().collect();
+        for ch in channels {
+            self.node.pubsub.unsubscribe(&ch, self.id);
+        }
+        self.node.clients.remove(self.id);
+    }
+}

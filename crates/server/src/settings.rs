@@ -1,0 +1,85 @@
+//! Node settings: fixed at start ([`NodeSettings`]) and changeable at run
+//! time with CONFIG SET ([`Runtime`], atomics read on the hot path).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::RwLock;
+
+#[derive(Clone, Debug)]
+pub struct NodeSettings {
+    pub node_id: String,
+    pub listen: SocketAddr,
+    pub admin_listen: Option<SocketAddr>,
+    pub data_dir: PathBuf,
+    pub maxmemory: u64,
+    pub requirepass: Option<String>,
+    pub maxclients: usize,
+    pub proto_max_bulk_len: usize,
+    pub client_query_buffer_limit: usize,
+    pub enable_debug_command: bool,
+    pub site_id: u16,
+    pub site_name: String,
+    pub partitions: u16,
+    /// Bytes of partition log kept in memory when no consumer needs more.
+    pub log_retain_bytes: usize,
+    /// Keys remembered for client tracking before the oldest are invalidated.
+    pub tracking_table_max_keys: usize,
+}
+
+impl Default for NodeSettings {
+    fn default() -> Self {
+        NodeSettings {
+            node_id: "n1".into(),
+            listen: "127.0.0.1:6379".parse().expect("valid literal"),
+            admin_listen: Some("127.0.0.1:9379".parse().expect("valid literal")),
+            data_dir: PathBuf::from("./data"),
+            maxmemory: 0,
+            requirepass: None,
+            maxclients: 10_000,
+            proto_max_bulk_len: 512 << 20,
+            client_query_buffer_limit: 1 << 30,
+            enable_debug_command: false,
+            site_id: 1,
+            site_name: "local".into(),
+            partitions: 271,
+            log_retain_bytes: 16 << 20,
+            tracking_table_max_keys: 1_000_000,
+        }
+    }
+}
+
+/// What CONFIG SET may change while running.
+pub struct Runtime {
+    pub maxmemory: AtomicU64,
+    pub maxclients: AtomicUsize,
+    pub proto_max_bulk_len: AtomicUsize,
+    pub client_query_buffer_limit: AtomicUsize,
+    pub requirepass: RwLock<Option<String>>,
+    pub active_expire: AtomicBool,
+}
+
+impl Runtime {
+    pub fn new(s: &NodeSettings) -> Self {
+        Runtime {
+            maxmemory: AtomicU64::new(s.maxmemory),
+            maxclients: AtomicUsize::new(s.maxclients),
+            proto_max_bulk_len: AtomicUsize::new(s.proto_max_bulk_len),
+            client_query_buffer_limit: AtomicUsize::new(s.client_query_buffer_limit),
+            requirepass: RwLock::new(s.requirepass.clone()),
+            active_expire: AtomicBool::new(true),
+        }
+    }
+
+    pub fn maxmemory(&self) -> u64 {
+        self.maxmemory.load(Ordering::Relaxed)
+    }
+
+    pub fn limits(&self) -> resp::Limits {
+        resp::Limits {
+            max_bulk_len: self.proto_max_bulk_len.load(Ordering::Relaxed),
+            ..resp::Limits::default()
+        }
+    }
+}
