@@ -71,10 +71,20 @@ impl CmdError {
     }
 
     pub fn unknown_command(args: &[bytes::Bytes]) -> Self {
-        let name = args.first().map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default();
-        let rest: String =
-            args.iter().skip(1).take(20).map(|a| format!("'{}' ", String::from_utf8_lossy(&a[..a.len().min(128)]))).collect();
-        CmdError::UnknownCommand { name: name.chars().take(128).collect(), args: rest }
+        // Redis's rule: args are listed while the list is under 128 bytes,
+        // each cut to what is left of those 128.
+        let name = args.first().map(|a| String::from_utf8_lossy(&a[..a.len().min(128)]).into_owned()).unwrap_or_default();
+        let mut rest: Vec<u8> = Vec::new();
+        for a in args.iter().skip(1) {
+            if rest.len() >= 128 {
+                break;
+            }
+            let room = 128 - rest.len();
+            rest.push(b'\'');
+            rest.extend_from_slice(&a[..a.len().min(room)]);
+            rest.extend_from_slice(b"' ");
+        }
+        CmdError::UnknownCommand { name, args: String::from_utf8_lossy(&rest).into_owned() }
     }
 }
 

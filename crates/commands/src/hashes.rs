@@ -175,6 +175,9 @@ pub fn hincrby(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
 
 pub fn hincrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     let by = args::float(&a[3])?;
+    if !by.is_finite() {
+        return Err(CmdError::other("ERR value is NaN or Infinity"));
+    }
     let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
     check_hash(&mut txn, &a[1])?;
     let current = match txn.get(&a[1]).and_then(|e| e.as_hash()).and_then(|h| h.get(&a[2])) {
@@ -192,11 +195,22 @@ pub fn hincrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// HSCAN returns the whole (matching) hash in one reply with cursor 0, as
-/// Redis does for small hashes: one call sees a consistent hash, and there is
-/// no cursor state to invalidate when fields come and go.
+/// Hashes up to this many fields are returned by HSCAN in one reply, as
+/// Redis does for small (listpack) hashes.
+const HSCAN_ONE_SHOT: usize = 128;
+
+/// A field's place in HSCAN order: a hash of its name with fixed keys, so
+/// the order is the same on every call and survives inserts and deletes.
+fn scan_order(field: &[u8]) -> u64 {
+    ahash::RandomState::with_seeds(0x64656c74, 0x61677269, 0x64, 0x5343414e).hash_one(field)
+}
+
+/// HSCAN pages through fields in `scan_order`; the cursor is the next order
+/// value to return. A field present for the whole iteration is returned
+/// exactly once, whatever changes meanwhile; each call costs one pass over
+/// the hash.
 pub fn hscan(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    args::cursor(&a[2])?;
+    let cursor = args::cursor(&a[2])?;
     let mut novalues = false;
     let mut rest: Vec<Bytes> = Vec::new();
     for arg in &a[3..] {
@@ -208,16 +222,29 @@ pub fn hscan(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     }
     let opts = args::scan_opts(&rest, false)?;
     read(ctx, &a[1], |ctx, h| {
-        let items: Vec<(&Bytes, &Bytes)> = h
+        let len = h.map_or(0, |h| h.len());
+        let mut page: Vec<(u64, &Bytes, &Bytes)> = h
             .into_iter()
             .flat_map(|h| h.iter())
-            .filter(|(f, _)| opts.pattern.as_ref().is_none_or(|p| keyspace::glob::glob_match(p, f)))
-            .map(|(f, v)| (f, &v.value))
+            .map(|(f, v)| (if len <= HSCAN_ONE_SHOT { 0 } else { scan_order(f) }, f, &v.value))
+            .filter(|(o, _, _)| len <= HSCAN_ONE_SHOT || *o >= cursor)
+            .collect();
+        let mut next = 0;
+        if page.len() > opts.count {
+            page.select_nth_unstable_by_key(opts.count, |e| e.0);
+            let cut = page[opts.count].0;
+            // Never split fields sharing an order value across pages.
+            page.retain(|e| e.0 < cut);
+            next = cut;
+        }
+        let page: Vec<_> = page
+            .into_iter()
+            .filter(|(_, f, _)| opts.pattern.as_ref().is_none_or(|p| keyspace::glob::glob_match(p, f)))
             .collect();
         ctx.out.array(2);
-        ctx.out.bulk(b"0");
-        ctx.out.array(items.len() * if novalues { 1 } else { 2 });
-        for (f, v) in items {
+        ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());
+        ctx.out.array(page.len() * if novalues { 1 } else { 2 });
+        for (_, f, v) in page {
             ctx.out.bulk(f);
             if !novalues {
                 ctx.out.bulk(v);
@@ -233,9 +260,16 @@ pub fn hrandfield(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
         Some(w) if is(w, "WITHVALUES") && a.len() == 4 => true,
         Some(_) => return Err(CmdError::Syntax),
     };
-    // A negative count repeats fields: bound the reply we are asked to build.
+    if count == Some(i64::MIN) {
+        return Err(CmdError::other(
+            "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+        ));
+    }
+    // Redis caps |count| for WITHVALUES; we also cap repeats (negative
+    // counts) so a request cannot make us build an unbounded reply.
     const MAX_REPEATS: i64 = 1 << 24;
-    if count.is_some_and(|c| c < -MAX_REPEATS || c > i64::MAX / 2) {
+    let limit = |c: i64| (withvalues && (c >= i64::MAX / 2 || c <= -(i64::MAX / 2))) || c < -MAX_REPEATS;
+    if count.is_some_and(limit) {
         return Err(CmdError::other("ERR value is out of range"));
     }
     read(ctx, &a[1], |ctx, h| {

@@ -54,7 +54,10 @@ fn parse_set_opts(a: &[Bytes]) -> Result<SetOpts, CmdError> {
             .into_iter()
             .find(|(kw, _, _)| is(arg, kw));
         if let Some((_, unit_ms, absolute)) = unit {
-            if o.expire.is_some() || o.keepttl || i + 1 >= a.len() {
+            // Repeating the same option is allowed (the last wins); mixing
+            // two kinds of expiry, or an expiry with KEEPTTL, is not.
+            let other_kind = o.expire.is_some_and(|(_, u, abs)| (u, abs) != (unit_ms, absolute));
+            if other_kind || o.keepttl || i + 1 >= a.len() {
                 return Err(CmdError::Syntax);
             }
             o.expire = Some((args::int(&a[i + 1])?, unit_ms, absolute));
@@ -110,7 +113,12 @@ fn set_with(ctx: &mut Ctx, key: &Bytes, value: &Bytes, o: SetOpts, cmd: &'static
     let blocked = (o.nx && exists) || (o.xx && !exists);
     if !blocked {
         let expire_at = if o.keepttl { old_expire } else { expire_at };
-        txn.write(key, Write::Set { value: Value::Str(owned(value)), expire_at })?;
+        if expire_at != 0 && expire_at <= now {
+            // An absolute time already past: the value would never be seen.
+            txn.write(key, Write::Delete)?;
+        } else {
+            txn.write(key, Write::Set { value: Value::Str(owned(value)), expire_at })?;
+        }
     }
     drop(txn);
     if o.get {
@@ -275,7 +283,8 @@ pub fn incrby(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
 
 pub fn decrby(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     let by = args::int(&a[2])?;
-    incr_by(ctx, &a[1], by.checked_neg().ok_or(CmdError::Overflow)?)
+    let by = by.checked_neg().ok_or_else(|| CmdError::other("ERR decrement would overflow"))?;
+    incr_by(ctx, &a[1], by)
 }
 
 pub fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {

@@ -98,7 +98,7 @@ pub struct Keyspace {
 impl Keyspace {
     pub fn new(cfg: KeyspaceConfig, clock: Arc<dyn Clock>) -> Self {
         let partitions = cfg.partitions.clamp(1, slot::SLOTS);
-        let per_part = (cfg.log_retain_bytes / partitions as usize).max(4096);
+        let per_part = cfg.log_retain_bytes / partitions as usize;
         Keyspace {
             parts: (0..partitions).map(|p| Mutex::new(Partition::new(p, per_part))).collect(),
             partitions,

@@ -33,7 +33,12 @@ pub fn client(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> 
         }
         "setinfo" => {
             arity(a.len() == 4)?;
-            valid_name(&a[3])?;
+            if valid_name(&a[3]).is_err() {
+                return Err(CmdError::other(format!(
+                    "ERR {} cannot contain spaces, newlines or special characters.",
+                    String::from_utf8_lossy(&a[2])
+                )));
+            }
             let v = String::from_utf8_lossy(&a[3]).into_owned();
             let mut lib = s.shared.lib.lock();
             if is(&a[2], "LIB-NAME") {
@@ -47,13 +52,19 @@ pub fn client(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> 
         }
         "info" => {
             arity(a.len() == 2)?;
-            let line = client_line(s, &s.shared);
+            let line = client_line(s, &s.shared, "client|info");
             out.verbatim("txt", line.as_bytes());
         }
         "list" => {
             let all = s.node.clients.all();
             let ids: Option<Vec<u64>> = match a.get(2) {
-                Some(k) if is(k, "ID") => Some(a[3..].iter().filter_map(|x| int(x).ok()).map(|x| x as u64).collect()),
+                Some(k) if is(k, "ID") && a.len() > 3 => Some(
+                    a[3..]
+                        .iter()
+                        .map(|x| int(x).ok().filter(|id| *id > 0).map(|id| id as u64))
+                        .collect::<Option<Vec<u64>>>()
+                        .ok_or_else(|| CmdError::other("ERR Invalid client ID"))?,
+                ),
                 Some(k) if is(k, "TYPE") && a.len() == 4 => None,
                 None => None,
                 Some(_) => return Err(CmdError::Syntax),
@@ -61,16 +72,19 @@ pub fn client(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> 
             let text: String = all
                 .iter()
                 .filter(|c| ids.as_ref().is_none_or(|ids| ids.contains(&c.id)))
-                .map(|c| client_line(s, c))
+                .map(|c| client_line(s, c, "client|list"))
                 .collect();
             out.verbatim("txt", text.as_bytes());
         }
-        "kill" => kill(s, a, out)?,
+        "kill" => {
+            arity(a.len() >= 3)?;
+            kill(s, a, out)?
+        }
         "tracking" => tracking(s, a, out)?,
         "caching" => {
             arity(a.len() == 3)?;
             let t = s.shared.tracking.lock().clone();
-            if !t.on || !(t.optin || t.optout) {
+            if !t.on {
                 return Err(CmdError::other(
                     "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled",
                 ));
@@ -124,7 +138,7 @@ pub fn valid_name(name: &[u8]) -> Result<(), CmdError> {
     }
 }
 
-fn client_line(s: &Session, c: &ClientShared) -> String {
+fn client_line(s: &Session, c: &ClientShared, current: &str) -> String {
     let name = c.name.lock().as_ref().map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default();
     let lib = c.lib.lock().clone();
     let t = c.tracking.lock().clone();
@@ -142,7 +156,7 @@ fn client_line(s: &Session, c: &ClientShared) -> String {
         flags.push('N');
     }
     let age = c.created.elapsed().as_secs();
-    let cmd = if c.id == s.id { "client|list" } else { *c.last_cmd.lock() };
+    let cmd = if c.id == s.id { current } else { *c.last_cmd.lock() };
     format!(
         "id={} addr={} laddr={} fd=8 name={} age={} idle=0 flags={} db=0 sub={} psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}\n",
         c.id,
@@ -178,7 +192,10 @@ fn kill(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
     for pair in a[2..].chunks(2) {
         let (k, v) = (&pair[0], String::from_utf8_lossy(&pair[1]).into_owned());
         if is(k, "ID") {
-            let id = int(&pair[1]).map_err(|_| CmdError::other("ERR client-id should be greater than 0"))?;
+            let id = int(&pair[1])
+                .ok()
+                .filter(|id| *id > 0)
+                .ok_or_else(|| CmdError::other("ERR client-id should be greater than 0"))?;
             filters.push(Box::new(move |c| c.id as i64 == id));
         } else if is(k, "ADDR") {
             filters.push(Box::new(move |c| c.addr.to_string() == v));
@@ -256,11 +273,14 @@ fn tracking(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
     if old.on && old.bcast != new.bcast {
         return Err(CmdError::other("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode."));
     }
+    if old.on && (old.optin != new.optin || old.optout != new.optout) {
+        return Err(CmdError::other("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."));
+    }
     if !new.bcast && !new.prefixes.is_empty() {
         return Err(CmdError::other("ERR PREFIX option requires BCAST mode to be enabled"));
     }
     if new.optin && new.optout {
-        return Err(CmdError::other("ERR You can't use both OPTIN and OPTOUT"));
+        return Err(CmdError::other("ERR You can't specify both OPTIN mode and OPTOUT mode"));
     }
     if new.bcast && (new.optin || new.optout) {
         return Err(CmdError::other("ERR OPTIN and OPTOUT are not compatible with BCAST"));
@@ -271,6 +291,10 @@ fn tracking(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
         new.prefixes.extend(old.prefixes.iter().cloned());
         new.prefixes.dedup();
     }
+    if new.bcast && new.prefixes.is_empty() {
+        // BCAST without PREFIX: every key, i.e. the empty prefix.
+        new.prefixes.push(Bytes::new());
+    }
     s.node.tracking.enable(s.id, new.bcast.then_some(&new.prefixes[..]));
     *s.shared.tracking.lock() = new;
     s.set_tracking(true);
@@ -279,16 +303,20 @@ fn tracking(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
 }
 
 fn check_prefix_overlap(old: &[Bytes], new: &[Bytes]) -> Result<(), CmdError> {
-    let all: Vec<&Bytes> = old.iter().chain(new.iter()).collect();
+    let overlap = |p: &Bytes, q: &Bytes| p.starts_with(q) || q.starts_with(p);
+    let err = |p: &Bytes, kind: &str, q: &Bytes| {
+        CmdError::other(format!(
+            "ERR Prefix '{}' overlaps with {kind} prefix '{}'. Prefixes for a single client must not overlap.",
+            String::from_utf8_lossy(p),
+            String::from_utf8_lossy(q)
+        ))
+    };
     for (i, p) in new.iter().enumerate() {
-        for q in all.iter().take(old.len() + i) {
-            if p != *q && (p.starts_with(q) || q.starts_with(p)) {
-                return Err(CmdError::other(format!(
-                    "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
-                    String::from_utf8_lossy(p),
-                    String::from_utf8_lossy(q)
-                )));
-            }
+        if let Some(q) = old.iter().find(|q| *q != p && overlap(p, q)) {
+            return Err(err(p, "an existing", q));
+        }
+        if let Some(q) = new.iter().enumerate().find(|(j, q)| *j != i && overlap(p, q)).map(|(_, q)| q) {
+            return Err(err(p, "another provided", q));
         }
     }
     Ok(())

@@ -18,6 +18,8 @@ pub enum Push {
     /// Keys to invalidate; None: everything (FLUSHALL).
     Invalidate(Option<Vec<Bytes>>),
     Message { channel: Bytes, payload: Bytes },
+    /// The client's tracking REDIRECT target disconnected.
+    RedirectBroken(u64),
 }
 
 /// Pushes a client may have pending before it is considered stuck and cut off.

@@ -32,6 +32,16 @@ fn params(s: &Session) -> Vec<(&'static str, String)> {
         ("cluster-enabled", "no".into()),
         ("tracking-table-max-keys", s.node.settings.tracking_table_max_keys.to_string()),
         ("dir", s.node.settings.data_dir.display().to_string()),
+        // Encoding thresholds clients and tools probe; informational here.
+        ("hash-max-listpack-entries", "128".into()),
+        ("hash-max-listpack-value", "64".into()),
+        ("hash-max-ziplist-entries", "128".into()),
+        ("hash-max-ziplist-value", "64".into()),
+        ("list-max-listpack-size", "-2".into()),
+        ("set-max-intset-entries", "512".into()),
+        ("set-max-listpack-entries", "128".into()),
+        ("zset-max-listpack-entries", "128".into()),
+        ("zset-max-ziplist-entries", "128".into()),
         ("enable-debug-command", if s.node.settings.enable_debug_command { "yes" } else { "no" }.into()),
     ]
 }
@@ -43,13 +53,22 @@ pub fn config(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> 
             return Err(CmdError::WrongArity("config|get".into()));
         }
         let all = params(s);
-        let matched: Vec<&(&str, String)> = all
-            .iter()
-            .filter(|(k, _)| a[2..].iter().any(|p| glob_match(&p.to_ascii_lowercase(), k.as_bytes())))
-            .collect();
+        // A plain name is echoed as the client typed it; glob matches
+        // answer with our (lower-case) names. Each parameter appears once.
+        let mut matched: Vec<(Vec<u8>, &String)> = Vec::new();
+        for p in &a[2..] {
+            let lower = p.to_ascii_lowercase();
+            let is_glob = p.iter().any(|b| matches!(b, b'*' | b'?' | b'['));
+            for (k, v) in &all {
+                let hit = if is_glob { glob_match(&lower, k.as_bytes()) } else { lower == k.as_bytes() };
+                if hit && !matched.iter().any(|(m, _)| m.eq_ignore_ascii_case(k.as_bytes())) {
+                    matched.push((if is_glob { k.as_bytes().to_vec() } else { p.to_vec() }, v));
+                }
+            }
+        }
         out.map(matched.len());
         for (k, v) in matched {
-            out.bulk(k.as_bytes());
+            out.bulk(&k);
             out.bulk(v.as_bytes());
         }
     } else if is(sub, "SET") {
@@ -75,7 +94,14 @@ fn set(s: &mut Session, key: &[u8], value: &[u8]) -> Result<(), CmdError> {
         || CmdError::other(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument couldn't be parsed into an integer"));
     let rt = &s.node.runtime;
     match name.as_str() {
-        "maxmemory" => rt.maxmemory.store(parse_size(&text).ok_or_else(invalid)?, Ordering::Relaxed),
+        "maxmemory" => {
+            let v = parse_size(&text).ok_or_else(|| {
+                CmdError::other(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - argument must be a memory value"
+                ))
+            })?;
+            rt.maxmemory.store(v, Ordering::Relaxed)
+        }
         "maxclients" => rt.maxclients.store(text.parse().map_err(|_| invalid())?, Ordering::Relaxed),
         "proto-max-bulk-len" => {
             let v = parse_size(&text).ok_or_else(invalid)?;

@@ -118,7 +118,15 @@ fn write_push(session: &Session, shared: &ClientShared, push: Push, out: &mut By
                         w.bulk(k);
                     }
                 }
-                None => w.null_array(),
+                // FLUSHALL: RESP3 null, RESP2 a null bulk (as Redis sends).
+                None => w.null(),
+            }
+        }
+        Push::RedirectBroken(id) => {
+            if resp3 {
+                w.push(2);
+                w.bulk(b"tracking-redir-broken");
+                w.int(id as i64);
             }
         }
         Push::Message { channel, payload } => {

@@ -16,7 +16,15 @@ pub fn command(a: &[Bytes], out: Reply) -> Result<(), CmdError> {
         }
         return Ok(());
     };
-    if is(sub, "COUNT") && a.len() == 2 {
+    let sub_arity = |ok: bool, name: &str| {
+        if ok {
+            Ok(())
+        } else {
+            Err(CmdError::WrongArity(format!("command|{name}")))
+        }
+    };
+    if is(sub, "COUNT") {
+        sub_arity(a.len() == 2, "count")?;
         out.int(TABLE.len() as i64);
     } else if is(sub, "INFO") {
         let names: Vec<&[u8]> = if a.len() > 2 { a[2..].iter().map(|b| &b[..]).collect() } else { TABLE.iter().map(|c| c.name.as_bytes()).collect() };
@@ -24,7 +32,7 @@ pub fn command(a: &[Bytes], out: Reply) -> Result<(), CmdError> {
         for n in names {
             match lookup(n) {
                 Some(c) => command_info(c, out),
-                None => out.null_array(),
+                None => out.null(),
             }
         }
     } else if is(sub, "DOCS") {
@@ -33,13 +41,28 @@ pub fn command(a: &[Bytes], out: Reply) -> Result<(), CmdError> {
         out.map(specs.len());
         for c in specs {
             out.bulk(c.name.as_bytes());
-            out.map(3);
+            out.map(4);
             out.bulk(b"summary");
             out.bulk(c.summary.as_bytes());
             out.bulk(b"since");
             out.bulk(c.since.as_bytes());
             out.bulk(b"group");
             out.bulk(c.group.as_bytes());
+            // Arguments as far as the table knows them: the key arguments.
+            let keys = if c.first_key > 0 { 1 } else { 0 };
+            out.bulk(b"arguments");
+            out.array(keys);
+            if keys == 1 {
+                out.map(4);
+                out.bulk(b"name");
+                out.bulk(b"key");
+                out.bulk(b"type");
+                out.bulk(b"key");
+                out.bulk(b"display_text");
+                out.bulk(b"key");
+                out.bulk(b"key_spec_index");
+                out.int(0);
+            }
         }
     } else if is(sub, "LIST") {
         let pattern = match a.get(2) {
@@ -47,8 +70,13 @@ pub fn command(a: &[Bytes], out: Reply) -> Result<(), CmdError> {
             Some(f) if is(f, "FILTERBY") && a.len() == 5 && is(&a[3], "PATTERN") => Some(a[4].clone()),
             Some(_) => return Err(CmdError::Syntax),
         };
-        let names: Vec<&str> =
-            TABLE.iter().map(|c| c.name).filter(|n| pattern.as_ref().is_none_or(|p| glob_match(p, n.as_bytes()))).collect();
+        let subs = SUBCOMMANDS.iter().flat_map(|(parent, subs)| subs.iter().map(move |s| format!("{parent}|{s}")));
+        let names: Vec<String> = TABLE
+            .iter()
+            .map(|c| c.name.to_string())
+            .chain(subs)
+            .filter(|n| pattern.as_ref().is_none_or(|p| glob_match(p, n.as_bytes())))
+            .collect();
         out.array(names.len());
         for n in names {
             out.bulk(n.as_bytes());
@@ -58,6 +86,17 @@ pub fn command(a: &[Bytes], out: Reply) -> Result<(), CmdError> {
     }
     Ok(())
 }
+
+/// Subcommands of the container commands, for COMMAND LIST.
+const SUBCOMMANDS: [(&str, &[&str]); 4] = [
+    (
+        "client",
+        &["caching", "getname", "getredir", "id", "info", "kill", "list", "no-evict", "no-touch", "setinfo", "setname", "tracking", "trackinginfo"],
+    ),
+    ("command", &["count", "docs", "info", "list"]),
+    ("config", &["get", "resetstat", "rewrite", "set"]),
+    ("debug", &["clock-advance", "set-active-expire", "sleep"]),
+];
 
 /// One command's entry in Redis 7's COMMAND INFO shape (10 elements).
 fn command_info(c: &CommandSpec, out: Reply) {

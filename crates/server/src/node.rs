@@ -42,7 +42,11 @@ impl Node {
             KeyspaceConfig {
                 partitions: settings.partitions,
                 site_id: settings.site_id,
-                log_retain_bytes: settings.log_retain_bytes,
+                // The log must never be what pushes a node over maxmemory.
+                log_retain_bytes: match settings.maxmemory {
+                    0 => settings.log_retain_bytes,
+                    max => settings.log_retain_bytes.min(max as usize / 16),
+                },
             },
             clock.clone(),
         ));

@@ -265,7 +265,7 @@ impl Session {
         }
         if !self.authenticated && !authed {
             return Err(CmdError::other(
-                "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+                "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
             ));
         }
         if authed {

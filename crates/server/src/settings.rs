@@ -44,7 +44,7 @@ impl Default for NodeSettings {
             site_id: 1,
             site_name: "local".into(),
             partitions: 271,
-            log_retain_bytes: 16 << 20,
+            log_retain_bytes: 4 << 20,
             tracking_table_max_keys: 1_000_000,
         }
     }

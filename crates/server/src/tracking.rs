@@ -45,9 +45,6 @@ impl Tracking {
         self.enabled.fetch_add(1, Ordering::Relaxed);
         if let Some(prefixes) = bcast_prefixes {
             let mut all = self.prefixes.write();
-            if prefixes.is_empty() {
-                all.push((Bytes::new(), client));
-            }
             all.extend(prefixes.iter().map(|p| (p.clone(), client)));
         }
     }
@@ -89,6 +86,7 @@ impl Tracking {
     /// into one push per destination.
     fn deliver(&self, targets: impl Iterator<Item = (u64, Bytes)>, origin: u64) {
         let mut by_dest: HashMap<u64, Vec<Bytes>> = HashMap::new();
+        let mut broken: Vec<(u64, u64)> = Vec::new();
         for (id, key) in targets {
             let Some(c) = self.clients.get(id) else { continue };
             let t = c.tracking.lock();
@@ -96,6 +94,13 @@ impl Tracking {
                 continue;
             }
             let dest = if t.redirect != 0 { t.redirect } else { id };
+            if dest != id && self.clients.get(dest).is_none() {
+                // The redirect target went away: tell the client (RESP3), once per change.
+                if !broken.contains(&(id, dest)) {
+                    broken.push((id, dest));
+                }
+                continue;
+            }
             let keys = by_dest.entry(dest).or_default();
             if !keys.contains(&key) {
                 keys.push(key);
@@ -104,6 +109,11 @@ impl Tracking {
         for (dest, keys) in by_dest {
             if let Some(c) = self.clients.get(dest) {
                 c.push(Push::Invalidate(Some(keys)));
+            }
+        }
+        for (source, dest) in broken {
+            if let Some(c) = self.clients.get(source) {
+                c.push(Push::RedirectBroken(dest));
             }
         }
     }

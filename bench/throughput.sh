@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Throughput of one deltagrid node next to Redis, measured in the same run
+# with the stock redis-benchmark, so the two columns share a machine, a
+# load and a client.
+#
+# For each test (SET GET HSET INCR) x value size (-d 100, 1024) x pipeline
+# (-P 1, 16), with 50 clients, it runs
+#   redis-benchmark -h 127.0.0.1 -p PORT -t TEST -d D -c 50 -P P -n N --csv
+# against redis-server and deltagrid, alternating which goes first, and
+# prints: test | d | P | redis ops/s | deltagrid ops/s | ratio | p50s.
+# INCR sends no value, so its -d rows repeat the same command.
+#
+# Writes bench/results/throughput-<date>.csv (every column redis-benchmark
+# reports, one row per target) and, if python3 has matplotlib, the chart
+# docs/bench/throughput.png. Loopback only; both servers are stopped on exit.
+#
+# Environment (defaults in brackets):
+#   N [100000]            requests per run with -P 1
+#   N_PIPELINED [10*N]    requests per run with -P 16 (runs are ~10x faster)
+#   CLIENTS [50]  TESTS ["set get hset incr"]  SIZES ["100 1024"]  PIPELINES ["1 16"]
+#   RUN_TIMEOUT [300]     seconds before one redis-benchmark run is killed
+#   CHART [docs/bench/throughput.png]   CHART=0 skips it
+#   DELTAGRID_BIN, DELTAGRID_BUILD, REDIS_SERVER: see bench/common.sh
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+N=${N:-100000}
+N_PIPELINED=${N_PIPELINED:-$((N * 10))}
+CLIENTS=${CLIENTS:-50}
+TESTS=${TESTS:-"set get hset incr"}
+SIZES=${SIZES:-"100 1024"}
+PIPELINES=${PIPELINES:-"1 16"}
+RUN_TIMEOUT=${RUN_TIMEOUT:-300}
+CHART=${CHART:-$BENCH_ROOT/docs/bench/throughput.png}
+
+command -v redis-benchmark >/dev/null || { say "error: redis-benchmark not found (apt-get install redis-tools)"; exit 1; }
+
+bench_start_servers
+
+STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
+mkdir -p "$BENCH_ROOT/bench/results"
+CSV=$BENCH_ROOT/bench/results/throughput-$STAMP.csv
+echo "date,test,d,P,clients,requests,target,status,rps,avg_latency_ms,min_latency_ms,p50_latency_ms,p95_latency_ms,p99_latency_ms,max_latency_ms" >"$CSV"
+
+MACHINE=$(machine_line)
+say "machine: $MACHINE"
+say "redis-benchmark: $(redis-benchmark --version)"
+
+declare -A RPS P50
+
+csv_quote() { local v=${1//\"/\"\"}; printf '"%s"' "$v"; }
+
+# run_one TARGET PORT TEST D P REQUESTS: one redis-benchmark run, one CSV row.
+run_one() {
+    local target=$1 port=$2 test=$3 d=$4 p=$5 n=$6
+    local out=$BENCH_WORK/rb.out err=$BENCH_WORK/rb.err rc=0 status=ok
+    local cmd=(redis-benchmark -h 127.0.0.1 -p "$port" -t "$test" -d "$d" -c "$CLIENTS" -P "$p" -n "$n" --csv)
+    say "  $target: ${cmd[*]}"
+    timeout "$RUN_TIMEOUT" "${cmd[@]}" >"$out" 2>"$err" || rc=$?
+    # Header names, not positions: "test","rps",...,"p50_latency_ms",...
+    local row
+    row=$(awk -F, '
+        { gsub(/"/, "") }
+        NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+        NF > 1 { print $col["rps"] "," $col["avg_latency_ms"] "," $col["min_latency_ms"] "," \
+                       $col["p50_latency_ms"] "," $col["p95_latency_ms"] "," $col["p99_latency_ms"] "," \
+                       $col["max_latency_ms"]; exit }' "$out")
+    if grep -q 'Error from server' "$err" "$out"; then
+        status="error: $(grep -m1 -h 'Error from server' "$err" "$out")"
+    elif ((rc == 124)); then
+        status="timeout after ${RUN_TIMEOUT}s"
+    elif ((rc != 0)) || [[ -z $row ]]; then
+        status="failed (exit $rc): $(head -1 "$err")"
+    fi
+    if [[ $status != ok ]]; then
+        say "    $target: $status"
+        row=",,,,,,"
+    else
+        RPS[$test,$d,$p,$target]=${row%%,*}
+        P50[$test,$d,$p,$target]=$(cut -d, -f4 <<<"$row")
+    fi
+    echo "$STAMP,$test,$d,$p,$CLIENTS,$n,$target,$(csv_quote "$status"),$row" >>"$CSV"
+}
+
+i=0
+for test in $TESTS; do
+    for d in $SIZES; do
+        for p in $PIPELINES; do
+            n=$N
+            ((p > 1)) && n=$N_PIPELINED
+            # Alternate who goes first so drift in machine load hits both.
+            if ((i % 2 == 0)); then order="redis deltagrid"; else order="deltagrid redis"; fi
+            i=$((i + 1))
+            say "$test -d $d -P $p -n $n:"
+            for target in $order; do
+                if [[ $target == redis ]]; then
+                    run_one redis "$REDIS_PORT" "$test" "$d" "$p" "$n"
+                elif ((DG_UP)); then
+                    run_one deltagrid "$DG_PORT" "$test" "$d" "$p" "$n"
+                else
+                    echo "$STAMP,$test,$d,$p,$CLIENTS,$n,deltagrid,$(csv_quote "not measured: $DG_STATUS"),,,,,,," >>"$CSV"
+                fi
+            done
+        done
+    done
+done
+
+# The table (Markdown, pastes into docs/benchmarks.md).
+cell() { local v=${1:-}; [[ -n $v ]] && printf '%s' "$v" || printf 'n/a'; }
+markdown_table() {
+    awk -F'\t' '
+        { n = NR; for (i = 1; i <= NF; i++) { c[n, i] = $i; if (length($i) > w[i]) w[i] = length($i) }; nf = NF }
+        END {
+            for (r = 1; r <= n; r++) {
+                line = "|"
+                for (i = 1; i <= nf; i++) line = line " " sprintf(i == 1 ? "%-" w[i] "s" : "%" w[i] "s", c[r, i]) " |"
+                print line
+                if (r == 1) {
+                    line = "|"
+                    for (i = 1; i <= nf; i++) { d = ""; for (k = 0; k < w[i] + (i == 1 ? 2 : 1); k++) d = d "-"; line = line d (i == 1 ? "" : ":") "|" }
+                    print line
+                }
+            }
+        }'
+}
+echo
+echo "Throughput, redis-benchmark -c $CLIENTS, -n $N (-P 1) / $N_PIPELINED (-P 16), $STAMP"
+echo "Machine: $MACHINE"
+((DG_UP)) || echo "deltagrid NOT measured: $DG_STATUS"
+echo
+{
+    printf '%s\t' test d P "redis ops/s" "deltagrid ops/s" "ratio (deltagrid/redis)" "redis p50 ms"
+    printf '%s\n' "deltagrid p50 ms"
+    for test in $TESTS; do
+        for d in $SIZES; do
+            for p in $PIPELINES; do
+                r=${RPS[$test,$d,$p,redis]:-}
+                g=${RPS[$test,$d,$p,deltagrid]:-}
+                ratio=
+                [[ -n $r && -n $g ]] && ratio=$(awk -v g="$g" -v r="$r" 'BEGIN { if (r > 0) printf "%.2f", g / r }')
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+                    "${test^^}" "$d" "$p" "$(cell "${r%.*}")" "$(cell "${g%.*}")" "$(cell "$ratio")" \
+                    "$(cell "${P50[$test,$d,$p,redis]:-}")" "$(cell "${P50[$test,$d,$p,deltagrid]:-}")"
+            done
+        done
+    done
+} | markdown_table
+echo
+echo "CSV: $CSV"
+
+if [[ $CHART != 0 ]]; then
+    if python3 -c 'import matplotlib' 2>/dev/null; then
+        mkdir -p "$(dirname "$CHART")"
+        python3 "$BENCH_ROOT/bench/plot_throughput.py" "$CSV" "$CHART" "$MACHINE" && echo "chart: $CHART"
+    else
+        echo "chart skipped: python3 has no matplotlib (pip install matplotlib)"
+    fi
+fi

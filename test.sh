@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Runs every deltagrid test on a fresh Debian machine:
+#   1. installs what is missing (redis-server/redis-cli/redis-benchmark, Python
+#      venv + tests/python/requirements.txt, and a Rust toolchain if absent)
+#   2. cargo build --workspace --locked      (debug)
+#   3. cargo test --workspace --locked
+#   4. python -m pytest tests/python -q      (black-box, against target/debug/deltagrid)
+# Exits non-zero on any failure.
+#
+# Knobs:
+#   SKIP_CARGO=1            skip steps 2-3 (and the Rust install); for local iteration
+#   DELTAGRID_BIN=path      server binary for pytest (default: <target dir>/debug/deltagrid)
+#   DELTAGRID_TEST_TARGET=redis   run the black-box tests against redis-server instead
+#   PYTHON=path             use this interpreter instead of ./.venv
+#   PYTEST_TIMEOUT=secs     hard limit for the pytest step (default 1800)
+#   extra arguments are passed to pytest, e.g. ./test.sh -k tracking -x
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+
+SKIP_CARGO="${SKIP_CARGO:-0}"
+START=$SECONDS
+
+section() {
+    printf '\n==== %s ====\n' "$*"
+}
+
+die() {
+    printf 'test.sh: %s\n' "$*" >&2
+    exit 1
+}
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "need root (or sudo) to run: $*"
+    fi
+}
+
+# ---------------------------------------------------------------------------
+section "Dependencies"
+
+APT_PKGS=()
+command -v redis-server >/dev/null 2>&1 || APT_PKGS+=(redis-server)
+if ! command -v redis-cli >/dev/null 2>&1 || ! command -v redis-benchmark >/dev/null 2>&1; then
+    APT_PKGS+=(redis-tools)
+fi
+command -v python3 >/dev/null 2>&1 || APT_PKGS+=(python3)
+if [ -z "${PYTHON:-}" ] && [ ! -x .venv/bin/python ]; then
+    # Debian splits venv/ensurepip out of python3
+    if ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+        APT_PKGS+=(python3-venv)
+    fi
+fi
+NEED_RUSTUP=0
+if [ "$SKIP_CARGO" != "1" ]; then
+    if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+        export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+    if ! command -v cargo >/dev/null 2>&1; then
+        NEED_RUSTUP=1
+        command -v curl >/dev/null 2>&1 || APT_PKGS+=(curl ca-certificates)
+    fi
+    command -v cc >/dev/null 2>&1 || APT_PKGS+=(gcc libc6-dev)
+fi
+
+if [ "${#APT_PKGS[@]}" -gt 0 ]; then
+    echo "installing with apt-get: ${APT_PKGS[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get update
+    as_root apt-get install -y --no-install-recommends "${APT_PKGS[@]}"
+else
+    echo "system packages: all present"
+fi
+
+if [ "$NEED_RUSTUP" = "1" ]; then
+    echo "installing a Rust toolchain with rustup"
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+    export PATH="$HOME/.cargo/bin:$PATH"
+fi
+
+for tool in redis-server redis-cli redis-benchmark; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool still missing after install"
+done
+redis-server --version
+
+# The Debian package may have started a redis-server on 6379. The tests bind
+# only free ephemeral loopback ports, so it cannot collide with them; leave it.
+if (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null; then
+    echo "note: something listens on 127.0.0.1:6379 (probably the packaged redis-server);" \
+         "no conflict: the tests use free ephemeral ports"
+fi
+
+if [ -n "${PYTHON:-}" ]; then
+    PY="$PYTHON"
+else
+    if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys' >/dev/null 2>&1; then
+        rm -rf .venv
+        python3 -m venv .venv
+    fi
+    PY="$ROOT/.venv/bin/python"
+fi
+"$PY" -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+"$PY" -c 'import redis, pytest, prometheus_client; print("python", __import__("sys").version.split()[0], "| redis-py", redis.__version__, "| pytest", pytest.__version__)'
+
+# ---------------------------------------------------------------------------
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+if [ "$SKIP_CARGO" = "1" ]; then
+    section "cargo build / cargo test: skipped (SKIP_CARGO=1)"
+else
+    section "cargo build --workspace --locked"
+    cargo --version
+    cargo build --workspace --locked
+
+    section "cargo test --workspace --locked"
+    cargo test --workspace --locked
+fi
+
+# ---------------------------------------------------------------------------
+section "pytest tests/python"
+export DELTAGRID_BIN="${DELTAGRID_BIN:-$TARGET_DIR/debug/deltagrid}"
+if [ "${DELTAGRID_TEST_TARGET:-deltagrid}" = "redis" ]; then
+    echo "target: redis-server ($(command -v redis-server))"
+else
+    [ -x "$DELTAGRID_BIN" ] || die "server binary $DELTAGRID_BIN not found (build it, or unset SKIP_CARGO)"
+    echo "target: $DELTAGRID_BIN"
+fi
+timeout --kill-after=30 "${PYTEST_TIMEOUT:-1800}" \
+    "$PY" -m pytest tests/python -q -p no:cacheprovider "$@"
+
+section "All tests passed ($((SECONDS - START)) s)"

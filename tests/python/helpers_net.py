@@ -1,0 +1,301 @@
+"""Network helpers for the black-box tests: a small RESP2/RESP3 client over a
+raw socket that never blocks without a deadline, plus polling and HTTP helpers.
+
+Decoded value types (so tests can tell RESP types apart):
+  +simple        -> str
+  $bulk / =verb  -> bytes (verbatim strings lose their 3-byte format prefix)
+  -error / !err  -> RespError (returned, not raised)
+  :int / (big    -> int
+  ,double        -> float
+  #bool          -> bool
+  _ / $-1 / *-1  -> None
+  *array         -> list
+  ~set           -> RespSet (a list subclass, order as sent)
+  %map           -> dict (unhashable keys are turned into tuples)
+  >push          -> Push (a list subclass)
+  |attribute     -> skipped; the value that follows is returned
+"""
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+
+
+class RespError(Exception):
+    """An error reply. `str(e)` is the text without the leading '-'."""
+
+    def __eq__(self, other):
+        return isinstance(other, RespError) and str(self) == str(other)
+
+    def __hash__(self):
+        return hash(str(self))
+
+    def __repr__(self):
+        return f"RespError({str(self)!r})"
+
+
+class Push(list):
+    def __repr__(self):
+        return f"Push({list.__repr__(self)})"
+
+
+class RespSet(list):
+    def __repr__(self):
+        return f"RespSet({list.__repr__(self)})"
+
+
+class ConnectionClosed(Exception):
+    pass
+
+
+def encode(*args):
+    """Encode a command as a RESP array of bulk strings."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        if isinstance(a, str):
+            a = a.encode()
+        elif isinstance(a, int):
+            a = str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def _hashable(v):
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, dict):
+        return tuple((k, _hashable(x)) for k, x in v.items())
+    return v
+
+
+class RespConn:
+    """One connection. Every read takes a timeout and raises TimeoutError when
+    nothing complete arrives in time, ConnectionClosed on EOF."""
+
+    def __init__(self, host, port, timeout=5.0):
+        self.default_timeout = timeout
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+        self.pos = 0
+        self.pushes = []  # pushes that arrived while waiting for a reply
+        self._deadline = None
+
+    @classmethod
+    def to(cls, server, timeout=5.0):
+        return cls(server.host, server.port, timeout)
+
+    # -- plumbing ----------------------------------------------------------
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def send(self, *args):
+        self.sock.sendall(encode(*args))
+
+    def _fill(self):
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("no complete reply before the deadline")
+        self.sock.settimeout(remaining)
+        try:
+            data = self.sock.recv(1 << 16)
+        except socket.timeout:
+            raise TimeoutError("no complete reply before the deadline") from None
+        except ConnectionResetError:
+            raise ConnectionClosed("connection reset by peer") from None
+        if not data:
+            raise ConnectionClosed("server closed the connection")
+        if self.pos > 1 << 20:
+            del self.buf[: self.pos]
+            self.pos = 0
+        self.buf += data
+
+    def _line(self):
+        while True:
+            i = self.buf.find(b"\r\n", self.pos)
+            if i >= 0:
+                line = bytes(self.buf[self.pos:i])
+                self.pos = i + 2
+                return line
+            self._fill()
+
+    def _exact(self, n):
+        while len(self.buf) - self.pos < n + 2:
+            self._fill()
+        data = bytes(self.buf[self.pos:self.pos + n])
+        if self.buf[self.pos + n:self.pos + n + 2] != b"\r\n":
+            raise ValueError("bulk not terminated by CRLF")
+        self.pos += n + 2
+        return data
+
+    def _value(self):
+        line = self._line()
+        if not line:
+            raise ValueError("empty RESP line")
+        t, rest = line[:1], line[1:]
+        if t == b"+":
+            return rest.decode()
+        if t == b"-":
+            return RespError(rest.decode())
+        if t == b":":
+            return int(rest)
+        if t == b"(":
+            return int(rest)
+        if t == b",":
+            return float(rest.decode())
+        if t == b"#":
+            return rest == b"t"
+        if t == b"_":
+            return None
+        if t in (b"$", b"=", b"!"):
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self._exact(n)
+            if t == b"=":
+                return data[4:]
+            if t == b"!":
+                return RespError(data.decode())
+            return data
+        if t in (b"*", b"~", b">"):
+            n = int(rest)
+            if n < 0:
+                return None
+            items = [self._value() for _ in range(n)]
+            if t == b"~":
+                return RespSet(items)
+            if t == b">":
+                return Push(items)
+            return items
+        if t == b"%":
+            n = int(rest)
+            d = {}
+            for _ in range(n):
+                k = self._value()
+                d[_hashable(k)] = self._value()
+            return d
+        if t == b"|":
+            n = int(rest)
+            for _ in range(2 * n):
+                self._value()
+            return self._value()
+        raise ValueError(f"unknown RESP type byte {t!r} in line {line!r}")
+
+    def read_any(self, timeout=None):
+        """Next value of any kind (push or reply)."""
+        self._deadline = time.monotonic() + (self.default_timeout if timeout is None else timeout)
+        start = self.pos
+        try:
+            return self._value()
+        except TimeoutError:
+            self.pos = start  # keep the partial frame for a later read
+            raise
+
+    def read(self, timeout=None):
+        """Next reply that is not a push; pushes seen on the way are queued."""
+        deadline = time.monotonic() + (self.default_timeout if timeout is None else timeout)
+        while True:
+            v = self.read_any(max(0.0, deadline - time.monotonic()))
+            if isinstance(v, Push):
+                self.pushes.append(v)
+                continue
+            return v
+
+    def call(self, *args, timeout=None):
+        self.send(*args)
+        return self.read(timeout)
+
+    def ok(self, *args):
+        r = self.call(*args)
+        assert r == "OK", f"{args!r} -> {r!r}"
+        return r
+
+    def next_push(self, timeout=5.0):
+        """The next push message (queued or arriving before the deadline)."""
+        if self.pushes:
+            return self.pushes.pop(0)
+        deadline = time.monotonic() + timeout
+        while True:
+            v = self.read_any(max(0.0, deadline - time.monotonic()))
+            if isinstance(v, Push):
+                return v
+            raise AssertionError(f"expected a push, got reply {v!r}")
+
+    def barrier(self):
+        """Round-trip a PING; pushes the server queued for us before answering
+        it end up in self.pushes. Returns (and clears) those pushes."""
+        r = self.call("PING")
+        assert r in ("PONG", [b"pong", b""]), r
+        got, self.pushes = self.pushes, []
+        return got
+
+    def client_id(self):
+        return self.call("CLIENT", "ID")
+
+    def expect_closed(self, timeout=5.0):
+        """Read until EOF; returns everything received before the close."""
+        deadline = time.monotonic() + timeout
+        got = bytes(self.buf[self.pos:])
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"connection still open after {timeout}s; got {got!r}")
+            self.sock.settimeout(remaining)
+            try:
+                data = self.sock.recv(1 << 16)
+            except socket.timeout:
+                continue
+            except (ConnectionResetError, BrokenPipeError):
+                return got
+            if not data:
+                return got
+            got += data
+
+
+def raw_exchange(host, port, payload, timeout=5.0):
+    """Send raw bytes, return everything received until the server closes."""
+    with RespConn(host, port, timeout) as c:
+        c.send_raw(payload)
+        return c.expect_closed(timeout)
+
+
+def wait_until(predicate, timeout=5.0, interval=0.01, message="condition"):
+    """Poll `predicate` until it returns a truthy value; return that value."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{message} not met within {timeout}s (last: {last!r})")
+        time.sleep(interval)
+
+
+def http_get(host, port, path, timeout=5.0):
+    """(status, headers, body bytes); HTTP errors are returned, not raised."""
+    url = f"http://{host}:{port}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def http_json(host, port, path, timeout=5.0):
+    status, _, body = http_get(host, port, path, timeout)
+    assert status == 200, (status, body[:500])
+    return json.loads(body)

@@ -1,0 +1,204 @@
+"""Admin HTTP endpoint (health, status, Prometheus metrics) and the change /
+delta accounting it exposes. deltagrid only: redis-server has no admin port."""
+import json
+import random
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from helpers_net import RespConn, http_get, http_json, wait_until
+
+pytestmark = pytest.mark.deltagrid_only
+
+
+class Metrics:
+    """One scrape: samples by (sample name, labels)."""
+
+    def __init__(self, text):
+        self.text = text
+        self.families = {}
+        self.samples = {}
+        for fam in text_string_to_metric_families(text):
+            self.families[fam.name] = fam
+            for s in fam.samples:
+                self.samples[(s.name, frozenset(s.labels.items()))] = s.value
+
+    def get(self, name, default=None, **labels):
+        return self.samples.get((name, frozenset(labels.items())), default)
+
+    def has(self, name, **labels):
+        return (name, frozenset(labels.items())) in self.samples
+
+    def total(self, name):
+        """Sum over every label set of one sample name."""
+        return sum(v for (n, _), v in self.samples.items() if n == name)
+
+    def names(self):
+        return {n for n, _ in self.samples}
+
+
+def scrape(server):
+    status, headers, body = http_get(server.host, server.admin_port, "/metrics")
+    assert status == 200, (status, body[:500])
+    ctype = {k.lower(): v for k, v in headers.items()}.get("content-type", "")
+    assert ctype.startswith("text/plain"), ctype
+    return Metrics(body.decode())
+
+
+def test_health(server):
+    status, _, _ = http_get(server.host, server.admin_port, "/health")
+    assert status == 200
+
+
+def test_unknown_path_404(server):
+    status, _, _ = http_get(server.host, server.admin_port, "/no/such/path")
+    assert status == 404
+
+
+def test_status_json(server):
+    with RespConn.to(server) as c:
+        for i in range(7):
+            c.ok("SET", f"s{i}", "v")
+        st = http_json(server.host, server.admin_port, "/status")
+        for field in ("node_id", "version", "keys", "connected_clients", "used_memory"):
+            assert field in st, (field, st)
+        assert isinstance(st["node_id"], str) and st["node_id"]
+        assert isinstance(st["version"], str) and st["version"]
+        assert st["keys"] == c.call("DBSIZE") == 7
+        assert isinstance(st["connected_clients"], int) and st["connected_clients"] >= 1
+        assert isinstance(st["used_memory"], int) and st["used_memory"] > 0
+
+
+def test_metrics_parse_and_series_exist(server):
+    m = scrape(server)  # fresh server: series are registered up front
+    for name, labels in [
+        ("deltagrid_changes_total", {"kind": "full"}),
+        ("deltagrid_changes_total", {"kind": "delta"}),
+        ("deltagrid_change_bytes_total", {"kind": "full"}),
+        ("deltagrid_change_bytes_total", {"kind": "delta"}),
+        ("deltagrid_delta_bytes_saved_total", {}),
+        ("deltagrid_connected_clients", {}),
+        ("deltagrid_keys", {}),
+        ("deltagrid_memory_used_bytes", {}),
+    ]:
+        assert m.has(name, **labels), (name, labels, sorted(m.names()))
+    assert m.families["deltagrid_connected_clients"].type == "gauge"
+    assert m.families["deltagrid_keys"].type == "gauge"
+
+
+def test_command_counters_and_histogram(server):
+    with RespConn.to(server) as c:
+        c.ok("SET", "warm", "1")  # make sure per-command series exist
+        c.call("GET", "warm")
+        before = scrape(server)
+        for i in range(10):
+            c.ok("SET", f"k{i}", str(i))
+        for i in range(5):
+            assert c.call("GET", f"k{i}") == str(i).encode()
+
+        def moved():
+            m = scrape(server)
+            return m if m.get("deltagrid_commands_total", 0, command="set") >= \
+                before.get("deltagrid_commands_total", 0, command="set") + 10 else None
+
+        after = wait_until(moved, timeout=5, message="set counter moved")
+        assert after.get("deltagrid_commands_total", command="set") - \
+            before.get("deltagrid_commands_total", 0, command="set") == 10
+        assert after.get("deltagrid_commands_total", command="get") - \
+            before.get("deltagrid_commands_total", 0, command="get") == 5
+
+        fam = after.families.get("deltagrid_command_duration_seconds")
+        assert fam is not None and fam.type == "histogram", sorted(after.families)
+        names = {s.name for s in fam.samples}
+        assert {"deltagrid_command_duration_seconds_bucket",
+                "deltagrid_command_duration_seconds_sum",
+                "deltagrid_command_duration_seconds_count"} <= names
+        count = "deltagrid_command_duration_seconds_count"
+        assert after.total(count) - before.total(count) >= 15
+        assert after.total("deltagrid_command_duration_seconds_sum") > 0
+        assert any(s.labels.get("le") == "+Inf" for s in fam.samples)
+
+
+def test_gauges_follow_state(server):
+    c = RespConn.to(server)
+    assert c.call("PING") == "PONG"
+    base = wait_until(lambda: scrape(server).get("deltagrid_connected_clients"),
+                      timeout=5, message="connected_clients >= 1")
+    assert base >= 1
+    extra = [RespConn.to(server) for _ in range(3)]
+    for e in extra:
+        assert e.call("PING") == "PONG"
+    wait_until(lambda: scrape(server).get("deltagrid_connected_clients") >= base + 3,
+               timeout=5, message="connected_clients grew by 3")
+    for e in extra:
+        e.close()
+    wait_until(lambda: scrape(server).get("deltagrid_connected_clients") <= base,
+               timeout=5, message="connected_clients dropped after close")
+
+    for i in range(25):
+        c.ok("SET", f"g{i}", "x" * 100)
+    dbsize = c.call("DBSIZE")
+    assert dbsize == 25
+    wait_until(lambda: scrape(server).get("deltagrid_keys") == dbsize,
+               timeout=5, message="deltagrid_keys == DBSIZE")
+    assert scrape(server).get("deltagrid_memory_used_bytes") > 0
+    c.call("DEL", "g0", "g1")
+    wait_until(lambda: scrape(server).get("deltagrid_keys") == 23, timeout=5,
+               message="deltagrid_keys follows DEL")
+    c.close()
+
+
+# -- delta accounting --------------------------------------------------------------------------
+
+def _delta_state(m):
+    return (m.get("deltagrid_changes_total", 0, kind="delta"),
+            m.get("deltagrid_change_bytes_total", 0, kind="delta"),
+            m.get("deltagrid_delta_bytes_saved_total", 0))
+
+
+def _after_one_delta(server, before):
+    def grown():
+        m = scrape(server)
+        return m if _delta_state(m)[0] >= before[0] + 1 else None
+    return _delta_state(wait_until(grown, timeout=5, message="delta change counted"))
+
+
+def test_hash_field_update_is_a_small_delta(server):
+    rng = random.Random(7)
+    with RespConn.to(server) as c:
+        assert c.call("HSET", "h", "payload", rng.randbytes(10240), "id", "1",
+                      "count", "0", "timestamp", "0") == 4
+        before = _delta_state(scrape(server))
+        assert c.call("HSET", "h", "count", "1", "timestamp", "12345") == 0
+        after = _after_one_delta(server, before)
+        assert after[0] - before[0] == 1
+        assert after[1] - before[1] < 100, after[1] - before[1]
+        assert after[2] - before[2] > 10000, after[2] - before[2]
+        assert c.call("HGET", "h", "timestamp") == b"12345"
+
+
+def test_string_small_edit_is_a_small_delta(server):
+    rng = random.Random(8)
+    value = bytearray(rng.randbytes(10275))
+    with RespConn.to(server) as c:
+        c.ok("SET", "s", bytes(value))
+        before = _delta_state(scrape(server))
+        mid = len(value) // 2
+        value[mid:mid + 12] = bytes((b ^ 0xFF) for b in value[mid:mid + 12])
+        c.ok("SET", "s", bytes(value))
+        after = _after_one_delta(server, before)
+        assert after[0] - before[0] == 1
+        assert after[1] - before[1] < 100, after[1] - before[1]
+        assert after[2] - before[2] > 10000, after[2] - before[2]
+        assert c.call("GET", "s") == bytes(value)
+
+
+def test_new_key_counts_as_full_change(server):
+    with RespConn.to(server) as c:
+        before = scrape(server)
+        full0 = before.get("deltagrid_changes_total", 0, kind="full")
+        bytes0 = before.get("deltagrid_change_bytes_total", 0, kind="full")
+        c.ok("SET", "fresh", "x" * 1000)
+        m = wait_until(lambda: (lambda s: s if s.get("deltagrid_changes_total", 0, kind="full") > full0
+                                else None)(scrape(server)), timeout=5, message="full change counted")
+        assert m.get("deltagrid_change_bytes_total", 0, kind="full") - bytes0 >= 1000
