@@ -59,7 +59,8 @@ def test_status_json(server):
     with RespConn.to(server) as c:
         for i in range(7):
             c.ok("SET", f"s{i}", "v")
-        st = http_json(server.host, server.admin_port, "/status")
+        st = wait_until(lambda: (lambda j: j if j.get("keys") == 7 else None)(
+            http_json(server.host, server.admin_port, "/status")), timeout=5, message="status keys == 7")
         for field in ("node_id", "version", "keys", "connected_clients", "used_memory"):
             assert field in st, (field, st)
         assert isinstance(st["node_id"], str) and st["node_id"]
@@ -96,12 +97,19 @@ def test_command_counters_and_histogram(server):
         for i in range(5):
             assert c.call("GET", f"k{i}") == str(i).encode()
 
+        count = "deltagrid_command_duration_seconds_count"
+
+        def grew(m, name, n, **labels):
+            return m.get(name, 0, **labels) >= before.get(name, 0, **labels) + n
+
         def moved():
             m = scrape(server)
-            return m if m.get("deltagrid_commands_total", 0, command="set") >= \
-                before.get("deltagrid_commands_total", 0, command="set") + 10 else None
+            done = (grew(m, "deltagrid_commands_total", 10, command="set")
+                    and grew(m, "deltagrid_commands_total", 5, command="get")
+                    and m.total(count) >= before.total(count) + 15)
+            return m if done else None
 
-        after = wait_until(moved, timeout=5, message="set counter moved")
+        after = wait_until(moved, timeout=5, message="command counters and histogram moved")
         assert after.get("deltagrid_commands_total", command="set") - \
             before.get("deltagrid_commands_total", 0, command="set") == 10
         assert after.get("deltagrid_commands_total", command="get") - \
@@ -113,27 +121,26 @@ def test_command_counters_and_histogram(server):
         assert {"deltagrid_command_duration_seconds_bucket",
                 "deltagrid_command_duration_seconds_sum",
                 "deltagrid_command_duration_seconds_count"} <= names
-        count = "deltagrid_command_duration_seconds_count"
         assert after.total(count) - before.total(count) >= 15
         assert after.total("deltagrid_command_duration_seconds_sum") > 0
         assert any(s.labels.get("le") == "+Inf" for s in fam.samples)
 
 
 def test_gauges_follow_state(server):
+    def clients():
+        return scrape(server).get("deltagrid_connected_clients")
+
     c = RespConn.to(server)
     assert c.call("PING") == "PONG"
-    base = wait_until(lambda: scrape(server).get("deltagrid_connected_clients"),
-                      timeout=5, message="connected_clients >= 1")
-    assert base >= 1
+    # exactly our connection once the harness's readiness probe is gone
+    wait_until(lambda: clients() == 1, timeout=5, message="connected_clients == 1")
     extra = [RespConn.to(server) for _ in range(3)]
     for e in extra:
         assert e.call("PING") == "PONG"
-    wait_until(lambda: scrape(server).get("deltagrid_connected_clients") >= base + 3,
-               timeout=5, message="connected_clients grew by 3")
+    wait_until(lambda: clients() == 4, timeout=5, message="connected_clients == 4")
     for e in extra:
         e.close()
-    wait_until(lambda: scrape(server).get("deltagrid_connected_clients") <= base,
-               timeout=5, message="connected_clients dropped after close")
+    wait_until(lambda: clients() == 1, timeout=5, message="connected_clients back to 1 after close")
 
     for i in range(25):
         c.ok("SET", f"g{i}", "x" * 100)

@@ -14,6 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
+use smallvec::SmallVec;
 
 use crate::apply::{apply_change, ApplyError};
 use crate::change::{Change, ChangeKind, DeltaOp};
@@ -145,7 +146,7 @@ impl Keyspace {
 
     /// Opens a transaction over the partitions holding `keys`.
     pub fn txn<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>, origin: u64) -> Txn<'_> {
-        let mut idx: Vec<usize> = keys.into_iter().map(|k| self.partition_of(k)).collect();
+        let mut idx: SmallVec<[usize; 2]> = keys.into_iter().map(|k| self.partition_of(k)).collect();
         idx.sort_unstable();
         idx.dedup();
         self.txn_partitions(idx, origin)
@@ -153,10 +154,10 @@ impl Keyspace {
 
     /// Opens a transaction over one whole partition.
     pub fn txn_partition(&self, p: usize, origin: u64) -> Txn<'_> {
-        self.txn_partitions(vec![p.min(self.parts.len() - 1)], origin)
+        self.txn_partitions(smallvec::smallvec![p.min(self.parts.len() - 1)], origin)
     }
 
-    fn txn_partitions(&self, sorted: Vec<usize>, origin: u64) -> Txn<'_> {
+    fn txn_partitions(&self, sorted: SmallVec<[usize; 2]>, origin: u64) -> Txn<'_> {
         let guards = sorted.into_iter().map(|p| (p, self.parts[p].lock())).collect();
         let notify = self.observer().is_some();
         Txn { ks: self, guards, now: self.now_ms(), origin, touched: Vec::new(), notify }
@@ -258,7 +259,7 @@ impl Keyspace {
 
 pub struct Txn<'a> {
     ks: &'a Keyspace,
-    guards: Vec<(usize, MutexGuard<'a, Partition>)>,
+    guards: SmallVec<[(usize, MutexGuard<'a, Partition>); 2]>,
     now: u64,
     origin: u64,
     touched: Vec<Bytes>,

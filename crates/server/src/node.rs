@@ -127,6 +127,7 @@ impl Node {
         let mut tick = tokio::time::interval(EXPIRE_PERIOD);
         loop {
             tick.tick().await;
+            self.clock.refresh();
             if !self.runtime.active_expire.load(Ordering::Relaxed) {
                 continue;
             }

@@ -56,12 +56,15 @@ impl Session {
     /// true when the connection must close (QUIT, protocol error).
     pub fn process(&mut self, inbuf: &mut BytesMut, out: &mut BytesMut) -> bool {
         let limits = self.node.runtime.limits();
+        self.node.clock.refresh();
+        // One clock read per command: a command's end is the next one's start.
+        let mut start = Instant::now();
         loop {
             match resp::decode_request(inbuf, &limits) {
                 Ok(None) => return false,
                 Ok(Some(args)) if args.is_empty() => continue,
                 Ok(Some(args)) => {
-                    self.execute(&args, out);
+                    start = self.execute(&args, out, start);
                     if self.closing {
                         return true;
                     }
@@ -76,12 +79,12 @@ impl Session {
         }
     }
 
-    fn execute(&mut self, args: &[Bytes], outbuf: &mut BytesMut) {
-        let start = Instant::now();
+    /// Runs one command; returns the time it ended.
+    fn execute(&mut self, args: &[Bytes], outbuf: &mut BytesMut, start: Instant) -> Instant {
         let mut out = ReplyWriter::new(outbuf, self.resp3);
         let Some(spec) = lookup(&args[0]) else {
             out.error(&CmdError::unknown_command(args).to_string());
-            return;
+            return start;
         };
         self.caching_set_now = false;
         let result = self.admit(spec, args).and_then(|()| match spec.handler {
@@ -103,7 +106,9 @@ impl Session {
             self.caching = None;
         }
         *self.shared.last_cmd.lock() = spec.name;
-        self.node.metrics.command(spec, start.elapsed());
+        let end = Instant::now();
+        self.node.metrics.command(spec, end - start);
+        end
     }
 
     fn admit(&self, spec: &CommandSpec, args: &[Bytes]) -> Result<(), CmdError> {
