@@ -147,6 +147,12 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("subscribe", -2, P | L | S | SUB, NO_KEYS, "pubsub", "2.0.0", None, "Listens for messages published to channels."),
     cmd!("unsubscribe", -1, P | L | S | SUB, NO_KEYS, "pubsub", "2.0.0", None, "Stops listening to messages posted to channels."),
     cmd!("publish", 3, P | L | F, NO_KEYS, "pubsub", "2.0.0", None, "Posts a message to a channel."),
+    // transactions
+    cmd!("multi", 1, F | L | S, NO_KEYS, "transactions", "1.2.0", None, "Starts a transaction."),
+    cmd!("exec", 1, L | S, NO_KEYS, "transactions", "1.2.0", None, "Executes all commands in a transaction."),
+    cmd!("discard", 1, F | L | S, NO_KEYS, "transactions", "2.0.0", None, "Discards a transaction."),
+    cmd!("watch", -2, F | L | S, ALL_KEYS, "transactions", "2.2.0", None, "Monitors changes to keys to determine the execution of a transaction."),
+    cmd!("unwatch", 1, F | L | S, NO_KEYS, "transactions", "2.2.0", None, "Forgets about watched keys of a transaction."),
     // server
     cmd!("command", -1, L, NO_KEYS, "server", "2.8.13", None, "Returns detailed information about all commands."),
     cmd!("info", -1, L, NO_KEYS, "server", "1.0.0", None, "Returns information and statistics about the server."),

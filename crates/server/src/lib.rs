@@ -15,6 +15,7 @@ pub mod pubsub;
 pub mod session;
 pub mod settings;
 pub mod tracking;
+pub mod transaction;
 
 pub use node::Node;
 pub use settings::NodeSettings;

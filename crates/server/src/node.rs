@@ -28,6 +28,9 @@ pub struct Node {
     pub metrics: Metrics,
     pub started: Instant,
     pub run_id: String,
+    /// Commands run under a shared hold; EXEC takes it exclusively, so a
+    /// transaction's commands run with no other client's in between.
+    pub exec_gate: parking_lot::RwLock<()>,
 }
 
 /// Keys the active expiry cycle may remove per pass, and how often it runs
@@ -65,6 +68,7 @@ impl Node {
             metrics: Metrics::new(),
             started: Instant::now(),
             run_id,
+            exec_gate: parking_lot::RwLock::new(()),
         })
     }
 

@@ -16,6 +16,7 @@ use resp::ReplyWriter;
 
 use crate::clients::ClientShared;
 use crate::node::Node;
+use crate::transaction::{self, TxState};
 use crate::{client_cmd, config_cmd, introspection};
 
 pub struct Session {
@@ -31,6 +32,7 @@ pub struct Session {
     pub caching: Option<bool>,
     caching_set_now: bool,
     pub subscriptions: usize,
+    pub tx: TxState,
 }
 
 pub type Reply<'a, 'b> = &'a mut ReplyWriter<'b>;
@@ -49,6 +51,7 @@ impl Session {
             caching: None,
             caching_set_now: false,
             subscriptions: 0,
+            tx: TxState::default(),
         }
     }
 
@@ -83,32 +86,55 @@ impl Session {
     fn execute(&mut self, args: &[Bytes], outbuf: &mut BytesMut, start: Instant) -> Instant {
         let mut out = ReplyWriter::new(outbuf, self.resp3);
         let Some(spec) = lookup(&args[0]) else {
+            self.tx.dirty |= self.tx.in_multi();
             out.error(&CmdError::unknown_command(args).to_string());
             return start;
         };
-        self.caching_set_now = false;
-        let result = self.admit(spec, args).and_then(|()| match spec.handler {
-            Some(handler) => {
-                let mut ctx = Ctx { ks: &self.node.ks, out: &mut out, client_id: self.id };
-                handler(&mut ctx, args)
-            }
-            None => self.builtin(spec, args, &mut out),
-        });
-        if let Err(e) = result {
+        if let Err(e) = self.admit(spec, args) {
+            self.tx.dirty |= self.tx.in_multi();
             if e == CmdError::Oom {
                 self.node.metrics.oom_rejections.fetch_add(1, Ordering::Relaxed);
             }
             out.error(&e.to_string());
-        } else if self.tracking && spec.flags.has(Flags::READONLY) {
-            self.remember_reads(spec, args);
-        }
-        if !self.caching_set_now {
-            self.caching = None;
+        } else if self.tx.in_multi() && !transaction::is_control(spec) {
+            if let Some(q) = self.tx.queued.as_mut() {
+                q.push((spec, args.to_vec()));
+            }
+            out.simple("QUEUED");
+        } else if spec.name == "exec" {
+            // EXEC holds the gate exclusively itself.
+            if let Err(e) = transaction::exec(self, &mut out) {
+                out.error(&e.to_string());
+            }
+        } else {
+            let node = self.node.clone();
+            let _shared = node.exec_gate.read();
+            self.run(spec, args, &mut out);
         }
         *self.shared.last_cmd.lock() = spec.name;
         let end = Instant::now();
         self.node.metrics.command(spec, end - start);
         end
+    }
+
+    /// Runs an admitted command: the handler, then tracking of its reads.
+    pub fn run(&mut self, spec: &'static CommandSpec, args: &[Bytes], out: Reply) {
+        self.caching_set_now = false;
+        let result = match spec.handler {
+            Some(handler) => {
+                let mut ctx = Ctx { ks: &self.node.ks, out, client_id: self.id };
+                handler(&mut ctx, args)
+            }
+            None => self.builtin(spec, args, out),
+        };
+        match result {
+            Err(e) => out.error(&e.to_string()),
+            Ok(()) if self.tracking && spec.flags.has(Flags::READONLY) => self.remember_reads(spec, args),
+            Ok(()) => {}
+        }
+        if !self.caching_set_now {
+            self.caching = None;
+        }
     }
 
     fn admit(&self, spec: &CommandSpec, args: &[Bytes]) -> Result<(), CmdError> {
@@ -194,6 +220,10 @@ impl Session {
                 Ok(())
             }
             "debug" => self.debug(a, out),
+            "multi" => transaction::multi(self, out),
+            "discard" => transaction::discard(self, out),
+            "watch" => transaction::watch(self, a, out),
+            "unwatch" => transaction::unwatch(self, out),
             _ => Err(CmdError::unknown_command(a)),
         }
     }
@@ -311,6 +341,7 @@ impl Session {
     }
 
     fn reset(&mut self) {
+        self.tx.clear();
         client_cmd::tracking_off(self);
         let channels: Vec<Bytes> = self.shared.channels.lock().drain().collect();
         for ch in channels {

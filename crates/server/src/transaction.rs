@@ -1,0 +1,101 @@
+//! MULTI / EXEC / DISCARD / WATCH / UNWATCH.
+//!
+//! Commands after MULTI are checked (lookup, arity, auth, memory) and
+//! queued; an error while queueing makes EXEC fail with EXECABORT, as in
+//! Redis. EXEC holds the node's exec gate exclusively, so no other client's
+//! command runs between the queued ones. WATCH remembers each key's version
+//! (every write gives a key a new version, deletion and expiry remove it),
+//! so EXEC aborts exactly when a watched key changed.
+
+use bytes::Bytes;
+use commands::{CmdError, CommandSpec};
+use keyspace::Version;
+
+use crate::session::{Reply, Session};
+
+#[derive(Default)]
+pub struct TxState {
+    /// Some while between MULTI and EXEC/DISCARD.
+    pub queued: Option<Vec<(&'static CommandSpec, Vec<Bytes>)>>,
+    /// An error happened while queueing.
+    pub dirty: bool,
+    pub watched: Vec<(Bytes, Option<Version>)>,
+}
+
+impl TxState {
+    pub fn in_multi(&self) -> bool {
+        self.queued.is_some()
+    }
+
+    pub fn clear(&mut self) {
+        *self = TxState::default();
+    }
+}
+
+/// Commands that act on the transaction itself instead of being queued.
+pub fn is_control(spec: &CommandSpec) -> bool {
+    matches!(spec.name, "multi" | "exec" | "discard" | "watch" | "quit" | "reset")
+}
+
+pub fn multi(s: &mut Session, out: Reply) -> Result<(), CmdError> {
+    if s.tx.in_multi() {
+        return Err(CmdError::other("ERR MULTI calls can not be nested"));
+    }
+    s.tx.queued = Some(Vec::new());
+    out.simple("OK");
+    Ok(())
+}
+
+pub fn discard(s: &mut Session, out: Reply) -> Result<(), CmdError> {
+    if !s.tx.in_multi() {
+        return Err(CmdError::other("ERR DISCARD without MULTI"));
+    }
+    s.tx.clear();
+    out.simple("OK");
+    Ok(())
+}
+
+pub fn watch(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+    if s.tx.in_multi() {
+        return Err(CmdError::other("ERR WATCH inside MULTI is not allowed"));
+    }
+    for key in &a[1..] {
+        let version = s.node.ks.txn([&key[..]], s.id).get(key).map(|e| e.version);
+        s.tx.watched.push((Bytes::copy_from_slice(key), version));
+    }
+    out.simple("OK");
+    Ok(())
+}
+
+pub fn unwatch(s: &mut Session, out: Reply) -> Result<(), CmdError> {
+    s.tx.watched.clear();
+    out.simple("OK");
+    Ok(())
+}
+
+pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
+    let Some(queued) = s.tx.queued.take() else {
+        return Err(CmdError::other("ERR EXEC without MULTI"));
+    };
+    let dirty = s.tx.dirty;
+    let watched = std::mem::take(&mut s.tx.watched);
+    s.tx.clear();
+    if dirty {
+        return Err(CmdError::other("EXECABORT Transaction discarded because of previous errors."));
+    }
+    let node = s.node.clone();
+    let _exclusive = node.exec_gate.write();
+    let changed = watched.iter().any(|(key, version)| {
+        let now = node.ks.txn([&key[..]], s.id).get(key).map(|e| e.version);
+        now != *version
+    });
+    if changed {
+        out.null_array();
+        return Ok(());
+    }
+    out.array(queued.len());
+    for (spec, args) in queued {
+        s.run(spec, &args, out);
+    }
+    Ok(())
+}
