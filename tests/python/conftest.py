@@ -6,6 +6,11 @@ target/debug/deltagrid). With DELTAGRID_TEST_TARGET=redis the same tests run
 against Debian's redis-server instead, which is how we check that a test
 asserts Redis's real behaviour and not our reading of it. Tests that only make
 sense for deltagrid (admin HTTP, deltas) are marked `deltagrid_only`.
+
+Fixtures: `server` (a fresh server per test; in a module marked
+`pytestmark = pytest.mark.shared_server`, one server per module, FLUSHALLed
+before each test), `make_server`, `conn` (a RespConn on `server`) and `r` (a
+redis-py client on `server`, parametrized over RESP2/RESP3 x bytes/str).
 """
 import os
 import socket
@@ -14,6 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from helpers import CLIENT_PARAMS, make_client
+from helpers_net import RespConn
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = os.environ.get("DELTAGRID_TEST_TARGET", "deltagrid")
@@ -95,9 +103,41 @@ def translate_for_redis(extra_args):
             raise ValueError(f"no redis-server equivalent for {a}")
 
 
+class SharedServer:
+    """One server process reused by every test of a module (restarted if it died)."""
+
+    def __init__(self, tmp_path_factory):
+        self.factory = tmp_path_factory
+        self.current = None
+
+    def get(self):
+        if self.current is None or self.current.proc.poll() is not None:
+            if self.current is not None:
+                self.current.stop()
+            self.current = Server(self.factory.mktemp("shared"))
+        return self.current
+
+    def stop(self):
+        if self.current is not None:
+            self.current.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_server_holder(tmp_path_factory):
+    holder = SharedServer(tmp_path_factory)
+    yield holder
+    holder.stop()
+
+
 @pytest.fixture
-def server(tmp_path):
-    s = Server(tmp_path)
+def server(request):
+    if request.node.get_closest_marker("shared_server"):
+        s = request.getfixturevalue("shared_server_holder").get()
+        with RespConn.to(s) as c:
+            assert c.cmd("FLUSHALL") == b"+OK\r\n"
+        yield s
+        return
+    s = Server(request.getfixturevalue("tmp_path"))
     yield s
     s.stop()
 
@@ -119,8 +159,25 @@ def make_server(tmp_path):
         s.stop()
 
 
+@pytest.fixture
+def conn(server):
+    with RespConn.to(server) as c:
+        yield c
+
+
+@pytest.fixture(params=CLIENT_PARAMS)
+def r(request, server):
+    proto, decode = request.param
+    c = make_client(server, proto, decode)
+    yield c
+    c.close()
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "deltagrid_only: needs deltagrid features redis-server lacks")
+    config.addinivalue_line("markers", "shared_server: tests of the module share one server, "
+                                       "FLUSHALLed before each test (only for tests that change "
+                                       "nothing but the keyspace: no CONFIG SET, DEBUG, CLIENT KILL...)")
 
 
 def pytest_collection_modifyitems(config, items):

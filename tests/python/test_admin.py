@@ -6,7 +6,8 @@ import random
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from helpers_net import RespConn, http_get, http_json, wait_until
+from helpers import wait_until
+from helpers_net import RespConn, http_get, http_json
 
 pytestmark = pytest.mark.deltagrid_only
 

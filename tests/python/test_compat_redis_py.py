@@ -9,18 +9,10 @@ import warnings
 import pytest
 import redis
 
-from helpers import CLIENT_PARAMS, make_client, shared_server_fixtures, v, wait_until
+from helpers import v, wait_until
 
 # One server for the module, flushed before every test.
-shared_server_holder, server = shared_server_fixtures()
-
-
-@pytest.fixture(params=CLIENT_PARAMS)
-def r(request, server):
-    proto, decode = request.param
-    c = make_client(server, proto, decode)
-    yield c
-    c.close()
+pytestmark = pytest.mark.shared_server
 
 
 def S(r):
@@ -182,7 +174,7 @@ def test_expiry_family(r):
     r.set("short", "v", px=100)
     r.hset("hshort", "f", "v")
     r.pexpire("hshort", 100)
-    wait_until(lambda: r.exists("short", "hshort") == 0, timeout=2.0, msg="short keys to expire")
+    wait_until(lambda: r.exists("short", "hshort") == 0, timeout=2.0, message="short keys to expire")
     assert r.get("short") is None and r.hgetall("hshort") == {}
 
 

@@ -9,8 +9,8 @@ import time
 import pytest
 import redis
 
-from helpers import (CLIENT_PARAMS, NOT_INT, SYNTAX, Map, RawConn, Verbatim, arity, err_bytes,
-                     make_client, parse_one, v, wait_until)
+from helpers import NOT_INT, SYNTAX, arity, make_client, v, wait_until
+from helpers_net import Map, RespConn, Verbatim, err_bytes, parse_one
 
 NOAUTH = "NOAUTH Authentication required."
 WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
@@ -21,22 +21,8 @@ HELLO_KEYS = ["server", "version", "proto", "id", "mode", "role", "modules"]
 
 
 @pytest.fixture
-def conn(server):
-    with RawConn(server) as c:
-        yield c
-
-
-@pytest.fixture
 def auth_server(make_server):
     return make_server(extra_args=["--requirepass", "secret"])
-
-
-@pytest.fixture(params=CLIENT_PARAMS)
-def r(request, server):
-    proto, decode = request.param
-    c = make_client(server, proto, decode)
-    yield c
-    c.close()
 
 
 def parse_client_line(line):
@@ -99,8 +85,8 @@ def test_hello_3_map(conn):
     assert raw.startswith(b"%7\r\n")
     reply = parse_one(raw)
     assert isinstance(reply, Map)
-    assert [k.decode() for k, _ in reply] == HELLO_KEYS
-    d = {k.decode(): val for k, val in reply}
+    assert [k.decode() for k, _ in reply.items()] == HELLO_KEYS
+    d = {k.decode(): val for k, val in reply.items()}
     assert isinstance(d["server"], bytes) and d["server"]
     assert isinstance(d["version"], bytes) and d["version"][:1].isdigit()
     assert d["proto"] == 3
@@ -170,7 +156,7 @@ def test_hello_setname(conn):
 
 
 def test_hello_auth_with_requirepass(auth_server):
-    with RawConn(auth_server) as c:
+    with RespConn.to(auth_server) as c:
         assert c.cmd("HELLO", "3") == err_bytes(NOAUTH_HELLO)
         assert c.cmd("HELLO") == err_bytes(NOAUTH_HELLO)
         assert c.cmd("HELLO", "3", "AUTH", "default", "wrong") == err_bytes(WRONGPASS)
@@ -179,7 +165,7 @@ def test_hello_auth_with_requirepass(auth_server):
         assert isinstance(reply, Map) and dict(reply)[b"proto"] == 3
         assert c.cmd("GET", "k") == b"_\r\n"
         assert c.cmd("CLIENT", "GETNAME") == b"$2\r\nn1\r\n"
-    with RawConn(auth_server) as c:
+    with RespConn.to(auth_server) as c:
         reply = c.call("HELLO", "2", "AUTH", "default", "secret")
         assert reply[4:6] == [b"proto", 2]
         assert c.cmd("GET", "k") == b"$-1\r\n"
@@ -188,7 +174,7 @@ def test_hello_auth_with_requirepass(auth_server):
 # ---------------------------------------------------------------------- AUTH
 
 def test_noauth_before_authentication(auth_server):
-    with RawConn(auth_server) as c:
+    with RespConn.to(auth_server) as c:
         for args in [("PING",), ("GET", "k"), ("SET", "k", "v"), ("CLIENT", "ID"),
                      ("SELECT", "0"), ("ECHO", "x"), ("DBSIZE",), ("INFO",)]:
             assert c.cmd(*args) == b"-NOAUTH Authentication required.\r\n", args
@@ -197,7 +183,7 @@ def test_noauth_before_authentication(auth_server):
 
 
 def test_auth_wrongpass_and_success(auth_server):
-    with RawConn(auth_server) as c:
+    with RespConn.to(auth_server) as c:
         assert c.cmd("AUTH", "wrong") == err_bytes(WRONGPASS)
         assert c.cmd("AUTH", "default", "wrong") == err_bytes(WRONGPASS)
         assert c.cmd("AUTH", "nosuchuser", "secret") == err_bytes(WRONGPASS)
@@ -205,7 +191,7 @@ def test_auth_wrongpass_and_success(auth_server):
         assert c.cmd("AUTH", "default", "secret") == b"+OK\r\n"
         assert c.cmd("SET", "k", "v") == b"+OK\r\n"
         assert c.cmd("GET", "k") == b"$1\r\nv\r\n"
-    with RawConn(auth_server) as c:
+    with RespConn.to(auth_server) as c:
         assert c.cmd("AUTH", "secret") == b"+OK\r\n"
         assert c.cmd("GET", "k") == b"$1\r\nv\r\n"
         assert c.cmd("AUTH", "a", "b", "c") == err_bytes(SYNTAX)
@@ -234,7 +220,7 @@ def test_redis_py_with_password(auth_server):
 
 
 def test_reset_deauthenticates(auth_server):
-    with RawConn(auth_server) as c:
+    with RespConn.to(auth_server) as c:
         assert c.cmd("AUTH", "secret") == b"+OK\r\n"
         assert c.cmd("RESET") == b"+RESET\r\n"
         assert c.cmd("GET", "k") == err_bytes(NOAUTH)
@@ -271,7 +257,7 @@ def test_quit_closes_connection(conn):
 
 
 def test_quit_after_pipelined_commands(conn):
-    conn.send(b"*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nQUIT\r\n*1\r\n$4\r\nPING\r\n")
+    conn.send_raw(b"*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nQUIT\r\n*1\r\n$4\r\nPING\r\n")
     assert conn.read_raw() == b"+PONG\r\n"
     assert conn.read_raw() == b"+OK\r\n"
     assert conn.is_closed()
@@ -295,9 +281,9 @@ def test_reset_restores_connection_defaults(conn):
 # -------------------------------------------------------------------- CLIENT
 
 def test_client_id(server):
-    with RawConn(server) as a:
+    with RespConn.to(server) as a:
         ida = a.call("CLIENT", "ID")
-        with RawConn(server) as b:  # connected after a was served: gets a larger id
+        with RespConn.to(server) as b:  # connected after a was served: gets a larger id
             idb = b.call("CLIENT", "ID")
         assert isinstance(ida, int) and isinstance(idb, int)
         assert ida > 0 and idb > ida
@@ -322,7 +308,7 @@ def test_client_setname_getname(conn):
 
 
 def test_client_list_and_info(server):
-    with RawConn(server) as a, RawConn(server) as b:
+    with RespConn.to(server) as a, RespConn.to(server) as b:
         a.cmd("CLIENT", "SETNAME", "alpha")
         ida, idb = a.call("CLIENT", "ID"), b.call("CLIENT", "ID")
         raw = a.cmd("CLIENT", "LIST")
@@ -373,7 +359,7 @@ def test_client_list_info_are_verbatim_in_resp3(conn):
 
 
 def test_client_kill_by_id(server):
-    with RawConn(server) as killer, RawConn(server) as victim:
+    with RespConn.to(server) as killer, RespConn.to(server) as victim:
         vid = victim.call("CLIENT", "ID")
         assert victim.cmd("PING") == b"+PONG\r\n"
         assert killer.cmd("CLIENT", "KILL", "ID", str(vid)) == b":1\r\n"
@@ -387,7 +373,7 @@ def test_client_kill_by_id(server):
 
 
 def test_client_kill_by_addr(server):
-    with RawConn(server) as killer, RawConn(server) as v1, RawConn(server) as v2:
+    with RespConn.to(server) as killer, RespConn.to(server) as v1, RespConn.to(server) as v2:
         for victim, new_form in ((v1, True), (v2, False)):
             assert victim.cmd("PING") == b"+PONG\r\n"
             host, port = victim.sock.getsockname()
@@ -498,7 +484,7 @@ def test_command_docs_get(conn):
     conn.cmd("HELLO", "3")
     reply = conn.call("COMMAND", "DOCS", "get")
     assert isinstance(reply, Map)
-    (name, body), = reply
+    (name, body), = reply.items()
     assert name == b"get" and isinstance(body, Map)
     assert dict(body)[b"group"] == b"string"
 
@@ -533,7 +519,7 @@ def test_info_default_sections(conn):
 
 
 def test_info_fields(server):
-    with RawConn(server) as c, RawConn(server) as other:
+    with RespConn.to(server) as c, RespConn.to(server) as other:
         other.cmd("PING")
         c.cmd("SET", "a", "1", "EX", "1000")
         c.cmd("SET", "b", "2")
@@ -543,7 +529,7 @@ def test_info_fields(server):
             s = info_sections(info_text(c.call("INFO", "clients")))
             return s["Clients"]["connected_clients"] == "2"
 
-        wait_until(clients_count, timeout=3.0, msg="connected_clients:2")
+        wait_until(clients_count, timeout=3.0, message="connected_clients:2")
         sections = info_sections(info_text(c.call("INFO")))
         srv = sections["Server"]
         assert srv["redis_version"][:1].isdigit()
@@ -756,26 +742,26 @@ def test_unknown_command_via_redis_py(r):
 
 
 def test_inline_protocol(conn):
-    conn.send(b"PING\r\nping x\r\n  ping   \"a b\"  \r\nECHO 'c d'\r\nECHO \"a\\x41\"\r\n")
+    conn.send_raw(b"PING\r\nping x\r\n  ping   \"a b\"  \r\nECHO 'c d'\r\nECHO \"a\\x41\"\r\n")
     assert conn.read_raw() == b"+PONG\r\n"
     assert conn.read_raw() == b"$1\r\nx\r\n"
     assert conn.read_raw() == b"$3\r\na b\r\n"
     assert conn.read_raw() == b"$3\r\nc d\r\n"
     assert conn.read_raw() == b"$2\r\naA\r\n"
     # empty lines are ignored; a bare \n also terminates an inline command
-    conn.send(b"\r\n\r\nPING\n")
+    conn.send_raw(b"\r\n\r\nPING\n")
     assert conn.read_raw() == b"+PONG\r\n"
 
 
 def test_empty_multibulk_is_ignored(conn):
-    conn.send(b"*0\r\n*-1\r\n*1\r\n$4\r\nPING\r\n")
+    conn.send_raw(b"*0\r\n*-1\r\n*1\r\n$4\r\nPING\r\n")
     assert conn.read_raw() == b"+PONG\r\n"
 
 
 def test_command_split_across_packets(conn):
     msg = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n"
     for i in range(len(msg)):
-        conn.send(msg[i:i + 1])
+        conn.send_raw(msg[i:i + 1])
     assert conn.read_raw() == b"+OK\r\n"
     assert conn.cmd("GET", "k") == b"$5\r\nhello\r\n"
 
@@ -787,12 +773,12 @@ def test_command_split_across_packets(conn):
     (b"ECHO \"unbalanced\r\n", "ERR Protocol error: unbalanced quotes in request"),
 ])
 def test_protocol_errors_close_connection(server, payload, error):
-    with RawConn(server) as c:
+    with RespConn.to(server) as c:
         assert c.cmd("PING") == b"+PONG\r\n"
-        c.send(payload)
+        c.send_raw(payload)
         assert c.read_raw() == err_bytes(error)
         assert c.is_closed()
-    with RawConn(server) as c:  # the server itself is fine
+    with RespConn.to(server) as c:  # the server itself is fine
         assert c.cmd("PING") == b"+PONG\r\n"
 
 

@@ -11,13 +11,7 @@ import time
 
 import pytest
 
-from helpers import RawConn, make_client, wait_until
-
-
-@pytest.fixture
-def conn(server):
-    with RawConn(server) as c:
-        yield c
+from helpers import make_client, wait_until
 
 
 def gone(conn, key):
@@ -37,7 +31,7 @@ def test_px_100_key_disappears(conn):
     if time.monotonic() - t0 < 0.08:
         assert val == b"$1\r\nv\r\n"
         assert 0 < conn.call("PTTL", "k") <= 100
-    wait_until(lambda: conn.cmd("GET", "k") == b"$-1\r\n", timeout=2.0, msg="k to expire")
+    wait_until(lambda: conn.cmd("GET", "k") == b"$-1\r\n", timeout=2.0, message="k to expire")
     elapsed = time.monotonic() - t0
     assert elapsed >= 0.09, "key expired before its 100 ms TTL"
     assert conn.cmd("TTL", "k") == b":-2\r\n"
@@ -54,7 +48,7 @@ def test_lazy_expiry_with_active_expiry_disabled(conn):
     conn.cmd("PEXPIRE", "h", "100")
     conn.cmd("SET", "control", "v", "PX", "100")  # set last: expires last
     conn.cmd("SET", "keep", "v")
-    wait_until(gone(conn, "control"), timeout=2.0, msg="control key to expire")
+    wait_until(gone(conn, "control"), timeout=2.0, message="control key to expire")
     # every expired key is invisible to every kind of read
     assert conn.cmd("GET", "k0") == b"$-1\r\n"
     assert conn.cmd("EXISTS", "k1", "k2") == b":0\r\n"
@@ -85,7 +79,7 @@ def test_dbsize_counts_expired_keys_until_accessed_when_active_expiry_is_off(con
     for i in range(10):
         conn.cmd("SET", f"k{i}", "v", "PX", "50")
     conn.cmd("SET", "control", "v", "PX", "60")
-    wait_until(gone(conn, "control"), timeout=2.0, msg="control key to expire")
+    wait_until(gone(conn, "control"), timeout=2.0, message="control key to expire")
     assert conn.cmd("DBSIZE") == b":10\r\n"
     for i in range(10):
         assert conn.cmd("GET", f"k{i}") == b"$-1\r\n"
@@ -102,7 +96,7 @@ def test_write_to_expired_key_starts_fresh(conn):
     conn.cmd("SET", "y", "v", "PX", "50")
     conn.cmd("SET", "z", "v", "PX", "50")
     conn.cmd("SET", "control", "v", "PX", "60")
-    wait_until(gone(conn, "control"), timeout=2.0, msg="control key to expire")
+    wait_until(gone(conn, "control"), timeout=2.0, message="control key to expire")
     assert conn.cmd("INCR", "n") == b":1\r\n"
     assert conn.cmd("TTL", "n") == b":-1\r\n"
     assert conn.cmd("APPEND", "s", "de") == b":2\r\n"
@@ -120,7 +114,7 @@ def test_hash_key_expiry(conn):
     conn.cmd("HSET", "h", "a", "1", "b", "2")
     assert conn.cmd("PEXPIRE", "h", "100") == b":1\r\n"
     assert 0 < conn.call("PTTL", "h") <= 100
-    wait_until(lambda: conn.cmd("HGETALL", "h") == b"*0\r\n", timeout=2.0, msg="hash to expire")
+    wait_until(lambda: conn.cmd("HGETALL", "h") == b"*0\r\n", timeout=2.0, message="hash to expire")
     assert conn.cmd("HLEN", "h") == b":0\r\n"
     assert conn.cmd("HGET", "h", "a") == b"$-1\r\n"
     assert conn.cmd("EXISTS", "h") == b":0\r\n"
@@ -146,7 +140,7 @@ def test_active_expiry_without_access(conn):
     assert conn.call("DBSIZE") == 201
     # only DBSIZE (which never expires keys itself) is sent: the server must clean up alone
     wait_until(lambda: conn.cmd("DBSIZE") == b":1\r\n", timeout=5.0,
-               msg="active expiry to remove 200 keys")
+               message="active expiry to remove 200 keys")
     assert conn.cmd("GET", "keep") == b"$1\r\nv\r\n"
 
 
@@ -155,7 +149,7 @@ def test_active_expiry_of_hash_keys(conn):
         conn.cmd("HSET", f"h{i}", "f", "v")
         conn.cmd("PEXPIRE", f"h{i}", "100")
     wait_until(lambda: conn.cmd("DBSIZE") == b":0\r\n", timeout=5.0,
-               msg="active expiry to remove 50 hashes")
+               message="active expiry to remove 50 hashes")
 
 
 def test_active_expiry_reenabled(conn):
@@ -163,11 +157,11 @@ def test_active_expiry_reenabled(conn):
     for i in range(30):
         conn.cmd("SET", f"k{i}", "v", "PX", "50")
     conn.cmd("SET", "control", "v", "PX", "60")
-    wait_until(gone(conn, "control"), timeout=2.0, msg="control key to expire")
+    wait_until(gone(conn, "control"), timeout=2.0, message="control key to expire")
     assert conn.cmd("DBSIZE") == b":30\r\n"
     assert conn.cmd("DEBUG", "SET-ACTIVE-EXPIRE", "1") == b"+OK\r\n"
     wait_until(lambda: conn.cmd("DBSIZE") == b":0\r\n", timeout=5.0,
-               msg="active expiry to catch up after being re-enabled")
+               message="active expiry to catch up after being re-enabled")
 
 
 def test_keyspace_info_expires_count(conn):
@@ -191,7 +185,7 @@ def test_set_without_keepttl_clears_ttl_and_key_survives(conn):
     assert conn.cmd("TTL", "k") == b":-1\r\n"
     assert conn.cmd("SET", "kt", "v2", "KEEPTTL") == b"+OK\r\n"
     assert 0 < conn.call("PTTL", "kt") <= 100
-    wait_until(gone(conn, "control"), timeout=2.0, msg="control key to expire")
+    wait_until(gone(conn, "control"), timeout=2.0, message="control key to expire")
     assert conn.cmd("GET", "k") == b"$2\r\nv2\r\n"
     assert conn.cmd("GET", "kt") == b"$-1\r\n"
 
@@ -201,7 +195,7 @@ def test_getex_persist_removes_ttl_and_key_survives(conn):
     conn.cmd("SET", "control", "v", "PX", "150")
     assert conn.cmd("GETEX", "k", "PERSIST") == b"$1\r\nv\r\n"
     assert conn.cmd("TTL", "k") == b":-1\r\n"
-    wait_until(gone(conn, "control"), timeout=2.0, msg="control key to expire")
+    wait_until(gone(conn, "control"), timeout=2.0, message="control key to expire")
     assert conn.cmd("GET", "k") == b"$1\r\nv\r\n"
 
 
@@ -209,7 +203,7 @@ def test_getex_sets_ttl_that_expires(conn):
     conn.cmd("SET", "k", "v")
     assert conn.cmd("GETEX", "k", "PX", "100") == b"$1\r\nv\r\n"
     assert 0 < conn.call("PTTL", "k") <= 100
-    wait_until(gone(conn, "k"), timeout=2.0, msg="k to expire")
+    wait_until(gone(conn, "k"), timeout=2.0, message="k to expire")
 
 
 def test_persist_and_overwrites_survive_expiry_time(conn):
@@ -220,7 +214,7 @@ def test_persist_and_overwrites_survive_expiry_time(conn):
     assert conn.cmd("GETSET", "gs", "v2") == b"$1\r\nv\r\n"
     assert conn.cmd("MSET", "ms", "v2") == b"+OK\r\n"
     assert conn.cmd("SETEX", "sx", "1000", "v2") == b"+OK\r\n"
-    wait_until(gone(conn, "control"), timeout=2.0, msg="control key to expire")
+    wait_until(gone(conn, "control"), timeout=2.0, message="control key to expire")
     assert conn.cmd("EXISTS", "p", "gs", "ms", "sx") == b":4\r\n"
 
 
@@ -234,21 +228,21 @@ def test_value_updates_keep_ttl_and_still_expire(conn):
     for k in ("i", "a", "r", "f"):
         assert 0 < conn.call("PTTL", k) <= 150, k
     wait_until(lambda: conn.cmd("EXISTS", "i", "a", "r", "f") == b":0\r\n", timeout=2.0,
-               msg="updated keys to expire")
+               message="updated keys to expire")
 
 
 def test_rename_carries_ttl_and_expires(conn):
     conn.cmd("SET", "src", "v", "PX", "100")
     assert conn.cmd("RENAME", "src", "dst") == b"+OK\r\n"
     assert 0 < conn.call("PTTL", "dst") <= 100
-    wait_until(gone(conn, "dst"), timeout=2.0, msg="renamed key to expire")
+    wait_until(gone(conn, "dst"), timeout=2.0, message="renamed key to expire")
 
 
 def test_pttl_decreases(conn):
     conn.cmd("SET", "k", "v", "PX", "5000")
     first = conn.call("PTTL", "k")
     assert 0 < first <= 5000
-    wait_until(lambda: conn.call("PTTL", "k") < first - 20, timeout=2.0, msg="PTTL to decrease")
+    wait_until(lambda: conn.call("PTTL", "k") < first - 20, timeout=2.0, message="PTTL to decrease")
 
 
 # ------------------------------------------- controllable clock (deltagrid only)
@@ -303,7 +297,7 @@ def test_clock_advance_with_active_expiry(conn):
     conn.cmd("SET", "keep", "v")
     clock_advance(conn, 101000)
     wait_until(lambda: conn.cmd("DBSIZE") == b":1\r\n", timeout=5.0,
-               msg="active expiry after clock advance")
+               message="active expiry after clock advance")
 
 
 @pytest.mark.deltagrid_only
@@ -329,7 +323,7 @@ def test_redis_py_expiry(server, protocol):
         r.hset("h", mapping={"a": "1"})
         r.pexpire("h", 100)
         wait_until(lambda: r.get("k") is None and r.hgetall("h") == {}, timeout=2.0,
-                   msg="keys to expire")
+                   message="keys to expire")
         assert r.ttl("k") == -2
         assert r.exists("k", "h") == 0
     finally:

@@ -2,25 +2,11 @@
 import pytest
 import redis
 
-from helpers import (CLIENT_PARAMS, NOT_FLOAT, NOT_INT, SYNTAX, WRONGTYPE, Map, RawConn, arity,
-                     err_bytes, make_client, shared_server_fixtures, v)
+from helpers import NOT_FLOAT, NOT_INT, SYNTAX, WRONGTYPE, arity, v
+from helpers_net import Map, err_bytes
 
 # One server for the module, flushed before every test: these tests only touch keys.
-shared_server_holder, server = shared_server_fixtures()
-
-
-@pytest.fixture
-def conn(server):
-    with RawConn(server) as c:
-        yield c
-
-
-@pytest.fixture(params=CLIENT_PARAMS)
-def r(request, server):
-    proto, decode = request.param
-    c = make_client(server, proto, decode)
-    yield c
-    c.close()
+pytestmark = pytest.mark.shared_server
 
 
 def pairs(flat):

@@ -6,32 +6,14 @@ import time
 import pytest
 import redis
 
-from helpers import (CLIENT_PARAMS, NOT_INT, SYNTAX, RawConn, arity, err_bytes, make_client,
-                     parse_one, shared_server_fixtures, v)
+from helpers import NOT_INT, SYNTAX, arity, invalid_expire, v
+from helpers_net import err_bytes, parse_one
 
 # One server for the module, flushed before every test: these tests only touch keys.
-shared_server_holder, server = shared_server_fixtures()
+pytestmark = pytest.mark.shared_server
 
 NX_XX_GT_LT = "ERR NX and XX, GT or LT options at the same time are not compatible"
 GT_LT = "ERR GT and LT options at the same time are not compatible"
-
-
-@pytest.fixture
-def conn(server):
-    with RawConn(server) as c:
-        yield c
-
-
-@pytest.fixture(params=CLIENT_PARAMS)
-def r(request, server):
-    proto, decode = request.param
-    c = make_client(server, proto, decode)
-    yield c
-    c.close()
-
-
-def invalid_expire(cmd):
-    return err_bytes(f"ERR invalid expire time in '{cmd}' command")
 
 
 def test_arity_errors(conn):

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from helpers_net import (ConnectionClosed, RespConn, RespError, encode,
-                         raw_exchange, wait_until)
+from helpers import wait_until
+from helpers_net import ConnectionClosed, RespConn, RespError, encode, raw_exchange
 
 
 def alive(server):

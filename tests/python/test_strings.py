@@ -7,29 +7,11 @@ DELTAGRID_TEST_TARGET=redis.
 import pytest
 import redis
 
-from helpers import (CLIENT_PARAMS, NOT_FLOAT, NOT_INT, SYNTAX, WRONGTYPE, RawConn, arity, bulk,
-                     err_bytes, make_client, shared_server_fixtures, v)
+from helpers import NOT_FLOAT, NOT_INT, SYNTAX, WRONGTYPE, arity, invalid_expire, v
+from helpers_net import bulk, err_bytes
 
 # One server for the module, flushed before every test: these tests only touch keys.
-shared_server_holder, server = shared_server_fixtures()
-
-
-@pytest.fixture
-def conn(server):
-    with RawConn(server) as c:
-        yield c
-
-
-@pytest.fixture(params=CLIENT_PARAMS)
-def r(request, server):
-    proto, decode = request.param
-    c = make_client(server, proto, decode)
-    yield c
-    c.close()
-
-
-def invalid_expire(cmd):
-    return err_bytes(f"ERR invalid expire time in '{cmd}' command")
+pytestmark = pytest.mark.shared_server
 
 
 # ---------------------------------------------------------------- wire format
@@ -649,7 +631,7 @@ def test_pipelined_commands_reply_in_order(conn):
         [b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\n0\r\n"] +
         [b"*2\r\n$4\r\nINCR\r\n$1\r\nk\r\n"] * 100 +
         [b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"])
-    conn.send(payload)
+    conn.send_raw(payload)
     assert conn.read_raw() == b"+OK\r\n"
     for i in range(1, 101):
         assert conn.read_raw() == b":%d\r\n" % i

@@ -13,7 +13,8 @@ import pytest
 import redis
 
 from conftest import TARGET
-from helpers_net import Push, RespConn, RespError, RespSet, wait_until
+from helpers import wait_until
+from helpers_net import Push, RespConn, RespError, RespSet
 
 
 def conn3(server):
@@ -72,10 +73,7 @@ def test_invalidate_push_exact_bytes(server):
         assert b.call("SET", "k", "v") == "OK"
     expected = b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n"
     assert a.pos == len(a.buf), "nothing may be pending before the push"
-    deadline = time.monotonic() + 5
-    while len(a.buf) - a.pos < len(expected):
-        a._deadline = deadline
-        a._fill()
+    a.wait_buffered(len(expected))
     assert bytes(a.buf[a.pos:]) == expected
     a.close()
 
@@ -160,11 +158,8 @@ def test_flushall_invalidates_with_null(clients):
     # and on the wire it is the RESP3 null
     a.call("GET", "k")
     b.ok("FLUSHALL")
-    deadline = time.monotonic() + 5
     want = b">2\r\n$10\r\ninvalidate\r\n_\r\n"
-    while len(a.buf) - a.pos < len(want):
-        a._deadline = deadline
-        a._fill()
+    a.wait_buffered(len(want))
     assert bytes(a.buf[a.pos:]) == want
 
 
@@ -334,11 +329,8 @@ def test_redirect_resp2_pubsub(server):
     # FLUSHALL: a null payload ($-1) instead of the key list
     assert b.call("GET", "k") == b"v"
     c.ok("FLUSHALL")
-    deadline = time.monotonic() + 5
     want = b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n$-1\r\n"
-    while len(a.buf) - a.pos < len(want):
-        a._deadline = deadline
-        a._fill()
+    a.wait_buffered(len(want))
     assert bytes(a.buf[a.pos:]) == want
     for x in (a, b, c):
         x.close()

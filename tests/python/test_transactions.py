@@ -2,11 +2,12 @@
 changed by another client aborts EXEC. Runs against redis-server too."""
 import redis
 
-from helpers import RawConn, err_bytes, arity
+from helpers import arity
+from helpers_net import RespConn, err_bytes
 
 
 def test_multi_exec_queues_and_replies_in_order(server):
-    with RawConn(server) as c:
+    with RespConn.to(server) as c:
         assert c.cmd("MULTI") == b"+OK\r\n"
         assert c.cmd("SET", "k", "1") == b"+QUEUED\r\n"
         assert c.cmd("INCR", "k") == b"+QUEUED\r\n"
@@ -15,7 +16,7 @@ def test_multi_exec_queues_and_replies_in_order(server):
 
 
 def test_runtime_errors_do_not_abort_the_rest(server):
-    with RawConn(server) as c:
+    with RespConn.to(server) as c:
         c.cmd("SET", "s", "x")
         c.cmd("MULTI")
         c.cmd("INCR", "s")
@@ -25,7 +26,7 @@ def test_runtime_errors_do_not_abort_the_rest(server):
 
 
 def test_queueing_errors_abort_exec(server):
-    with RawConn(server) as c:
+    with RespConn.to(server) as c:
         c.cmd("MULTI")
         assert c.cmd("GET") == err_bytes(arity("get"))
         assert c.cmd("NOSUCHCMD").startswith(b"-ERR unknown command")
@@ -35,7 +36,7 @@ def test_queueing_errors_abort_exec(server):
 
 
 def test_control_errors(server):
-    with RawConn(server) as c:
+    with RespConn.to(server) as c:
         assert c.cmd("EXEC") == err_bytes("ERR EXEC without MULTI")
         assert c.cmd("DISCARD") == err_bytes("ERR DISCARD without MULTI")
         c.cmd("MULTI")
@@ -50,7 +51,7 @@ def test_watch_aborts_when_another_client_writes(server):
     a = redis.Redis(port=server.port)
     b = redis.Redis(port=server.port)
     a.set("w", "1")
-    with RawConn(server) as c:
+    with RespConn.to(server) as c:
         assert c.cmd("WATCH", "w") == b"+OK\r\n"
         b.set("w", "2")
         c.cmd("MULTI")
