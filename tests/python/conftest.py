@@ -40,8 +40,8 @@ def binary():
 class Server:
     """A running server process; `port` speaks RESP, `admin_port` HTTP (deltagrid only)."""
 
-    def __init__(self, tmp_path, extra_args=(), config=None):
-        self.port = free_port()
+    def __init__(self, tmp_path, extra_args=(), config=None, port=None):
+        self.port = port or free_port()
         self.admin_port = free_port()
         self.host = "127.0.0.1"
         self.log_path = tmp_path / f"server-{self.port}.log"

@@ -147,6 +147,11 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("subscribe", -2, P | L | S | SUB, NO_KEYS, "pubsub", "2.0.0", None, "Listens for messages published to channels."),
     cmd!("unsubscribe", -1, P | L | S | SUB, NO_KEYS, "pubsub", "2.0.0", None, "Stops listening to messages posted to channels."),
     cmd!("publish", 3, P | L | F, NO_KEYS, "pubsub", "2.0.0", None, "Posts a message to a channel."),
+    // cluster
+    cmd!("cluster", -2, L | S, NO_KEYS, "cluster", "3.0.0", None, "A container for Redis Cluster commands."),
+    cmd!("asking", 1, F, NO_KEYS, "cluster", "3.0.0", None, "Signals that a cluster client is following an -ASK redirect."),
+    cmd!("readonly", 1, F | L, NO_KEYS, "cluster", "3.0.0", None, "Enables read-only queries for a connection to a Redis Cluster replica node."),
+    cmd!("readwrite", 1, F | L, NO_KEYS, "cluster", "3.0.0", None, "Enables read-write queries for a connection to a Redis Cluster replica node."),
     // transactions
     cmd!("multi", 1, F | L | S, NO_KEYS, "transactions", "1.2.0", None, "Starts a transaction."),
     cmd!("exec", 1, L | S, NO_KEYS, "transactions", "1.2.0", None, "Executes all commands in a transaction."),

@@ -33,6 +33,8 @@ pub struct NodeSection {
     pub log_memory: Option<Size>,
     pub tracking_table_max_keys: Option<usize>,
     pub enable_debug_command: Option<bool>,
+    /// Node-to-node address (metadata and replication) in a multi-node site.
+    pub cluster_listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -41,6 +43,17 @@ pub struct SiteSection {
     pub id: Option<u16>,
     pub name: Option<String>,
     pub partitions: Option<u16>,
+    /// Initial members' cluster addresses; set: this node is part of a site.
+    pub seeds: Option<Vec<SocketAddr>>,
+    pub backups: Option<usize>,
+    pub replication: Option<ReplicationMode>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplicationMode {
+    Sync,
+    Async,
 }
 
 /// A byte size: an integer, or a string like "4GiB" / "512mb".
@@ -125,6 +138,25 @@ impl ConfigFile {
                 bail!("site.partitions must be in 1..=16384, got {v}");
             }
             s.partitions = v;
+        }
+        match (site.seeds, n.cluster_listen) {
+            (None, None) => {}
+            (None, Some(_)) => bail!("node.cluster_listen is set but site.seeds is not"),
+            (Some(_), None) => bail!("site.seeds is set but node.cluster_listen is not"),
+            (Some(seeds), Some(cluster_listen)) => {
+                if !seeds.contains(&cluster_listen) {
+                    bail!("node.cluster_listen {cluster_listen} is not one of site.seeds");
+                }
+                s.cluster = Some(cluster::ClusterSettings {
+                    cluster_listen,
+                    seeds,
+                    backups: site.backups.unwrap_or(1),
+                    replication: match site.replication.unwrap_or(ReplicationMode::Sync) {
+                        ReplicationMode::Sync => cluster::Replication::Sync,
+                        ReplicationMode::Async => cluster::Replication::Async,
+                    },
+                });
+            }
         }
         Ok(())
     }

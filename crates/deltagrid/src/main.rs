@@ -105,9 +105,17 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
             node = %settings.node_id, listen = %settings.listen, admin = ?settings.admin_listen,
             partitions = settings.partitions, "deltagrid {} ready", env!("CARGO_PKG_VERSION")
         );
-        let node = Node::new(settings);
+        let peers = match &settings.cluster {
+            Some(c) => Some(
+                tokio::net::TcpListener::bind(c.cluster_listen)
+                    .await
+                    .with_context(|| format!("binding cluster_listen {}", c.cluster_listen))?,
+            ),
+            None => None,
+        };
+        let node = Node::new(settings).map_err(anyhow::Error::msg)?;
         tokio::select! {
-            _ = node.serve(listener, admin) => {}
+            _ = node.serve(listener, admin, peers) => {}
             _ = tokio::signal::ctrl_c() => tracing::info!("shutting down"),
         }
         Ok(())

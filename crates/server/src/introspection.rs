@@ -150,7 +150,7 @@ fn command_info(c: &CommandSpec, out: Reply) {
     out.array(0);
 }
 
-const SECTIONS: [&str; 7] = ["server", "clients", "memory", "persistence", "stats", "replication", "keyspace"];
+const SECTIONS: [&str; 8] = ["server", "clients", "memory", "persistence", "stats", "replication", "cluster", "keyspace"];
 
 pub fn info(s: &Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
     let wanted: Vec<String> = a[1..].iter().map(|x| String::from_utf8_lossy(x).to_ascii_lowercase()).collect();
@@ -239,6 +239,9 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
             kv("master_failover_state", &"no-failover");
             kv("master_replid", &node.run_id);
             kv("master_repl_offset", &0);
+        }
+        "cluster" => {
+            kv("cluster_enabled", &(node.cluster.is_some() as u8));
         }
         "keyspace" => {
             let keys = node.ks.len();

@@ -31,6 +31,8 @@ pub struct Node {
     /// Commands run under a shared hold; EXEC takes it exclusively, so a
     /// transaction's commands run with no other client's in between.
     pub exec_gate: parking_lot::RwLock<()>,
+    /// The site, when this node is one of several; None when standalone.
+    pub cluster: Option<Arc<cluster::Cluster>>,
 }
 
 /// Keys the active expiry cycle may remove per pass, and how often it runs
@@ -39,7 +41,17 @@ const EXPIRE_BUDGET: usize = 2000;
 const EXPIRE_PERIOD: Duration = Duration::from_millis(100);
 
 impl Node {
-    pub fn new(settings: NodeSettings) -> Arc<Node> {
+    pub fn new(settings: NodeSettings) -> Result<Arc<Node>, String> {
+        let cluster = match &settings.cluster {
+            Some(c) => Some(cluster::Cluster::new(
+                c.clone(),
+                settings.site_id,
+                settings.partitions,
+                &settings.node_id,
+                settings.listen,
+            )?),
+            None => None,
+        };
         let clock = Arc::new(DebugClock::default());
         let ks = Arc::new(Keyspace::new(
             KeyspaceConfig {
@@ -57,7 +69,7 @@ impl Node {
         let tracking = Arc::new(Tracking::new(clients.clone(), settings.tracking_table_max_keys));
         ks.set_observer(tracking.clone());
         let run_id: String = (0..40).map(|_| format!("{:x}", rand_nibble())).collect();
-        Arc::new(Node {
+        Ok(Arc::new(Node {
             runtime: Runtime::new(&settings),
             settings,
             ks,
@@ -69,7 +81,8 @@ impl Node {
             started: Instant::now(),
             run_id,
             exec_gate: parking_lot::RwLock::new(()),
-        })
+            cluster,
+        }))
     }
 
     /// Microseconds since the epoch on the node's clock (TIME).
@@ -108,9 +121,12 @@ impl Node {
     }
 
     /// Serves until the process ends: RESP clients, admin HTTP, expiry.
-    pub async fn serve(self: Arc<Self>, listener: TcpListener, admin: Option<TcpListener>) {
+    pub async fn serve(self: Arc<Self>, listener: TcpListener, admin: Option<TcpListener>, peers: Option<TcpListener>) {
         if let Some(admin) = admin {
             tokio::spawn(admin::serve(self.clone(), admin));
+        }
+        if let (Some(cluster), Some(peers)) = (self.cluster.clone(), peers) {
+            tokio::spawn(cluster::transport::run(cluster, peers));
         }
         tokio::spawn(self.clone().expire_loop());
         loop {

@@ -33,6 +33,8 @@ pub struct Session {
     caching_set_now: bool,
     pub subscriptions: usize,
     pub tx: TxState,
+    /// READONLY: reads of partitions this node backs up are served here.
+    pub readonly: bool,
 }
 
 pub type Reply<'a, 'b> = &'a mut ReplyWriter<'b>;
@@ -52,6 +54,7 @@ impl Session {
             caching_set_now: false,
             subscriptions: 0,
             tx: TxState::default(),
+            readonly: false,
         }
     }
 
@@ -150,6 +153,9 @@ impl Session {
                 spec.name
             )));
         }
+        if let Some(cluster) = &self.node.cluster {
+            cluster.check(spec, args, self.readonly)?;
+        }
         if spec.flags.has(Flags::DENYOOM) && self.node.over_maxmemory() {
             return Err(CmdError::Oom);
         }
@@ -220,6 +226,19 @@ impl Session {
                 Ok(())
             }
             "debug" => self.debug(a, out),
+            "cluster" => cluster::cluster_cmd::cluster(self.node.cluster.as_deref(), &self.node.ks, a, out),
+            "asking" | "readonly" | "readwrite" => {
+                if self.node.cluster.is_none() {
+                    return Err(cluster::cluster_cmd::disabled());
+                }
+                self.readonly = match spec.name {
+                    "readonly" => true,
+                    "readwrite" => false,
+                    _ => self.readonly,
+                };
+                out.simple("OK");
+                Ok(())
+            }
             "multi" => transaction::multi(self, out),
             "discard" => transaction::discard(self, out),
             "watch" => transaction::watch(self, a, out),
@@ -342,6 +361,7 @@ impl Session {
 
     fn reset(&mut self) {
         self.tx.clear();
+        self.readonly = false;
         client_cmd::tracking_off(self);
         let channels: Vec<Bytes> = self.shared.channels.lock().drain().collect();
         for ch in channels {

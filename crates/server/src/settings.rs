@@ -26,6 +26,8 @@ pub struct NodeSettings {
     pub log_retain_bytes: usize,
     /// Keys remembered for client tracking before the oldest are invalidated.
     pub tracking_table_max_keys: usize,
+    /// Set when the node is a member of a multi-node site.
+    pub cluster: Option<cluster::ClusterSettings>,
 }
 
 impl Default for NodeSettings {
@@ -46,6 +48,7 @@ impl Default for NodeSettings {
             partitions: 271,
             log_retain_bytes: 4 << 20,
             tracking_table_max_keys: 1_000_000,
+            cluster: None,
         }
     }
 }

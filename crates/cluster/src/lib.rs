@@ -1,0 +1,18 @@
+//! A site: the nodes that together own all partitions. This crate holds the
+//! members, the partition table, the node-to-node transport and Redis
+//! Cluster routing. The server calls it through [`Cluster`] only when
+//! `site.seeds` is configured; a standalone node never touches it.
+//!
+//! Membership today is static: the members are the configured seeds, the
+//! site forms once every seed has said hello, and placement is computed from
+//! that list. Raft-managed metadata, failover, migration and replication to
+//! backups build on this (see docs/architecture.md, "Site").
+
+mod cluster;
+pub mod cluster_cmd;
+pub mod placement;
+pub mod transport;
+pub mod wire;
+
+pub use cluster::{Cluster, ClusterSettings, Member, Replication};
+pub use placement::{PartitionOwners, PartitionTable};

@@ -1,0 +1,187 @@
+//! Node-to-node connections on `cluster_listen`: one per pair of members
+//! (the member earlier in `seeds` dials the later one, both use it). Each
+//! side sends a hello first; a peer that does not speak the protocol, speaks
+//! another version, or belongs to another site is refused and logged. After
+//! the hello both sides ping every second, which is what failure detection
+//! and replication will ride on.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::cluster::{cluster_id, Cluster, Member};
+use crate::wire::{self, Hello, WireError};
+
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+const PING_EVERY: Duration = Duration::from_secs(1);
+const DEAD_AFTER: Duration = Duration::from_secs(5);
+const REDIAL_AFTER: Duration = Duration::from_millis(300);
+
+pub async fn run(cluster: Arc<Cluster>, listener: TcpListener) {
+    for (i, addr) in cluster.settings.seeds.clone().into_iter().enumerate() {
+        if i > cluster.my_index {
+            tokio::spawn(dial_loop(cluster.clone(), addr));
+        }
+    }
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                tokio::spawn(inbound(cluster.clone(), stream, peer));
+            }
+            Err(e) => {
+                tracing::warn!("cluster accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+fn my_hello(c: &Cluster) -> BytesMut {
+    let mut out = BytesMut::new();
+    Hello {
+        version: wire::PROTOCOL_VERSION,
+        site_id: c.site_id,
+        node_id: c.me.node_id.clone(),
+        cluster_addr: c.me.cluster_addr.to_string(),
+        client_addr: c.me.client_addr.clone(),
+    }
+    .encode(&mut out);
+    out
+}
+
+#[derive(Debug, thiserror::Error)]
+enum HandshakeError {
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("no hello within {HELLO_TIMEOUT:?}")]
+    Timeout,
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Reads the peer's hello, refusing anything that is not one.
+async fn read_hello(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<Hello, HandshakeError> {
+    let read = async {
+        loop {
+            wire::check_preamble(buf)?;
+            if let Some((kind, payload)) = wire::decode_frame(buf)? {
+                return Ok(Hello::decode(kind, payload)?);
+            }
+            if stream.read_buf(buf).await? == 0 {
+                return Err(HandshakeError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+    };
+    tokio::time::timeout(HELLO_TIMEOUT, read).await.map_err(|_| HandshakeError::Timeout)?
+}
+
+fn accept_member(c: &Cluster, h: &Hello) -> Result<Member, HandshakeError> {
+    if h.site_id != c.site_id {
+        return Err(HandshakeError::Refused(format!("peer is in site {}, this node in site {}", h.site_id, c.site_id)));
+    }
+    let cluster_addr: SocketAddr =
+        h.cluster_addr.parse().map_err(|_| HandshakeError::Refused(format!("bad cluster address {:?}", h.cluster_addr)))?;
+    let m = Member {
+        node_id: h.node_id.clone(),
+        cluster_addr,
+        client_addr: h.client_addr.clone(),
+        cluster_id: cluster_id(&h.node_id),
+        connected: true,
+    };
+    if !c.learn(m.clone()) {
+        return Err(HandshakeError::Refused(format!("{cluster_addr} is not one of this site's seeds")));
+    }
+    Ok(m)
+}
+
+async fn inbound(c: Arc<Cluster>, mut stream: TcpStream, peer: SocketAddr) {
+    let mut buf = BytesMut::with_capacity(1024);
+    let result = async {
+        let hello = read_hello(&mut stream, &mut buf).await?;
+        let m = accept_member(&c, &hello)?;
+        stream.write_all(&my_hello(&c)).await?;
+        Ok::<_, HandshakeError>(m)
+    }
+    .await;
+    match result {
+        Ok(m) => {
+            tracing::info!(peer = %m.node_id, addr = %m.cluster_addr, "cluster peer connected");
+            session(&c, stream, buf, m.cluster_addr).await;
+        }
+        Err(e) => tracing::warn!(%peer, "refused connection on cluster_listen: {e}"),
+    }
+}
+
+async fn dial_loop(c: Arc<Cluster>, addr: SocketAddr) {
+    loop {
+        match TcpStream::connect(addr).await {
+            Ok(mut stream) => {
+                let _ = stream.set_nodelay(true);
+                let mut buf = BytesMut::with_capacity(1024);
+                let result = async {
+                    stream.write_all(&my_hello(&c)).await?;
+                    let hello = read_hello(&mut stream, &mut buf).await?;
+                    accept_member(&c, &hello)
+                }
+                .await;
+                match result {
+                    Ok(m) => {
+                        tracing::info!(peer = %m.node_id, %addr, "cluster peer connected");
+                        session(&c, stream, buf, addr).await;
+                    }
+                    Err(e) => tracing::warn!(%addr, "cluster handshake failed: {e}"),
+                }
+            }
+            Err(e) => tracing::debug!(%addr, "cluster dial failed: {e}"),
+        }
+        tokio::time::sleep(REDIAL_AFTER).await;
+    }
+}
+
+/// Keeps a peer connection alive; returns when it breaks or goes silent.
+async fn session(c: &Cluster, stream: TcpStream, mut buf: BytesMut, addr: SocketAddr) {
+    c.set_connected(addr, true);
+    let (mut rd, mut wr) = stream.into_split();
+    let mut ping = tokio::time::interval(PING_EVERY);
+    let mut last_heard = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = ping.tick() => {
+                if last_heard.elapsed() > DEAD_AFTER {
+                    tracing::warn!(%addr, "cluster peer silent for {DEAD_AFTER:?}");
+                    break;
+                }
+                let mut out = BytesMut::new();
+                wire::encode_frame(wire::KIND_PING, &[], &mut out);
+                if wr.write_all(&out).await.is_err() {
+                    break;
+                }
+            }
+            read = rd.read_buf(&mut buf) => {
+                match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                loop {
+                    match wire::decode_frame(&mut buf) {
+                        Ok(Some(_)) => last_heard = tokio::time::Instant::now(),
+                        Ok(None) => break,
+                        Err(e) => {
+                            tracing::warn!(%addr, "cluster peer sent a bad frame: {e}");
+                            c.set_connected(addr, false);
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    c.set_connected(addr, false);
+    tracing::info!(%addr, "cluster peer disconnected");
+}

@@ -1,0 +1,195 @@
+//! Node-to-node framing. Every frame is `len: u32 LE | kind: u8 | payload`,
+//! `len` counting kind and payload and capped at [`MAX_FRAME`], so a peer
+//! cannot make us allocate more than that. The first frame each side sends
+//! is a [`Hello`] starting with the magic and the protocol version: anything
+//! else on `cluster_listen` (a Redis client, an old node) is refused before
+//! a single other byte is interpreted.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+pub const MAGIC: &[u8; 4] = b"DGRD";
+pub const PROTOCOL_VERSION: u16 = 1;
+pub const MAX_FRAME: usize = 64 << 20;
+
+pub const KIND_HELLO: u8 = 1;
+pub const KIND_PING: u8 = 2;
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("not a deltagrid peer (bad magic)")]
+    BadMagic,
+    #[error("unsupported protocol version {0} (this node speaks {PROTOCOL_VERSION})")]
+    Version(u16),
+    #[error("frame of {0} bytes is over the {MAX_FRAME}-byte limit")]
+    TooLarge(usize),
+    #[error("malformed {0}")]
+    Malformed(&'static str),
+}
+
+/// What a node tells a peer about itself when a connection opens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub version: u16,
+    pub site_id: u16,
+    pub node_id: String,
+    /// Address peers dial for node-to-node traffic.
+    pub cluster_addr: String,
+    /// Address Redis clients use (what MOVED points to).
+    pub client_addr: String,
+}
+
+/// One frame from the front of `buf`: Ok(None) until complete.
+pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<(u8, Bytes)>, WireError> {
+    if buf.len() < 4 {
+        return Ok(None);
+    }
+    let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+    if len > MAX_FRAME {
+        return Err(WireError::TooLarge(len));
+    }
+    if len == 0 {
+        return Err(WireError::Malformed("frame"));
+    }
+    if buf.len() < 4 + len {
+        return Ok(None);
+    }
+    buf.advance(4);
+    let mut frame = buf.split_to(len).freeze();
+    let kind = frame.get_u8();
+    Ok(Some((kind, frame)))
+}
+
+pub fn encode_frame(kind: u8, payload: &[u8], out: &mut BytesMut) {
+    out.put_u32_le(payload.len() as u32 + 1);
+    out.put_u8(kind);
+    out.put_slice(payload);
+}
+
+fn put_str(out: &mut BytesMut, s: &str) {
+    out.put_u16_le(s.len().min(u16::MAX as usize) as u16);
+    out.put_slice(&s.as_bytes()[..s.len().min(u16::MAX as usize)]);
+}
+
+fn get_str(b: &mut Bytes) -> Result<String, WireError> {
+    if b.remaining() < 2 {
+        return Err(WireError::Malformed("hello"));
+    }
+    let n = b.get_u16_le() as usize;
+    if b.remaining() < n {
+        return Err(WireError::Malformed("hello"));
+    }
+    String::from_utf8(b.split_to(n).to_vec()).map_err(|_| WireError::Malformed("hello"))
+}
+
+impl Hello {
+    pub fn encode(&self, out: &mut BytesMut) {
+        let mut p = BytesMut::new();
+        p.put_slice(MAGIC);
+        p.put_u16_le(self.version);
+        p.put_u16_le(self.site_id);
+        put_str(&mut p, &self.node_id);
+        put_str(&mut p, &self.cluster_addr);
+        put_str(&mut p, &self.client_addr);
+        encode_frame(KIND_HELLO, &p, out);
+    }
+
+    /// Checks magic and version before reading anything else.
+    pub fn decode(kind: u8, mut p: Bytes) -> Result<Hello, WireError> {
+        if kind != KIND_HELLO || p.remaining() < 4 || &p[..4] != MAGIC {
+            return Err(WireError::BadMagic);
+        }
+        p.advance(4);
+        if p.remaining() < 4 {
+            return Err(WireError::Malformed("hello"));
+        }
+        let version = p.get_u16_le();
+        if version != PROTOCOL_VERSION {
+            return Err(WireError::Version(version));
+        }
+        let site_id = p.get_u16_le();
+        Ok(Hello { version, site_id, node_id: get_str(&mut p)?, cluster_addr: get_str(&mut p)?, client_addr: get_str(&mut p)? })
+    }
+}
+
+/// Reads the first frame's header bytes as they arrive and refuses a peer
+/// that does not start like a deltagrid node, without waiting for a full
+/// frame (a Redis client sending "*1\r\n$4\r\nPING\r\n" would otherwise
+/// announce a 800-million-byte frame and sit there).
+pub fn check_preamble(buf: &[u8]) -> Result<(), WireError> {
+    let magic_at = 5;
+    let have = buf.len().saturating_sub(magic_at).min(4);
+    if buf.len() > 4 && buf[4] != KIND_HELLO {
+        return Err(WireError::BadMagic);
+    }
+    if buf[magic_at.min(buf.len())..magic_at.min(buf.len()) + have] != MAGIC[..have] {
+        return Err(WireError::BadMagic);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn hello() -> Hello {
+        Hello {
+            version: PROTOCOL_VERSION,
+            site_id: 1,
+            node_id: "n1".into(),
+            cluster_addr: "127.0.0.1:17001".into(),
+            client_addr: "127.0.0.1:7001".into(),
+        }
+    }
+
+    #[test]
+    fn hello_round_trips() {
+        let mut out = BytesMut::new();
+        hello().encode(&mut out);
+        let (kind, p) = decode_frame(&mut out).unwrap().unwrap();
+        assert_eq!(Hello::decode(kind, p).unwrap(), hello());
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn wrong_protocol_or_version_is_refused() {
+        assert_eq!(check_preamble(b"*1\r\n$4\r\nPING\r\n"), Err(WireError::BadMagic));
+        assert_eq!(check_preamble(b"GET / HTTP/1.1\r\n"), Err(WireError::BadMagic));
+        let mut out = BytesMut::new();
+        Hello { version: 99, ..hello() }.encode(&mut out);
+        assert!(check_preamble(&out).is_ok());
+        let (kind, p) = decode_frame(&mut out).unwrap().unwrap();
+        assert_eq!(Hello::decode(kind, p), Err(WireError::Version(99)));
+    }
+
+    #[test]
+    fn oversized_frames_are_refused_before_allocating() {
+        let mut buf = BytesMut::from(&u32::MAX.to_le_bytes()[..]);
+        assert_eq!(decode_frame(&mut buf), Err(WireError::TooLarge(u32::MAX as usize)));
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = check_preamble(&data);
+            let mut buf = BytesMut::from(&data[..]);
+            if let Ok(Some((kind, p))) = decode_frame(&mut buf) {
+                let _ = Hello::decode(kind, p);
+            }
+        }
+
+        #[test]
+        fn truncated_hellos_are_incomplete_or_malformed(cut in 0usize..60) {
+            let mut out = BytesMut::new();
+            hello().encode(&mut out);
+            let cut = cut.min(out.len());
+            prop_assert!(check_preamble(&out[..cut]).is_ok());
+            let mut part = BytesMut::from(&out[..cut]);
+            match decode_frame(&mut part) {
+                Ok(None) => {}
+                Ok(Some((kind, p))) => prop_assert!(Hello::decode(kind, p).is_ok()),
+                Err(e) => prop_assert!(false, "{e}"),
+            }
+        }
+    }
+}

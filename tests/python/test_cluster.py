@@ -1,0 +1,148 @@
+"""A site of several nodes from config: formation, Redis Cluster routing with
+real cluster-aware clients (redis-cli -c, redis-py RedisCluster), CROSSSLOT,
+MOVED, and refusal of foreign protocols on cluster_listen."""
+import socket
+import subprocess
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from conftest import Server, free_port
+from helpers import wait_until
+from helpers_net import RespConn
+
+pytestmark = pytest.mark.deltagrid_only
+
+
+def site_config(i, ports, cluster_ports, backups=0):
+    seeds = ", ".join(f'"127.0.0.1:{p}"' for p in cluster_ports)
+    return f'''
+[node]
+id = "n{i + 1}"
+listen = "127.0.0.1:{ports[i]}"
+cluster_listen = "127.0.0.1:{cluster_ports[i]}"
+[site]
+id = 1
+name = "london"
+seeds = [{seeds}]
+backups = {backups}
+'''
+
+
+@pytest.fixture
+def site(tmp_path):
+    """Three nodes started from config files; yields them once the site formed."""
+    cluster_ports = [free_port() for _ in range(3)]
+    ports = [free_port() for _ in range(3)]
+    nodes = []
+    for i in range(3):
+        d = tmp_path / f"n{i + 1}"
+        d.mkdir()
+        node = Server(d, config=site_config(i, ports, cluster_ports), port=ports[i])
+        node.cluster_port = cluster_ports[i]
+        nodes.append(node)
+    try:
+        for s in nodes:
+            wait_until(lambda s=s: b"cluster_state:ok" in cluster_info(s), timeout=15,
+                       message="site did not form")
+        yield nodes
+    finally:
+        for s in nodes:
+            s.stop()
+
+
+def owner_of(site, slot):
+    with RespConn.to(site[0]) as c:
+        for first, last, primary, *_ in c.call("CLUSTER", "SLOTS"):
+            if first <= slot <= last:
+                return next(s for s in site if s.port == primary[1])
+    raise AssertionError(f"slot {slot} not covered")
+
+
+def cluster_info(s):
+    with RespConn.to(s) as c:
+        return bytes(c.call("CLUSTER", "INFO"))
+
+
+def test_site_forms_and_every_node_agrees_on_slots(site):
+    views = []
+    for s in site:
+        with RespConn.to(s) as c:
+            slots = c.call("CLUSTER", "SLOTS")
+            views.append(sorted((r[0], r[1], r[2][1]) for r in slots))
+    assert views[0] == views[1] == views[2]
+    covered = sum(last - first + 1 for first, last, _ in views[0])
+    assert covered == 16384
+    assert {port for _, _, port in views[0]} == {s.port for s in site}
+
+
+def test_redis_py_cluster_client_reads_and_writes_across_all_nodes(site):
+    rc = RedisCluster(host="127.0.0.1", port=site[0].port, decode_responses=True)
+    for i in range(600):
+        assert rc.set(f"key:{i}", f"v{i}")
+    for i in range(600):
+        assert rc.get(f"key:{i}") == f"v{i}"
+    rc.hset("h{tag}", mapping={"a": "1", "b": "2"})
+    assert rc.hgetall("h{tag}") == {"a": "1", "b": "2"}
+    per_node = [redis.Redis(port=s.port).dbsize() for s in site]
+    assert sum(per_node) == 601 and all(n > 100 for n in per_node), per_node
+    # Same slot through a hash tag: multi-key commands work.
+    assert rc.mset_nonatomic({"{u}a": "1", "{u}b": "2"}) is not None
+    assert rc.mget("{u}a", "{u}b") == ["1", "2"]
+
+
+def test_redis_cli_follows_moved(site):
+    for i in range(30):
+        out = subprocess.run(["redis-cli", "-c", "-p", str(site[0].port), "SET", f"cli:{i}", str(i)],
+                             capture_output=True, text=True, timeout=10)
+        assert out.stdout.strip() == "OK", out
+    for i in range(30):
+        out = subprocess.run(["redis-cli", "-c", "-p", str(site[1].port), "GET", f"cli:{i}"],
+                             capture_output=True, text=True, timeout=10)
+        assert out.stdout.strip() == str(i), out
+
+
+def test_moved_and_crossslot_replies(site):
+    owner = owner_of(site, 12182)  # CLUSTER KEYSLOT foo
+    other = next(s for s in site if s is not owner)
+    with RespConn.to(other) as c:
+        assert c.call("CLUSTER", "KEYSLOT", "foo") == 12182
+        assert c.cmd("GET", "foo") == f"-MOVED 12182 127.0.0.1:{owner.port}\r\n".encode()
+        assert c.cmd("MSET", "a", "1", "b", "2") == b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+    with RespConn.to(owner) as c:
+        assert c.cmd("SET", "foo", "bar") == b"+OK\r\n"
+        assert c.call("CLUSTER", "COUNTKEYSINSLOT", 12182) == 1
+        assert c.call("CLUSTER", "GETKEYSINSLOT", 12182, 10) == [b"foo"]
+
+
+def test_readonly_and_cluster_commands_shapes(site):
+    with RespConn.to(site[0]) as c:
+        assert c.call("READONLY") == "OK"
+        assert c.call("READWRITE") == "OK"
+        myid = c.call("CLUSTER", "MYID")
+        assert len(myid) == 40
+        nodes = c.call("CLUSTER", "NODES")
+        nodes = nodes.decode() if isinstance(nodes, bytes) else str(nodes)
+        lines = [l for l in nodes.splitlines() if l]
+        assert len(lines) == 3 and sum("myself" in l for l in lines) == 1
+        assert any(l.startswith(myid.decode()) and "myself" in l for l in lines)
+
+
+def test_foreign_protocol_on_cluster_listen_is_refused_and_logged(site):
+    s = site[0]
+    with socket.create_connection(("127.0.0.1", s.cluster_port), timeout=5) as sock:
+        sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+        sock.settimeout(5)
+        assert sock.recv(100) == b""  # closed without an answer
+    wait_until(lambda: b"refused connection on cluster_listen" in s.log_path.read_bytes(),
+               timeout=5, message="refusal not logged")
+    # The site is unaffected.
+    assert b"cluster_state:ok" in cluster_info(s)
+
+
+def test_standalone_node_has_cluster_support_disabled(server):
+    with RespConn.to(server) as c:
+        assert c.cmd("CLUSTER", "SLOTS") == b"-ERR This instance has cluster support disabled\r\n"
+        assert c.call("CLUSTER", "KEYSLOT", "foo") == 12182
+        assert c.cmd("MSET", "a", "1", "b", "2") == b"+OK\r\n"
