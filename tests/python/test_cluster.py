@@ -7,6 +7,7 @@ import subprocess
 import pytest
 import redis
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
 from conftest import Server, free_port
 from helpers import wait_until
@@ -15,7 +16,7 @@ from helpers_net import RespConn
 pytestmark = pytest.mark.deltagrid_only
 
 
-def site_config(i, ports, cluster_ports, backups=0):
+def site_config(i, ports, cluster_ports, backups=1):
     seeds = ", ".join(f'"127.0.0.1:{p}"' for p in cluster_ports)
     return f'''
 [node]
@@ -86,7 +87,8 @@ def test_redis_py_cluster_client_reads_and_writes_across_all_nodes(site):
     rc.hset("h{tag}", mapping={"a": "1", "b": "2"})
     assert rc.hgetall("h{tag}") == {"a": "1", "b": "2"}
     per_node = [redis.Redis(port=s.port).dbsize() for s in site]
-    assert sum(per_node) == 601 and all(n > 100 for n in per_node), per_node
+    # Every key is on its primary and on one backup (backups = 1).
+    assert sum(per_node) == 2 * 601 and all(n > 200 for n in per_node), per_node
     # Same slot through a hash tag: multi-key commands work.
     assert rc.mset_nonatomic({"{u}a": "1", "{u}b": "2"}) is not None
     assert rc.mget("{u}a", "{u}b") == ["1", "2"]
@@ -146,3 +148,50 @@ def test_standalone_node_has_cluster_support_disabled(server):
         assert c.cmd("CLUSTER", "SLOTS") == b"-ERR This instance has cluster support disabled\r\n"
         assert c.call("CLUSTER", "KEYSLOT", "foo") == 12182
         assert c.cmd("MSET", "a", "1", "b", "2") == b"+OK\r\n"
+
+
+def test_backups_hold_every_acknowledged_write(site):
+    """backups = 1, replication = sync: once a write is acknowledged, the
+    partition's backup serves it to a READONLY connection."""
+    rc = RedisCluster(host="127.0.0.1", port=site[0].port, decode_responses=True)
+    for i in range(300):
+        assert rc.set(f"{{r:{i}}}s", f"v{i}")
+        rc.hset(f"{{r:{i}}}h", mapping={"count": i, "payload": "x" * 200})
+        rc.hset(f"{{r:{i}}}h", "count", i + 1)  # a field delta
+    with RespConn.to(site[0]) as c:
+        slots = c.call("CLUSTER", "SLOTS")
+    backup_of = {}
+    for first, last, primary, *backups in slots:
+        assert len(backups) == 1 and backups[0][1] != primary[1]
+        backup_of[(first, last)] = next(s for s in site if s.port == backups[0][1])
+    for i in range(300):
+        for key, want in ((f"{{r:{i}}}s", f"v{i}".encode()), ):
+            slot = rc.keyslot(key)
+            node = next(n for (f, l), n in backup_of.items() if f <= slot <= l)
+            with RespConn.to(node) as b:
+                assert b.call("READONLY") == "OK"
+                assert b.call("GET", key) == want
+                assert b.call("HGET", f"{{r:{i}}}h", "count") == str(i + 1).encode()
+                # Without READONLY the backup redirects to the primary.
+                assert b.call("READWRITE") == "OK"
+                assert b.cmd("GET", key).startswith(b"-MOVED ")
+
+
+def test_a_dead_backup_means_no_acknowledgement_not_a_false_one(site):
+    """Until failover lands, a primary whose backup is gone must not
+    acknowledge writes it cannot copy: the client's connection closes
+    unanswered (the write's outcome is unknown, never falsely OK)."""
+    victim = site[2]
+    victim.proc.kill()  # kill -9
+    victim.proc.wait()
+    with RespConn.to(site[0]) as c:
+        slots = c.call("CLUSTER", "SLOTS")
+    # A slot whose primary is alive and whose backup is the dead node.
+    first, primary = next((f, p) for f, l, p, b in slots if b[1] == victim.port and p[1] != victim.port)
+    key = next(f"k{i}" for i in range(1_000_000) if key_slot(f"k{i}".encode()) == first)
+    owner = next(s for s in site if s.port == primary[1])
+    with RespConn.to(owner, timeout=15) as c:
+        c.send_raw(b"*3\r\n$3\r\nSET\r\n$" + str(len(key)).encode() + b"\r\n" + key.encode() + b"\r\n$1\r\nv\r\n")
+        assert c.is_closed(timeout=10), "a write whose backup is dead was acknowledged"
+    wait_until(lambda: b"did not acknowledge in time" in owner.log_path.read_bytes(), timeout=5,
+               message="unanswered write not logged")

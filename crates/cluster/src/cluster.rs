@@ -9,7 +9,10 @@ use commands::{CmdError, CommandSpec, Flags};
 use keyspace::slot::{key_slot, slot_partition};
 use parking_lot::RwLock;
 
+use keyspace::Keyspace;
+
 use crate::placement::PartitionTable;
+use crate::replication::Replicator;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Replication {
@@ -46,6 +49,8 @@ pub struct Cluster {
     /// One slot per seed; None until that member said hello.
     members: RwLock<Vec<Option<Member>>>,
     table: RwLock<Option<Arc<PartitionTable>>>,
+    ks: Arc<Keyspace>,
+    pub replicator: Arc<Replicator>,
 }
 
 /// Derives a stable 40-hex-digit id from a node id: FNV-1a of the name,
@@ -74,18 +79,13 @@ impl Cluster {
         partitions: u16,
         node_id: &str,
         client_addr: SocketAddr,
+        ks: Arc<Keyspace>,
     ) -> Result<Arc<Cluster>, String> {
         let my_index = settings
             .seeds
             .iter()
             .position(|s| *s == settings.cluster_listen)
             .ok_or_else(|| format!("node.cluster_listen {} is not one of site.seeds", settings.cluster_listen))?;
-        if settings.backups > 0 {
-            tracing::warn!(
-                backups = settings.backups,
-                "replication to backups is not implemented yet: running with backups = 0"
-            );
-        }
         let me = Member {
             node_id: node_id.to_string(),
             cluster_addr: settings.cluster_listen,
@@ -93,9 +93,10 @@ impl Cluster {
             cluster_id: cluster_id(node_id),
             connected: true,
         };
-        let mut members = vec![None; settings.seeds.len()];
+        let n = settings.seeds.len();
+        let mut members = vec![None; n];
         members[my_index] = Some(me.clone());
-        let cluster = Arc::new(Cluster {
+        let cluster = Arc::new_cyclic(|weak| Cluster {
             settings,
             site_id,
             partitions,
@@ -103,7 +104,10 @@ impl Cluster {
             me,
             members: RwLock::new(members),
             table: RwLock::new(None),
+            replicator: Arc::new(Replicator::new(ks.clone(), weak.clone(), n, my_index)),
+            ks: ks.clone(),
         });
+        ks.set_sink(cluster.replicator.clone());
         cluster.maybe_form();
         Ok(cluster)
     }
@@ -140,11 +144,21 @@ impl Cluster {
     fn maybe_form(&self) {
         let members = self.members.read();
         if self.table.read().is_none() && members.iter().all(Option::is_some) {
-            // Backups wait for replication (see new()).
-            let table = PartitionTable::place(self.partitions, members.len(), 0);
-            tracing::info!(members = members.len(), partitions = self.partitions, "site formed");
+            let table = PartitionTable::place(self.partitions, members.len(), self.settings.backups);
+            for (p, owners) in table.partitions.iter().enumerate() {
+                self.ks.set_replica(p, owners.primary != self.my_index);
+            }
+            tracing::info!(members = members.len(), partitions = self.partitions, backups = self.settings.backups, "site formed");
             *self.table.write() = Some(Arc::new(table));
         }
+    }
+
+    pub fn peer_index(&self, cluster_addr: SocketAddr) -> Option<usize> {
+        self.settings.seeds.iter().position(|s| *s == cluster_addr)
+    }
+
+    pub fn sync_replication(&self) -> bool {
+        self.settings.replication == Replication::Sync && self.settings.backups > 0
     }
 
     pub fn is_up(&self) -> bool {

@@ -5,12 +5,14 @@
 //!
 //! Membership today is static: the members are the configured seeds, the
 //! site forms once every seed has said hello, and placement is computed from
-//! that list. Raft-managed metadata, failover, migration and replication to
-//! backups build on this (see docs/architecture.md, "Site").
+//! that list. Changes replicate from primaries to backups ([`replication`]).
+//! Raft-managed metadata, failover and migration build on this (see
+//! docs/architecture.md, "Site").
 
 mod cluster;
 pub mod cluster_cmd;
 pub mod placement;
+pub mod replication;
 pub mod transport;
 pub mod wire;
 

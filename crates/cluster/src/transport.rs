@@ -14,6 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::cluster::{cluster_id, Cluster, Member};
+use crate::replication::Replicator;
 use crate::wire::{self, Hello, WireError};
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -144,14 +145,27 @@ async fn dial_loop(c: Arc<Cluster>, addr: SocketAddr) {
     }
 }
 
-/// Keeps a peer connection alive; returns when it breaks or goes silent.
+/// Carries pings, replication batches to the peer (when it backs up our
+/// partitions) and acks back; returns when the connection breaks or the
+/// peer goes silent.
 async fn session(c: &Cluster, stream: TcpStream, mut buf: BytesMut, addr: SocketAddr) {
+    let Some(peer) = c.peer_index(addr) else { return };
     c.set_connected(addr, true);
+    c.replicator.peer_connected(peer);
     let (mut rd, mut wr) = stream.into_split();
     let mut ping = tokio::time::interval(PING_EVERY);
     let mut last_heard = tokio::time::Instant::now();
     loop {
         tokio::select! {
+            _ = c.replicator.batch_ready(peer) => {
+                if let Some(batch) = c.replicator.take_batch(peer) {
+                    let mut out = BytesMut::with_capacity(batch.len() + 5);
+                    wire::encode_frame(wire::KIND_BATCH, &batch, &mut out);
+                    if wr.write_all(&out).await.is_err() {
+                        break;
+                    }
+                }
+            }
             _ = ping.tick() => {
                 if last_heard.elapsed() > DEAD_AFTER {
                     tracing::warn!(%addr, "cluster peer silent for {DEAD_AFTER:?}");
@@ -168,15 +182,37 @@ async fn session(c: &Cluster, stream: TcpStream, mut buf: BytesMut, addr: Socket
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
                 }
+                let mut acks = BytesMut::new();
                 loop {
                     match wire::decode_frame(&mut buf) {
-                        Ok(Some(_)) => last_heard = tokio::time::Instant::now(),
+                        Ok(Some((kind, payload))) => {
+                            last_heard = tokio::time::Instant::now();
+                            match kind {
+                                wire::KIND_BATCH => match c.replicator.apply_batch(payload) {
+                                    Ok(applied) => Replicator::encode_acks(&applied, &mut acks),
+                                    Err(e) => {
+                                        tracing::warn!(%addr, "bad replication batch: {e}");
+                                        c.set_connected(addr, false);
+                                        return;
+                                    }
+                                },
+                                wire::KIND_ACK => c.replicator.acked_by(peer, payload),
+                                _ => {}
+                            }
+                        }
                         Ok(None) => break,
                         Err(e) => {
                             tracing::warn!(%addr, "cluster peer sent a bad frame: {e}");
                             c.set_connected(addr, false);
                             return;
                         }
+                    }
+                }
+                if !acks.is_empty() {
+                    let mut out = BytesMut::new();
+                    wire::encode_frame(wire::KIND_ACK, &acks, &mut out);
+                    if wr.write_all(&out).await.is_err() {
+                        break;
                     }
                 }
             }

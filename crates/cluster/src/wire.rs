@@ -13,6 +13,8 @@ pub const MAX_FRAME: usize = 64 << 20;
 
 pub const KIND_HELLO: u8 = 1;
 pub const KIND_PING: u8 = 2;
+pub const KIND_BATCH: u8 = 3;
+pub const KIND_ACK: u8 = 4;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {

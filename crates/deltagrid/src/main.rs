@@ -24,6 +24,15 @@ struct Cli {
 enum Command {
     /// Run a node (defaults: RESP on 127.0.0.1:6379, admin HTTP on 127.0.0.1:9379)
     Server(ServerArgs),
+    /// Benchmark programs (they print tables; see docs/benchmarks.md)
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// One client, one op in flight, against a loopback TCP echo floor (GigaSpaces' method)
+    Latency(bench::latency::LatencyArgs),
 }
 
 #[derive(clap::Args)]
@@ -88,6 +97,7 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Server(args) => run_server(args.settings()?),
+        Command::Bench(BenchCommand::Latency(args)) => bench::latency::run(&args),
     }
 }
 

@@ -51,6 +51,33 @@ pub trait ChangeObserver: Send + Sync {
     fn flushed(&self, origin: u64);
 }
 
+/// Hears every change a primary logs, in seq order per partition, while the
+/// partition is still locked (replication to backups).
+pub trait ReplicationSink: Send + Sync {
+    fn logged(&self, partition: usize, seq: u64, change: &Change);
+}
+
+thread_local! {
+    /// (partition, seq) of the changes this thread logged since the last
+    /// [`take_written`]; how a connection learns what it must wait for.
+    static WRITTEN: std::cell::RefCell<SmallVec<[(usize, u64); 4]>> = std::cell::RefCell::new(SmallVec::new());
+}
+
+/// The (partition, seq) of every change this thread logged since the last
+/// call, in order. A command runs on one thread from start to end, so a
+/// connection calls this around the commands it runs.
+pub fn take_written() -> SmallVec<[(usize, u64); 4]> {
+    WRITTEN.with(|w| std::mem::take(&mut *w.borrow_mut()))
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplicaError {
+    #[error("change seq {got} after {have}: the copy missed changes and needs a snapshot")]
+    Gap { have: u64, got: u64 },
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+}
+
 /// What a command wants to do to one key; [`Txn::write`] makes it a Change.
 #[derive(Debug)]
 pub enum Write {
@@ -93,6 +120,7 @@ pub struct Keyspace {
     hlc: Hlc,
     stats: ChangeStats,
     observer: OnceLock<Arc<dyn ChangeObserver>>,
+    sink: OnceLock<Arc<dyn ReplicationSink>>,
     expire_cursor: AtomicUsize,
 }
 
@@ -107,6 +135,7 @@ impl Keyspace {
             hlc: Hlc::new(clock),
             stats: ChangeStats::default(),
             observer: OnceLock::new(),
+            sink: OnceLock::new(),
             expire_cursor: AtomicUsize::new(0),
         }
     }
@@ -114,6 +143,19 @@ impl Keyspace {
     /// Installs the observer; only the first call has an effect.
     pub fn set_observer(&self, observer: Arc<dyn ChangeObserver>) {
         let _ = self.observer.set(observer);
+    }
+
+    /// Installs the replication sink; only the first call has an effect.
+    pub fn set_sink(&self, sink: Arc<dyn ReplicationSink>) {
+        let _ = self.sink.set(sink);
+    }
+
+    /// Marks partitions this node holds as a backup: they change only by
+    /// [`Keyspace::apply_replicated`], never expire keys on their own (a
+    /// read sees an expired key as missing but leaves it for the primary's
+    /// Expire change), so their logs stay identical to the primary's.
+    pub fn set_replica(&self, partition: usize, replica: bool) {
+        self.parts[partition].lock().replica = replica;
     }
 
     pub fn partitions(&self) -> u16 {
@@ -196,6 +238,10 @@ impl Keyspace {
     pub fn flush(&self, origin: u64) {
         for part in self.parts.iter() {
             let mut part = part.lock();
+            if part.replica {
+                // A backup's copy changes only with its primary's changes.
+                continue;
+            }
             for key in part.drain_keys() {
                 let change = Change { key, version: self.version(), kind: ChangeKind::Delete };
                 self.record(&mut part, change, 0);
@@ -216,6 +262,9 @@ impl Keyspace {
         for i in 0..n {
             let p = (start + i) % n;
             let mut txn = self.txn_partition(p, 0);
+            if txn.guards[0].1.replica {
+                continue;
+            }
             let due = txn.guards[0].1.due(txn.now, max_keys - removed);
             for key in due {
                 txn.expire_key(0, &key);
@@ -249,9 +298,46 @@ impl Keyspace {
         Version { hlc: self.hlc.tick(), site: self.site }
     }
 
+    /// Applies a change a primary logged at `seq`, logging it at the same
+    /// seq, so a backup's log is the primary's. A seq already held is
+    /// skipped (a re-sent batch changes nothing); a seq past the next one is
+    /// a gap, except on a log that never held anything.
+    pub fn apply_replicated(&self, seq: u64, change: Change) -> Result<(), ReplicaError> {
+        self.hlc.observe(change.version.hlc);
+        let key = change.key.clone();
+        {
+            let mut part = self.parts[self.partition_of(&key)].lock();
+            let next = part.log.next_seq();
+            if seq < next {
+                return Ok(());
+            }
+            if seq > next {
+                if next != 1 {
+                    return Err(ReplicaError::Gap { have: next - 1, got: seq });
+                }
+                part.log.skip_to(seq);
+            }
+            apply_change(&mut part, &change)?;
+            let kind = change.kind.index();
+            let (_, size) = part.log.append(change);
+            self.stats.record(kind, size, 0);
+        }
+        if let Some(o) = self.observer() {
+            o.changed(&[key], 0);
+        }
+        Ok(())
+    }
+
     fn record(&self, part: &mut Partition, change: Change, saved: usize) -> u64 {
         let kind = change.kind.index();
+        let sink = self.sink.get();
+        if let Some(sink) = sink {
+            sink.logged(part.id as usize, part.log.next_seq(), &change);
+        }
         let (seq, size) = part.log.append(change);
+        if sink.is_some() {
+            WRITTEN.with(|w| w.borrow_mut().push((part.id as usize, seq)));
+        }
         self.stats.record(kind, size, saved);
         seq
     }
@@ -287,7 +373,9 @@ impl<'a> Txn<'a> {
     pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
         let s = self.slot(key);
         if self.guards[s].1.get(key)?.is_expired(self.now) {
-            self.expire_key(s, key);
+            if !self.guards[s].1.replica {
+                self.expire_key(s, key);
+            }
             return None;
         }
         self.guards[s].1.get(key)

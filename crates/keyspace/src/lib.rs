@@ -24,7 +24,9 @@ pub mod version;
 pub use apply::{apply_change, ApplyError};
 pub use change::{Change, ChangeKind, DeltaOp};
 pub use clock::{Clock, DebugClock, SystemClock};
-pub use keyspace::{ChangeObserver, Keyspace, KeyspaceConfig, Txn, Write, WriteError};
+pub use keyspace::{
+    take_written, ChangeObserver, Keyspace, KeyspaceConfig, ReplicaError, ReplicationSink, Txn, Write, WriteError,
+};
 pub use partition::Partition;
 pub use partition_log::PartitionLog;
 pub use stats::ChangeStats;

@@ -20,6 +20,8 @@ pub struct Partition {
     expires: BTreeSet<(u64, Bytes)>,
     pub log: PartitionLog,
     footprint: usize,
+    /// Held as a backup: changed only by the primary's changes.
+    pub replica: bool,
 }
 
 impl Partition {
@@ -30,6 +32,7 @@ impl Partition {
             expires: BTreeSet::new(),
             log: PartitionLog::new(log_retain_bytes),
             footprint: 0,
+            replica: false,
         }
     }
 

@@ -48,6 +48,14 @@ impl PartitionLog {
         }
     }
 
+    /// Starts an empty log at `seq` (a copy that begins after the primary's
+    /// first changes, e.g. from a snapshot).
+    pub fn skip_to(&mut self, seq: u64) {
+        if self.entries.is_empty() && seq > self.next_seq {
+            self.next_seq = seq;
+        }
+    }
+
     /// Registers (or moves) the lowest seq some consumer still needs.
     pub fn set_needed_from(&mut self, seq: Option<u64>) {
         self.needed_from = seq;

@@ -61,7 +61,19 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
                 }
+                // Writes are collected per batch on this thread: nothing
+                // awaits between these three calls.
+                keyspace::take_written();
                 let close = session.process(&mut inbuf, &mut outbuf);
+                let written = keyspace::take_written();
+                if !written.is_empty() {
+                    if let Some(cluster) = node.cluster.as_ref().filter(|c| c.sync_replication()) {
+                        if !cluster.replicator.wait(&written).await {
+                            tracing::warn!(client = shared.id, "backups did not acknowledge in time; closing the connection unanswered");
+                            break;
+                        }
+                    }
+                }
                 if !outbuf.is_empty() && stream.write_all(&outbuf).await.is_err() {
                     break;
                 }

@@ -42,16 +42,6 @@ const EXPIRE_PERIOD: Duration = Duration::from_millis(100);
 
 impl Node {
     pub fn new(settings: NodeSettings) -> Result<Arc<Node>, String> {
-        let cluster = match &settings.cluster {
-            Some(c) => Some(cluster::Cluster::new(
-                c.clone(),
-                settings.site_id,
-                settings.partitions,
-                &settings.node_id,
-                settings.listen,
-            )?),
-            None => None,
-        };
         let clock = Arc::new(DebugClock::default());
         let ks = Arc::new(Keyspace::new(
             KeyspaceConfig {
@@ -68,6 +58,17 @@ impl Node {
         let clients = Arc::new(Clients::default());
         let tracking = Arc::new(Tracking::new(clients.clone(), settings.tracking_table_max_keys));
         ks.set_observer(tracking.clone());
+        let cluster = match &settings.cluster {
+            Some(c) => Some(cluster::Cluster::new(
+                c.clone(),
+                settings.site_id,
+                settings.partitions,
+                &settings.node_id,
+                settings.listen,
+                ks.clone(),
+            )?),
+            None => None,
+        };
         let run_id: String = (0..40).map(|_| format!("{:x}", rand_nibble())).collect();
         Ok(Arc::new(Node {
             runtime: Runtime::new(&settings),
@@ -155,7 +156,14 @@ impl Node {
             // Bounded passes so one cycle never holds a worker for long.
             for _ in 0..10 {
                 let ks = ks.clone();
-                let removed = tokio::task::spawn_blocking(move || ks.expire_cycle(EXPIRE_BUDGET)).await.unwrap_or(0);
+                let removed = tokio::task::spawn_blocking(move || {
+                    let removed = ks.expire_cycle(EXPIRE_BUDGET);
+                    // Expiry replicates like any change; nobody waits for it.
+                    keyspace::take_written();
+                    removed
+                })
+                .await
+                .unwrap_or(0);
                 if removed < EXPIRE_BUDGET {
                     break;
                 }

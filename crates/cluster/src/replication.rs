@@ -1,0 +1,264 @@
+//! Primary -> backup replication over the node-to-node connections.
+//!
+//! The keyspace hands every change a primary logs to [`Replicator::logged`]
+//! while the partition is locked, so entries enter each backup's outgoing
+//! buffer in seq order. The connection to that backup ships the buffer as
+//! one batch frame per flush, however many partitions it spans. The backup
+//! applies entries through the mirror path at the same seq (so its log is
+//! the primary's) and acknowledges cumulatively, one (partition, seq) per
+//! partition touched by the batch.
+//!
+//! With `replication = "sync"` a connection holds its replies until every
+//! backup of every partition it wrote has acknowledged those seqs. A backup
+//! that does not answer within [`SYNC_TIMEOUT`] makes the connection close
+//! without replying: the client learns nothing was acknowledged, which is
+//! never wrong. (Removing such a backup from the in-sync set, through Raft,
+//! is the next step.)
+//!
+//! Entry: `partition u16 | seq u64 | len u32 | change (keyspace codec)`.
+//! Ack: `partition u16 | seq u64`, repeated.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use keyspace::{codec, Change, Keyspace, ReplicaError, ReplicationSink};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::cluster::Cluster;
+
+pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
+/// Unshipped bytes a backup may fall behind by before it is cut off.
+pub const MAX_PENDING: usize = 32 << 20;
+const ENTRY_HEADER: usize = 2 + 8 + 4;
+
+struct PeerOut {
+    buf: Mutex<BytesMut>,
+    ready: Notify,
+    broken: AtomicBool,
+}
+
+pub struct Replicator {
+    ks: Arc<Keyspace>,
+    my_index: usize,
+    cluster: std::sync::Weak<Cluster>,
+    out: Vec<PeerOut>,
+    /// acked[member][partition]: highest seq that member acknowledged.
+    acked: Vec<Box<[AtomicU64]>>,
+    ack_notify: Notify,
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    #[error("truncated replication entry")]
+    Truncated,
+    #[error("partition {0} out of range, or not the partition of the change's key")]
+    Partition(u16),
+    #[error("bad change: {0}")]
+    Change(#[from] codec::DecodeError),
+}
+
+impl Replicator {
+    pub fn new(ks: Arc<Keyspace>, cluster: std::sync::Weak<Cluster>, members: usize, my_index: usize) -> Self {
+        let parts = ks.partitions() as usize;
+        Replicator {
+            ks,
+            my_index,
+            cluster,
+            out: (0..members)
+                .map(|_| PeerOut { buf: Mutex::new(BytesMut::new()), ready: Notify::new(), broken: AtomicBool::new(false) })
+                .collect(),
+            acked: (0..members).map(|_| (0..parts).map(|_| AtomicU64::new(0)).collect()).collect(),
+            ack_notify: Notify::new(),
+        }
+    }
+
+    /// Takes everything queued for `peer` (one batch), or None.
+    pub fn take_batch(&self, peer: usize) -> Option<BytesMut> {
+        let mut buf = self.out[peer].buf.lock();
+        (!buf.is_empty()).then(|| buf.split())
+    }
+
+    pub async fn batch_ready(&self, peer: usize) {
+        self.out[peer].ready.notified().await
+    }
+
+    /// A reconnected backup gets a fresh start: what it missed while cut
+    /// off cannot be replayed from this buffer.
+    pub fn peer_connected(&self, peer: usize) {
+        self.out[peer].broken.store(false, Ordering::Relaxed);
+    }
+
+    /// Applies a batch from our primary; returns the cumulative acks.
+    pub fn apply_batch(&self, mut batch: Bytes) -> Result<Vec<(u16, u64)>, BatchError> {
+        let mut acks: HashMap<u16, u64> = HashMap::new();
+        while batch.has_remaining() {
+            if batch.remaining() < ENTRY_HEADER {
+                return Err(BatchError::Truncated);
+            }
+            let p = batch.get_u16_le();
+            let seq = batch.get_u64_le();
+            let len = batch.get_u32_le() as usize;
+            if len > batch.remaining() {
+                return Err(BatchError::Truncated);
+            }
+            if p >= self.ks.partitions() {
+                return Err(BatchError::Partition(p));
+            }
+            let body = batch.split_to(len);
+            let (change, used) = codec::decode(&body)?;
+            if used != len {
+                return Err(BatchError::Truncated);
+            }
+            if self.ks.partition_of(&change.key) != p as usize {
+                return Err(BatchError::Partition(p));
+            }
+            match self.ks.apply_replicated(seq, change) {
+                Ok(()) => {
+                    acks.insert(p, seq);
+                }
+                Err(ReplicaError::Gap { have, got }) => {
+                    tracing::error!(partition = p, have, got, "replication gap: this backup needs a resync");
+                }
+                Err(e) => tracing::error!(partition = p, seq, "replicated change refused: {e}"),
+            }
+        }
+        Ok(acks.into_iter().collect())
+    }
+
+    pub fn encode_acks(acks: &[(u16, u64)], out: &mut BytesMut) {
+        for (p, seq) in acks {
+            out.put_u16_le(*p);
+            out.put_u64_le(*seq);
+        }
+    }
+
+    pub fn acked_by(&self, peer: usize, mut acks: Bytes) {
+        while acks.remaining() >= 10 {
+            let p = acks.get_u16_le() as usize;
+            let seq = acks.get_u64_le();
+            if let Some(a) = self.acked[peer].get(p) {
+                a.fetch_max(seq, Ordering::AcqRel);
+            }
+        }
+        self.ack_notify.notify_waiters();
+    }
+
+    fn all_acked(&self, writes: &[(usize, u64)]) -> bool {
+        let Some(cluster) = self.cluster.upgrade() else { return false };
+        let Some(table) = cluster.table() else { return false };
+        writes.iter().all(|&(p, seq)| {
+            table.owners(p).backups.iter().all(|&b| self.acked[b][p].load(Ordering::Acquire) >= seq)
+        })
+    }
+
+    /// Waits until every backup of each written partition acknowledged the
+    /// seq; false on timeout.
+    pub async fn wait(&self, writes: &[(usize, u64)]) -> bool {
+        let deadline = tokio::time::Instant::now() + SYNC_TIMEOUT;
+        loop {
+            let notified = self.ack_notify.notified();
+            if self.all_acked(writes) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.all_acked(writes);
+            }
+        }
+    }
+}
+
+impl ReplicationSink for Replicator {
+    fn logged(&self, partition: usize, seq: u64, change: &Change) {
+        let Some(cluster) = self.cluster.upgrade() else { return };
+        let Some(table) = cluster.table() else { return };
+        let owners = table.owners(partition);
+        if owners.primary != self.my_index || owners.backups.is_empty() {
+            return;
+        }
+        let mut body = Vec::with_capacity(codec::encoded_len(change));
+        codec::encode(change, &mut body);
+        for &b in &owners.backups {
+            let peer = &self.out[b];
+            let mut buf = peer.buf.lock();
+            if buf.len() + body.len() > MAX_PENDING {
+                if !peer.broken.swap(true, Ordering::Relaxed) {
+                    tracing::error!(backup = b, "backup fell {MAX_PENDING} bytes behind; it needs a resync");
+                }
+                continue;
+            }
+            buf.put_u16_le(partition as u16);
+            buf.put_u64_le(seq);
+            buf.put_u32_le(body.len() as u32);
+            buf.put_slice(&body);
+            drop(buf);
+            peer.ready.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keyspace::{ChangeKind, DebugClock, KeyspaceConfig, Value, Version};
+    use proptest::prelude::*;
+
+    fn replicator() -> Replicator {
+        let ks = Arc::new(Keyspace::new(
+            KeyspaceConfig { partitions: 4, site_id: 1, log_retain_bytes: 1 << 20 },
+            Arc::new(DebugClock::default()),
+        ));
+        Replicator::new(ks, std::sync::Weak::new(), 2, 1)
+    }
+
+    fn entry(p: u16, seq: u64, key: &str, value: &str) -> BytesMut {
+        let change = Change {
+            key: Bytes::copy_from_slice(key.as_bytes()),
+            version: Version { hlc: seq << 16, site: 1 },
+            kind: ChangeKind::Full { value: Value::Str(Bytes::copy_from_slice(value.as_bytes())), expire_at: 0 },
+        };
+        let mut body = Vec::new();
+        codec::encode(&change, &mut body);
+        let mut out = BytesMut::new();
+        out.put_u16_le(p);
+        out.put_u64_le(seq);
+        out.put_u32_le(body.len() as u32);
+        out.put_slice(&body);
+        out
+    }
+
+    #[test]
+    fn batches_apply_in_seq_order_and_resent_entries_change_nothing() {
+        let r = replicator();
+        let p = r.ks.partition_of(b"k") as u16;
+        let mut batch = entry(p, 1, "k", "a");
+        batch.extend_from_slice(&entry(p, 2, "k", "b"));
+        assert_eq!(r.apply_batch(batch.clone().freeze()).unwrap(), vec![(p, 2)]);
+        // The same batch again: seqs already held are skipped.
+        assert_eq!(r.apply_batch(batch.freeze()).unwrap(), vec![(p, 2)]);
+        let mut txn = r.ks.txn([&b"k"[..]], 0);
+        assert_eq!(txn.get(b"k").and_then(|e| e.as_str()).map(|b| b.to_vec()), Some(b"b".to_vec()));
+    }
+
+    #[test]
+    fn bad_batches_are_errors() {
+        let r = replicator();
+        let p = r.ks.partition_of(b"k") as u16;
+        let good = entry(p, 1, "k", "v");
+        assert_eq!(r.apply_batch(Bytes::copy_from_slice(&good[..good.len() - 1])), Err(BatchError::Truncated));
+        assert_eq!(r.apply_batch(entry(9, 1, "k", "v").freeze()), Err(BatchError::Partition(9)));
+        let other = (p + 1) % 4;
+        assert_eq!(r.apply_batch(entry(other, 1, "k", "v").freeze()), Err(BatchError::Partition(other)));
+    }
+
+    proptest! {
+        #[test]
+        fn random_batches_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let r = replicator();
+            let _ = r.apply_batch(Bytes::from(data));
+        }
+    }
+}
