@@ -229,7 +229,7 @@ pub static TABLE: &[CommandSpec] = &[
 
 /// Finds a command by name, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    static INDEX: OnceLock<HashMap<&'static [u8], &'static CommandSpec>> = OnceLock::new();
+    static INDEX: OnceLock<HashMap<&'static [u8], &'static CommandSpec, ahash::RandomState>> = OnceLock::new();
     let index = INDEX.get_or_init(|| TABLE.iter().map(|c| (c.name.as_bytes(), c)).collect());
     let mut buf = [0u8; 32];
     if name.len() > buf.len() {

@@ -2,17 +2,21 @@
 //!
 //! Each node owns its own recorder (not the process-global one) so that
 //! several nodes in one process (the demo, tests) keep separate numbers.
-//! Per-command handles are registered once, on a command's first use, and
-//! then cost an atomic add and a histogram sample per call. Gauges and the
-//! keyspace's change counters are copied in when `/metrics` is scraped.
+//! Gauges and the keyspace's change counters are copied into it when
+//! `/metrics` is scraped.
+//!
+//! Per-command calls and latency are kept in plain atomics indexed by the
+//! command table and rendered by hand: the recorder's histograms read a
+//! clock and append to a shared bucket list on every sample, which showed
+//! in profiles of the command path; a fixed-bucket histogram costs two
+//! atomic adds.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use commands::{CommandSpec, TABLE};
 use keyspace::ChangeKind;
-use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder};
+use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 
 const META: Metadata<'static> = Metadata::new("deltagrid", Level::INFO, None);
@@ -21,10 +25,18 @@ const META: Metadata<'static> = Metadata::new("deltagrid", Level::INFO, None);
 const BUCKETS: [f64; 14] =
     [1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 0.25, 1.0];
 
+/// Calls and a fixed-bucket latency histogram for one command.
+#[derive(Default)]
+struct CommandStats {
+    /// Count per bucket (not cumulative); the last is +Inf.
+    buckets: [AtomicU64; BUCKETS.len() + 1],
+    sum_ns: AtomicU64,
+}
+
 pub struct Metrics {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
-    per_command: Box<[OnceLock<(Counter, Histogram)>]>,
+    per_command: Box<[CommandStats]>,
     pub commands_processed: AtomicU64,
     pub connections_received: AtomicU64,
     pub rejected_connections: AtomicU64,
@@ -48,7 +60,7 @@ impl Metrics {
         Metrics {
             recorder,
             handle,
-            per_command: TABLE.iter().map(|_| OnceLock::new()).collect(),
+            per_command: TABLE.iter().map(|_| CommandStats::default()).collect(),
             commands_processed: AtomicU64::new(0),
             connections_received: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
@@ -68,16 +80,37 @@ impl Metrics {
     /// Records one executed command and how long it took.
     pub fn command(&self, spec: &'static CommandSpec, took: Duration) {
         self.commands_processed.fetch_add(1, Ordering::Relaxed);
-        let i = table_index(spec);
-        let (calls, latency) = self.per_command[i].get_or_init(|| {
-            let labels = vec![Label::new("command", spec.name)];
-            (
-                self.counter("deltagrid_commands_total", labels.clone()),
-                self.recorder.register_histogram(&Key::from_parts("deltagrid_command_duration_seconds", labels), &META),
-            )
-        });
-        calls.increment(1);
-        latency.record(took.as_secs_f64());
+        let stats = &self.per_command[table_index(spec)];
+        let secs = took.as_secs_f64();
+        let bucket = BUCKETS.iter().position(|&b| secs <= b).unwrap_or(BUCKETS.len());
+        stats.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        stats.sum_ns.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Commands seen so far, in Prometheus text.
+    fn render_commands(&self, out: &mut String) {
+        use std::fmt::Write;
+        let seen: Vec<(&str, Vec<u64>, u64)> = TABLE
+            .iter()
+            .zip(self.per_command.iter())
+            .map(|(spec, s)| (spec.name, s.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect::<Vec<u64>>(), s.sum_ns.load(Ordering::Relaxed)))
+            .filter(|(_, buckets, _)| buckets.iter().any(|&n| n > 0))
+            .collect();
+        let _ = writeln!(out, "# TYPE deltagrid_commands_total counter");
+        for (name, buckets, _) in &seen {
+            let _ = writeln!(out, "deltagrid_commands_total{{command=\"{name}\"}} {}", buckets.iter().sum::<u64>());
+        }
+        let _ = writeln!(out, "\n# TYPE deltagrid_command_duration_seconds histogram");
+        for (name, buckets, sum_ns) in &seen {
+            let mut cumulative = 0;
+            for (i, n) in buckets.iter().enumerate() {
+                cumulative += n;
+                let le = BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
+                let _ = writeln!(out, "deltagrid_command_duration_seconds_bucket{{command=\"{name}\",le=\"{le}\"}} {cumulative}");
+            }
+            let _ = writeln!(out, "deltagrid_command_duration_seconds_sum{{command=\"{name}\"}} {}", *sum_ns as f64 / 1e9);
+            let _ = writeln!(out, "deltagrid_command_duration_seconds_count{{command=\"{name}\"}} {cumulative}");
+        }
     }
 
     /// Renders all metrics; `snapshot` supplies the values read at scrape time.
@@ -104,7 +137,10 @@ impl Metrics {
         for (name, v) in totals {
             self.counter(name, vec![]).absolute(v.load(Ordering::Relaxed));
         }
-        self.handle.render()
+        let mut out = self.handle.render();
+        out.push('\n');
+        self.render_commands(&mut out);
+        out
     }
 }
 

@@ -1,0 +1,503 @@
+//! The site's metadata as the Raft state machine holds it: the members and
+//! the partition table, and the one function that applies a [`Command`].
+//!
+//! [`SiteMetadata::apply`] is pure and deterministic: every node applies the
+//! same commands in the same order and must reach the same state, so it
+//! reads no clock, no randomness and nothing outside `self`. A command that
+//! breaks a rule is *refused* (a [`Refused`] outcome, committed like any
+//! other entry) and changes nothing.
+//!
+//! Invariants after every command:
+//! - every node the table names is a member (a member holding a copy
+//!   cannot be removed);
+//! - a partition's backups are distinct and never its primary;
+//! - `in_sync` is a subset of `backups` and names no dead member;
+//! - epochs only grow. Any change to the table bumps the table epoch by one
+//!   and stamps every partition it changed with the new table epoch, so a
+//!   partition's epoch is unique site-wide and fences whoever acts on an
+//!   older assignment. A command that changes nothing bumps nothing.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+/// A node's id in the metadata group (Raft needs an integer; the node's
+/// configured name travels in [`Member::name`]).
+pub type NodeId = u64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemberState {
+    Active,
+    /// Draining: keeps serving what it holds until its partitions moved.
+    Leaving,
+    /// Declared dead by failure detection; out of every in-sync set.
+    Dead,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// The node's configured name (`node.id`).
+    pub name: String,
+    /// Node-to-node address.
+    pub cluster_addr: SocketAddr,
+    /// Address Redis clients use (what MOVED points to).
+    pub client_addr: String,
+    pub state: MemberState,
+}
+
+/// Who holds one partition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    pub primary: NodeId,
+    pub backups: Vec<NodeId>,
+    /// The backups that have every write the primary acknowledged; a
+    /// failover may promote only one of these without losing writes.
+    pub in_sync: Vec<NodeId>,
+    pub epoch: u64,
+}
+
+impl Assignment {
+    pub fn holds(&self, node: NodeId) -> bool {
+        self.primary == node || self.backups.contains(&node)
+    }
+
+    fn same_owners(&self, other: &Assignment) -> bool {
+        self.primary == other.primary && self.backups == other.backups && self.in_sync == other.in_sync
+    }
+
+    /// Whether switching from `old` to `self` can be committed right away:
+    /// the primary stays, or moves to a backup that was in sync. Anything
+    /// else gives the partition to a node that may lack acknowledged writes
+    /// (a migration must bring the data there first).
+    pub fn safe_from(&self, old: &Assignment) -> bool {
+        self.primary == old.primary || old.in_sync.contains(&self.primary)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Table {
+    pub epoch: u64,
+    /// Indexed by partition number.
+    pub partitions: Vec<Assignment>,
+}
+
+/// Everything the metadata group agrees on. `table` is None until the site
+/// is formed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SiteMetadata {
+    pub members: BTreeMap<NodeId, Member>,
+    pub table: Option<Table>,
+}
+
+/// A change to the metadata, proposed through Raft.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Forms the site: its first members and table (epochs start at 1).
+    /// Refused once formed, so every seed may propose it.
+    Form { members: BTreeMap<NodeId, Member>, partitions: Vec<Assignment> },
+    /// A new member, or a known one coming back (its addresses updated,
+    /// active again).
+    AddMember { id: NodeId, name: String, cluster_addr: SocketAddr, client_addr: String },
+    MarkLeaving { id: NodeId },
+    /// Also takes the member out of every in-sync set.
+    MarkDead { id: NodeId },
+    /// Refused while the member still holds a copy of any partition.
+    RemoveMember { id: NodeId },
+    /// Replaces the whole table (a rebalance), compare-and-set on the
+    /// table epoch. The `epoch` fields of `partitions` are ignored.
+    SetTable { partitions: Vec<Assignment>, expected_epoch: u64 },
+    /// Replaces one partition's owners, compare-and-set on its epoch.
+    SetPartition { partition: u16, primary: NodeId, backups: Vec<NodeId>, in_sync: Vec<NodeId>, expected_epoch: u64 },
+    RemoveFromInSync { partition: u16, node: NodeId, expected_epoch: u64 },
+    AddToInSync { partition: u16, node: NodeId, expected_epoch: u64 },
+}
+
+/// Why a command changed nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum Refused {
+    #[error("the site is not formed yet")]
+    NotFormed,
+    #[error("the site is already formed")]
+    AlreadyFormed,
+    #[error("stale epoch: expected {expected}, current {current}")]
+    StaleEpoch { expected: u64, current: u64 },
+    #[error("no partition {0}")]
+    NoSuchPartition(u16),
+    #[error("the table has {got} partitions, the site {want}")]
+    PartitionCount { want: usize, got: usize },
+    #[error("node {0} is not a member")]
+    UnknownMember(NodeId),
+    #[error("node {0} is dead")]
+    DeadMember(NodeId),
+    #[error("node {0} still holds partitions")]
+    StillHolds(NodeId),
+    #[error("partition {partition}: {reason}")]
+    Invalid { partition: u16, reason: String },
+}
+
+/// What applying a command returns: the epoch it left (the partition's for
+/// partition commands, the table's otherwise; 0 before the site formed).
+pub type Outcome = Result<u64, Refused>;
+
+fn invalid(partition: usize, reason: &str) -> Refused {
+    Refused::Invalid { partition: partition as u16, reason: reason.to_string() }
+}
+
+impl SiteMetadata {
+    pub fn is_formed(&self) -> bool {
+        self.table.is_some()
+    }
+
+    /// Members that can take new work.
+    pub fn active_members(&self) -> Vec<NodeId> {
+        self.members.iter().filter(|(_, m)| m.state == MemberState::Active).map(|(id, _)| *id).collect()
+    }
+
+    pub fn apply(&mut self, cmd: &Command) -> Outcome {
+        match cmd {
+            Command::Form { members, partitions } => self.form(members, partitions),
+            Command::AddMember { id, name, cluster_addr, client_addr } => {
+                let member = Member {
+                    name: name.clone(),
+                    cluster_addr: *cluster_addr,
+                    client_addr: client_addr.clone(),
+                    state: MemberState::Active,
+                };
+                self.members.insert(*id, member);
+                Ok(self.table_epoch())
+            }
+            Command::MarkLeaving { id } => {
+                let m = self.members.get_mut(id).ok_or(Refused::UnknownMember(*id))?;
+                if m.state == MemberState::Dead {
+                    return Err(Refused::DeadMember(*id));
+                }
+                m.state = MemberState::Leaving;
+                Ok(self.table_epoch())
+            }
+            Command::MarkDead { id } => self.mark_dead(*id),
+            Command::RemoveMember { id } => {
+                if !self.members.contains_key(id) {
+                    return Err(Refused::UnknownMember(*id));
+                }
+                if self.table.as_ref().is_some_and(|t| t.partitions.iter().any(|a| a.holds(*id))) {
+                    return Err(Refused::StillHolds(*id));
+                }
+                self.members.remove(id);
+                Ok(self.table_epoch())
+            }
+            Command::SetTable { partitions, expected_epoch } => self.set_table(partitions, *expected_epoch),
+            Command::SetPartition { partition, primary, backups, in_sync, expected_epoch } => {
+                let proposed = Assignment { primary: *primary, backups: backups.clone(), in_sync: in_sync.clone(), epoch: 0 };
+                self.validate(*partition as usize, &proposed)?;
+                self.change_partition(*partition, *expected_epoch, |a| {
+                    a.primary = proposed.primary;
+                    a.backups = proposed.backups;
+                    a.in_sync = proposed.in_sync;
+                })
+            }
+            Command::RemoveFromInSync { partition, node, expected_epoch } => {
+                self.change_partition(*partition, *expected_epoch, |a| a.in_sync.retain(|n| n != node))
+            }
+            Command::AddToInSync { partition, node, expected_epoch } => {
+                let a = self.assignment(*partition)?;
+                if !a.backups.contains(node) {
+                    return Err(invalid(*partition as usize, "only a backup can be in sync"));
+                }
+                if self.members.get(node).is_some_and(|m| m.state == MemberState::Dead) {
+                    return Err(Refused::DeadMember(*node));
+                }
+                self.change_partition(*partition, *expected_epoch, |a| {
+                    if !a.in_sync.contains(node) {
+                        a.in_sync.push(*node);
+                    }
+                })
+            }
+        }
+    }
+
+    fn table_epoch(&self) -> u64 {
+        self.table.as_ref().map_or(0, |t| t.epoch)
+    }
+
+    fn assignment(&self, partition: u16) -> Result<&Assignment, Refused> {
+        let table = self.table.as_ref().ok_or(Refused::NotFormed)?;
+        table.partitions.get(partition as usize).ok_or(Refused::NoSuchPartition(partition))
+    }
+
+    fn form(&mut self, members: &BTreeMap<NodeId, Member>, partitions: &[Assignment]) -> Outcome {
+        if self.table.is_some() {
+            return Err(Refused::AlreadyFormed);
+        }
+        if partitions.is_empty() || partitions.len() > keyspace::slot::SLOTS as usize {
+            let want = partitions.len().clamp(1, keyspace::slot::SLOTS as usize);
+            return Err(Refused::PartitionCount { want, got: partitions.len() });
+        }
+        let mut formed = SiteMetadata { members: self.members.clone(), table: None };
+        formed.members.extend(members.iter().map(|(id, m)| (*id, m.clone())));
+        for (p, a) in partitions.iter().enumerate() {
+            formed.validate(p, a)?;
+        }
+        let partitions = partitions.iter().map(|a| Assignment { epoch: 1, ..a.clone() }).collect();
+        formed.table = Some(Table { epoch: 1, partitions });
+        *self = formed;
+        Ok(1)
+    }
+
+    fn mark_dead(&mut self, id: NodeId) -> Outcome {
+        let m = self.members.get_mut(&id).ok_or(Refused::UnknownMember(id))?;
+        m.state = MemberState::Dead;
+        let Some(table) = self.table.as_mut() else { return Ok(0) };
+        let next = table.epoch + 1;
+        let mut changed = false;
+        for a in table.partitions.iter_mut().filter(|a| a.in_sync.contains(&id)) {
+            a.in_sync.retain(|n| *n != id);
+            a.epoch = next;
+            changed = true;
+        }
+        if changed {
+            table.epoch = next;
+        }
+        Ok(table.epoch)
+    }
+
+    fn set_table(&mut self, partitions: &[Assignment], expected_epoch: u64) -> Outcome {
+        let table = self.table.as_ref().ok_or(Refused::NotFormed)?;
+        if table.epoch != expected_epoch {
+            return Err(Refused::StaleEpoch { expected: expected_epoch, current: table.epoch });
+        }
+        if partitions.len() != table.partitions.len() {
+            return Err(Refused::PartitionCount { want: table.partitions.len(), got: partitions.len() });
+        }
+        for (p, a) in partitions.iter().enumerate() {
+            self.validate(p, a)?;
+        }
+        let table = self.table.as_mut().expect("checked above");
+        let next = table.epoch + 1;
+        let mut changed = false;
+        for (cur, new) in table.partitions.iter_mut().zip(partitions) {
+            if !cur.same_owners(new) {
+                *cur = Assignment { epoch: next, ..new.clone() };
+                changed = true;
+            }
+        }
+        if changed {
+            table.epoch = next;
+        }
+        Ok(table.epoch)
+    }
+
+    /// Compare-and-set on one partition's epoch; bumps it if `change`
+    /// changed anything.
+    fn change_partition(&mut self, partition: u16, expected_epoch: u64, change: impl FnOnce(&mut Assignment)) -> Outcome {
+        let table = self.table.as_mut().ok_or(Refused::NotFormed)?;
+        let a = table.partitions.get_mut(partition as usize).ok_or(Refused::NoSuchPartition(partition))?;
+        if a.epoch != expected_epoch {
+            return Err(Refused::StaleEpoch { expected: expected_epoch, current: a.epoch });
+        }
+        let before = a.clone();
+        change(a);
+        if !a.same_owners(&before) {
+            table.epoch += 1;
+            a.epoch = table.epoch;
+        }
+        Ok(a.epoch)
+    }
+
+    /// The rules every assignment obeys (see the module doc).
+    fn validate(&self, p: usize, a: &Assignment) -> Result<(), Refused> {
+        let member = |id: &NodeId| self.members.get(id).ok_or(Refused::UnknownMember(*id));
+        member(&a.primary)?;
+        for (i, b) in a.backups.iter().enumerate() {
+            member(b)?;
+            if *b == a.primary {
+                return Err(invalid(p, "the primary is also a backup"));
+            }
+            if a.backups[..i].contains(b) {
+                return Err(invalid(p, "a backup is listed twice"));
+            }
+        }
+        for (i, s) in a.in_sync.iter().enumerate() {
+            if !a.backups.contains(s) {
+                return Err(invalid(p, "an in-sync node is not a backup"));
+            }
+            if a.in_sync[..i].contains(s) {
+                return Err(invalid(p, "an in-sync node is listed twice"));
+            }
+            if member(s)?.state == MemberState::Dead {
+                return Err(Refused::DeadMember(*s));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn member(n: NodeId) -> Member {
+        Member {
+            name: format!("n{n}"),
+            cluster_addr: format!("127.0.0.1:{}", 17000 + n).parse().unwrap(),
+            client_addr: format!("127.0.0.1:{}", 7000 + n),
+            state: MemberState::Active,
+        }
+    }
+
+    fn assignment(primary: NodeId, backups: &[NodeId]) -> Assignment {
+        Assignment { primary, backups: backups.to_vec(), in_sync: backups.to_vec(), epoch: 0 }
+    }
+
+    /// Three members, two partitions: 1 (backup 2) and 2 (backup 3).
+    fn formed() -> SiteMetadata {
+        let mut s = SiteMetadata::default();
+        let members = (1..=3).map(|n| (n, member(n))).collect();
+        let out = s.apply(&Command::Form { members, partitions: vec![assignment(1, &[2]), assignment(2, &[3])] });
+        assert_eq!(out, Ok(1));
+        s
+    }
+
+    #[test]
+    fn form_once() {
+        let mut s = formed();
+        assert_eq!(s.apply(&Command::Form { members: BTreeMap::new(), partitions: vec![] }), Err(Refused::AlreadyFormed));
+        let t = s.table.as_ref().unwrap();
+        assert!(t.partitions.iter().all(|a| a.epoch == 1));
+        let mut fresh = SiteMetadata::default();
+        let bad = Command::Form { members: BTreeMap::new(), partitions: vec![assignment(1, &[])] };
+        assert_eq!(fresh.apply(&bad), Err(Refused::UnknownMember(1)));
+        assert_eq!(fresh, SiteMetadata::default());
+    }
+
+    #[test]
+    fn set_partition_is_compare_and_set_on_the_partition_epoch() {
+        let mut s = formed();
+        let set = |expected_epoch| Command::SetPartition {
+            partition: 0,
+            primary: 2,
+            backups: vec![1, 3],
+            in_sync: vec![3],
+            expected_epoch,
+        };
+        assert_eq!(s.apply(&set(1)), Ok(2));
+        assert_eq!(s.table.as_ref().unwrap().epoch, 2);
+        assert_eq!(s.apply(&set(1)), Err(Refused::StaleEpoch { expected: 1, current: 2 }));
+        // The same owners again change nothing and bump nothing.
+        assert_eq!(s.apply(&set(2)), Ok(2));
+        // The other partition kept its epoch, and its own compare-and-set.
+        let t = s.table.as_ref().unwrap();
+        assert_eq!((t.partitions[0].epoch, t.partitions[1].epoch, t.epoch), (2, 1, 2));
+        let cmd = Command::RemoveFromInSync { partition: 1, node: 3, expected_epoch: 1 };
+        assert_eq!(s.apply(&cmd), Ok(3));
+        assert_eq!(s.table.as_ref().unwrap().partitions[1].in_sync, Vec::<NodeId>::new());
+    }
+
+    #[test]
+    fn invalid_assignments_are_refused() {
+        let mut s = formed();
+        let set = |primary, backups: Vec<NodeId>, in_sync: Vec<NodeId>| Command::SetPartition {
+            partition: 0,
+            primary,
+            backups,
+            in_sync,
+            expected_epoch: 1,
+        };
+        let before = s.clone();
+        assert_eq!(s.apply(&set(9, vec![], vec![])), Err(Refused::UnknownMember(9)));
+        assert!(matches!(s.apply(&set(1, vec![1], vec![])), Err(Refused::Invalid { .. })));
+        assert!(matches!(s.apply(&set(1, vec![2, 2], vec![])), Err(Refused::Invalid { .. })));
+        assert!(matches!(s.apply(&set(1, vec![2], vec![3])), Err(Refused::Invalid { .. })));
+        let cmd = Command::AddToInSync { partition: 0, node: 3, expected_epoch: 1 };
+        assert!(matches!(s.apply(&cmd), Err(Refused::Invalid { .. })));
+        let cmd = Command::RemoveFromInSync { partition: 7, node: 3, expected_epoch: 1 };
+        assert_eq!(s.apply(&cmd), Err(Refused::NoSuchPartition(7)));
+        assert_eq!(s, before);
+    }
+
+    #[test]
+    fn in_sync_round_trip() {
+        let mut s = formed();
+        assert_eq!(s.apply(&Command::RemoveFromInSync { partition: 0, node: 2, expected_epoch: 1 }), Ok(2));
+        // Removing again is a no-op at the same epoch.
+        assert_eq!(s.apply(&Command::RemoveFromInSync { partition: 0, node: 2, expected_epoch: 2 }), Ok(2));
+        assert_eq!(s.apply(&Command::AddToInSync { partition: 0, node: 2, expected_epoch: 2 }), Ok(3));
+        assert_eq!(s.table.as_ref().unwrap().partitions[0].in_sync, vec![2]);
+    }
+
+    #[test]
+    fn a_dead_member_leaves_every_in_sync_set_and_cannot_be_removed_while_it_holds_copies() {
+        let mut s = formed();
+        assert_eq!(s.apply(&Command::MarkDead { id: 3 }), Ok(2));
+        let t = s.table.as_ref().unwrap();
+        assert_eq!((t.partitions[0].epoch, t.partitions[1].epoch), (1, 2));
+        assert!(t.partitions[1].in_sync.is_empty());
+        assert_eq!(s.apply(&Command::AddToInSync { partition: 1, node: 3, expected_epoch: 2 }), Err(Refused::DeadMember(3)));
+        assert_eq!(s.apply(&Command::MarkLeaving { id: 3 }), Err(Refused::DeadMember(3)));
+        assert_eq!(s.apply(&Command::RemoveMember { id: 3 }), Err(Refused::StillHolds(3)));
+        let cmd = Command::SetPartition { partition: 1, primary: 2, backups: vec![1], in_sync: vec![], expected_epoch: 2 };
+        assert_eq!(s.apply(&cmd), Ok(3));
+        assert_eq!(s.apply(&Command::RemoveMember { id: 3 }), Ok(3));
+        assert!(!s.members.contains_key(&3));
+        // It comes back as a new member.
+        let m = member(3);
+        let cmd = Command::AddMember { id: 3, name: m.name, cluster_addr: m.cluster_addr, client_addr: m.client_addr };
+        assert_eq!(s.apply(&cmd), Ok(3));
+        assert_eq!(s.active_members(), vec![1, 2, 3]);
+    }
+
+    fn arb_command() -> impl Strategy<Value = Command> {
+        let node = 0u64..5;
+        let nodes = proptest::collection::vec(0u64..5, 0..4);
+        prop_oneof![
+            node.clone().prop_map(|id| Command::MarkDead { id }),
+            node.clone().prop_map(|id| Command::MarkLeaving { id }),
+            node.clone().prop_map(|id| Command::RemoveMember { id }),
+            node.clone().prop_map(|id| {
+                let m = member(id);
+                Command::AddMember { id, name: m.name, cluster_addr: m.cluster_addr, client_addr: m.client_addr }
+            }),
+            (0u16..3, node.clone(), nodes.clone(), nodes, 0u64..6).prop_map(|(partition, primary, backups, in_sync, expected_epoch)| {
+                Command::SetPartition { partition, primary, backups, in_sync, expected_epoch }
+            }),
+            (0u16..3, node.clone(), 0u64..6).prop_map(|(partition, node, expected_epoch)| Command::RemoveFromInSync {
+                partition,
+                node,
+                expected_epoch
+            }),
+            (0u16..3, node, 0u64..6).prop_map(|(partition, node, expected_epoch)| Command::AddToInSync {
+                partition,
+                node,
+                expected_epoch
+            }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn invariants_hold_after_any_commands(cmds in proptest::collection::vec(arb_command(), 0..40)) {
+            let mut s = formed();
+            for cmd in &cmds {
+                let before = s.clone();
+                let out = s.apply(cmd);
+                if out.is_err() {
+                    prop_assert_eq!(&s, &before, "a refused command changed the state");
+                }
+                let t = s.table.as_ref().unwrap();
+                let old = before.table.as_ref().unwrap();
+                prop_assert!(t.epoch >= old.epoch);
+                for (a, o) in t.partitions.iter().zip(&old.partitions) {
+                    prop_assert!(s.members.contains_key(&a.primary));
+                    prop_assert!(a.backups.iter().all(|b| s.members.contains_key(b) && *b != a.primary));
+                    prop_assert!(a.in_sync.iter().all(|n| a.backups.contains(n)));
+                    prop_assert!(a.in_sync.iter().all(|n| s.members[n].state != MemberState::Dead));
+                    prop_assert!(a.epoch <= t.epoch);
+                    if a != o {
+                        prop_assert!(a.epoch > o.epoch && a.epoch == t.epoch);
+                    }
+                }
+            }
+        }
+    }
+}
