@@ -95,22 +95,53 @@ pub struct SiteMetadata {
 pub enum Command {
     /// Forms the site: its first members and table (epochs start at 1).
     /// Refused once formed, so every seed may propose it.
-    Form { members: BTreeMap<NodeId, Member>, partitions: Vec<Assignment> },
+    Form {
+        members: BTreeMap<NodeId, Member>,
+        partitions: Vec<Assignment>,
+    },
     /// A new member, or a known one coming back (its addresses updated,
     /// active again).
-    AddMember { id: NodeId, name: String, cluster_addr: SocketAddr, client_addr: String },
-    MarkLeaving { id: NodeId },
+    AddMember {
+        id: NodeId,
+        name: String,
+        cluster_addr: SocketAddr,
+        client_addr: String,
+    },
+    MarkLeaving {
+        id: NodeId,
+    },
     /// Also takes the member out of every in-sync set.
-    MarkDead { id: NodeId },
+    MarkDead {
+        id: NodeId,
+    },
     /// Refused while the member still holds a copy of any partition.
-    RemoveMember { id: NodeId },
+    RemoveMember {
+        id: NodeId,
+    },
     /// Replaces the whole table (a rebalance), compare-and-set on the
     /// table epoch. The `epoch` fields of `partitions` are ignored.
-    SetTable { partitions: Vec<Assignment>, expected_epoch: u64 },
+    SetTable {
+        partitions: Vec<Assignment>,
+        expected_epoch: u64,
+    },
     /// Replaces one partition's owners, compare-and-set on its epoch.
-    SetPartition { partition: u16, primary: NodeId, backups: Vec<NodeId>, in_sync: Vec<NodeId>, expected_epoch: u64 },
-    RemoveFromInSync { partition: u16, node: NodeId, expected_epoch: u64 },
-    AddToInSync { partition: u16, node: NodeId, expected_epoch: u64 },
+    SetPartition {
+        partition: u16,
+        primary: NodeId,
+        backups: Vec<NodeId>,
+        in_sync: Vec<NodeId>,
+        expected_epoch: u64,
+    },
+    RemoveFromInSync {
+        partition: u16,
+        node: NodeId,
+        expected_epoch: u64,
+    },
+    AddToInSync {
+        partition: u16,
+        node: NodeId,
+        expected_epoch: u64,
+    },
 }
 
 /// Why a command changed nothing.
@@ -188,7 +219,8 @@ impl SiteMetadata {
             }
             Command::SetTable { partitions, expected_epoch } => self.set_table(partitions, *expected_epoch),
             Command::SetPartition { partition, primary, backups, in_sync, expected_epoch } => {
-                let proposed = Assignment { primary: *primary, backups: backups.clone(), in_sync: in_sync.clone(), epoch: 0 };
+                let proposed =
+                    Assignment { primary: *primary, backups: backups.clone(), in_sync: in_sync.clone(), epoch: 0 };
                 self.validate(*partition as usize, &proposed)?;
                 self.change_partition(*partition, *expected_epoch, |a| {
                     a.primary = proposed.primary;
@@ -289,7 +321,12 @@ impl SiteMetadata {
 
     /// Compare-and-set on one partition's epoch; bumps it if `change`
     /// changed anything.
-    fn change_partition(&mut self, partition: u16, expected_epoch: u64, change: impl FnOnce(&mut Assignment)) -> Outcome {
+    fn change_partition(
+        &mut self,
+        partition: u16,
+        expected_epoch: u64,
+        change: impl FnOnce(&mut Assignment),
+    ) -> Outcome {
         let table = self.table.as_mut().ok_or(Refused::NotFormed)?;
         let a = table.partitions.get_mut(partition as usize).ok_or(Refused::NoSuchPartition(partition))?;
         if a.epoch != expected_epoch {
@@ -362,7 +399,10 @@ mod tests {
     #[test]
     fn form_once() {
         let mut s = formed();
-        assert_eq!(s.apply(&Command::Form { members: BTreeMap::new(), partitions: vec![] }), Err(Refused::AlreadyFormed));
+        assert_eq!(
+            s.apply(&Command::Form { members: BTreeMap::new(), partitions: vec![] }),
+            Err(Refused::AlreadyFormed)
+        );
         let t = s.table.as_ref().unwrap();
         assert!(t.partitions.iter().all(|a| a.epoch == 1));
         let mut fresh = SiteMetadata::default();
@@ -433,10 +473,14 @@ mod tests {
         let t = s.table.as_ref().unwrap();
         assert_eq!((t.partitions[0].epoch, t.partitions[1].epoch), (1, 2));
         assert!(t.partitions[1].in_sync.is_empty());
-        assert_eq!(s.apply(&Command::AddToInSync { partition: 1, node: 3, expected_epoch: 2 }), Err(Refused::DeadMember(3)));
+        assert_eq!(
+            s.apply(&Command::AddToInSync { partition: 1, node: 3, expected_epoch: 2 }),
+            Err(Refused::DeadMember(3))
+        );
         assert_eq!(s.apply(&Command::MarkLeaving { id: 3 }), Err(Refused::DeadMember(3)));
         assert_eq!(s.apply(&Command::RemoveMember { id: 3 }), Err(Refused::StillHolds(3)));
-        let cmd = Command::SetPartition { partition: 1, primary: 2, backups: vec![1], in_sync: vec![], expected_epoch: 2 };
+        let cmd =
+            Command::SetPartition { partition: 1, primary: 2, backups: vec![1], in_sync: vec![], expected_epoch: 2 };
         assert_eq!(s.apply(&cmd), Ok(3));
         assert_eq!(s.apply(&Command::RemoveMember { id: 3 }), Ok(3));
         assert!(!s.members.contains_key(&3));
@@ -458,9 +502,11 @@ mod tests {
                 let m = member(id);
                 Command::AddMember { id, name: m.name, cluster_addr: m.cluster_addr, client_addr: m.client_addr }
             }),
-            (0u16..3, node.clone(), nodes.clone(), nodes, 0u64..6).prop_map(|(partition, primary, backups, in_sync, expected_epoch)| {
-                Command::SetPartition { partition, primary, backups, in_sync, expected_epoch }
-            }),
+            (0u16..3, node.clone(), nodes.clone(), nodes, 0u64..6).prop_map(
+                |(partition, primary, backups, in_sync, expected_epoch)| {
+                    Command::SetPartition { partition, primary, backups, in_sync, expected_epoch }
+                }
+            ),
             (0u16..3, node.clone(), 0u64..6).prop_map(|(partition, node, expected_epoch)| Command::RemoveFromInSync {
                 partition,
                 node,

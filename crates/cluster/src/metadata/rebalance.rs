@@ -1,0 +1,392 @@
+//! Computing partition tables over metadata node ids. Pure functions: the
+//! node that proposes a table computes it, Raft commits the result (never
+//! the recipe), so a change to these rules cannot make replicas diverge.
+//!
+//! - [`initial`]: the first table, [`PartitionTable::place`] over the seeds.
+//! - [`failover`]: the step that can be committed at once when members are
+//!   lost: only promotions of in-sync backups and removals.
+//! - [`rebalance`]: the balanced layout to converge to for a member set,
+//!   moving as little as possible. It may give a partition to a node that
+//!   does not hold its data yet ([`Assignment::safe_from`] tells); bringing
+//!   the data there first is the migration's job.
+
+use std::collections::HashMap;
+
+use super::state::{Assignment, Command, MemberState, NodeId, SiteMetadata};
+use crate::placement::PartitionTable;
+
+/// The site's first table: every backup starts in sync (there is no data).
+pub fn initial(partitions: u16, members: &[NodeId], backups: usize) -> Vec<Assignment> {
+    if members.is_empty() {
+        return Vec::new();
+    }
+    let placed = PartitionTable::place(partitions, members.len(), backups);
+    placed
+        .partitions
+        .iter()
+        .map(|o| {
+            let backups: Vec<NodeId> = o.backups.iter().map(|&i| members[i]).collect();
+            Assignment { primary: members[o.primary], in_sync: backups.clone(), backups, epoch: 1 }
+        })
+        .collect()
+}
+
+/// What can change right away when only `members` remain: a partition whose
+/// primary is gone gets its least loaded in-sync backup as primary (or, if
+/// none is left, its least loaded backup: writes it missed are lost, which
+/// nothing can avoid then); lost backups are dropped. A partition with no
+/// copy left keeps its dead primary (it is down until data comes back).
+pub fn failover(current: &[Assignment], members: &[NodeId]) -> Vec<Assignment> {
+    let alive = |n: &NodeId| members.contains(n);
+    let mut load: HashMap<NodeId, usize> = HashMap::new();
+    for a in current.iter().filter(|a| alive(&a.primary)) {
+        *load.entry(a.primary).or_default() += 1;
+    }
+    current
+        .iter()
+        .map(|a| {
+            let mut next = a.clone();
+            next.backups.retain(alive);
+            next.in_sync.retain(alive);
+            if !alive(&a.primary) {
+                let least_loaded = |c: &[NodeId]| c.iter().copied().min_by_key(|n| load.get(n).copied().unwrap_or(0));
+                if let Some(p) = least_loaded(&next.in_sync).or_else(|| least_loaded(&next.backups)) {
+                    next.primary = p;
+                    next.backups.retain(|b| *b != p);
+                    next.in_sync.retain(|b| *b != p);
+                    *load.entry(p).or_default() += 1;
+                }
+            }
+            next
+        })
+        .collect()
+}
+
+/// The [`Command::SetTable`] for [`failover`] over the members that are
+/// not dead, or None when it would change nothing (or the site is not
+/// formed).
+pub fn failover_command(meta: &SiteMetadata) -> Option<Command> {
+    let table = meta.table.as_ref()?;
+    let alive: Vec<NodeId> =
+        meta.members.iter().filter(|(_, m)| m.state != MemberState::Dead).map(|(id, _)| *id).collect();
+    set_table(&table.partitions, failover(&table.partitions, &alive), table.epoch)
+}
+
+/// The [`Command::SetTable`] for [`rebalance`] over the active members, or
+/// None when the table is balanced already (or the site is not formed).
+pub fn rebalance_command(meta: &SiteMetadata, backups: usize) -> Option<Command> {
+    let table = meta.table.as_ref()?;
+    set_table(&table.partitions, rebalance(&table.partitions, &meta.active_members(), backups), table.epoch)
+}
+
+fn set_table(current: &[Assignment], next: Vec<Assignment>, epoch: u64) -> Option<Command> {
+    (next != current).then_some(Command::SetTable { partitions: next, expected_epoch: epoch })
+}
+
+/// How many of `total` copies each of `held.len()` members should hold:
+/// all equal up to one, the extra ones to those holding most already.
+fn shares(total: usize, held: &[usize]) -> Vec<usize> {
+    let n = held.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(held[i]), i));
+    let mut share = vec![total / n; n];
+    for &i in &order[..total % n] {
+        share[i] += 1;
+    }
+    share
+}
+
+/// Among `candidates` (member positions), the one furthest under its share.
+fn most_under(candidates: impl Iterator<Item = usize>, count: &[usize], share: &[usize]) -> Option<usize> {
+    candidates.filter(|&i| count[i] < share[i]).max_by_key(|&i| (share[i] - count[i], std::cmp::Reverse(i)))
+}
+
+/// The balanced layout for `members` (in this order for ties) with
+/// `backups` copies, closest to `current`:
+/// - a primary stays while it is a member and under its share; a partition
+///   that loses its primary goes first to an in-sync backup, then to
+///   another backup, then to whoever is furthest under share;
+/// - backups stay likewise (a demoted primary, holding the data, is the
+///   first choice), the rest go to members furthest under their share;
+/// - `in_sync` keeps only the backups that were in sync already.
+///
+/// Primaries and backups per member end up within one of each other
+/// whenever distinct copies allow it.
+pub fn rebalance(current: &[Assignment], members: &[NodeId], backups: usize) -> Vec<Assignment> {
+    let n = members.len();
+    if n == 0 {
+        return current.to_vec();
+    }
+    let pos: HashMap<NodeId, usize> = members.iter().enumerate().map(|(i, m)| (*m, i)).collect();
+    let at = |ids: &[NodeId]| ids.iter().filter_map(|id| pos.get(id).copied()).collect::<Vec<usize>>();
+    let parts = current.len();
+
+    // Primaries.
+    let mut held = vec![0; n];
+    for a in current {
+        if let Some(&i) = pos.get(&a.primary) {
+            held[i] += 1;
+        }
+    }
+    let share = shares(parts, &held);
+    let mut count = vec![0; n];
+    let mut primary: Vec<Option<usize>> = vec![None; parts];
+    for (p, a) in current.iter().enumerate() {
+        if let Some(&i) = pos.get(&a.primary) {
+            if count[i] < share[i] {
+                primary[p] = Some(i);
+                count[i] += 1;
+            }
+        }
+    }
+    for (p, a) in current.iter().enumerate() {
+        if primary[p].is_none() {
+            let pick = most_under(at(&a.in_sync).into_iter(), &count, &share)
+                .or_else(|| most_under(at(&a.backups).into_iter(), &count, &share))
+                .or_else(|| most_under(0..n, &count, &share))
+                .expect("the shares add up to the partitions");
+            primary[p] = Some(pick);
+            count[pick] += 1;
+        }
+    }
+    let primary: Vec<usize> = primary.into_iter().map(|p| p.expect("every partition placed")).collect();
+
+    // Backups: keep what can stay, shed what is over share, fill.
+    let k = backups.min(n - 1);
+    let mut held = vec![0; n];
+    for a in current {
+        for i in at(&a.backups) {
+            held[i] += 1;
+        }
+    }
+    let share = shares(parts * k, &held);
+    let mut kept: Vec<Vec<usize>> = current
+        .iter()
+        .zip(&primary)
+        .map(|(a, &np)| {
+            let demoted = pos.get(&a.primary).copied().filter(|&op| op != np);
+            let mut keep: Vec<usize> = Vec::with_capacity(k);
+            let in_sync = at(&a.in_sync);
+            let others = at(&a.backups).into_iter().filter(|i| !in_sync.contains(i));
+            for i in demoted.into_iter().chain(in_sync.iter().copied()).chain(others) {
+                if i != np && !keep.contains(&i) && keep.len() < k {
+                    keep.push(i);
+                }
+            }
+            keep
+        })
+        .collect();
+    let mut count = vec![0; n];
+    for i in kept.iter().flatten() {
+        count[*i] += 1;
+    }
+    for keep in kept.iter_mut().rev() {
+        for j in (0..keep.len()).rev() {
+            let i = keep[j];
+            if count[i] > share[i] {
+                count[i] -= 1;
+                keep.remove(j);
+            }
+        }
+    }
+    for (keep, &np) in kept.iter_mut().zip(&primary) {
+        while keep.len() < k {
+            let eligible = || (0..n).filter(|i| *i != np && !keep.contains(i));
+            let pick = most_under(eligible(), &count, &share)
+                .or_else(|| eligible().min_by_key(|&i| (count[i], i)))
+                .expect("k < n leaves an eligible member");
+            keep.push(pick);
+            count[pick] += 1;
+        }
+    }
+    // Filling can corner itself (the only member under share is the
+    // partition's primary); trade copies between over- and under-share
+    // members where the partition allows it.
+    for over in 0..n {
+        for under in 0..n {
+            for (keep, &np) in kept.iter_mut().zip(&primary) {
+                if count[over] <= share[over] || count[under] >= share[under] {
+                    break;
+                }
+                if under != np && !keep.contains(&under) {
+                    if let Some(j) = keep.iter().position(|&i| i == over) {
+                        keep[j] = under;
+                        count[over] -= 1;
+                        count[under] += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    current
+        .iter()
+        .zip(primary)
+        .zip(kept)
+        .map(|((a, np), keep)| {
+            let keep: Vec<NodeId> = keep.into_iter().map(|i| members[i]).collect();
+            // Old backups first in their old order, so an unchanged set reads unchanged.
+            let mut backups: Vec<NodeId> = a.backups.iter().copied().filter(|b| keep.contains(b)).collect();
+            let added: Vec<NodeId> = keep.iter().copied().filter(|b| !backups.contains(b)).collect();
+            backups.extend(added);
+            let in_sync = a.in_sync.iter().copied().filter(|b| backups.contains(b)).collect();
+            Assignment { primary: members[np], backups, in_sync, epoch: a.epoch }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn spread(table: &[Assignment], members: &[NodeId]) -> (Vec<usize>, Vec<usize>) {
+        let primaries = members.iter().map(|m| table.iter().filter(|a| a.primary == *m).count()).collect();
+        let backups = members.iter().map(|m| table.iter().filter(|a| a.backups.contains(m)).count()).collect();
+        (primaries, backups)
+    }
+
+    fn even(counts: &[usize]) -> bool {
+        counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1
+    }
+
+    fn well_formed(table: &[Assignment], members: &[NodeId], k: usize) -> Result<(), TestCaseError> {
+        for a in table {
+            prop_assert!(members.contains(&a.primary));
+            prop_assert_eq!(a.backups.len(), k.min(members.len() - 1));
+            for (i, b) in a.backups.iter().enumerate() {
+                prop_assert!(members.contains(b) && *b != a.primary && !a.backups[..i].contains(b));
+            }
+            prop_assert!(a.in_sync.iter().all(|s| a.backups.contains(s)));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn initial_follows_place() {
+        let t = initial(271, &[10, 20, 30], 1);
+        assert_eq!(t.len(), 271);
+        assert_eq!((t[0].primary, t[0].backups.clone(), t[0].in_sync.clone()), (10, vec![20], vec![20]));
+        assert_eq!((t[270].primary, t[270].backups.clone()), (30, vec![10]));
+        assert!(initial(4, &[], 1).is_empty());
+    }
+
+    #[test]
+    fn failover_promotes_an_in_sync_backup() {
+        let a = Assignment { primary: 1, backups: vec![2, 3], in_sync: vec![3], epoch: 4 };
+        let t = failover(&[a.clone()], &[2, 3]);
+        assert_eq!(t[0], Assignment { primary: 3, backups: vec![2], in_sync: vec![], epoch: 4 });
+        assert!(t[0].safe_from(&a));
+        // Nobody in sync: the best remaining copy, which safe_from reports.
+        let t = failover(&[Assignment { in_sync: vec![], ..a.clone() }], &[2, 3]);
+        assert_eq!(t[0].primary, 2);
+        assert!(!t[0].safe_from(&Assignment { in_sync: vec![], ..a.clone() }));
+        // No copy left: the partition stays with its dead primary.
+        assert_eq!(
+            failover(&[a.clone()], &[7])[0],
+            Assignment { primary: 1, backups: vec![], in_sync: vec![], epoch: 4 }
+        );
+        // Nothing lost: nothing changes.
+        assert_eq!(failover(&[a.clone()], &[1, 2, 3]), vec![a]);
+    }
+
+    #[test]
+    fn a_leaving_member_is_replaced_by_its_in_sync_backups_as_far_as_balance_allows() {
+        let t = initial(271, &[1, 2, 3], 1);
+        // Failover: every partition of 3 goes to 1, its in-sync backup.
+        let f = failover(&t, &[1, 2]);
+        assert!(t.iter().zip(&f).all(|(o, n)| n.safe_from(o)));
+        assert_eq!(f.iter().filter(|a| a.primary == 1).count(), 91 + 90);
+        // Rebalance: 1 takes what its share allows; the rest must move to 2,
+        // which lacks the data (a migration).
+        let r = rebalance(&t, &[1, 2], 1);
+        let (p, b) = spread(&r, &[1, 2]);
+        assert!(even(&p) && even(&b), "{p:?} {b:?}");
+        for (old, new) in t.iter().zip(&r).filter(|(o, _)| o.primary != 3) {
+            assert_eq!(old.primary, new.primary);
+        }
+        let needs_data = t.iter().zip(&r).filter(|(o, n)| !n.safe_from(o)).count();
+        assert_eq!(needs_data, p[1] - 90);
+    }
+
+    #[test]
+    fn a_joining_member_gets_its_share() {
+        let t = initial(271, &[1, 2, 3], 1);
+        let r = rebalance(&t, &[1, 2, 3, 4], 1);
+        let (p, b) = spread(&r, &[1, 2, 3, 4]);
+        assert!(even(&p) && even(&b), "{p:?} {b:?}");
+        let moved = t.iter().zip(&r).filter(|(o, n)| o.primary != n.primary).count();
+        assert_eq!(moved, 271 / 4, "only the new member's share moves");
+    }
+
+    #[test]
+    fn commands_for_the_current_metadata() {
+        let mut meta = SiteMetadata::default();
+        let member = |n: u64| crate::metadata::Member {
+            name: format!("n{n}"),
+            cluster_addr: format!("127.0.0.1:{}", 17000 + n).parse().unwrap(),
+            client_addr: String::new(),
+            state: MemberState::Active,
+        };
+        assert_eq!(failover_command(&meta), None);
+        let members = (1..=3).map(|n| (n, member(n))).collect();
+        meta.apply(&Command::Form { members, partitions: initial(12, &[1, 2, 3], 1) }).unwrap();
+        assert_eq!(failover_command(&meta), None);
+        assert_eq!(rebalance_command(&meta, 1), None);
+        meta.apply(&Command::MarkDead { id: 3 }).unwrap();
+        let cmd = failover_command(&meta).expect("3 was primary of some partitions");
+        let epoch = meta.apply(&cmd).unwrap();
+        let t = meta.table.as_ref().unwrap();
+        assert!(t.partitions.iter().all(|a| a.primary != 3 && !a.backups.contains(&3)));
+        assert_eq!(failover_command(&meta), None);
+        // The backups lost with 3 are rebuilt by a rebalance over 1 and 2.
+        let cmd = rebalance_command(&meta, 1).expect("backups to rebuild");
+        assert!(matches!(cmd, Command::SetTable { expected_epoch, .. } if expected_epoch == epoch));
+        meta.apply(&cmd).unwrap();
+        assert!(meta.table.as_ref().unwrap().partitions.iter().all(|a| a.backups.len() == 1));
+        assert_eq!(rebalance_command(&meta, 1), None);
+        meta.apply(&Command::RemoveMember { id: 3 }).unwrap();
+    }
+
+    proptest! {
+        #[test]
+        fn rebalanced_tables_are_well_formed_balanced_and_stable(
+            parts in 1u16..60,
+            k in 0usize..3,
+            before in proptest::collection::btree_set(1u64..9, 1..6),
+            after in proptest::collection::btree_set(1u64..9, 1..6),
+            out_of_sync in proptest::collection::vec(any::<bool>(), 60),
+        ) {
+            let before: Vec<NodeId> = before.into_iter().collect();
+            let after: Vec<NodeId> = after.into_iter().collect();
+            let mut t = initial(parts, &before, k);
+            for (a, drop) in t.iter_mut().zip(&out_of_sync) {
+                if *drop {
+                    a.in_sync.clear();
+                }
+            }
+            let r = rebalance(&t, &after, k);
+            well_formed(&r, &after, k)?;
+            let (p, b) = spread(&r, &after);
+            prop_assert!(even(&p), "primaries {:?}", p);
+            prop_assert!(even(&b), "backups {:?}", b);
+            for (old, new) in t.iter().zip(&r) {
+                prop_assert!(new.in_sync.iter().all(|s| old.in_sync.contains(s)));
+                if after.contains(&old.primary) && new.primary != old.primary {
+                    // Only to even out, never for nothing.
+                    let from = p[after.iter().position(|m| *m == old.primary).unwrap()];
+                    prop_assert!(from >= parts as usize / after.len());
+                }
+            }
+            prop_assert_eq!(rebalance(&r, &after, k), r.clone(), "a balanced table is left alone");
+
+            let f = failover(&t, &after);
+            for (old, new) in t.iter().zip(&f) {
+                if old.in_sync.iter().any(|s| after.contains(s)) || after.contains(&old.primary) {
+                    prop_assert!(new.safe_from(old));
+                }
+                prop_assert!(new.backups.iter().all(|b| after.contains(b) && *b != new.primary));
+            }
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! The metadata group's wire protocol, on its own connections (separate
+//! from the data connections of `wire.rs`, so a slow snapshot never queues
+//! behind replication batches and vice versa).
+//!
+//! Frames are `len: u32 LE | kind: u8 | payload`, `len` counting kind and
+//! payload and capped at [`MAX_FRAME`]. The dialer's first frame is a
+//! [`Hello`] (magic, version, site, sender, intended receiver); the
+//! listener answers with its own. Anything else is refused before another
+//! byte is interpreted, and [`check_preamble`] refuses a stranger (a Redis
+//! client, an HTTP probe, a data connection) from its first bytes.
+//!
+//! After the hellos the dialer sends requests and the listener answers:
+//! `id: u64 LE | postcard body`, answers carrying the request's id, so
+//! several calls share one connection and may complete out of order.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
+};
+use serde::{Deserialize, Serialize};
+
+use super::state::{Command, NodeId, Outcome};
+use super::TypeConfig;
+
+pub const MAGIC: &[u8; 4] = b"DGMD";
+pub const PROTOCOL_VERSION: u16 = 1;
+/// Big enough for a batch of whole-table entries of a 16384-partition site
+/// (see the `max_payload_entries` the handle configures).
+pub const MAX_FRAME: usize = 32 << 20;
+
+pub const KIND_HELLO: u8 = 1;
+pub const KIND_REQUEST: u8 = 2;
+pub const KIND_RESPONSE: u8 = 3;
+
+const HELLO_LEN: usize = 4 + 2 + 2 + 8 + 8;
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RpcError {
+    #[error("not a deltagrid metadata peer (bad magic)")]
+    BadMagic,
+    #[error("unsupported metadata protocol version {0} (this node speaks {PROTOCOL_VERSION})")]
+    Version(u16),
+    #[error("frame of {0} bytes is over the {MAX_FRAME}-byte limit")]
+    TooLarge(usize),
+    #[error("malformed {0}")]
+    Malformed(&'static str),
+    #[error("snapshot over the size limit")]
+    SnapshotTooLarge,
+}
+
+/// Who is calling whom.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub site_id: u16,
+    pub from: NodeId,
+    pub to: NodeId,
+}
+
+impl Hello {
+    pub fn encode(&self, out: &mut BytesMut) {
+        let mut p = BytesMut::with_capacity(HELLO_LEN);
+        p.put_slice(MAGIC);
+        p.put_u16_le(PROTOCOL_VERSION);
+        p.put_u16_le(self.site_id);
+        p.put_u64_le(self.from);
+        p.put_u64_le(self.to);
+        encode_frame(KIND_HELLO, &p, out);
+    }
+
+    /// Checks magic and version before reading anything else.
+    pub fn decode(kind: u8, mut p: Bytes) -> Result<Hello, RpcError> {
+        if kind != KIND_HELLO || p.remaining() < 4 || &p[..4] != MAGIC {
+            return Err(RpcError::BadMagic);
+        }
+        p.advance(4);
+        if p.remaining() < 2 {
+            return Err(RpcError::Malformed("hello"));
+        }
+        let version = p.get_u16_le();
+        if version != PROTOCOL_VERSION {
+            return Err(RpcError::Version(version));
+        }
+        if p.remaining() != HELLO_LEN - 6 {
+            return Err(RpcError::Malformed("hello"));
+        }
+        Ok(Hello { site_id: p.get_u16_le(), from: p.get_u64_le(), to: p.get_u64_le() })
+    }
+}
+
+pub fn encode_frame(kind: u8, payload: &[u8], out: &mut BytesMut) {
+    out.reserve(5 + payload.len());
+    out.put_u32_le(payload.len() as u32 + 1);
+    out.put_u8(kind);
+    out.put_slice(payload);
+}
+
+/// One frame from the front of `buf`: Ok(None) until complete.
+pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<(u8, Bytes)>, RpcError> {
+    if buf.len() < 4 {
+        return Ok(None);
+    }
+    let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+    if len > MAX_FRAME {
+        return Err(RpcError::TooLarge(len));
+    }
+    if len == 0 {
+        return Err(RpcError::Malformed("frame"));
+    }
+    if buf.len() < 4 + len {
+        return Ok(None);
+    }
+    buf.advance(4);
+    let mut frame = buf.split_to(len).freeze();
+    let kind = frame.get_u8();
+    Ok(Some((kind, frame)))
+}
+
+/// Refuses a connection whose first bytes cannot start a hello, without
+/// waiting for a whole frame.
+pub fn check_preamble(buf: &[u8]) -> Result<(), RpcError> {
+    if buf.len() >= 4 {
+        let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        if len != 1 + HELLO_LEN {
+            return Err(RpcError::BadMagic);
+        }
+    }
+    if buf.len() > 4 && buf[4] != KIND_HELLO {
+        return Err(RpcError::BadMagic);
+    }
+    let magic = buf.get(5..buf.len().min(9)).unwrap_or(&[]);
+    if magic != &MAGIC[..magic.len()] {
+        return Err(RpcError::BadMagic);
+    }
+    Ok(())
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Request {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// Work only the leader can do, forwarded by a member that is not.
+    Leader(LeaderOp),
+}
+
+/// What a member asks the leader to do on its behalf.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LeaderOp {
+    Propose(Command),
+    /// Adds a node to the Raft group: a learner until it caught up, then a
+    /// voter.
+    AddVoter {
+        id: NodeId,
+        addr: String,
+    },
+    RemoveVoter {
+        id: NodeId,
+    },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Response {
+    AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    /// For a membership change, `Ok(index)` is the index of its log entry.
+    Leader(Result<Outcome, ForwardError>),
+}
+
+/// Why the node a [`LeaderOp`] was sent to did not carry it out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum ForwardError {
+    #[error("not the leader (leader: {0:?})")]
+    NotLeader(Option<NodeId>),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A request or response frame: `id | postcard body`.
+pub fn encode_message<T: Serialize>(kind: u8, id: u64, body: &T, out: &mut BytesMut) -> Result<(), postcard::Error> {
+    let mut payload = Vec::with_capacity(64);
+    payload.extend_from_slice(&id.to_le_bytes());
+    let payload = postcard::to_extend(body, payload)?;
+    encode_frame(kind, &payload, out);
+    Ok(())
+}
+
+/// Decodes a frame's payload. Bounded by the frame: postcard never reads
+/// past the slice, and serde preallocates at most a small cautious amount
+/// whatever length a peer claims.
+pub fn decode_message<T: for<'de> Deserialize<'de>>(payload: &[u8]) -> Result<(u64, T), RpcError> {
+    if payload.len() < 8 {
+        return Err(RpcError::Malformed("message"));
+    }
+    let id = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
+    let body = postcard::from_bytes(&payload[8..]).map_err(|_| RpcError::Malformed("message"))?;
+    Ok((id, body))
+}
+
+/// The id of a message whose body could not be decoded, so its caller can
+/// still be answered or failed.
+pub fn message_id(payload: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(payload.get(..8)?.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::state::Assignment;
+    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
+    use proptest::prelude::*;
+
+    fn hello() -> Hello {
+        Hello { site_id: 7, from: 1, to: 2 }
+    }
+
+    fn append_request() -> Request {
+        let cmd =
+            Command::SetPartition { partition: 3, primary: 1, backups: vec![2], in_sync: vec![2], expected_epoch: 4 };
+        let entry = Entry::<TypeConfig> {
+            log_id: LogId::new(CommittedLeaderId::new(2, 1), 10),
+            payload: EntryPayload::Normal(cmd),
+        };
+        Request::AppendEntries(AppendEntriesRequest {
+            vote: Vote::new_committed(2, 1),
+            prev_log_id: Some(LogId::new(CommittedLeaderId::new(2, 1), 9)),
+            entries: vec![entry],
+            leader_commit: None,
+        })
+    }
+
+    #[test]
+    fn hello_round_trips_and_passes_the_preamble_check_at_every_length() {
+        let mut out = BytesMut::new();
+        hello().encode(&mut out);
+        for cut in 0..=out.len() {
+            assert_eq!(check_preamble(&out[..cut]), Ok(()), "cut at {cut}");
+        }
+        let (kind, p) = decode_frame(&mut out).unwrap().unwrap();
+        assert_eq!(Hello::decode(kind, p), Ok(hello()));
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn strangers_are_refused() {
+        assert_eq!(check_preamble(b"*1\r\n$4\r\nPING\r\n"), Err(RpcError::BadMagic));
+        assert_eq!(check_preamble(b"GET / HTTP/1.1\r\n"), Err(RpcError::BadMagic));
+        // A data-connection hello (wire.rs) is not a metadata hello.
+        let mut data = BytesMut::new();
+        crate::wire::Hello {
+            version: crate::wire::PROTOCOL_VERSION,
+            site_id: 7,
+            node_id: "n1".into(),
+            cluster_addr: "127.0.0.1:1".into(),
+            client_addr: "127.0.0.1:2".into(),
+        }
+        .encode(&mut data);
+        assert_eq!(check_preamble(&data), Err(RpcError::BadMagic));
+        // Right magic, wrong version.
+        let mut p = BytesMut::new();
+        p.put_slice(MAGIC);
+        p.put_u16_le(9);
+        p.put_slice(&[0; HELLO_LEN - 6]);
+        assert_eq!(Hello::decode(KIND_HELLO, p.freeze()), Err(RpcError::Version(9)));
+        let mut huge = BytesMut::from(&u32::MAX.to_le_bytes()[..]);
+        assert_eq!(decode_frame(&mut huge), Err(RpcError::TooLarge(u32::MAX as usize)));
+    }
+
+    #[test]
+    fn messages_round_trip() {
+        let mut out = BytesMut::new();
+        encode_message(KIND_REQUEST, 42, &append_request(), &mut out).unwrap();
+        let (kind, p) = decode_frame(&mut out).unwrap().unwrap();
+        assert_eq!(kind, KIND_REQUEST);
+        let (id, req): (u64, Request) = decode_message(&p).unwrap();
+        assert_eq!(id, 42);
+        match (req, append_request()) {
+            (Request::AppendEntries(a), Request::AppendEntries(b)) => {
+                assert_eq!((a.vote, a.prev_log_id, a.leader_commit), (b.vote, b.prev_log_id, b.leader_commit));
+                assert_eq!(a.entries, b.entries);
+            }
+            other => panic!("{other:?}"),
+        }
+        let set = Command::SetTable {
+            partitions: vec![Assignment { primary: 1, backups: vec![], in_sync: vec![], epoch: 0 }],
+            expected_epoch: 1,
+        };
+        let mut out = BytesMut::new();
+        encode_message(KIND_REQUEST, 1, &Request::Leader(LeaderOp::Propose(set.clone())), &mut out).unwrap();
+        let (_, p) = decode_frame(&mut out).unwrap().unwrap();
+        assert!(matches!(decode_message::<Request>(&p), Ok((1, Request::Leader(LeaderOp::Propose(c)))) if c == set));
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = check_preamble(&data);
+            let mut buf = BytesMut::from(&data[..]);
+            while let Ok(Some((kind, p))) = decode_frame(&mut buf) {
+                let _ = Hello::decode(kind, p.clone());
+                let _ = decode_message::<Request>(&p);
+                let _ = decode_message::<Response>(&p);
+            }
+            let _ = decode_message::<Request>(&data);
+            let _ = decode_message::<Response>(&data);
+            let _ = super::super::state_machine::decode_snapshot(&data);
+        }
+
+        #[test]
+        fn corrupted_requests_are_errors_or_requests(flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8)) {
+            let mut out = BytesMut::new();
+            encode_message(KIND_REQUEST, 5, &append_request(), &mut out).unwrap();
+            let (_, p) = decode_frame(&mut out).unwrap().unwrap();
+            let mut p = p.to_vec();
+            for (i, b) in flips {
+                let i = i.index(p.len());
+                p[i] = b;
+            }
+            let _ = decode_message::<Request>(&p);
+        }
+
+        #[test]
+        fn truncated_frames_are_incomplete(cut in 0usize..200) {
+            let mut out = BytesMut::new();
+            encode_message(KIND_REQUEST, 5, &append_request(), &mut out).unwrap();
+            let cut = cut.min(out.len() - 1);
+            let mut part = BytesMut::from(&out[..cut]);
+            prop_assert_eq!(decode_frame(&mut part), Ok(None));
+        }
+    }
+}
