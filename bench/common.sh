@@ -94,7 +94,8 @@ find_deltagrid() {
         return 0
     fi
     DG_BIN=$BENCH_ROOT/target/release/deltagrid
-    if [[ ! -x $DG_BIN ]]; then
+    # Always let cargo decide: a stale release binary would measure old code.
+    if [[ ! -x $DG_BIN || ${DELTAGRID_BUILD:-1} != 0 ]]; then
         if [[ ${DELTAGRID_BUILD:-1} == 0 ]]; then
             DG_STATUS="$DG_BIN does not exist (DELTAGRID_BUILD=0: not building it)"
             return 1

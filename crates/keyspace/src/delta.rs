@@ -48,10 +48,35 @@ pub fn diff(old: &[u8], new: &[u8]) -> Option<DeltaOp> {
     (op_payload_len(&best) <= budget).then_some(best)
 }
 
+/// Chunk compared with one slice equality (memcmp) before looking at bytes.
+const CHUNK: usize = 32;
+
+/// Length of the common prefix of `a` and `b`, skipping equal chunks with
+/// memcmp: diffing runs under the partition lock on every similar SET.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + CHUNK <= n && a[i..i + CHUNK] == b[i..i + CHUNK] {
+        i += CHUNK;
+    }
+    i + a[i..n].iter().zip(&b[i..n]).take_while(|(x, y)| x == y).count()
+}
+
+/// Length of the common suffix of `a` and `b`, at most `max`.
+fn common_suffix(a: &[u8], b: &[u8], max: usize) -> usize {
+    let (mut ea, mut eb, mut n) = (a.len(), b.len(), 0);
+    while n + CHUNK <= max && a[ea - CHUNK..ea] == b[eb - CHUNK..eb] {
+        ea -= CHUNK;
+        eb -= CHUNK;
+        n += CHUNK;
+    }
+    n + a[..ea].iter().rev().zip(b[..eb].iter().rev()).take(max - n).take_while(|(x, y)| x == y).count()
+}
+
 fn splice(old: &[u8], new: &[u8]) -> DeltaOp {
-    let prefix = old.iter().zip(new).take_while(|(a, b)| a == b).count();
+    let prefix = common_prefix(old, new);
     let max_suffix = old.len().min(new.len()) - prefix;
-    let suffix = old.iter().rev().zip(new.iter().rev()).take(max_suffix).take_while(|(a, b)| a == b).count();
+    let suffix = common_suffix(old, new, max_suffix);
     DeltaOp::Splice {
         offset: prefix as u32,
         remove: (old.len() - prefix - suffix) as u32,
@@ -65,7 +90,7 @@ fn patch(old: &[u8], new: &[u8], budget: usize) -> Option<DeltaOp> {
     let mut cost = 0;
     while i < new.len() {
         if old[i] == new[i] {
-            i += 1;
+            i += common_prefix(&old[i..], &new[i..]);
             continue;
         }
         let start = i;
@@ -216,6 +241,18 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn chunked_prefix_and_suffix_match_the_bytewise_ones(
+            a in proptest::collection::vec(0u8..3, 0..200),
+            b in proptest::collection::vec(0u8..3, 0..200),
+        ) {
+            let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+            prop_assert_eq!(common_prefix(&a, &b), prefix);
+            let max = a.len().min(b.len()) - prefix;
+            let suffix = a.iter().rev().zip(b.iter().rev()).take(max).take_while(|(x, y)| x == y).count();
+            prop_assert_eq!(common_suffix(&a, &b, max), suffix);
+        }
+
         #[test]
         fn diff_then_apply_reproduces_the_new_value(
             old in proptest::collection::vec(0u8..4, 0..600),

@@ -393,11 +393,16 @@ impl<'a> Txn<'a> {
             self.expire_key(s, key);
         }
         let part = &mut self.guards[s].1;
-        let old = part.get(key);
+        let (stored_key, old) = match part.get_key_value(key) {
+            Some((k, e)) => (Some(k.clone()), Some(e)),
+            None => (None, None),
+        };
         let Some((kind, saved)) = plan(old, w)? else {
             return Ok(());
         };
-        let change = Change { key: Bytes::copy_from_slice(key), version: self.ks.version(), kind };
+        // An existing key's bytes are shared, not copied, into the change.
+        let key = stored_key.unwrap_or_else(|| Bytes::copy_from_slice(key));
+        let change = Change { key, version: self.ks.version(), kind };
         apply_change(part, &change)?;
         if self.notify {
             self.touched.push(change.key.clone());

@@ -41,6 +41,10 @@ impl Partition {
         self.map.get(key)
     }
 
+    pub fn get_key_value(&self, key: &[u8]) -> Option<(&Bytes, &Entry)> {
+        self.map.get_key_value(key)
+    }
+
     pub fn get_index(&self, i: usize) -> Option<(&Bytes, &Entry)> {
         self.map.get_index(i)
     }

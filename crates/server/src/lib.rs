@@ -6,6 +6,7 @@ pub mod admin;
 pub mod client_cmd;
 pub mod clients;
 pub mod config_cmd;
+pub mod exec_gate;
 pub mod connection;
 pub mod introspection;
 pub mod memory;

@@ -30,7 +30,7 @@ pub struct Node {
     pub run_id: String,
     /// Commands run under a shared hold; EXEC takes it exclusively, so a
     /// transaction's commands run with no other client's in between.
-    pub exec_gate: parking_lot::RwLock<()>,
+    pub exec_gate: crate::exec_gate::ExecGate,
     /// The site, when this node is one of several; None when standalone.
     pub cluster: Option<Arc<cluster::Cluster>>,
 }
@@ -81,7 +81,7 @@ impl Node {
             metrics: Metrics::new(),
             started: Instant::now(),
             run_id,
-            exec_gate: parking_lot::RwLock::new(()),
+            exec_gate: Default::default(),
             cluster,
         }))
     }

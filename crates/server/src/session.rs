@@ -61,8 +61,9 @@ impl Session {
     /// Runs every complete request in `inbuf`, replies into `out`. Returns
     /// true when the connection must close (QUIT, protocol error).
     pub fn process(&mut self, inbuf: &mut BytesMut, out: &mut BytesMut) -> bool {
-        let limits = self.node.runtime.limits();
-        self.node.clock.refresh();
+        let node = self.node.clone();
+        let limits = node.runtime.limits();
+        node.clock.refresh();
         // One clock read per command: a command's end is the next one's start.
         let mut start = Instant::now();
         loop {
@@ -70,7 +71,7 @@ impl Session {
                 Ok(None) => return false,
                 Ok(Some(args)) if args.is_empty() => continue,
                 Ok(Some(args)) => {
-                    start = self.execute(&args, out, start);
+                    start = self.execute(&node, &args, out, start);
                     if self.closing {
                         return true;
                     }
@@ -86,7 +87,7 @@ impl Session {
     }
 
     /// Runs one command; returns the time it ended.
-    fn execute(&mut self, args: &[Bytes], outbuf: &mut BytesMut, start: Instant) -> Instant {
+    fn execute(&mut self, node: &Node, args: &[Bytes], outbuf: &mut BytesMut, start: Instant) -> Instant {
         let mut out = ReplyWriter::new(outbuf, self.resp3);
         let Some(spec) = lookup(&args[0]) else {
             self.tx.dirty |= self.tx.in_multi();
@@ -110,8 +111,7 @@ impl Session {
                 out.error(&e.to_string());
             }
         } else {
-            let node = self.node.clone();
-            let _shared = node.exec_gate.read();
+            let _shared = node.exec_gate.shared();
             self.run(spec, args, &mut out);
         }
         *self.shared.last_cmd.lock() = spec.name;

@@ -84,7 +84,7 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
         return Err(CmdError::other("EXECABORT Transaction discarded because of previous errors."));
     }
     let node = s.node.clone();
-    let _exclusive = node.exec_gate.write();
+    let _exclusive = node.exec_gate.exclusive();
     let changed = watched.iter().any(|(key, version)| {
         let now = node.ks.txn([&key[..]], s.id).get(key).map(|e| e.version);
         now != *version
