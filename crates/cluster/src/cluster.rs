@@ -2,7 +2,9 @@
 //! keyed command passes in cluster mode.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use bytes::Bytes;
 use commands::{CmdError, CommandSpec, Flags};
@@ -11,7 +13,8 @@ use parking_lot::RwLock;
 
 use keyspace::Keyspace;
 
-use crate::placement::PartitionTable;
+use crate::metadata::Metadata;
+use crate::placement::{PartitionOwners, PartitionTable};
 use crate::replication::Replicator;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +54,12 @@ pub struct Cluster {
     table: RwLock<Option<Arc<PartitionTable>>>,
     ks: Arc<Keyspace>,
     pub replicator: Arc<Replicator>,
+    /// The site's metadata (Raft); the partition table comes from it.
+    pub metadata: OnceLock<Metadata>,
+    /// Where the metadata log lives.
+    pub data_dir: PathBuf,
+    /// Per member: since when its connection has been down (None: up).
+    down_since: parking_lot::Mutex<Vec<Option<Instant>>>,
 }
 
 /// Derives a stable 40-hex-digit id from a node id: FNV-1a of the name,
@@ -80,6 +89,7 @@ impl Cluster {
         node_id: &str,
         client_addr: SocketAddr,
         ks: Arc<Keyspace>,
+        data_dir: PathBuf,
     ) -> Result<Arc<Cluster>, String> {
         let my_index = settings
             .seeds
@@ -106,9 +116,15 @@ impl Cluster {
             table: RwLock::new(None),
             replicator: Arc::new(Replicator::new(ks.clone(), weak.clone(), n, my_index)),
             ks: ks.clone(),
+            metadata: OnceLock::new(),
+            data_dir,
+            down_since: parking_lot::Mutex::new(vec![None; n]),
         });
         ks.set_sink(cluster.replicator.clone());
-        cluster.maybe_form();
+        // Until the metadata says otherwise, this node owns nothing.
+        for p in 0..partitions as usize {
+            ks.set_replica(p, true);
+        }
         Ok(cluster)
     }
 
@@ -130,26 +146,63 @@ impl Cluster {
             return false;
         }
         self.members.write()[i] = Some(m);
-        self.maybe_form();
         true
     }
 
     pub fn set_connected(&self, cluster_addr: SocketAddr, connected: bool) {
-        if let Some(Some(m)) = self.members.write().iter_mut().find(|m| m.as_ref().is_some_and(|m| m.cluster_addr == cluster_addr)) {
+        let Some(i) = self.peer_index(cluster_addr) else { return };
+        if let Some(m) = self.members.write()[i].as_mut() {
             m.connected = connected;
         }
+        let mut down = self.down_since.lock();
+        down[i] = match (connected, down[i]) {
+            (true, _) => None,
+            (false, Some(since)) => Some(since),
+            (false, None) => Some(Instant::now()),
+        };
     }
 
-    /// The site forms once every seed is known.
-    fn maybe_form(&self) {
-        let members = self.members.read();
-        if self.table.read().is_none() && members.iter().all(Option::is_some) {
-            let table = PartitionTable::place(self.partitions, members.len(), self.settings.backups);
-            for (p, owners) in table.partitions.iter().enumerate() {
-                self.ks.set_replica(p, owners.primary != self.my_index);
+    /// How long member `i`'s connection has been down (None: it is up).
+    pub fn down_for(&self, i: usize) -> Option<std::time::Duration> {
+        self.down_since.lock()[i].map(|t| t.elapsed())
+    }
+
+    /// Every seed has said hello: the site can be formed.
+    pub fn all_known(&self) -> bool {
+        self.members.read().iter().all(Option::is_some)
+    }
+
+    /// Installs a partition table committed by the metadata group: this
+    /// node's primaries accept writes, its backups take changes only from
+    /// their primary, and writers waiting for acks re-check.
+    pub fn install_table(&self, table: PartitionTable) {
+        let old = self.table.read().clone();
+        for (p, owners) in table.partitions.iter().enumerate() {
+            let was_primary = old.as_ref().is_some_and(|t| t.owners(p).primary == self.my_index);
+            let primary = owners.primary == self.my_index;
+            if primary != was_primary || old.is_none() {
+                self.ks.set_replica(p, !primary);
             }
-            tracing::info!(members = members.len(), partitions = self.partitions, backups = self.settings.backups, "site formed");
-            *self.table.write() = Some(Arc::new(table));
+        }
+        tracing::info!(epoch = table.epoch, "partition table installed");
+        *self.table.write() = Some(Arc::new(table));
+        self.replicator.table_changed();
+    }
+
+    /// Converts the metadata's table (node ids are seed positions + 1).
+    pub fn table_from_metadata(t: &crate::metadata::Table) -> PartitionTable {
+        let idx = |id: &u64| (*id as usize).saturating_sub(1);
+        PartitionTable {
+            epoch: t.epoch,
+            partitions: t
+                .partitions
+                .iter()
+                .map(|a| PartitionOwners {
+                    primary: idx(&a.primary),
+                    backups: a.backups.iter().map(idx).collect(),
+                    in_sync: a.in_sync.iter().map(idx).collect(),
+                })
+                .collect(),
         }
     }
 

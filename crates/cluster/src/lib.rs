@@ -11,6 +11,7 @@
 
 mod cluster;
 pub mod cluster_cmd;
+pub mod failover;
 pub mod metadata;
 pub mod placement;
 pub mod replication;

@@ -13,6 +13,8 @@ use keyspace::slot::SLOTS;
 pub struct PartitionOwners {
     pub primary: usize,
     pub backups: Vec<usize>,
+    /// The backups a synchronous write waits for (a subset of `backups`).
+    pub in_sync: Vec<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,7 +32,8 @@ impl PartitionTable {
         let table = (0..parts)
             .map(|p| {
                 let primary = p * members / parts;
-                PartitionOwners { primary, backups: (1..=backups).map(|k| (primary + k) % members).collect() }
+                let backups: Vec<usize> = (1..=backups).map(|k| (primary + k) % members).collect();
+                PartitionOwners { primary, in_sync: backups.clone(), backups }
             })
             .collect();
         PartitionTable { epoch: 1, partitions: table }

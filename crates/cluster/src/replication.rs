@@ -151,12 +151,18 @@ impl Replicator {
         let Some(cluster) = self.cluster.upgrade() else { return false };
         let Some(table) = cluster.table() else { return false };
         writes.iter().all(|&(p, seq)| {
-            table.owners(p).backups.iter().all(|&b| self.acked[b][p].load(Ordering::Acquire) >= seq)
+            table.owners(p).in_sync.iter().all(|&b| self.acked[b][p].load(Ordering::Acquire) >= seq)
         })
     }
 
-    /// Waits until every backup of each written partition acknowledged the
-    /// seq; false on timeout.
+    /// The partition table changed (a backup left the in-sync set, a
+    /// primary moved): waiting writers re-check against it.
+    pub fn table_changed(&self) {
+        self.ack_notify.notify_waiters();
+    }
+
+    /// Waits until every in-sync backup of each written partition
+    /// acknowledged the seq; false on timeout.
     pub async fn wait(&self, writes: &[(usize, u64)]) -> bool {
         let deadline = tokio::time::Instant::now() + SYNC_TIMEOUT;
         loop {
@@ -211,6 +217,9 @@ mod tests {
             KeyspaceConfig { partitions: 4, site_id: 1, log_retain_bytes: 1 << 20 },
             Arc::new(DebugClock::default()),
         ));
+        for p in 0..4 {
+            ks.set_replica(p, true);
+        }
         Replicator::new(ks, std::sync::Weak::new(), 2, 1)
     }
 

@@ -23,6 +23,7 @@ const DEAD_AFTER: Duration = Duration::from_secs(5);
 const REDIAL_AFTER: Duration = Duration::from_millis(300);
 
 pub async fn run(cluster: Arc<Cluster>, listener: TcpListener) {
+    tokio::spawn(crate::failover::run(cluster.clone()));
     for (i, addr) in cluster.settings.seeds.clone().into_iter().enumerate() {
         if i > cluster.my_index {
             tokio::spawn(dial_loop(cluster.clone(), addr));
@@ -101,8 +102,42 @@ fn accept_member(c: &Cluster, h: &Hello) -> Result<Member, HandshakeError> {
     Ok(m)
 }
 
+/// Reads the first bytes of an inbound connection and tells the data
+/// protocol's hello from the metadata group's (both start with a frame
+/// header, a hello kind and a 4-byte magic).
+async fn sniff(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<bool, HandshakeError> {
+    let read = async {
+        while buf.len() < 9 {
+            let data_ok = wire::check_preamble(buf).is_ok();
+            let metadata_ok = crate::metadata::rpc::check_preamble(buf).is_ok();
+            if !data_ok && !metadata_ok {
+                return Err(HandshakeError::Wire(WireError::BadMagic));
+            }
+            if stream.read_buf(buf).await? == 0 {
+                return Err(HandshakeError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+        Ok(crate::metadata::rpc::check_preamble(buf).is_ok())
+    };
+    tokio::time::timeout(HELLO_TIMEOUT, read).await.map_err(|_| HandshakeError::Timeout)?
+}
+
 async fn inbound(c: Arc<Cluster>, mut stream: TcpStream, peer: SocketAddr) {
     let mut buf = BytesMut::with_capacity(1024);
+    match sniff(&mut stream, &mut buf).await {
+        Ok(true) => {
+            match c.metadata.get() {
+                Some(md) => md.accept(stream, peer, buf),
+                None => tracing::warn!(%peer, "metadata connection before the metadata store started; refused"),
+            }
+            return;
+        }
+        Ok(false) => {}
+        Err(e) => {
+            tracing::warn!(%peer, "refused connection on cluster_listen: {e}");
+            return;
+        }
+    }
     let result = async {
         let hello = read_hello(&mut stream, &mut buf).await?;
         let m = accept_member(&c, &hello)?;

@@ -74,6 +74,10 @@ pub fn take_written() -> SmallVec<[(usize, u64); 4]> {
 pub enum ReplicaError {
     #[error("change seq {got} after {have}: the copy missed changes and needs a snapshot")]
     Gap { have: u64, got: u64 },
+    /// This node is not a backup of the partition (any more): a primary
+    /// that lost its role is fenced here.
+    #[error("not a backup of this partition")]
+    NotReplica,
     #[error(transparent)]
     Apply(#[from] ApplyError),
 }
@@ -307,6 +311,9 @@ impl Keyspace {
         let key = change.key.clone();
         {
             let mut part = self.parts[self.partition_of(&key)].lock();
+            if !part.replica {
+                return Err(ReplicaError::NotReplica);
+            }
             let next = part.log.next_seq();
             if seq < next {
                 return Ok(());

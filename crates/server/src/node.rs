@@ -66,6 +66,7 @@ impl Node {
                 &settings.node_id,
                 settings.listen,
                 ks.clone(),
+                settings.data_dir.clone(),
             )?),
             None => None,
         };

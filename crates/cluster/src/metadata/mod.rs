@@ -158,6 +158,7 @@ pub enum MetadataError {
 /// This node's member of the metadata group.
 pub struct Metadata {
     id: NodeId,
+    me: Identity,
     raft: Raft,
     peers: Arc<Peers>,
     state: watch::Receiver<Arc<SiteMetadata>>,
@@ -168,8 +169,9 @@ pub struct Metadata {
 
 impl Metadata {
     /// Opens the store under `config.dir` (recovering whatever it holds),
-    /// starts Raft and serves peers on `listener`.
-    pub async fn start(config: MetadataConfig, listener: TcpListener) -> Result<Metadata, MetadataError> {
+    /// starts Raft and serves peers on `listener`, or, with None, on the
+    /// connections handed to [`Metadata::accept`].
+    pub async fn start(config: MetadataConfig, listener: Option<TcpListener>) -> Result<Metadata, MetadataError> {
         let raft_config = Arc::new(config.raft_config()?);
         let db = log_store::open(&config.dir)?;
         let (sm, state) = state_machine::StateMachine::load(db.clone())?;
@@ -181,9 +183,12 @@ impl Metadata {
         let raft = Raft::new(config.node_id, raft_config, network, log, sm)
             .await
             .map_err(|e| MetadataError::Raft(e.to_string()))?;
-        tokio::spawn(network::serve(listener, raft.clone(), me, shutdown_rx));
+        if let Some(listener) = listener {
+            tokio::spawn(network::serve(listener, raft.clone(), me, shutdown_rx));
+        }
         Ok(Metadata {
             id: config.node_id,
+            me,
             raft,
             peers,
             state,
@@ -195,6 +200,13 @@ impl Metadata {
 
     pub fn id(&self) -> NodeId {
         self.id
+    }
+
+    /// Serves a metadata connection accepted elsewhere (a listener shared
+    /// with the data protocol); `buf` holds the bytes already read from it.
+    pub fn accept(&self, stream: tokio::net::TcpStream, peer: std::net::SocketAddr, buf: bytes::BytesMut) {
+        let shutdown = self.shutdown.subscribe();
+        tokio::spawn(network::serve_connection(stream, peer, buf, self.raft.clone(), self.me, shutdown));
     }
 
     /// Forms the site from `seeds` (the same list, in the same order, on

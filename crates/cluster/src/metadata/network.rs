@@ -331,7 +331,8 @@ pub async fn serve(listener: TcpListener, raft: Raft, me: Identity, shutdown: wa
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(serve_connection(stream, peer, raft.clone(), me, shutdown.clone()));
+                    let buf = BytesMut::with_capacity(4096);
+                    tokio::spawn(serve_connection(stream, peer, buf, raft.clone(), me, shutdown.clone()));
                 }
                 Err(e) => {
                     tracing::warn!("metadata accept failed: {e}");
@@ -343,14 +344,16 @@ pub async fn serve(listener: TcpListener, raft: Raft, me: Identity, shutdown: wa
     }
 }
 
-async fn serve_connection(
+/// Serves one metadata connection; `buf` holds bytes already read from it
+/// (a listener shared with other protocols peeks before handing it over).
+pub async fn serve_connection(
     mut stream: TcpStream,
     peer: std::net::SocketAddr,
+    mut buf: BytesMut,
     raft: Raft,
     me: Identity,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut buf = BytesMut::with_capacity(4096);
     let hello = match read_hello(&mut stream, &mut buf).await {
         Ok(h) if h.site_id != me.site_id => {
             tracing::warn!(%peer, "refused metadata connection: peer is in site {}, this node in site {}", h.site_id, me.site_id);

@@ -60,7 +60,7 @@ impl Site {
         }
         let mut site = Site { dir: tempfile::tempdir().unwrap(), seeds, members: Vec::new(), tweak };
         for (i, l) in listeners.into_iter().enumerate() {
-            let m = Metadata::start(site.config(i as u64 + 1), l).await.unwrap();
+            let m = Metadata::start(site.config(i as u64 + 1), Some(l)).await.unwrap();
             site.members.push(Some(m));
         }
         let (a, b, c) = (site.member(1), site.member(2), site.member(3));
@@ -88,7 +88,7 @@ impl Site {
 
     async fn restart(&mut self, id: NodeId) -> &Metadata {
         let l = TcpListener::bind(&self.seeds[id as usize - 1].raft_addr).await.unwrap();
-        let m = Metadata::start(self.config(id), l).await.unwrap();
+        let m = Metadata::start(self.config(id), Some(l)).await.unwrap();
         self.members[id as usize - 1] = Some(m);
         self.member(id)
     }
@@ -275,7 +275,7 @@ async fn a_fourth_node_joins_the_group_counts_in_its_quorum_and_the_dead_leave_i
         cluster_addr: "127.0.0.1:17004".parse().unwrap(),
         client_addr: "127.0.0.1:7004".into(),
     };
-    let fourth = Metadata::start(site.config(4), l).await.unwrap();
+    let fourth = Metadata::start(site.config(4), Some(l)).await.unwrap();
     assert!(!fourth.current().is_formed());
     site.members.push(Some(fourth));
     site.seeds.push(seed.clone());
@@ -318,7 +318,7 @@ async fn strangers_on_the_metadata_listener_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
-    let _m = Metadata::start(MetadataConfig::new(1, SITE, dir.path()), l).await.unwrap();
+    let _m = Metadata::start(MetadataConfig::new(1, SITE, dir.path()), Some(l)).await.unwrap();
 
     let mut other_site = bytes::BytesMut::new();
     rpc::Hello { site_id: SITE + 1, from: 2, to: 1 }.encode(&mut other_site);

@@ -1,0 +1,102 @@
+//! The site's control loop, on every node: start the metadata group, form
+//! the site once every seed has said hello, install each partition table
+//! the group commits, and, on the metadata leader, turn a member whose
+//! connection has been down for [`DETECT_AFTER`] into a committed failover:
+//! `MarkDead` (which also drops it from every in-sync set, releasing writes
+//! waiting for its acks) and then a table that promotes an in-sync backup
+//! wherever it was primary. A new leader elected after the old one died
+//! finds the same dead member and finishes the job.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cluster::Cluster;
+use crate::metadata::{rebalance, Command, MemberState, Metadata, MetadataConfig, Seed};
+
+/// How long a member's connection must stay down before it is declared dead.
+pub const DETECT_AFTER: Duration = Duration::from_millis(1500);
+const CHECK_EVERY: Duration = Duration::from_millis(250);
+
+pub async fn run(c: Arc<Cluster>) {
+    let config = MetadataConfig::new(c.my_index as u64 + 1, c.site_id, c.data_dir.join("metadata"));
+    let md = match Metadata::start(config, None).await {
+        Ok(md) => md,
+        Err(e) => {
+            tracing::error!("metadata store could not start: {e}; this node stays out of the site");
+            return;
+        }
+    };
+    if c.metadata.set(md).is_err() {
+        return;
+    }
+    let Some(md) = c.metadata.get() else { return };
+    while !c.all_known() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let seeds: Vec<Seed> = c
+        .members()
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, m)| {
+            m.map(|m| Seed {
+                id: i as u64 + 1,
+                raft_addr: m.cluster_addr.to_string(),
+                name: m.node_id,
+                cluster_addr: m.cluster_addr,
+                client_addr: m.client_addr,
+            })
+        })
+        .collect();
+    loop {
+        match md.form(&seeds, c.partitions, c.settings.backups).await {
+            Ok(()) => break,
+            Err(e) => {
+                tracing::warn!("forming the site: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+    tracing::info!(members = seeds.len(), partitions = c.partitions, backups = c.settings.backups, "site formed");
+    tokio::spawn(detect_failures(c.clone()));
+    let mut rx = md.subscribe();
+    loop {
+        let meta = rx.borrow_and_update().clone();
+        if let Some(t) = &meta.table {
+            c.install_table(Cluster::table_from_metadata(t));
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn detect_failures(c: Arc<Cluster>) {
+    let Some(md) = c.metadata.get() else { return };
+    loop {
+        tokio::time::sleep(CHECK_EVERY).await;
+        if !md.is_leader() {
+            continue;
+        }
+        let meta = md.current();
+        for (id, m) in &meta.members {
+            let i = (*id as usize).saturating_sub(1);
+            if m.state != MemberState::Active || i == c.my_index {
+                continue;
+            }
+            if c.down_for(i).is_some_and(|d| d >= DETECT_AFTER) {
+                tracing::warn!(node = %m.name, "member unreachable for {DETECT_AFTER:?}: marking it dead");
+                if let Err(e) = md.propose(Command::MarkDead { id: *id }).await {
+                    tracing::warn!(node = %m.name, "could not mark dead: {e}");
+                }
+            }
+        }
+        // Promote in-sync backups wherever a dead member was primary (also
+        // finishes a failover an earlier leader began).
+        if let Some(cmd) = rebalance::failover_command(&md.current()) {
+            match md.propose(cmd).await {
+                Ok(epoch) => tracing::warn!(epoch, "failover committed"),
+                Err(e) => tracing::warn!("failover not committed: {e}"),
+            }
+        }
+    }
+}
