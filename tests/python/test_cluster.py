@@ -1,6 +1,7 @@
 """A site of several nodes from config: formation, Redis Cluster routing with
 real cluster-aware clients (redis-cli -c, redis-py RedisCluster), CROSSSLOT,
 MOVED, and refusal of foreign protocols on cluster_listen."""
+import re
 import socket
 import subprocess
 import time
@@ -10,7 +11,7 @@ import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
-from conftest import Server, free_port
+from conftest import Server, binary, free_port
 from helpers import wait_until
 from helpers_net import RespConn
 
@@ -243,3 +244,31 @@ def test_failover_after_kill_9_loses_no_acknowledged_write(site):
     with RespConn.to(alive[0]) as c:
         primaries = {p[1] for _, _, p, *_ in c.call("CLUSTER", "SLOTS")}
     assert site[1].port not in primaries
+
+
+def cluster_status(node):
+    out = subprocess.run([binary(), "cluster", "status", "--admin", f"127.0.0.1:{node.admin_port}"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_cluster_status_and_metrics_follow_a_failover(site):
+    text = cluster_status(site[0])
+    assert "formed: true" in text
+    rows = [l.split() for l in text.splitlines() if re.match(r"n\d", l)]
+    assert len(rows) == 3 and all(r[3] == "up" and r[4] == "active" for r in rows), text
+    assert sum(int(r[5]) for r in rows) == 271  # every partition has one primary
+    from prometheus_client.parser import text_string_to_metric_families
+    from helpers_net import http_get
+    metrics = {f.name: f for f in text_string_to_metric_families(http_get("127.0.0.1", site[0].admin_port, "/metrics")[2].decode())}
+    assert sum(s.value for s in metrics["deltagrid_partitions_primary"].samples) == 271
+    site[2].proc.kill()
+    site[2].proc.wait()
+    wait_until(lambda: " dead " in cluster_status(site[0]) and "down" in cluster_status(site[0]), timeout=20,
+               message="status never showed the dead member")
+    text = cluster_status(site[0])
+    rows = {l.split()[0].rstrip("*"): l.split() for l in text.splitlines() if re.match(r"n\d", l)}
+    assert int(rows["n3"][5]) == 0, text  # no primaries left on the dead node
+    info = redis.Redis(port=site[0].port).info("replication")
+    assert info["primary_changes"] > 0 and info["partition_table_epoch"] > 1

@@ -60,6 +60,34 @@ pub struct Cluster {
     pub data_dir: PathBuf,
     /// Per member: since when its connection has been down (None: up).
     down_since: parking_lot::Mutex<Vec<Option<Instant>>>,
+    /// Partitions whose primary moved, over all tables installed here.
+    primary_changes: std::sync::atomic::AtomicU64,
+}
+
+/// What `/status`, `/metrics` and `deltagrid cluster status` show of a site.
+#[derive(Clone, Debug)]
+pub struct SiteStatus {
+    pub formed: bool,
+    pub epoch: u64,
+    pub leader: Option<String>,
+    pub primary_changes: u64,
+    pub members: Vec<MemberStatus>,
+}
+
+#[derive(Clone, Debug)]
+pub struct MemberStatus {
+    pub node_id: String,
+    pub cluster_addr: String,
+    pub client_addr: String,
+    pub myself: bool,
+    pub connected: bool,
+    /// Active, Leaving or Dead, as the metadata group has it.
+    pub state: String,
+    pub primaries: usize,
+    pub backups: usize,
+    pub in_sync: usize,
+    /// Replication bytes this node has queued for the member.
+    pub pending_bytes: usize,
 }
 
 /// Derives a stable 40-hex-digit id from a node id: FNV-1a of the name,
@@ -119,6 +147,7 @@ impl Cluster {
             metadata: OnceLock::new(),
             data_dir,
             down_since: parking_lot::Mutex::new(vec![None; n]),
+            primary_changes: Default::default(),
         });
         ks.set_sink(cluster.replicator.clone());
         // Until the metadata says otherwise, this node owns nothing.
@@ -177,6 +206,10 @@ impl Cluster {
     /// their primary, and writers waiting for acks re-check.
     pub fn install_table(&self, table: PartitionTable) {
         let old = self.table.read().clone();
+        if let Some(old) = &old {
+            let moved = old.partitions.iter().zip(&table.partitions).filter(|(a, b)| a.primary != b.primary).count();
+            self.primary_changes.fetch_add(moved as u64, std::sync::atomic::Ordering::Relaxed);
+        }
         for (p, owners) in table.partitions.iter().enumerate() {
             let was_primary = old.as_ref().is_some_and(|t| t.owners(p).primary == self.my_index);
             let primary = owners.primary == self.my_index;
@@ -187,6 +220,45 @@ impl Cluster {
         tracing::info!(epoch = table.epoch, "partition table installed");
         *self.table.write() = Some(Arc::new(table));
         self.replicator.table_changed();
+    }
+
+    pub fn status(&self) -> SiteStatus {
+        let table = self.table();
+        let meta = self.metadata.get().map(|m| m.current());
+        let leader = self.metadata.get().and_then(|m| m.leader());
+        let members = self.members();
+        let name = |i: usize| members.get(i).and_then(|m| m.as_ref()).map(|m| m.node_id.clone());
+        SiteStatus {
+            formed: table.is_some(),
+            epoch: table.as_ref().map_or(0, |t| t.epoch),
+            leader: leader.and_then(|id| name((id as usize).saturating_sub(1))),
+            primary_changes: self.primary_changes.load(std::sync::atomic::Ordering::Relaxed),
+            members: members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let count = |f: &dyn Fn(&PartitionOwners) -> bool| {
+                        table.as_ref().map_or(0, |t| t.partitions.iter().filter(|o| f(o)).count())
+                    };
+                    let state = meta
+                        .as_ref()
+                        .and_then(|md| md.members.get(&(i as u64 + 1)))
+                        .map_or("unknown".to_string(), |m| format!("{:?}", m.state).to_lowercase());
+                    MemberStatus {
+                        node_id: m.as_ref().map_or_else(|| "?".into(), |m| m.node_id.clone()),
+                        cluster_addr: self.settings.seeds[i].to_string(),
+                        client_addr: m.as_ref().map_or_else(String::new, |m| m.client_addr.clone()),
+                        myself: i == self.my_index,
+                        connected: i == self.my_index || m.as_ref().is_some_and(|m| m.connected),
+                        state,
+                        primaries: count(&|o| o.primary == i),
+                        backups: count(&|o| o.backups.contains(&i)),
+                        in_sync: count(&|o| o.in_sync.contains(&i)),
+                        pending_bytes: if i == self.my_index { 0 } else { self.replicator.pending_bytes(i) },
+                    }
+                })
+                .collect(),
+        }
     }
 
     /// Converts the metadata's table (node ids are seed positions + 1).

@@ -18,5 +18,5 @@ pub mod replication;
 pub mod transport;
 pub mod wire;
 
-pub use cluster::{Cluster, ClusterSettings, Member, Replication};
+pub use cluster::{Cluster, ClusterSettings, Member, MemberStatus, Replication, SiteStatus};
 pub use placement::{PartitionOwners, PartitionTable};

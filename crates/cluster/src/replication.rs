@@ -76,6 +76,11 @@ impl Replicator {
         }
     }
 
+    /// Bytes queued for `peer` and not yet shipped.
+    pub fn pending_bytes(&self, peer: usize) -> usize {
+        self.out[peer].buf.lock().len()
+    }
+
     /// Takes everything queued for `peer` (one batch), or None.
     pub fn take_batch(&self, peer: usize) -> Option<BytesMut> {
         let mut buf = self.out[peer].buf.lock();

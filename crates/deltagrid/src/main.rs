@@ -1,5 +1,6 @@
 //! `deltagrid`: one binary for the server and its tools.
 
+mod cluster_cli;
 mod config;
 
 use std::net::SocketAddr;
@@ -24,9 +25,22 @@ struct Cli {
 enum Command {
     /// Run a node (defaults: RESP on 127.0.0.1:6379, admin HTTP on 127.0.0.1:9379)
     Server(ServerArgs),
+    /// Site administration
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
     /// Benchmark programs (they print tables; see docs/benchmarks.md)
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Members, their health, primaries/backups/in-sync partitions per node, table epoch
+    Status {
+        /// A node's admin address (its admin_listen)
+        #[arg(long)]
+        admin: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -98,6 +112,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Server(args) => run_server(args.settings()?),
         Command::Bench(BenchCommand::Latency(args)) => bench::latency::run(&args),
+        Command::Cluster(ClusterCommand::Status { admin }) => cluster_cli::status(&admin),
     }
 }
 

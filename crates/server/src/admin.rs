@@ -73,6 +73,28 @@ fn status_json(node: &Node) -> String {
             "full": s.changes[0], "delta": s.changes[1], "delete": s.changes[2], "expire": s.changes[3],
         },
         "delta_bytes_saved": s.delta_bytes_saved,
+        "cluster": node.cluster.as_ref().map(|c| site_json(&c.status())),
     })
     .to_string()
+}
+
+fn site_json(s: &cluster::SiteStatus) -> serde_json::Value {
+    serde_json::json!({
+        "formed": s.formed,
+        "epoch": s.epoch,
+        "leader": s.leader,
+        "primary_changes": s.primary_changes,
+        "members": s.members.iter().map(|m| serde_json::json!({
+            "node_id": m.node_id,
+            "cluster_addr": m.cluster_addr,
+            "client_addr": m.client_addr,
+            "myself": m.myself,
+            "connected": m.connected,
+            "state": m.state,
+            "primaries": m.primaries,
+            "backups": m.backups,
+            "in_sync": m.in_sync,
+            "replication_pending_bytes": m.pending_bytes,
+        })).collect::<Vec<_>>(),
+    })
 }

@@ -235,6 +235,20 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
         }
         "replication" => {
             kv("role", &"master");
+            if let Some(site) = node.cluster.as_ref().map(|c| c.status()) {
+                let me = site.members.iter().find(|m| m.myself);
+                kv("partition_table_epoch", &site.epoch);
+                kv("partitions_primary", &me.map_or(0, |m| m.primaries));
+                kv("partitions_backup", &me.map_or(0, |m| m.backups));
+                kv("primary_changes", &site.primary_changes);
+                for m in site.members.iter().filter(|m| !m.myself) {
+                    let line = format!(
+                        "state={},connected={},replication_pending_bytes={}",
+                        m.state, m.connected as u8, m.pending_bytes
+                    );
+                    kv(&format!("peer_{}", m.node_id), &line);
+                }
+            }
             kv("connected_slaves", &0);
             kv("master_failover_state", &"no-failover");
             kv("master_replid", &node.run_id);

@@ -128,6 +128,23 @@ impl Metrics {
             self.counter("deltagrid_change_bytes_total", labels).absolute(s.change_bytes[i]);
         }
         self.counter("deltagrid_delta_bytes_saved_total", vec![]).absolute(s.delta_bytes_saved);
+        if let Some(site) = &s.site {
+            self.gauge("deltagrid_partition_table_epoch").set(site.epoch as f64);
+            self.counter("deltagrid_primary_changes_total", vec![]).absolute(site.primary_changes);
+            for m in &site.members {
+                let g = |name: &'static str, v: f64| {
+                    let labels = vec![Label::new("node", m.node_id.clone())];
+                    self.recorder.register_gauge(&Key::from_parts(name, labels), &META).set(v);
+                };
+                g("deltagrid_member_up", m.connected as u8 as f64);
+                g("deltagrid_partitions_primary", m.primaries as f64);
+                g("deltagrid_partitions_backup", m.backups as f64);
+                g("deltagrid_partitions_in_sync", m.in_sync as f64);
+                if !m.myself {
+                    g("deltagrid_replication_pending_bytes", m.pending_bytes as f64);
+                }
+            }
+        }
         let totals = [
             ("deltagrid_connections_received_total", &self.connections_received),
             ("deltagrid_connections_rejected_total", &self.rejected_connections),
@@ -157,6 +174,7 @@ pub struct Snapshot {
     pub changes: [u64; 4],
     pub change_bytes: [u64; 4],
     pub delta_bytes_saved: u64,
+    pub site: Option<cluster::SiteStatus>,
 }
 
 fn table_index(spec: &'static CommandSpec) -> usize {

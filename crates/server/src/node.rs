@@ -119,6 +119,7 @@ impl Node {
             changes: [0, 1, 2, 3].map(|k| stats.count(k)),
             change_bytes: [0, 1, 2, 3].map(|k| stats.bytes(k)),
             delta_bytes_saved: stats.delta_bytes_saved(),
+            site: self.cluster.as_ref().map(|c| c.status()),
         }
     }
 

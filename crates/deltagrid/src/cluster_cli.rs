@@ -1,0 +1,62 @@
+//! `deltagrid cluster ...`: site administration through a node's admin
+//! HTTP endpoint (`/status`).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+/// GET `path` from the admin endpoint at `addr`; returns the body.
+pub fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+    let mut s = TcpStream::connect(addr).with_context(|| format!("connecting to admin endpoint {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
+    let mut resp = String::new();
+    s.take(64 << 20).read_to_string(&mut resp)?;
+    let (head, body) = resp.split_once("\r\n\r\n").context("malformed HTTP response")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!("{addr}{path}: {}", head.lines().next().unwrap_or(""));
+    }
+    Ok(body.to_string())
+}
+
+pub fn status(admin: &str) -> anyhow::Result<()> {
+    let body = http_get(admin, "/status")?;
+    let v: serde_json::Value = serde_json::from_str(&body).context("parsing /status")?;
+    let Some(site) = v.get("cluster").filter(|c| !c.is_null()) else {
+        println!("node {} is standalone (no [site] seeds)", v["node_id"]);
+        return Ok(());
+    };
+    println!(
+        "site {} ({}), formed: {}, partition table epoch {}, metadata leader: {}, primary changes seen: {}",
+        v["site"]["id"],
+        v["site"]["name"].as_str().unwrap_or(""),
+        site["formed"],
+        site["epoch"],
+        site["leader"].as_str().unwrap_or("none"),
+        site["primary_changes"],
+    );
+    println!();
+    println!(
+        "{:<10} {:<22} {:<22} {:<8} {:<10} {:>9} {:>8} {:>8} {:>14}",
+        "node", "cluster_addr", "client_addr", "link", "state", "primaries", "backups", "in-sync", "repl pending B"
+    );
+    for m in site["members"].as_array().into_iter().flatten() {
+        let me = if m["myself"].as_bool() == Some(true) { "*" } else { "" };
+        println!(
+            "{:<10} {:<22} {:<22} {:<8} {:<10} {:>9} {:>8} {:>8} {:>14}",
+            format!("{}{me}", m["node_id"].as_str().unwrap_or("?")),
+            m["cluster_addr"].as_str().unwrap_or(""),
+            m["client_addr"].as_str().unwrap_or(""),
+            if m["connected"].as_bool() == Some(true) { "up" } else { "down" },
+            m["state"].as_str().unwrap_or(""),
+            m["primaries"],
+            m["backups"],
+            m["in_sync"],
+            m["replication_pending_bytes"],
+        );
+    }
+    println!("\n(* = the node answering; counts are partitions)");
+    Ok(())
+}
