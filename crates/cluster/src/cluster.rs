@@ -62,6 +62,10 @@ pub struct Cluster {
     down_since: parking_lot::Mutex<Vec<Option<Instant>>>,
     /// Partitions whose primary moved, over all tables installed here.
     primary_changes: std::sync::atomic::AtomicU64,
+    /// This process restarted into a site that already lists it: its data
+    /// is gone, so it serves nothing until the group has marked it dead
+    /// (its copies failed over) and active again.
+    pub rejoining: std::sync::atomic::AtomicBool,
 }
 
 /// What `/status`, `/metrics` and `deltagrid cluster status` show of a site.
@@ -148,6 +152,7 @@ impl Cluster {
             data_dir,
             down_since: parking_lot::Mutex::new(vec![None; n]),
             primary_changes: Default::default(),
+            rejoining: Default::default(),
         });
         ks.set_sink(cluster.replicator.clone());
         // Until the metadata says otherwise, this node owns nothing.
@@ -191,6 +196,10 @@ impl Cluster {
         };
     }
 
+    pub fn is_connected(&self, i: usize) -> bool {
+        self.members.read().get(i).and_then(|m| m.as_ref()).is_some_and(|m| m.connected)
+    }
+
     /// How long member `i`'s connection has been down (None: it is up).
     pub fn down_for(&self, i: usize) -> Option<std::time::Duration> {
         self.down_since.lock()[i].map(|t| t.elapsed())
@@ -210,16 +219,57 @@ impl Cluster {
             let moved = old.partitions.iter().zip(&table.partitions).filter(|(a, b)| a.primary != b.primary).count();
             self.primary_changes.fetch_add(moved as u64, std::sync::atomic::Ordering::Relaxed);
         }
+        let rejoining = self.rejoining.load(std::sync::atomic::Ordering::Acquire);
+        if rejoining && !table.partitions.iter().any(|o| o.primary == self.my_index || o.backups.contains(&self.my_index)) {
+            self.rejoining.store(false, std::sync::atomic::Ordering::Release);
+            tracing::info!("rejoined: this node holds no copies any more and takes new work");
+        }
+        let rejoining = self.rejoining.load(std::sync::atomic::Ordering::Acquire);
         for (p, owners) in table.partitions.iter().enumerate() {
-            let was_primary = old.as_ref().is_some_and(|t| t.owners(p).primary == self.my_index);
-            let primary = owners.primary == self.my_index;
+            let was_primary = old.as_ref().is_some_and(|t| t.owners(p).primary == self.my_index) && !rejoining;
+            let primary = owners.primary == self.my_index && !rejoining;
             if primary != was_primary || old.is_none() {
                 self.ks.set_replica(p, !primary);
             }
         }
         tracing::info!(epoch = table.epoch, "partition table installed");
-        *self.table.write() = Some(Arc::new(table));
+        let table = Arc::new(table);
+        *self.table.write() = Some(table.clone());
         self.replicator.table_changed();
+        // A backup that is not in sync gets a snapshot from its primary.
+        for (p, owners) in table.partitions.iter().enumerate() {
+            if owners.primary != self.my_index || rejoining {
+                continue;
+            }
+            for &b in owners.backups.iter().filter(|b| !owners.in_sync.contains(b)) {
+                self.replicator.send_snapshot(p, b, owners.epoch);
+            }
+        }
+    }
+
+    /// After acks arrive: backups that finished loading a snapshot are
+    /// proposed as in sync (compare-and-set on the partition epoch the
+    /// snapshot was sent for, so a stale one is refused).
+    pub fn report_finished_snapshots(self: &Arc<Self>) {
+        let done = self.replicator.take_finished_snapshots();
+        if done.is_empty() {
+            return;
+        }
+        let c = self.clone();
+        tokio::spawn(async move {
+            let Some(md) = c.metadata.get() else { return };
+            for (p, b, epoch) in done {
+                let cmd = crate::metadata::Command::AddToInSync {
+                    partition: p as u16,
+                    node: b as u64 + 1,
+                    expected_epoch: epoch,
+                };
+                match md.propose(cmd).await {
+                    Ok(_) => tracing::info!(partition = p, backup = b, "backup caught up: in sync"),
+                    Err(e) => tracing::warn!(partition = p, backup = b, "backup not added to the in-sync set: {e}"),
+                }
+            }
+        });
     }
 
     pub fn status(&self) -> SiteStatus {
@@ -273,6 +323,7 @@ impl Cluster {
                     primary: idx(&a.primary),
                     backups: a.backups.iter().map(idx).collect(),
                     in_sync: a.in_sync.iter().map(idx).collect(),
+                    epoch: a.epoch,
                 })
                 .collect(),
         }
@@ -305,6 +356,9 @@ impl Cluster {
             return Err(CmdError::other("CLUSTERDOWN The cluster is down"));
         };
         let owners = table.owners(slot_partition(slot, self.partitions) as usize);
+        if owners.primary == self.my_index && self.rejoining.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(CmdError::other("TRYAGAIN this node restarted and is rejoining its site"));
+        }
         if owners.primary == self.my_index
             || (readonly_conn && spec.flags.has(Flags::READONLY) && owners.backups.contains(&self.my_index))
         {

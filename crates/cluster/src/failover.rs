@@ -6,12 +6,19 @@
 //! waiting for its acks) and then a table that promotes an in-sync backup
 //! wherever it was primary. A new leader elected after the old one died
 //! finds the same dead member and finishes the job.
+//!
+//! The leader also repairs: a partition with fewer backups than configured
+//! gets new ones on the least loaded active members (they receive a
+//! snapshot from the primary and join the in-sync set once loaded), and a
+//! dead member whose connection is back is made active again, so it can
+//! take such backups.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::Cluster;
-use crate::metadata::{rebalance, Command, MemberState, Metadata, MetadataConfig, Seed};
+use crate::metadata::{rebalance, Command, MemberState, Metadata, MetadataConfig, NodeId, Seed, SiteMetadata};
 
 /// How long a member's connection must stay down before it is declared dead.
 pub const DETECT_AFTER: Duration = Duration::from_millis(1500);
@@ -30,6 +37,26 @@ pub async fn run(c: Arc<Cluster>) {
         return;
     }
     let Some(md) = c.metadata.get() else { return };
+    // Restarted into a formed site: this process has none of the data the
+    // table says it holds. Serve nothing until the group has failed its
+    // copies over (MarkDead) and made it active again.
+    if md.current().table.as_ref().is_some_and(|t| {
+        let me = c.my_index as u64 + 1;
+        t.partitions.iter().any(|a| a.primary == me || a.backups.contains(&me))
+    }) {
+        c.rejoining.store(true, std::sync::atomic::Ordering::Release);
+        tracing::warn!("restarted without data into a formed site: giving up this node's copies");
+        let me = c.my_index as u64 + 1;
+        loop {
+            match md.propose(Command::MarkDead { id: me }).await {
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!("marking this restarted node dead: {e}; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    }
     while !c.all_known() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -80,6 +107,19 @@ async fn detect_failures(c: Arc<Cluster>) {
         let meta = md.current();
         for (id, m) in &meta.members {
             let i = (*id as usize).saturating_sub(1);
+            if m.state == MemberState::Dead && i != c.my_index && c.down_for(i).is_none() && c.is_connected(i) {
+                tracing::info!(node = %m.name, "dead member is reachable again: making it active");
+                let back = Command::AddMember {
+                    id: *id,
+                    name: m.name.clone(),
+                    cluster_addr: m.cluster_addr,
+                    client_addr: m.client_addr.clone(),
+                };
+                if let Err(e) = md.propose(back).await {
+                    tracing::warn!(node = %m.name, "could not reactivate: {e}");
+                }
+                continue;
+            }
             if m.state != MemberState::Active || i == c.my_index {
                 continue;
             }
@@ -98,5 +138,47 @@ async fn detect_failures(c: Arc<Cluster>) {
                 Err(e) => tracing::warn!("failover not committed: {e}"),
             }
         }
+        if let Some(cmd) = repair(&md.current(), c.settings.backups) {
+            match md.propose(cmd).await {
+                Ok(epoch) => tracing::info!(epoch, "new backups assigned"),
+                Err(e) => tracing::warn!("backup repair not committed: {e}"),
+            }
+        }
     }
+}
+
+/// A table where every partition with a live primary has `want` backups
+/// on active members (fewest backups first), dead ones dropped. None when
+/// nothing needs to change. New backups are not in sync: they get there by
+/// loading a snapshot.
+pub fn repair(meta: &SiteMetadata, want: usize) -> Option<Command> {
+    let table = meta.table.as_ref()?;
+    let active: Vec<NodeId> = meta.active_members();
+    let mut load: HashMap<NodeId, usize> = active.iter().map(|n| (*n, 0)).collect();
+    for a in &table.partitions {
+        for b in &a.backups {
+            if let Some(n) = load.get_mut(b) {
+                *n += 1;
+            }
+        }
+    }
+    let mut partitions = table.partitions.clone();
+    for a in partitions.iter_mut() {
+        if !active.contains(&a.primary) {
+            continue; // failover first
+        }
+        a.backups.retain(|b| active.contains(b));
+        a.in_sync.retain(|b| a.backups.contains(b));
+        while a.backups.len() < want {
+            let candidate = active
+                .iter()
+                .filter(|n| **n != a.primary && !a.backups.contains(n))
+                .min_by_key(|n| (load.get(n).copied().unwrap_or(0), **n))
+                .copied();
+            let Some(n) = candidate else { break };
+            a.backups.push(n);
+            *load.entry(n).or_default() += 1;
+        }
+    }
+    (partitions != table.partitions).then(|| Command::SetTable { partitions, expected_epoch: table.epoch })
 }

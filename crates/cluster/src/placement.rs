@@ -15,6 +15,8 @@ pub struct PartitionOwners {
     pub backups: Vec<usize>,
     /// The backups a synchronous write waits for (a subset of `backups`).
     pub in_sync: Vec<usize>,
+    /// Bumped by the metadata group whenever this partition's owners change.
+    pub epoch: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,7 +35,7 @@ impl PartitionTable {
             .map(|p| {
                 let primary = p * members / parts;
                 let backups: Vec<usize> = (1..=backups).map(|k| (primary + k) % members).collect();
-                PartitionOwners { primary, in_sync: backups.clone(), backups }
+                PartitionOwners { primary, in_sync: backups.clone(), backups, epoch: 1 }
             })
             .collect();
         PartitionTable { epoch: 1, partitions: table }

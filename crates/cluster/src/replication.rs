@@ -17,6 +17,15 @@
 //!
 //! Entry: `partition u16 | seq u64 | len u32 | change (keyspace codec)`.
 //! Ack: `partition u16 | seq u64`, repeated.
+//!
+//! A new backup (rebuilt after a failover, or a node that came back) first
+//! gets a snapshot, queued under the partition lock so it sits in the
+//! stream exactly where the log continues: a begin entry (`seq` =
+//! [`SNAPSHOT_BEGIN`], body = the primary's next seq) that empties the
+//! backup's copy, one entry per key (`seq` = [`SNAPSHOT_DATA`], a full
+//! value), and an end entry ([`SNAPSHOT_END`]) that the backup acknowledges
+//! as "everything before next seq". Once that ack is in, the primary asks
+//! the metadata group to count the backup as in sync.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,6 +40,9 @@ use tokio::sync::Notify;
 use crate::cluster::Cluster;
 
 pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
+pub const SNAPSHOT_DATA: u64 = 0;
+pub const SNAPSHOT_BEGIN: u64 = u64::MAX;
+pub const SNAPSHOT_END: u64 = u64::MAX - 1;
 /// Unshipped bytes a backup may fall behind by before it is cut off.
 pub const MAX_PENDING: usize = 32 << 20;
 const ENTRY_HEADER: usize = 2 + 8 + 4;
@@ -49,6 +61,9 @@ pub struct Replicator {
     /// acked[member][partition]: highest seq that member acknowledged.
     acked: Vec<Box<[AtomicU64]>>,
     ack_notify: Notify,
+    /// Snapshots queued: (partition, backup) -> (partition epoch it was
+    /// sent for, end acknowledged, reported).
+    snapshots: Mutex<HashMap<(usize, usize), (u64, bool, bool)>>,
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -73,7 +88,60 @@ impl Replicator {
                 .collect(),
             acked: (0..members).map(|_| (0..parts).map(|_| AtomicU64::new(0)).collect()).collect(),
             ack_notify: Notify::new(),
+            snapshots: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Queues a snapshot of partition `p` for backup `b`, once per
+    /// partition epoch. Returns false when one was already queued.
+    pub fn send_snapshot(&self, p: usize, b: usize, epoch: u64) -> bool {
+        {
+            let mut snaps = self.snapshots.lock();
+            if snaps.get(&(p, b)).is_some_and(|s| s.0 == epoch) {
+                return false;
+            }
+            snaps.insert((p, b), (epoch, false, false));
+        }
+        let peer = &self.out[b];
+        let mut keys = 0usize;
+        self.ks.with_partition(p, |part, _| {
+            let next = part.log.next_seq();
+            let mut buf = peer.buf.lock();
+            put_marker(&mut buf, p, SNAPSHOT_BEGIN, next);
+            for (key, e) in part.iter() {
+                let change = Change {
+                    key: key.clone(),
+                    version: e.version,
+                    kind: keyspace::ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
+                };
+                let mut body = Vec::with_capacity(codec::encoded_len(&change));
+                codec::encode(&change, &mut body);
+                buf.put_u16_le(p as u16);
+                buf.put_u64_le(SNAPSHOT_DATA);
+                buf.put_u32_le(body.len() as u32);
+                buf.put_slice(&body);
+                keys += 1;
+            }
+            put_marker(&mut buf, p, SNAPSHOT_END, next);
+            // The backup's acks start over from the snapshot.
+            self.acked[b][p].store(0, Ordering::Release);
+        });
+        tracing::info!(partition = p, backup = b, keys, "snapshot queued for a new backup");
+        peer.ready.notify_one();
+        true
+    }
+
+    /// Snapshots whose end the backup acknowledged and that nobody has
+    /// reported yet: (partition, backup, partition epoch).
+    pub fn take_finished_snapshots(&self) -> Vec<(usize, usize, u64)> {
+        let mut done = Vec::new();
+        for ((p, b), s) in self.snapshots.lock().iter_mut() {
+            if s.1 && !s.2 {
+                s.2 = true;
+                done.push((*p, *b, s.0));
+            }
+        }
+        done
     }
 
     /// Bytes queued for `peer` and not yet shipped.
@@ -100,6 +168,7 @@ impl Replicator {
     /// Applies a batch from our primary; returns the cumulative acks.
     pub fn apply_batch(&self, mut batch: Bytes) -> Result<Vec<(u16, u64)>, BatchError> {
         let mut acks: HashMap<u16, u64> = HashMap::new();
+        let mut ends: Vec<u16> = Vec::new();
         while batch.has_remaining() {
             if batch.remaining() < ENTRY_HEADER {
                 return Err(BatchError::Truncated);
@@ -114,12 +183,36 @@ impl Replicator {
                 return Err(BatchError::Partition(p));
             }
             let body = batch.split_to(len);
+            if seq == SNAPSHOT_BEGIN || seq == SNAPSHOT_END {
+                let next = match body.len() {
+                    8 => u64::from_le_bytes(body[..8].try_into().map_err(|_| BatchError::Truncated)?),
+                    _ => return Err(BatchError::Truncated),
+                };
+                if next == 0 {
+                    return Err(BatchError::Truncated);
+                }
+                if seq == SNAPSHOT_BEGIN {
+                    if let Err(e) = self.ks.reset_replica(p as usize, next) {
+                        tracing::error!(partition = p, "snapshot refused: {e}");
+                    }
+                } else {
+                    acks.insert(p, next - 1);
+                    ends.push(p);
+                }
+                continue;
+            }
             let (change, used) = codec::decode(&body)?;
             if used != len {
                 return Err(BatchError::Truncated);
             }
             if self.ks.partition_of(&change.key) != p as usize {
                 return Err(BatchError::Partition(p));
+            }
+            if seq == SNAPSHOT_DATA {
+                if let Err(e) = self.ks.load_replica_entry(change) {
+                    tracing::error!(partition = p, "snapshot entry refused: {e}");
+                }
+                continue;
             }
             match self.ks.apply_replicated(seq, change) {
                 Ok(()) => {
@@ -131,7 +224,10 @@ impl Replicator {
                 Err(e) => tracing::error!(partition = p, seq, "replicated change refused: {e}"),
             }
         }
-        Ok(acks.into_iter().collect())
+        // Seq acks first, then "snapshot loaded" (ack seq SNAPSHOT_END).
+        let mut out: Vec<(u16, u64)> = acks.into_iter().collect();
+        out.extend(ends.into_iter().map(|p| (p, SNAPSHOT_END)));
+        Ok(out)
     }
 
     pub fn encode_acks(acks: &[(u16, u64)], out: &mut BytesMut) {
@@ -145,7 +241,11 @@ impl Replicator {
         while acks.remaining() >= 10 {
             let p = acks.get_u16_le() as usize;
             let seq = acks.get_u64_le();
-            if let Some(a) = self.acked[peer].get(p) {
+            if seq == SNAPSHOT_END {
+                if let Some(s) = self.snapshots.lock().get_mut(&(p, peer)) {
+                    s.1 = true;
+                }
+            } else if let Some(a) = self.acked[peer].get(p) {
                 a.fetch_max(seq, Ordering::AcqRel);
             }
         }
@@ -180,6 +280,13 @@ impl Replicator {
             }
         }
     }
+}
+
+fn put_marker(buf: &mut BytesMut, p: usize, seq: u64, next: u64) {
+    buf.put_u16_le(p as u16);
+    buf.put_u64_le(seq);
+    buf.put_u32_le(8);
+    buf.put_u64_le(next);
 }
 
 impl ReplicationSink for Replicator {

@@ -183,7 +183,7 @@ async fn dial_loop(c: Arc<Cluster>, addr: SocketAddr) {
 /// Carries pings, replication batches to the peer (when it backs up our
 /// partitions) and acks back; returns when the connection breaks or the
 /// peer goes silent.
-async fn session(c: &Cluster, stream: TcpStream, mut buf: BytesMut, addr: SocketAddr) {
+async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: SocketAddr) {
     let Some(peer) = c.peer_index(addr) else { return };
     c.set_connected(addr, true);
     c.replicator.peer_connected(peer);
@@ -231,7 +231,10 @@ async fn session(c: &Cluster, stream: TcpStream, mut buf: BytesMut, addr: Socket
                                         return;
                                     }
                                 },
-                                wire::KIND_ACK => c.replicator.acked_by(peer, payload),
+                                wire::KIND_ACK => {
+                                    c.replicator.acked_by(peer, payload);
+                                    c.report_finished_snapshots();
+                                }
                                 _ => {}
                             }
                         }

@@ -335,6 +335,38 @@ impl Keyspace {
         Ok(())
     }
 
+    /// A backup starts loading a snapshot of partition `p` taken when the
+    /// primary's next seq was `next_seq`: its copy is emptied (nothing is
+    /// logged: the copy is being replaced, not changed) and its log resumes
+    /// at `next_seq`.
+    pub fn reset_replica(&self, p: usize, next_seq: u64) -> Result<(), ReplicaError> {
+        let Some(part) = self.parts.get(p) else { return Err(ReplicaError::NotReplica) };
+        let mut part = part.lock();
+        if !part.replica {
+            return Err(ReplicaError::NotReplica);
+        }
+        part.drain_keys();
+        part.log.reset_to(next_seq);
+        Ok(())
+    }
+
+    /// One entry of a snapshot being loaded: applied, not logged.
+    pub fn load_replica_entry(&self, change: Change) -> Result<(), ReplicaError> {
+        let key = change.key.clone();
+        {
+            let mut part = self.parts[self.partition_of(&key)].lock();
+            if !part.replica {
+                return Err(ReplicaError::NotReplica);
+            }
+            self.hlc.observe(change.version.hlc);
+            apply_change(&mut part, &change)?;
+        }
+        if let Some(o) = self.observer() {
+            o.changed(&[key], 0);
+        }
+        Ok(())
+    }
+
     fn record(&self, part: &mut Partition, change: Change, saved: usize) -> u64 {
         let kind = change.kind.index();
         let sink = self.sink.get();

@@ -56,6 +56,14 @@ impl PartitionLog {
         }
     }
 
+    /// Forgets every change and starts again at `seq` (a backup loading a
+    /// snapshot of its primary's partition taken at that seq).
+    pub fn reset_to(&mut self, seq: u64) {
+        self.entries.clear();
+        self.bytes = 0;
+        self.next_seq = seq;
+    }
+
     /// Registers (or moves) the lowest seq some consumer still needs.
     pub fn set_needed_from(&mut self, seq: Option<u64>) {
         self.needed_from = seq;
