@@ -365,3 +365,25 @@ def test_a_node_restarted_before_it_is_detected_gives_up_its_copies(site):
     rc = RedisCluster(host="127.0.0.1", port=site[0].port, decode_responses=True)
     missing = [k for k, v in ledger.items() if rc.get(k) != v]
     assert not missing, f"{len(missing)} of {len(ledger)} acknowledged writes lost, e.g. {missing[:5]}"
+
+
+def test_a_primary_cut_off_from_the_majority_stops_acknowledging(site):
+    """Fault injection in the transport (DEBUG CLUSTER-ISOLATE): the cut-off
+    primary cannot get its backups' acks and never answers +OK; the
+    majority fails its partitions over and keeps taking writes."""
+    n1, n2, n3 = site
+    with RespConn.to(n2) as c:
+        slots = c.call("CLUSTER", "SLOTS")
+    first = next(f for f, l, p, *b in slots if p[1] == n1.port)
+    key = next(f"cut{i}" for i in range(1_000_000) if key_slot(f"cut{i}".encode()) == first)
+    with RespConn.to(n1) as c:
+        assert c.call("SET", key, "before") == "OK"
+        assert c.call("DEBUG", "CLUSTER-ISOLATE", 1) == "OK"
+    with socket.create_connection(("127.0.0.1", n1.port), timeout=15) as sock:
+        sock.sendall(b"*3\r\n$3\r\nSET\r\n$" + str(len(key)).encode() + b"\r\n" + key.encode() + b"\r\n$5\r\nafter\r\n")
+        reply = sock.recv(1000)  # closed unanswered (b"") or an error; never +OK
+        assert not reply.startswith(b"+OK"), "a primary cut off from its site acknowledged a write"
+    wait_until(lambda: status_rows(n2)["n1"][4] == "dead", timeout=20, message="the majority never declared n1 dead")
+    rc = RedisCluster(host="127.0.0.1", port=n2.port, decode_responses=True)
+    wait_until(lambda: rc.set(key, "majority"), timeout=20, message="the majority did not take writes")
+    assert rc.get(key) == "majority"

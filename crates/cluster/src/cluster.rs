@@ -66,6 +66,9 @@ pub struct Cluster {
     /// is gone, so it serves nothing until the group has marked it dead
     /// (its copies failed over) and active again.
     pub rejoining: std::sync::atomic::AtomicBool,
+    /// Fault injection (`DEBUG CLUSTER-ISOLATE 1`): every node-to-node link
+    /// is cut, both data and metadata, as if the network were partitioned.
+    pub isolated: std::sync::atomic::AtomicBool,
 }
 
 /// What `/status`, `/metrics` and `deltagrid cluster status` show of a site.
@@ -153,6 +156,7 @@ impl Cluster {
             down_since: parking_lot::Mutex::new(vec![None; n]),
             primary_changes: Default::default(),
             rejoining: Default::default(),
+            isolated: Default::default(),
         });
         ks.set_sink(cluster.replicator.clone());
         // Until the metadata says otherwise, this node owns nothing.
@@ -194,6 +198,18 @@ impl Cluster {
             (false, Some(since)) => Some(since),
             (false, None) => Some(Instant::now()),
         };
+    }
+
+    pub fn set_isolated(&self, on: bool) {
+        self.isolated.store(on, std::sync::atomic::Ordering::Release);
+        if let Some(md) = self.metadata.get() {
+            md.set_isolated(on);
+        }
+        tracing::warn!(isolated = on, "fault injection: node-to-node links {}", if on { "cut" } else { "restored" });
+    }
+
+    pub fn is_isolated(&self) -> bool {
+        self.isolated.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn is_connected(&self, i: usize) -> bool {

@@ -256,7 +256,11 @@ impl Replicator {
         let Some(cluster) = self.cluster.upgrade() else { return false };
         let Some(table) = cluster.table() else { return false };
         writes.iter().all(|&(p, seq)| {
-            table.owners(p).in_sync.iter().all(|&b| self.acked[b][p].load(Ordering::Acquire) >= seq)
+            let owners = table.owners(p);
+            // A partition this node no longer leads: whether the write
+            // survives is not ours to say, so it is never acknowledged.
+            owners.primary == self.my_index
+                && owners.in_sync.iter().all(|&b| self.acked[b][p].load(Ordering::Acquire) >= seq)
         })
     }
 

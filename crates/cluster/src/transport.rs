@@ -123,6 +123,9 @@ async fn sniff(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<bool, Hands
 }
 
 async fn inbound(c: Arc<Cluster>, mut stream: TcpStream, peer: SocketAddr) {
+    if c.is_isolated() {
+        return;
+    }
     let mut buf = BytesMut::with_capacity(1024);
     match sniff(&mut stream, &mut buf).await {
         Ok(true) => {
@@ -156,6 +159,10 @@ async fn inbound(c: Arc<Cluster>, mut stream: TcpStream, peer: SocketAddr) {
 
 async fn dial_loop(c: Arc<Cluster>, addr: SocketAddr) {
     loop {
+        if c.is_isolated() {
+            tokio::time::sleep(REDIAL_AFTER).await;
+            continue;
+        }
         match TcpStream::connect(addr).await {
             Ok(mut stream) => {
                 let _ = stream.set_nodelay(true);
@@ -193,6 +200,9 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
     loop {
         tokio::select! {
             _ = c.replicator.batch_ready(peer) => {
+                if c.is_isolated() {
+                    break;
+                }
                 if let Some(batch) = c.replicator.take_batch(peer) {
                     let mut out = BytesMut::with_capacity(batch.len() + 5);
                     wire::encode_frame(wire::KIND_BATCH, &batch, &mut out);
@@ -202,6 +212,9 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
                 }
             }
             _ = ping.tick() => {
+                if c.is_isolated() {
+                    break;
+                }
                 if last_heard.elapsed() > DEAD_AFTER {
                     tracing::warn!(%addr, "cluster peer silent for {DEAD_AFTER:?}");
                     break;
@@ -215,6 +228,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
             read = rd.read_buf(&mut buf) => {
                 match read {
                     Ok(0) | Err(_) => break,
+                    Ok(_) if c.is_isolated() => break,
                     Ok(_) => {}
                 }
                 let mut acks = BytesMut::new();

@@ -430,6 +430,12 @@ impl Session {
         } else if is(sub, "SET-ACTIVE-EXPIRE") && a.len() == 3 {
             let on = commands::args::int(&a[2])? != 0;
             self.node.runtime.active_expire.store(on, Ordering::Relaxed);
+        } else if is(sub, "CLUSTER-ISOLATE") && a.len() == 3 {
+            let on = commands::args::int(&a[2])? != 0;
+            match &self.node.cluster {
+                Some(c) => c.set_isolated(on),
+                None => return Err(cluster::cluster_cmd::disabled()),
+            }
         } else if is(sub, "SLEEP") && a.len() == 3 {
             let secs = commands::args::float(&a[2])?.clamp(0.0, 60.0);
             std::thread::sleep(std::time::Duration::from_secs_f64(secs));

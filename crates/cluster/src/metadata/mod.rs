@@ -202,11 +202,25 @@ impl Metadata {
         self.id
     }
 
+    /// Fault injection: cut (or restore) this member's metadata traffic in
+    /// both directions, as a network partition would.
+    pub fn set_isolated(&self, isolated: bool) {
+        self.peers.blocked.store(isolated, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn is_isolated(&self) -> bool {
+        self.peers.blocked.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Serves a metadata connection accepted elsewhere (a listener shared
     /// with the data protocol); `buf` holds the bytes already read from it.
     pub fn accept(&self, stream: tokio::net::TcpStream, peer: std::net::SocketAddr, buf: bytes::BytesMut) {
+        if self.is_isolated() {
+            return;
+        }
         let shutdown = self.shutdown.subscribe();
-        tokio::spawn(network::serve_connection(stream, peer, buf, self.raft.clone(), self.me, shutdown));
+        let blocked = self.peers.blocked.clone();
+        tokio::spawn(network::serve_connection(stream, peer, buf, self.raft.clone(), self.me, shutdown, blocked));
     }
 
     /// Forms the site from `seeds` (the same list, in the same order, on

@@ -70,11 +70,14 @@ pub struct Peers {
     me: Identity,
     slots: Mutex<HashMap<NodeId, Arc<tokio::sync::Mutex<Option<Arc<Conn>>>>>>,
     shutdown: watch::Receiver<bool>,
+    /// Fault injection: every call fails and every served connection
+    /// drops, as if the network were cut.
+    pub blocked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Peers {
     pub fn new(me: Identity, shutdown: watch::Receiver<bool>) -> Arc<Peers> {
-        Arc::new(Peers { me, slots: Mutex::new(HashMap::new()), shutdown })
+        Arc::new(Peers { me, slots: Mutex::new(HashMap::new()), shutdown, blocked: Default::default() })
     }
 
     /// The live connection to `target` at `addr`, dialing if needed (one
@@ -124,6 +127,9 @@ impl Peers {
 
     /// Sends one request to `target` and waits up to `ttl` for its answer.
     pub async fn call(&self, target: NodeId, addr: &str, req: &Request, ttl: Duration) -> Result<Response, CallError> {
+        if self.blocked.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(CallError::Unreachable { addr: addr.to_string(), reason: "isolated (fault injection)".into() });
+        }
         let attempt = async {
             let conn = self.conn(target, addr).await?;
             let id = conn.next_id.fetch_add(1, Ordering::Relaxed);
@@ -332,7 +338,7 @@ pub async fn serve(listener: TcpListener, raft: Raft, me: Identity, shutdown: wa
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
                     let buf = BytesMut::with_capacity(4096);
-                    tokio::spawn(serve_connection(stream, peer, buf, raft.clone(), me, shutdown.clone()));
+                    tokio::spawn(serve_connection(stream, peer, buf, raft.clone(), me, shutdown.clone(), Default::default()));
                 }
                 Err(e) => {
                     tracing::warn!("metadata accept failed: {e}");
@@ -353,6 +359,7 @@ pub async fn serve_connection(
     raft: Raft,
     me: Identity,
     mut shutdown: watch::Receiver<bool>,
+    blocked: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let hello = match read_hello(&mut stream, &mut buf).await {
         Ok(h) if h.site_id != me.site_id => {
@@ -380,6 +387,9 @@ pub async fn serve_connection(
     let result: Result<(), RpcError> = async {
         loop {
             while let Some((kind, payload)) = rpc::decode_frame(&mut buf)? {
+                if blocked.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Ok(());
+                }
                 if kind != rpc::KIND_REQUEST {
                     return Err(RpcError::Malformed("request kind"));
                 }
