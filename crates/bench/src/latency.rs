@@ -66,6 +66,9 @@ pub struct LatencyArgs {
     /// Write the results as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub json: Option<std::path::PathBuf>,
+    /// Key prefix; put a {hash tag} in it to send every key to one slot of a site
+    #[arg(long, default_value = "dgbench:lat")]
+    pub key_prefix: String,
 }
 
 /// The measurements of one workload.
@@ -98,7 +101,7 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<()> {
 
     let mut results = Vec::new();
     for workload in workloads {
-        let gen = RequestGen::new(workload);
+        let gen = RequestGen::with_prefix(workload, &args.key_prefix);
         let mut req = Vec::new();
         gen.request(0, &mut req);
         eprintln!(

@@ -93,10 +93,18 @@ pub struct RequestGen {
     workload: Workload,
     tag: String,
     value: Vec<u8>,
+    prefix: String,
 }
 
 impl RequestGen {
+    #[cfg(test)]
     pub fn new(workload: Workload) -> Self {
+        Self::with_prefix(workload, "dgbench:lat")
+    }
+
+    /// Keys start with `prefix`; a `{hash tag}` in it puts every key of the
+    /// run in one slot (one node of a site).
+    pub fn with_prefix(workload: Workload, prefix: &str) -> Self {
         let len = match workload {
             Workload::Bytes(n) | Workload::Get(n) => n,
             Workload::Empty | Workload::Hash8 => 0,
@@ -108,6 +116,7 @@ impl RequestGen {
             workload,
             tag: workload.key_tag(),
             value,
+            prefix: prefix.to_string(),
         }
     }
 
@@ -166,7 +175,7 @@ impl RequestGen {
     }
 
     fn key(&self, seq: u64) -> String {
-        format!("dgbench:lat:{}:{seq:010}", self.tag)
+        format!("{}:{}:{seq:010}", self.prefix, self.tag)
     }
 
     /// Four 16-byte strings, two longs (13-digit epoch millis), two 6-digit

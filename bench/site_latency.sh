@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Single-client latency against a 3-node site, backups = 0 vs backups = 1
+# with replication = "sync" (REFERENCE.md experiment 4: GigaSpaces measured
+# +130% for synchronous replication; our target is under +80% at p50).
+# Each site is three `deltagrid server` processes on loopback; the client
+# talks to node 1 with keys under a hash tag node 1 owns, so every op is
+# local to it (and, with backups = 1, waits for its backup's ack).
+#
+# Environment: OPS [20000], WARMUP [2000], RATE [0]; DELTAGRID_BIN /
+# DELTAGRID_BUILD as in bench/common.sh. Loopback only.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+OPS=${OPS:-20000}
+WARMUP=${WARMUP:-2000}
+RATE=${RATE:-0}
+STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
+OUT=$BENCH_ROOT/bench/results
+mkdir -p "$OUT"
+find_deltagrid || { say "deltagrid: $DG_STATUS"; exit 1; }
+
+start_site() {  # $1 = backups; sets SITE_PORTS
+    local backups=$1 dir=$BENCH_WORK/site-b$1 i
+    mkdir -p "$dir"
+    local ports=() cports=() seeds=""
+    for i in 1 2 3; do ports+=("$(free_port)"); cports+=("$(free_port)"); done
+    for i in 0 1 2; do seeds+="\"127.0.0.1:${cports[$i]}\","; done
+    for i in 0 1 2; do
+        cat >"$dir/n$i.toml" <<TOML
+[node]
+id = "n$((i + 1))"
+listen = "127.0.0.1:${ports[$i]}"
+admin_listen = "127.0.0.1:$(free_port)"
+cluster_listen = "127.0.0.1:${cports[$i]}"
+data_dir = "$dir/data$i"
+[site]
+id = 1
+seeds = [${seeds%,}]
+backups = $backups
+replication = "sync"
+TOML
+        RUST_LOG=warn "$DG_BIN" server --config "$dir/n$i.toml" >"$dir/n$i.log" 2>&1 &
+        BENCH_PIDS+=("$!")
+    done
+    for i in 0 1 2; do
+        for _ in $(seq 1 200); do
+            redis-cli -p "${ports[$i]}" cluster info 2>/dev/null | grep -q "cluster_state:ok" && break
+            sleep 0.05
+        done
+    done
+    SITE_PORTS=("${ports[@]}")
+}
+
+local_tag() {  # a hash tag whose slot node at port $1 serves
+    local port=$1 i
+    for i in $(seq 0 5000); do
+        if [[ $(redis-cli -p "$port" set "{t$i}probe" 1 2>/dev/null) == OK ]]; then
+            echo "{t$i}"
+            return
+        fi
+    done
+    say "no local hash tag found on port $port"
+    exit 1
+}
+
+echo "Site latency, one client, one op in flight to node 1 of 3, $OPS ops after $WARMUP warm-up, rate $RATE ($STAMP)"
+machine_line
+echo
+for backups in 0 1; do
+    start_site "$backups"
+    tag=$(local_tag "${SITE_PORTS[0]}")
+    echo "## backups = $backups (replication = sync), keys under $tag"
+    "$DG_BIN" bench latency --port "${SITE_PORTS[0]}" --ops "$OPS" --warmup "$WARMUP" --rate "$RATE" \
+        --key-prefix "$tag:lat" --echo-floor "$([[ $backups == 0 ]] && echo true || echo false)" \
+        --json "$OUT/site-latency-b$backups-$STAMP.json"
+    echo
+    bench_cleanup
+    BENCH_PIDS=()
+done
