@@ -147,3 +147,50 @@ machine_line() {
     printf '%s cores (nproc), %s RAM, CPU "%s", load average %s' \
         "$(nproc)" "$mem" "$cpu" "$(cut -d' ' -f1-3 /proc/loadavg)"
 }
+
+# Starts a 3-node site (release binary, loopback, replication = sync) with
+# `backups` = $1; sets SITE_PORTS to the nodes' client ports.
+start_site() {
+    local backups=$1 dir=$BENCH_WORK/site-b$1 i
+    mkdir -p "$dir"
+    local ports=() cports=() seeds=""
+    for i in 1 2 3; do ports+=("$(free_port)"); cports+=("$(free_port)"); done
+    for i in 0 1 2; do seeds+="\"127.0.0.1:${cports[$i]}\","; done
+    for i in 0 1 2; do
+        cat >"$dir/n$i.toml" <<TOML
+[node]
+id = "n$((i + 1))"
+listen = "127.0.0.1:${ports[$i]}"
+admin_listen = "127.0.0.1:$(free_port)"
+cluster_listen = "127.0.0.1:${cports[$i]}"
+data_dir = "$dir/data$i"
+[site]
+id = 1
+seeds = [${seeds%,}]
+backups = $backups
+replication = "sync"
+TOML
+        RUST_LOG=warn "$DG_BIN" server --config "$dir/n$i.toml" >"$dir/n$i.log" 2>&1 &
+        BENCH_PIDS+=("$!")
+    done
+    for i in 0 1 2; do
+        for _ in $(seq 1 200); do
+            redis-cli -p "${ports[$i]}" cluster info 2>/dev/null | grep -q "cluster_state:ok" && break
+            sleep 0.05
+        done
+    done
+    SITE_PORTS=("${ports[@]}")
+}
+
+local_tag() {  # a hash tag whose slot node at port $1 serves
+    local port=$1 i
+    for i in $(seq 0 5000); do
+        if [[ $(redis-cli -p "$port" set "{t$i}probe" 1 2>/dev/null) == OK ]]; then
+            echo "{t$i}"
+            return
+        fi
+    done
+    say "no local hash tag found on port $port"
+    exit 1
+}
+
