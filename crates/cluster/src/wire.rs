@@ -40,17 +40,26 @@ pub struct Hello {
     pub client_addr: String,
 }
 
-/// One frame from the front of `buf`: Ok(None) until complete.
-pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<(u8, Bytes)>, WireError> {
+/// Why a frame header is refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FrameError {
+    TooLarge(usize),
+    Empty,
+}
+
+/// Splits one `len | kind | payload` frame off the front of `buf`, `len`
+/// capped at `max` before anything is allocated: Ok(None) until complete.
+/// Shared by the data protocol and the metadata group's.
+pub fn split_frame(buf: &mut BytesMut, max: usize) -> Result<Option<(u8, Bytes)>, FrameError> {
     if buf.len() < 4 {
         return Ok(None);
     }
     let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-    if len > MAX_FRAME {
-        return Err(WireError::TooLarge(len));
+    if len > max {
+        return Err(FrameError::TooLarge(len));
     }
     if len == 0 {
-        return Err(WireError::Malformed("frame"));
+        return Err(FrameError::Empty);
     }
     if buf.len() < 4 + len {
         return Ok(None);
@@ -59,6 +68,14 @@ pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<(u8, Bytes)>, WireError
     let mut frame = buf.split_to(len).freeze();
     let kind = frame.get_u8();
     Ok(Some((kind, frame)))
+}
+
+/// One data-protocol frame from the front of `buf`: Ok(None) until complete.
+pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<(u8, Bytes)>, WireError> {
+    split_frame(buf, MAX_FRAME).map_err(|e| match e {
+        FrameError::TooLarge(n) => WireError::TooLarge(n),
+        FrameError::Empty => WireError::Malformed("frame"),
+    })
 }
 
 pub fn encode_frame(kind: u8, payload: &[u8], out: &mut BytesMut) {

@@ -98,23 +98,10 @@ pub fn encode_frame(kind: u8, payload: &[u8], out: &mut BytesMut) {
 
 /// One frame from the front of `buf`: Ok(None) until complete.
 pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<(u8, Bytes)>, RpcError> {
-    if buf.len() < 4 {
-        return Ok(None);
-    }
-    let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-    if len > MAX_FRAME {
-        return Err(RpcError::TooLarge(len));
-    }
-    if len == 0 {
-        return Err(RpcError::Malformed("frame"));
-    }
-    if buf.len() < 4 + len {
-        return Ok(None);
-    }
-    buf.advance(4);
-    let mut frame = buf.split_to(len).freeze();
-    let kind = frame.get_u8();
-    Ok(Some((kind, frame)))
+    crate::wire::split_frame(buf, MAX_FRAME).map_err(|e| match e {
+        crate::wire::FrameError::TooLarge(n) => RpcError::TooLarge(n),
+        crate::wire::FrameError::Empty => RpcError::Malformed("frame"),
+    })
 }
 
 /// Refuses a connection whose first bytes cannot start a hello, without
