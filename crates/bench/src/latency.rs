@@ -293,6 +293,7 @@ mod tests {
             value: None,
             echo_floor: true,
             json: None,
+            key_prefix: "dgbench:lat".into(),
         };
         let s = measure_echo(
             &echo.addr().to_string(),
