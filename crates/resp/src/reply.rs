@@ -28,6 +28,18 @@ impl<'a> ReplyWriter<'a> {
     }
 
     /// Whether replies are written in RESP3.
+    /// RESP3 big number `(digits`; RESP2 has none, so a bulk string of the
+    /// same digits (what Redis sends to RESP2 clients).
+    pub fn big_number(&mut self, digits: &str) {
+        if self.resp3 {
+            self.buf.extend_from_slice(b"(");
+            self.buf.extend_from_slice(digits.replace(['\r', '\n'], "").as_bytes());
+            self.buf.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(digits.as_bytes());
+        }
+    }
+
     /// Switches protocol mid-stream (HELLO answers in the version it selects).
     pub fn set_resp3(&mut self, resp3: bool) {
         self.resp3 = resp3;

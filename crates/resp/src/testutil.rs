@@ -65,7 +65,7 @@ pub(crate) fn write_frame(w: &mut ReplyWriter, frame: &Frame) {
                 write_frame(w, value);
             }
         }
-        Frame::BigNumber(_) => unimplemented!("the writer has no big-number method"),
+        Frame::BigNumber(digits) => w.big_number(digits),
     }
 }
 
