@@ -32,17 +32,17 @@ pub fn apply_change(part: &mut Partition, change: &Change) -> Result<(), ApplyEr
             part.remove(key);
         }
         ChangeKind::Delta { base, op: op @ (DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_)) } => {
-            let entry = part.get(key);
-            let have = entry.map(|e| e.version);
-            let old = match entry {
-                Some(e) if e.version == *base => e.as_str().ok_or(ApplyError::WrongType)?,
-                _ => return Err(ApplyError::BaseMismatch { want: *base, have }),
-            };
-            let new = delta::apply_string_op(old, op)?;
-            part.update(key, |e| {
+            // One lookup; the closure checks before it changes anything.
+            let applied = part.update(key, |e| {
+                if e.version != *base {
+                    return Err(ApplyError::BaseMismatch { want: *base, have: Some(e.version) });
+                }
+                let new = delta::apply_string_op(e.as_str().ok_or(ApplyError::WrongType)?, op)?;
                 e.value = Value::Str(new);
                 e.version = change.version;
+                Ok(())
             });
+            applied.unwrap_or(Err(ApplyError::BaseMismatch { want: *base, have: None }))?;
         }
         ChangeKind::Delta { op: DeltaOp::HashSet { fields }, .. } => {
             match part.get(key) {

@@ -428,11 +428,16 @@ impl<'a> Txn<'a> {
     pub fn write(&mut self, key: &[u8], w: Write) -> Result<(), WriteError> {
         let s = self.slot(key);
         let now = self.now;
-        if self.guards[s].1.get(key).is_some_and(|e| e.is_expired(now)) {
-            self.expire_key(s, key);
+        // One hashed lookup: later reads go by index.
+        let mut index = self.guards[s].1.index_of(key);
+        if let Some(i) = index {
+            if self.guards[s].1.get_index(i).is_some_and(|(_, e)| e.is_expired(now)) {
+                self.expire_key(s, key);
+                index = None;
+            }
         }
         let part = &mut self.guards[s].1;
-        let (stored_key, old) = match part.get_key_value(key) {
+        let (stored_key, old) = match index.and_then(|i| part.get_index(i)) {
             Some((k, e)) => (Some(k.clone()), Some(e)),
             None => (None, None),
         };
@@ -496,8 +501,8 @@ fn plan(old: Option<&Entry>, w: Write) -> Result<Option<(ChangeKind, usize)>, Wr
         Write::Str(op) => match old {
             Some(e) => {
                 let held = e.as_str().ok_or(WriteError::WrongType)?;
-                // Validate before logging: a failing op must log nothing.
-                delta::apply_string_op(held, &op)?;
+                // A failing op (overflow...) fails in apply_change, which
+                // changes nothing, so nothing is logged either.
                 let saved = held.len().saturating_sub(delta::op_payload_len(&op));
                 (ChangeKind::Delta { base, op }, saved)
             }

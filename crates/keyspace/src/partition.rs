@@ -41,8 +41,10 @@ impl Partition {
         self.map.get(key)
     }
 
-    pub fn get_key_value(&self, key: &[u8]) -> Option<(&Bytes, &Entry)> {
-        self.map.get_key_value(key)
+    /// Position of `key` in the map, for lookups by index that follow.
+    /// Valid until the map changes.
+    pub fn index_of(&self, key: &[u8]) -> Option<usize> {
+        self.map.get_index_of(key)
     }
 
     pub fn get_index(&self, i: usize) -> Option<(&Bytes, &Entry)> {
