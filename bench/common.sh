@@ -194,3 +194,13 @@ local_tag() {  # a hash tag whose slot node at port $1 serves
     exit 1
 }
 
+# Settings shared by the latency scripts: OPS, WARMUP, RATE from the
+# environment, a run STAMP, and the OUT directory for JSON results.
+latency_settings() {
+    OPS=${OPS:-20000}
+    WARMUP=${WARMUP:-2000}
+    RATE=${RATE:-0}
+    STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
+    OUT=$BENCH_ROOT/bench/results
+    mkdir -p "$OUT"
+}

@@ -11,12 +11,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-OPS=${OPS:-20000}
-WARMUP=${WARMUP:-2000}
-RATE=${RATE:-0}
-STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
-OUT=$BENCH_ROOT/bench/results
-mkdir -p "$OUT"
+latency_settings
 
 bench_start_servers
 ((DG_UP == 1)) || { say "deltagrid is required for this benchmark: $DG_STATUS"; exit 1; }

@@ -10,12 +10,7 @@
 # DELTAGRID_BUILD as in bench/common.sh. Loopback only.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-OPS=${OPS:-20000}
-WARMUP=${WARMUP:-2000}
-RATE=${RATE:-0}
-STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
-OUT=$BENCH_ROOT/bench/results
-mkdir -p "$OUT"
+latency_settings
 find_deltagrid || { say "deltagrid: $DG_STATUS"; exit 1; }
 
 echo "Site latency, one client, one op in flight to node 1 of 3, $OPS ops after $WARMUP warm-up, rate $RATE ($STAMP)"

@@ -178,11 +178,9 @@ pub fn encode_message<T: Serialize>(kind: u8, id: u64, body: &T, out: &mut Bytes
 /// past the slice, and serde preallocates at most a small cautious amount
 /// whatever length a peer claims.
 pub fn decode_message<T: for<'de> Deserialize<'de>>(payload: &[u8]) -> Result<(u64, T), RpcError> {
-    if payload.len() < 8 {
-        return Err(RpcError::Malformed("message"));
-    }
-    let id = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
-    let body = postcard::from_bytes(&payload[8..]).map_err(|_| RpcError::Malformed("message"))?;
+    let (id, body) = payload.split_first_chunk::<8>().ok_or(RpcError::Malformed("message"))?;
+    let id = u64::from_le_bytes(*id);
+    let body = postcard::from_bytes(body).map_err(|_| RpcError::Malformed("message"))?;
     Ok((id, body))
 }
 
