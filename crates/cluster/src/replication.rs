@@ -108,12 +108,14 @@ impl Replicator {
             let next = part.log.next_seq();
             let mut buf = peer.buf.lock();
             put_marker(&mut buf, p, SNAPSHOT_BEGIN, next);
-            for (key, e) in part.iter() {
-                let change = Change {
-                    key: key.clone(),
-                    version: e.version,
-                    kind: keyspace::ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
-                };
+            // Entries, then tombstones (so older writes from other sites
+            // keep losing on the new copy).
+            let entries = part.iter().map(|(key, e)| Change {
+                key: key.clone(),
+                version: e.version,
+                kind: keyspace::ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
+            });
+            for change in entries.chain(part.tombstone_changes()) {
                 let mut body = Vec::with_capacity(codec::encoded_len(&change));
                 codec::encode(&change, &mut body);
                 buf.put_u16_le(p as u16);
@@ -330,7 +332,7 @@ mod tests {
 
     fn replicator() -> Replicator {
         let ks = Arc::new(Keyspace::new(
-            KeyspaceConfig { partitions: 4, site_id: 1, log_retain_bytes: 1 << 20 },
+            KeyspaceConfig { partitions: 4, site_id: 1, log_retain_bytes: 1 << 20, ..Default::default() },
             Arc::new(DebugClock::default()),
         ));
         for p in 0..4 {

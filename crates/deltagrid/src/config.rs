@@ -16,6 +16,33 @@ pub struct ConfigFile {
     pub node: NodeSection,
     #[serde(default)]
     pub site: SiteSection,
+    pub wan: Option<WanSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WanSection {
+    pub listen: Option<SocketAddr>,
+    pub memory_budget: Option<Size>,
+    pub disk_budget: Option<Size>,
+    #[serde(default)]
+    pub targets: Vec<WanTarget>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WanTarget {
+    pub name: String,
+    pub endpoints: Vec<String>,
+    pub delta: Option<bool>,
+    pub ack: Option<AckMode>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AckMode {
+    Pipelined,
+    OnApply,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -158,8 +185,48 @@ impl ConfigFile {
                 });
             }
         }
+        if let Some(w) = self.wan {
+            s.wan = Some(wan_settings(w, s)?);
+        }
         Ok(())
     }
+}
+
+fn wan_settings(w: WanSection, s: &NodeSettings) -> anyhow::Result<wan::WanSettings> {
+    let mut names = std::collections::HashSet::new();
+    for t in &w.targets {
+        if t.name.is_empty() || !t.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            bail!("wan.targets: name {:?} must be letters, digits, '-' or '_'", t.name);
+        }
+        if t.name == s.site_name {
+            bail!("wan.targets: {:?} is this site's own name (site.name)", t.name);
+        }
+        if !names.insert(t.name.clone()) {
+            bail!("wan.targets: {:?} is listed twice", t.name);
+        }
+        if t.endpoints.is_empty() {
+            bail!("wan.targets {:?}: endpoints is empty", t.name);
+        }
+    }
+    Ok(wan::WanSettings {
+        listen: w.listen,
+        memory_budget: w.memory_budget.map_or(256 << 20, |v| v.0),
+        disk_budget: w.disk_budget.map_or(10 << 30, |v| v.0),
+        targets: w
+            .targets
+            .into_iter()
+            .map(|t| wan::TargetSettings {
+                name: t.name,
+                endpoints: t.endpoints,
+                delta: t.delta.unwrap_or(true),
+                ack: match t.ack.unwrap_or(AckMode::Pipelined) {
+                    AckMode::Pipelined => wan::AckMode::Pipelined,
+                    AckMode::OnApply => wan::AckMode::OnApply,
+                },
+            })
+            .collect(),
+        dir: s.data_dir.join("wan"),
+    })
 }
 
 #[cfg(test)]

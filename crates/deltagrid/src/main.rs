@@ -2,6 +2,8 @@
 
 mod cluster_cli;
 mod config;
+mod demo;
+mod wan_cli;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,9 +27,14 @@ struct Cli {
 enum Command {
     /// Run a node (defaults: RESP on 127.0.0.1:6379, admin HTTP on 127.0.0.1:9379)
     Server(ServerArgs),
+    /// Two sites of three nodes on loopback: WAN replication with deltas off, then on (GemFire's experiment)
+    Demo(demo::DemoArgs),
     /// Site administration
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// Replication between sites: status and publisher control
+    #[command(subcommand)]
+    Wan(WanCommand),
     /// Benchmark programs (they print tables; see docs/benchmarks.md)
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -41,6 +48,34 @@ enum ClusterCommand {
         #[arg(long)]
         admin: String,
     },
+}
+
+#[derive(Subcommand)]
+enum WanCommand {
+    /// Per node and remote site: state, lag, queue in memory and on disk, rates
+    Status {
+        /// Admin addresses of the nodes to ask, comma-separated
+        #[arg(long)]
+        admin: String,
+    },
+    /// Queue changes for a site but send nothing
+    Pause(WanTargetArgs),
+    /// Send again (after pause), or re-sync and send (after stop)
+    Resume(WanTargetArgs),
+    /// Neither queue nor send; resume re-syncs
+    Stop(WanTargetArgs),
+    /// Copy the current contents of every primary partition to the site, then continue from the log
+    Resync(WanTargetArgs),
+}
+
+#[derive(clap::Args)]
+struct WanTargetArgs {
+    /// The remote site's name (wan.targets.name)
+    #[arg(long)]
+    target: String,
+    /// Admin addresses of the nodes to tell, comma-separated (publishers run on every node)
+    #[arg(long)]
+    admin: String,
 }
 
 #[derive(Subcommand)]
@@ -87,6 +122,9 @@ impl ServerArgs {
             s.admin_listen = Some(v);
         }
         if let Some(v) = self.data_dir {
+            if let Some(w) = s.wan.as_mut() {
+                w.dir = v.join("wan");
+            }
             s.data_dir = v;
         }
         if let Some(v) = self.maxmemory {
@@ -111,8 +149,14 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Server(args) => run_server(args.settings()?),
+        Command::Demo(args) => demo::run(&args),
         Command::Bench(BenchCommand::Latency(args)) => bench::latency::run(&args),
         Command::Cluster(ClusterCommand::Status { admin }) => cluster_cli::status(&admin),
+        Command::Wan(WanCommand::Status { admin }) => wan_cli::status(&admin),
+        Command::Wan(WanCommand::Pause(a)) => wan_cli::control(&a.admin, "pause", &a.target),
+        Command::Wan(WanCommand::Resume(a)) => wan_cli::control(&a.admin, "resume", &a.target),
+        Command::Wan(WanCommand::Stop(a)) => wan_cli::control(&a.admin, "stop", &a.target),
+        Command::Wan(WanCommand::Resync(a)) => wan_cli::control(&a.admin, "resync", &a.target),
     }
 }
 

@@ -2,7 +2,24 @@
 //! path uses it for its own changes, and backups, WAN receivers and restore
 //! use it for changes from elsewhere, so a change means the same everywhere.
 //!
+//! A change from another site is first resolved against what the partition
+//! holds ([`crate::Keyspace::apply_remote`]: last writer wins by version,
+//! hash fields merge field by field) and only what wins is applied here and
+//! logged. For that the rules below never move a key backwards: hash field
+//! operations and expiry leave the key at the newer of its version and the
+//! change's, and a Delete/Expire removes only what is older than itself (a
+//! hash keeps newer fields). On the local write path every change is the
+//! newest, so these rules are plain overwrites there.
+//!
+//! When the partition keeps tombstones, this is also where they are kept: a
+//! Delete/Expire leaves a floor for the key, HDEL leaves field tombstones
+//! (and the hash's version when it empties it), a string put drops the
+//! older ones, so a backup replaying the log ends with the primary's
+//! tombstones.
+//!
 //! Invariant: on error nothing was modified.
+
+use bytes::Bytes;
 
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::delta::{self, StringOpError};
@@ -20,17 +37,32 @@ pub enum ApplyError {
     WrongType,
     #[error(transparent)]
     StringOp(#[from] StringOpError),
+    /// A change from another site reached a partition this node holds as a
+    /// backup: only the primary resolves and orders them.
+    #[error("not the primary of this partition")]
+    NotPrimary,
 }
 
 pub fn apply_change(part: &mut Partition, change: &Change) -> Result<(), ApplyError> {
     let key = &change.key;
     match &change.kind {
         ChangeKind::Full { value, expire_at } => {
-            part.put(key.clone(), Entry { value: value.clone(), version: change.version, expire_at: *expire_at });
+            let mut version = change.version;
+            if part.tombstones.enabled() {
+                match (part.get(key).map(|e| (e.as_str().is_some(), e.version)), value) {
+                    // A hash replacing a string: the string's overwrite
+                    // still holds older fields back.
+                    (Some((true, old)), Value::Hash(_)) => part.tombstones.deleted(key, old),
+                    (_, Value::Str(_)) => part.tombstones.overwritten(key, change.version),
+                    _ => {}
+                }
+                if let Value::Hash(_) = value {
+                    version = version.max(part.tombstones.take_hash(key).unwrap_or_default());
+                }
+            }
+            part.put(key.clone(), Entry { value: value.clone(), version, expire_at: *expire_at });
         }
-        ChangeKind::Delete | ChangeKind::Expire => {
-            part.remove(key);
-        }
+        ChangeKind::Delete | ChangeKind::Expire => remove_older(part, key, change.version),
         ChangeKind::Delta { base, op: op @ (DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_)) } => {
             // One lookup; the closure checks before it changes anything.
             let applied = part.update(key, |e| {
@@ -48,10 +80,12 @@ pub fn apply_change(part: &mut Partition, change: &Change) -> Result<(), ApplyEr
             match part.get(key) {
                 Some(e) if e.as_hash().is_none() => return Err(ApplyError::WrongType),
                 Some(_) => {}
-                None => part.put(
-                    key.clone(),
-                    Entry { value: Value::Hash(HashValue::new()), version: change.version, expire_at: 0 },
-                ),
+                None => {
+                    // A hash that lost its last field and comes back keeps
+                    // its version.
+                    let version = change.version.max(part.tombstones.take_hash(key).unwrap_or_default());
+                    part.put(key.clone(), Entry { value: Value::Hash(HashValue::new()), version, expire_at: 0 })
+                }
             }
             part.update(key, |e| {
                 if let Value::Hash(h) = &mut e.value {
@@ -59,36 +93,85 @@ pub fn apply_change(part: &mut Partition, change: &Change) -> Result<(), ApplyEr
                         h.set(f.clone(), v.clone(), change.version);
                     }
                 }
-                e.version = change.version;
+                e.version = e.version.max(change.version);
             });
         }
         ChangeKind::Delta { op: DeltaOp::HashDel { fields }, .. } => {
-            match part.get(key) {
-                None => return Ok(()),
-                Some(e) if e.as_hash().is_none() => return Err(ApplyError::WrongType),
-                Some(_) => {}
+            let version = change.version;
+            part.tombstones.fields_deleted(key, fields, version);
+            match part.get(key).map(|e| (e.as_hash().is_some(), e.version)) {
+                Some((true, _)) => {}
+                // Only from another site (the write path refuses HDEL on a
+                // string): the key was a hash at this version, so a string
+                // written before it lost; its overwrite still holds older
+                // fields back.
+                Some((false, held)) if held < version => {
+                    part.remove(key);
+                    part.tombstones.deleted(key, held);
+                    part.tombstones.hash_seen(key, version);
+                    return Ok(());
+                }
+                Some((false, _)) => return Ok(()),
+                None => {
+                    part.tombstones.hash_seen(key, version);
+                    return Ok(());
+                }
             }
-            let empty = part.update(key, |e| {
-                if let Value::Hash(h) = &mut e.value {
+            let emptied = part.update(key, |e| match &mut e.value {
+                Value::Hash(h) => {
                     for f in fields {
                         h.remove(f);
                     }
-                    e.version = change.version;
-                    h.is_empty()
-                } else {
-                    false
+                    e.version = e.version.max(version);
+                    h.is_empty().then_some(e.version)
                 }
+                Value::Str(_) => None,
             });
-            if empty == Some(true) {
+            if let Some(Some(held)) = emptied {
                 part.remove(key);
+                part.tombstones.hash_seen(key, held);
             }
         }
         ChangeKind::Delta { op: DeltaOp::SetExpiry(at), .. } => {
             part.update(key, |e| {
                 e.expire_at = *at;
-                e.version = change.version;
+                e.version = e.version.max(change.version);
             });
         }
     }
     Ok(())
+}
+
+/// A Delete/Expire at `version`: removes what the key holds that is older.
+/// On the write path that is all of it; a change from another site leaves a
+/// newer string whole and a hash its newer fields. The key's floor is
+/// recorded unless a newer string stays; a hash that loses its last field
+/// this way leaves its version too.
+fn remove_older(part: &mut Partition, key: &Bytes, version: Version) {
+    let held = part.get(key).map(|e| (e.version < version, e.as_hash().is_some()));
+    match held {
+        None => {}
+        Some((true, _)) => {
+            part.remove(key);
+        }
+        Some((false, false)) => return,
+        Some((false, true)) => {
+            let emptied = part.update(key, |e| match &mut e.value {
+                Value::Hash(h) => {
+                    let older: Vec<Bytes> =
+                        h.iter().filter(|(_, f)| f.version < version).map(|(name, _)| name.clone()).collect();
+                    for f in older {
+                        h.remove(&f);
+                    }
+                    h.is_empty().then_some(e.version)
+                }
+                Value::Str(_) => None,
+            });
+            if let Some(Some(held)) = emptied {
+                part.remove(key);
+                part.tombstones.hash_seen(key, held);
+            }
+        }
+    }
+    part.tombstones.deleted(key, version);
 }

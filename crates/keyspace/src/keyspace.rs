@@ -33,11 +33,22 @@ pub struct KeyspaceConfig {
     pub site_id: u16,
     /// Bytes of partition log kept per node when no consumer needs more.
     pub log_retain_bytes: usize,
+    /// Bytes of tombstones (removed keys and hash fields, for resolving
+    /// changes from other sites) kept per node; 0 keeps none.
+    pub tombstone_bytes: usize,
+    /// Tombstones this much older than the newest one are dropped.
+    pub tombstone_ttl_ms: u64,
 }
 
 impl Default for KeyspaceConfig {
     fn default() -> Self {
-        KeyspaceConfig { partitions: 271, site_id: 1, log_retain_bytes: 16 << 20 }
+        KeyspaceConfig {
+            partitions: 271,
+            site_id: 1,
+            log_retain_bytes: 16 << 20,
+            tombstone_bytes: 0,
+            tombstone_ttl_ms: 3_600_000,
+        }
     }
 }
 
@@ -55,6 +66,12 @@ pub trait ChangeObserver: Send + Sync {
 /// partition is still locked (replication to backups).
 pub trait ReplicationSink: Send + Sync {
     fn logged(&self, partition: usize, seq: u64, change: &Change);
+}
+
+/// Hears that a partition's log grew (WAN publishers), while the partition
+/// is locked: it must only take note, never lock or block.
+pub trait LogListener: Send + Sync {
+    fn appended(&self, partition: usize, change: &Change);
 }
 
 thread_local! {
@@ -112,7 +129,7 @@ impl From<ApplyError> for WriteError {
             // A base mismatch cannot happen locally: the delta was made from
             // the entry under the same lock. Report it as a type error
             // rather than panic.
-            ApplyError::WrongType | ApplyError::BaseMismatch { .. } => WriteError::WrongType,
+            ApplyError::WrongType | ApplyError::BaseMismatch { .. } | ApplyError::NotPrimary => WriteError::WrongType,
         }
     }
 }
@@ -125,6 +142,7 @@ pub struct Keyspace {
     stats: ChangeStats,
     observer: OnceLock<Arc<dyn ChangeObserver>>,
     sink: OnceLock<Arc<dyn ReplicationSink>>,
+    listener: OnceLock<Arc<dyn LogListener>>,
     expire_cursor: AtomicUsize,
 }
 
@@ -132,14 +150,21 @@ impl Keyspace {
     pub fn new(cfg: KeyspaceConfig, clock: Arc<dyn Clock>) -> Self {
         let partitions = cfg.partitions.clamp(1, slot::SLOTS);
         let per_part = cfg.log_retain_bytes / partitions as usize;
+        let tomb_per_part = match cfg.tombstone_bytes {
+            0 => 0,
+            n => (n / partitions as usize).max(1),
+        };
         Keyspace {
-            parts: (0..partitions).map(|p| Mutex::new(Partition::new(p, per_part))).collect(),
+            parts: (0..partitions)
+                .map(|p| Mutex::new(Partition::new(p, per_part).with_tombstones(tomb_per_part, cfg.tombstone_ttl_ms)))
+                .collect(),
             partitions,
             site: cfg.site_id,
             hlc: Hlc::new(clock),
             stats: ChangeStats::default(),
             observer: OnceLock::new(),
             sink: OnceLock::new(),
+            listener: OnceLock::new(),
             expire_cursor: AtomicUsize::new(0),
         }
     }
@@ -152,6 +177,19 @@ impl Keyspace {
     /// Installs the replication sink; only the first call has an effect.
     pub fn set_sink(&self, sink: Arc<dyn ReplicationSink>) {
         let _ = self.sink.set(sink);
+    }
+
+    /// Installs the log listener; only the first call has an effect.
+    pub fn set_listener(&self, listener: Arc<dyn LogListener>) {
+        let _ = self.listener.set(listener);
+    }
+
+    /// Tells partition `p`'s log the lowest seq a consumer (WAN) still
+    /// needs, None when nobody does; see [`crate::PartitionLog::set_needed_from`].
+    pub fn set_log_needed_from(&self, p: usize, seq: Option<u64>) {
+        if let Some(part) = self.parts.get(p) {
+            part.lock().log.set_needed_from(seq);
+        }
     }
 
     /// Marks partitions this node holds as a backup: they change only by
@@ -248,6 +286,7 @@ impl Keyspace {
             }
             for key in part.drain_keys() {
                 let change = Change { key, version: self.version(), kind: ChangeKind::Delete };
+                part.tombstones.deleted(&change.key, change.version);
                 self.record(&mut part, change, 0);
             }
         }
@@ -346,6 +385,7 @@ impl Keyspace {
             return Err(ReplicaError::NotReplica);
         }
         part.drain_keys();
+        part.tombstones.clear();
         part.log.reset_to(next_seq);
         Ok(())
     }
@@ -372,6 +412,9 @@ impl Keyspace {
         let sink = self.sink.get();
         if let Some(sink) = sink {
             sink.logged(part.id as usize, part.log.next_seq(), &change);
+        }
+        if let Some(l) = self.listener.get() {
+            l.appended(part.id as usize, &change);
         }
         let (seq, size) = part.log.append(change);
         if sink.is_some() {
@@ -519,14 +562,15 @@ fn plan(old: Option<&Entry>, w: Write) -> Result<Option<(ChangeKind, usize)>, Wr
             };
             let op = DeltaOp::HashSet { fields };
             let saved = held.saturating_sub(delta::op_payload_len(&op));
-            (ChangeKind::Delta { base, op }, saved)
+            // Field operations merge onto any version: no base to ship.
+            (ChangeKind::Delta { base: Version::ZERO, op }, saved)
         }
         Write::HashDel(fields) => {
             let Some(e) = old else { return Ok(None) };
             let held = e.as_hash().ok_or(WriteError::WrongType)?.payload_len();
             let op = DeltaOp::HashDel { fields };
             let saved = held.saturating_sub(delta::op_payload_len(&op));
-            (ChangeKind::Delta { base, op }, saved)
+            (ChangeKind::Delta { base: Version::ZERO, op }, saved)
         }
         Write::SetExpiry(at) => {
             let Some(e) = old else { return Ok(None) };
@@ -542,6 +586,10 @@ fn plan(old: Option<&Entry>, w: Write) -> Result<Option<(ChangeKind, usize)>, Wr
     };
     Ok(Some(kind_and_saved))
 }
+
+#[path = "remote.rs"]
+mod remote;
+pub use remote::RemoteOutcome;
 
 #[cfg(test)]
 #[path = "replay_tests.rs"]

@@ -1,11 +1,21 @@
 //! The keyspace of one node: values with versions, partitions with their
-//! change logs, deltas, and expiry.
+//! change logs, deltas, expiry, tombstones, and changes from other sites.
 //!
 //! Every write goes through [`Txn::write`], which turns the intended effect
 //! (a [`Write`]) into a versioned [`Change`], applies it through the same
 //! code that backups, WAN receivers and restore use ([`apply`]), appends it
 //! to the partition's [`PartitionLog`] and tells the [`ChangeObserver`]
 //! (client tracking). Nothing else mutates a partition's map.
+//!
+//! Changes from other sites go through [`Keyspace::apply_remote`] on the
+//! primary: it resolves them against what the partition holds (last writer
+//! wins by [`Version`], hash fields merge field by field; see the `remote`
+//! rules in its docs) and applies and logs only what wins, so backups
+//! replay it like any change. A delta whose base is not held is answered
+//! with [`RemoteOutcome::NeedFull`]. Deleted keys and hash fields leave
+//! [`tombstones`] (when `tombstone_bytes` > 0), kept by [`apply_change`] on
+//! primaries and backups alike, so that a delete never loses to an older
+//! write arriving later.
 
 pub mod apply;
 pub mod change;
@@ -18,6 +28,7 @@ pub mod partition;
 pub mod partition_log;
 pub mod slot;
 pub mod stats;
+pub mod tombstones;
 pub mod value;
 pub mod version;
 
@@ -25,10 +36,12 @@ pub use apply::{apply_change, ApplyError};
 pub use change::{Change, ChangeKind, DeltaOp};
 pub use clock::{Clock, DebugClock, SystemClock};
 pub use keyspace::{
-    take_written, ChangeObserver, Keyspace, KeyspaceConfig, ReplicaError, ReplicationSink, Txn, Write, WriteError,
+    take_written, ChangeObserver, Keyspace, KeyspaceConfig, LogListener, RemoteOutcome, ReplicaError,
+    ReplicationSink, Txn, Write, WriteError,
 };
 pub use partition::Partition;
 pub use partition_log::PartitionLog;
 pub use stats::ChangeStats;
+pub use tombstones::Tombstones;
 pub use value::{Entry, Field, HashValue, Value};
 pub use version::{Hlc, Version};

@@ -1,5 +1,6 @@
-//! A partition: the keys of one slot range, their expiry index and the
-//! partition log. Only [`crate::apply`] mutates the map, through the methods
+//! A partition: the keys of one slot range, their expiry index, the
+//! partition log and the tombstones of removed keys and hash fields. Only
+//! [`crate::apply`] mutates the map and the tombstones, through the methods
 //! here that keep the expiry index and the memory estimate in step.
 
 use std::collections::BTreeSet;
@@ -8,6 +9,7 @@ use bytes::Bytes;
 use indexmap::IndexMap;
 
 use crate::partition_log::PartitionLog;
+use crate::tombstones::Tombstones;
 use crate::value::Entry;
 
 pub type EntryMap = IndexMap<Bytes, Entry, ahash::RandomState>;
@@ -22,6 +24,8 @@ pub struct Partition {
     footprint: usize,
     /// Held as a backup: changed only by the primary's changes.
     pub replica: bool,
+    /// Removed keys and hash fields (disabled unless WAN needs them).
+    pub tombstones: Tombstones,
 }
 
 impl Partition {
@@ -33,7 +37,14 @@ impl Partition {
             log: PartitionLog::new(log_retain_bytes),
             footprint: 0,
             replica: false,
+            tombstones: Tombstones::new(0, 0),
         }
+    }
+
+    /// Keeps tombstones within `bytes` (0: none) and `ttl_ms` of the newest.
+    pub fn with_tombstones(mut self, bytes: usize, ttl_ms: u64) -> Self {
+        self.tombstones = Tombstones::new(bytes, ttl_ms);
+        self
     }
 
     /// The entry as stored, expired or not (callers decide).

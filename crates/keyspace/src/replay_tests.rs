@@ -13,7 +13,7 @@ use crate::clock::DebugClock;
 use crate::value::HashValue;
 
 fn keyspace(clock: Arc<DebugClock>) -> Keyspace {
-    Keyspace::new(KeyspaceConfig { partitions: 7, site_id: 1, log_retain_bytes: usize::MAX / 2 }, clock)
+    Keyspace::new(KeyspaceConfig { partitions: 7, site_id: 1, log_retain_bytes: usize::MAX / 2, ..Default::default() }, clock)
 }
 
 #[derive(Debug, Clone)]

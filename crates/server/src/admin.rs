@@ -38,8 +38,13 @@ async fn handle(node: Arc<Node>, mut stream: TcpStream) -> std::io::Result<()> {
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
     let (status, ctype, body) = match (method, path) {
+        ("GET", "/wan/status") => match &node.wan {
+            Some(w) => ("200 OK", "application/json", serde_json::to_string(&w.status()).unwrap_or_default()),
+            None => ("404 Not Found", "text/plain", "WAN replication is not configured on this node\n".to_string()),
+        },
+        ("POST", p) if p.starts_with("/wan/") => wan_control(&node, &p[5..], query),
         ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", node.metrics.render(&node.snapshot())),
         ("GET", "/health") => ("200 OK", "text/plain", "ok\n".to_string()),
         ("GET", "/status") => ("200 OK", "application/json", status_json(&node)),
@@ -52,6 +57,28 @@ async fn handle(node: Arc<Node>, mut stream: TcpStream) -> std::io::Result<()> {
     );
     stream.write_all(resp.as_bytes()).await?;
     stream.shutdown().await
+}
+
+/// `POST /wan/{pause|resume|stop|resync}?target=NAME`.
+fn wan_control(node: &Node, action: &str, query: &str) -> (&'static str, &'static str, String) {
+    let Some(w) = &node.wan else {
+        return ("404 Not Found", "text/plain", "WAN replication is not configured on this node\n".into());
+    };
+    let control = match action {
+        "pause" => wan::Control::Pause,
+        "resume" => wan::Control::Resume,
+        "stop" => wan::Control::Stop,
+        "resync" => wan::Control::Resync,
+        _ => return ("404 Not Found", "text/plain", format!("unknown WAN action {action:?}\n")),
+    };
+    let name = query.split('&').find_map(|kv| kv.strip_prefix("target=")).unwrap_or("");
+    match w.target(name) {
+        Some(t) => {
+            t.control(control);
+            ("200 OK", "text/plain", format!("{action} {name}: ok\n"))
+        }
+        None => ("404 Not Found", "text/plain", format!("no WAN target named {name:?}\n")),
+    }
 }
 
 fn status_json(node: &Node) -> String {

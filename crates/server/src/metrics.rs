@@ -113,6 +113,57 @@ impl Metrics {
         }
     }
 
+    /// WAN metrics, labelled `target_site` (publisher) or `source_site`
+    /// (receiver).
+    fn render_wan(&self, w: &wan::WanStatus) {
+        for t in &w.targets {
+            let l = || vec![Label::new("target_site", t.name.clone())];
+            let c = |name: &'static str, v: u64| self.counter(name, l()).absolute(v);
+            c("deltagrid_wan_bytes_sent_total", t.bytes_sent);
+            c("deltagrid_wan_events_queued_total", t.events_queued);
+            c("deltagrid_wan_events_distributed_total", t.events_distributed);
+            c("deltagrid_wan_batches_total", t.batches);
+            c("deltagrid_wan_deltas_shipped_total", t.deltas_shipped);
+            c("deltagrid_wan_full_values_shipped_total", t.fulls_shipped);
+            c("deltagrid_wan_full_value_fallbacks_total", t.full_fallbacks);
+            c("deltagrid_wan_resyncs_total", t.resyncs);
+            c("deltagrid_wan_spilled_events_total", t.spilled_events);
+            c("deltagrid_wan_spilled_bytes_total", t.spilled_bytes);
+            let g = |name: &'static str, extra: Option<(&'static str, &'static str)>, v: f64| {
+                let mut labels = l();
+                if let Some((k, val)) = extra {
+                    labels.push(Label::new(k, val));
+                }
+                self.recorder.register_gauge(&Key::from_parts(name, labels), &META).set(v);
+            };
+            let snap = &t.snapshot;
+            g("deltagrid_wan_queue_events", None, snap.queue_events as f64);
+            g("deltagrid_wan_queue_bytes", Some(("copy", "primary")), snap.queue_bytes_primary as f64);
+            g("deltagrid_wan_queue_bytes", Some(("copy", "backup")), snap.queue_bytes_backup as f64);
+            g("deltagrid_wan_queue_bytes", Some(("copy", "journal")), snap.journal_bytes as f64);
+            g("deltagrid_wan_lag_seconds", None, snap.lag_ms as f64 / 1000.0);
+            g("deltagrid_wan_batch_round_trip_seconds", None, t.batch_rtt_avg_us as f64 / 1e6);
+            g("deltagrid_wan_connected", None, snap.connected as u8 as f64);
+            for state in ["replicating", "paused", "stopped", "needs-resync"] {
+                g("deltagrid_wan_state", Some(("state", state)), (t.state == state) as u8 as f64);
+            }
+        }
+        for src in &w.sources {
+            let name = if src.site_name.is_empty() { src.site_id.to_string() } else { src.site_name.clone() };
+            let c = |metric: &'static str, v: u64| {
+                self.counter(metric, vec![Label::new("source_site", name.clone())]).absolute(v)
+            };
+            c("deltagrid_wan_bytes_received_total", src.bytes_received);
+            c("deltagrid_wan_batches_received_total", src.batches);
+            c("deltagrid_wan_events_received_total", src.events_received);
+            c("deltagrid_wan_events_applied_total", src.applied);
+            c("deltagrid_wan_duplicates_total", src.duplicates);
+            c("deltagrid_wan_conflicts_lost_total", src.conflicts_lost);
+            c("deltagrid_wan_full_values_requested_total", src.need_full);
+            c("deltagrid_wan_refused_total", src.refused);
+        }
+    }
+
     /// Renders all metrics; `snapshot` supplies the values read at scrape time.
     pub fn render(&self, s: &Snapshot) -> String {
         self.gauge("deltagrid_connected_clients").set(s.connected_clients as f64);
@@ -145,6 +196,9 @@ impl Metrics {
                 }
             }
         }
+        if let Some(w) = &s.wan {
+            self.render_wan(w);
+        }
         let totals = [
             ("deltagrid_connections_received_total", &self.connections_received),
             ("deltagrid_connections_rejected_total", &self.rejected_connections),
@@ -175,6 +229,7 @@ pub struct Snapshot {
     pub change_bytes: [u64; 4],
     pub delta_bytes_saved: u64,
     pub site: Option<cluster::SiteStatus>,
+    pub wan: Option<wan::WanStatus>,
 }
 
 fn table_index(spec: &'static CommandSpec) -> usize {

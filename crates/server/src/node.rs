@@ -33,12 +33,17 @@ pub struct Node {
     pub exec_gate: crate::exec_gate::ExecGate,
     /// The site, when this node is one of several; None when standalone.
     pub cluster: Option<Arc<cluster::Cluster>>,
+    /// Replication to and from other sites, when configured.
+    pub wan: Option<Arc<wan::Wan>>,
 }
 
 /// Keys the active expiry cycle may remove per pass, and how often it runs
 /// (Redis's hz 10); a pass that hits the budget is followed at once by another.
 const EXPIRE_BUDGET: usize = 2000;
 const EXPIRE_PERIOD: Duration = Duration::from_millis(100);
+/// Bytes of tombstones (deleted keys and their versions) kept per node when
+/// WAN replication is on.
+const TOMBSTONE_BYTES: usize = 32 << 20;
 
 impl Node {
     pub fn new(settings: NodeSettings) -> Result<Arc<Node>, String> {
@@ -51,7 +56,12 @@ impl Node {
                 log_retain_bytes: match settings.maxmemory {
                     0 => settings.log_retain_bytes,
                     max => settings.log_retain_bytes.min(max as usize / 16),
-                },
+                }
+                .min(settings.wan.as_ref().map_or(usize::MAX, |w| w.memory_budget as usize / 4)),
+                // Deletes are remembered only where another site may send
+                // an older write of the same key.
+                tombstone_bytes: if settings.wan.is_some() { TOMBSTONE_BYTES } else { 0 },
+                ..KeyspaceConfig::default()
             },
             clock.clone(),
         ));
@@ -70,6 +80,16 @@ impl Node {
             )?),
             None => None,
         };
+        let wan = settings.wan.clone().map(|w| {
+            let local = wan::LocalSite {
+                site_id: settings.site_id,
+                site_name: settings.site_name.clone(),
+                node_id: settings.node_id.clone(),
+                client_addr: settings.listen.to_string(),
+                requirepass: settings.requirepass.clone(),
+            };
+            wan::Wan::new(w, local, ks.clone(), cluster.clone())
+        });
         let run_id: String = (0..40).map(|_| format!("{:x}", rand_nibble())).collect();
         Ok(Arc::new(Node {
             runtime: Runtime::new(&settings),
@@ -84,6 +104,7 @@ impl Node {
             run_id,
             exec_gate: Default::default(),
             cluster,
+            wan,
         }))
     }
 
@@ -120,6 +141,7 @@ impl Node {
             change_bytes: [0, 1, 2, 3].map(|k| stats.bytes(k)),
             delta_bytes_saved: stats.delta_bytes_saved(),
             site: self.cluster.as_ref().map(|c| c.status()),
+            wan: self.wan.as_ref().map(|w| w.status()),
         }
     }
 
@@ -127,6 +149,12 @@ impl Node {
     pub async fn serve(self: Arc<Self>, listener: TcpListener, admin: Option<TcpListener>, peers: Option<TcpListener>) {
         if let Some(admin) = admin {
             tokio::spawn(admin::serve(self.clone(), admin));
+        }
+        if let Some(wan) = &self.wan {
+            if let Err(e) = wan.start().await {
+                tracing::error!("cannot listen for remote sites on {:?}: {e}", wan.settings.listen);
+                std::process::exit(1);
+            }
         }
         if let (Some(cluster), Some(peers)) = (self.cluster.clone(), peers) {
             tokio::spawn(cluster::transport::run(cluster, peers));

@@ -226,6 +226,7 @@ impl Session {
                 Ok(())
             }
             "debug" => self.debug(a, out),
+            "wanapply" => self.wanapply(a, out),
             "cluster" => cluster::cluster_cmd::cluster(self.node.cluster.as_deref(), &self.node.ks, a, out),
             "asking" | "readonly" | "readwrite" => {
                 if self.node.cluster.is_none() {
@@ -411,6 +412,21 @@ impl Session {
             out.bulk(&ch);
             out.int(self.subscriptions as i64);
         }
+        Ok(())
+    }
+
+    /// `WANAPPLY source-site payload`: changes from a remote site, sent by
+    /// this site's WAN receiver to the primary of their keys. Replies with
+    /// one outcome byte per change (see `wan::local::Outcome`).
+    fn wanapply(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+        let source = commands::args::int(&a[1])?;
+        if !(1..=u16::MAX as i64).contains(&source) || source == self.node.settings.site_id as i64 {
+            return Err(CmdError::other(format!("ERR WANAPPLY from site {source}, which is not a remote site")));
+        }
+        let cluster = self.node.cluster.as_deref();
+        let codes = wan::local::apply_payload(&self.node.ks, |p| cluster.is_none_or(|c| c.owns(p)), &a[2], self.id)
+            .map_err(|e| CmdError::other(format!("ERR {e}")))?;
+        out.bulk(&codes);
         Ok(())
     }
 

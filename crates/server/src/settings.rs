@@ -28,6 +28,8 @@ pub struct NodeSettings {
     pub tracking_table_max_keys: usize,
     /// Set when the node is a member of a multi-node site.
     pub cluster: Option<cluster::ClusterSettings>,
+    /// Set when the node replicates to or from other sites.
+    pub wan: Option<wan::WanSettings>,
 }
 
 impl Default for NodeSettings {
@@ -49,6 +51,7 @@ impl Default for NodeSettings {
             log_retain_bytes: 4 << 20,
             tracking_table_max_keys: 1_000_000,
             cluster: None,
+            wan: None,
         }
     }
 }

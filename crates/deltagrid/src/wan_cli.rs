@@ -1,0 +1,84 @@
+//! `deltagrid wan ...`: WAN replication status and publisher control,
+//! through nodes' admin endpoints. Publisher state is per node, so a command
+//! goes to every node named by `--admin` (comma-separated).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use crate::cluster_cli::http_get;
+
+fn admins(list: &str) -> Vec<&str> {
+    list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect()
+}
+
+fn http_post(addr: &str, path: &str) -> anyhow::Result<String> {
+    let mut s = TcpStream::connect(addr).with_context(|| format!("connecting to admin endpoint {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+    let mut resp = String::new();
+    s.take(1 << 20).read_to_string(&mut resp)?;
+    let (head, body) = resp.split_once("\r\n\r\n").context("malformed HTTP response")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!("{addr}{path}: {}", body.trim());
+    }
+    Ok(body.to_string())
+}
+
+/// `pause`, `resume`, `stop` or `resync` the publisher to `target` on every node.
+pub fn control(admin: &str, action: &str, target: &str) -> anyhow::Result<()> {
+    for a in admins(admin) {
+        let body = http_post(a, &format!("/wan/{action}?target={target}"))?;
+        print!("{a}: {body}");
+    }
+    Ok(())
+}
+
+fn mib(v: &serde_json::Value) -> String {
+    format!("{:.1}", v.as_f64().unwrap_or(0.0) / (1 << 20) as f64)
+}
+
+pub fn status(admin: &str) -> anyhow::Result<()> {
+    println!(
+        "{:<22} {:<10} {:<13} {:<5} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>12} {:>12} {:>7}",
+        "node", "target", "state", "link", "lag s", "queue ev", "mem MiB", "backup MiB", "disk MiB", "rtt ms", "queued", "distributed", "resyncs"
+    );
+    for a in admins(admin) {
+        let v: serde_json::Value = serde_json::from_str(&http_get(a, "/wan/status")?).context("parsing /wan/status")?;
+        for t in v["targets"].as_array().into_iter().flatten() {
+            println!(
+                "{:<22} {:<10} {:<13} {:<5} {:>9.1} {:>9} {:>10} {:>10} {:>10} {:>9.2} {:>12} {:>12} {:>7}",
+                a,
+                t["name"].as_str().unwrap_or("?"),
+                t["state"].as_str().unwrap_or("?"),
+                if t["connected"].as_bool() == Some(true) { "up" } else { "down" },
+                t["lag_ms"].as_f64().unwrap_or(0.0) / 1000.0,
+                t["queue_events"],
+                mib(&t["queue_bytes_primary"]),
+                mib(&t["queue_bytes_backup"]),
+                mib(&t["journal_bytes"]),
+                t["rtt_us"].as_f64().unwrap_or(0.0) / 1000.0,
+                t["events_queued"],
+                t["events_distributed"],
+                t["resyncs"],
+            );
+        }
+        for s in v["sources"].as_array().into_iter().flatten() {
+            println!(
+                "{:<22} from {:<5} received {} events ({} bytes), applied {}, duplicates {}, conflicts lost {}, full values asked {}, refused {}",
+                a,
+                s["site_name"].as_str().filter(|n| !n.is_empty()).unwrap_or("?"),
+                s["events_received"],
+                s["bytes_received"],
+                s["applied"],
+                s["duplicates"],
+                s["conflicts_lost"],
+                s["need_full"],
+                s["refused"],
+            );
+        }
+    }
+    Ok(())
+}

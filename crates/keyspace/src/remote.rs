@@ -1,0 +1,396 @@
+//! Changes from other sites (the WAN receiver), resolved on the primary.
+//!
+//! Two sites can change a key concurrently; each ships what it logged to the
+//! other, in log order. [`Keyspace::apply_remote`] decides, under the
+//! partition lock, what of an incoming change wins against what the
+//! partition holds, and applies and logs only that (with the change's own
+//! version, through the normal log, so backups and near caches follow). The
+//! rules make every site end with the same contents whatever the
+//! interleaving of the streams, given tombstones (see
+//! [`crate::tombstones`]):
+//!
+//! - Versions `(hlc, site)` order everything: last writer wins.
+//! - Hash fields carry their own versions and merge field by field; a field
+//!   removal (HDEL) leaves a field tombstone, a key removal a floor.
+//! - The type of a key is last writer wins too: a string write (SET,
+//!   APPEND...) against a hash of a newer version loses, but still removes
+//!   the fields older than itself (it overwrote the key); a hash operation
+//!   newer than a string replaces it. A hash that loses its last field
+//!   leaves its version as a tombstone, so that an older string arriving
+//!   later still loses to it.
+//! - A delta on a string (and an expiry change) needs the exact version it
+//!   was made from; on any other version the answer is
+//!   [`RemoteOutcome::NeedFull`]: the sender ships the key as it now holds
+//!   it ([`Partition::full_changes`]). A full hash is merged field by
+//!   field whatever its version (it may carry fields whose own changes could
+//!   not be applied here); the merge is logged as a full value at the newer
+//!   of the two versions.
+//!
+//! Only changes that originated at this site may be shipped on (filter the
+//! log by `version.site`): what this logs keeps the remote version, except
+//! an Expire of a key found expired here, which is this site's own change.
+//!
+//! Known limits: a key's expiry has no version of its own, so an EXPIRE
+//! racing, from another site, a field write to the same hash or a write of
+//! the other type can end differently at the sites. Convergence holds while
+//! tombstones are kept (`tombstone_bytes`, `tombstone_ttl_ms`): a change
+//! older than an evicted tombstone can bring data back.
+
+use bytes::Bytes;
+
+use super::Keyspace;
+use crate::apply::{apply_change, ApplyError};
+use crate::change::{Change, ChangeKind, DeltaOp};
+use crate::partition::Partition;
+use crate::tombstones::{Tomb, Tombstones};
+use crate::value::{Entry, HashValue, Value};
+use crate::version::Version;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteOutcome {
+    /// The change (or the part of it that won) was applied and logged.
+    Applied,
+    /// This exact change was already applied: nothing to do.
+    Duplicate,
+    /// What this copy holds is newer: the change lost (a part of it that
+    /// still applies, e.g. a string write removing older hash fields, may
+    /// have been logged).
+    ConflictLost,
+    /// A delta whose base this copy does not hold: the sender must ship the
+    /// full value ([`Partition::full_changes`]).
+    NeedFull,
+}
+
+use RemoteOutcome::*;
+
+impl Keyspace {
+    /// Applies a change that originated at another site, on a partition this
+    /// node is primary for, resolving conflicts by version (last writer wins
+    /// on `(hlc, site)`; hash fields merge field by field; see the module
+    /// docs). What it changes is logged with the change's own version (a
+    /// merged full hash: the newer of its and the held one), through the
+    /// same path as local writes (so the [`crate::ReplicationSink`],
+    /// backups and the [`crate::ChangeObserver`] see it), as a change that
+    /// replayed by [`apply_change`] on a backup gives the same result.
+    /// `origin` is the client the observer is told about.
+    ///
+    /// On a partition held as a backup it refuses with
+    /// [`ApplyError::NotPrimary`]. An error leaves the change unapplied.
+    pub fn apply_remote(&self, change: Change, origin: u64) -> Result<RemoteOutcome, ApplyError> {
+        self.hlc.observe(change.version.hlc);
+        let key = change.key.clone();
+        let mut touched = false;
+        let result = {
+            let mut part = self.parts[self.partition_of(&key)].lock();
+            if part.replica {
+                return Err(ApplyError::NotPrimary);
+            }
+            // As on the write path: an expired key is removed first, by a
+            // logged Expire of this site.
+            let now = self.now_ms();
+            if part.get(&key).is_some_and(|e| e.is_expired(now)) {
+                let expire = Change { key: key.clone(), version: self.version(), kind: ChangeKind::Expire };
+                // Removing a key cannot fail.
+                let _ = apply_change(&mut part, &expire);
+                self.record(&mut part, expire, 0);
+                touched = true;
+            }
+            let (outcome, effect) = resolve(&part, change);
+            match effect {
+                Some(effect) => apply_change(&mut part, &effect).map(|()| {
+                    self.record(&mut part, effect, 0);
+                    touched = true;
+                    outcome
+                }),
+                None => Ok(outcome),
+            }
+        };
+        if touched {
+            if let Some(o) = self.observer() {
+                o.changed(&[key], origin);
+            }
+        }
+        result
+    }
+
+    /// What to ship to a site that answered [`RemoteOutcome::NeedFull`] for
+    /// `key`; see [`Partition::full_changes`].
+    pub fn full_changes(&self, key: &[u8]) -> Vec<Change> {
+        let key = Bytes::copy_from_slice(key);
+        self.parts[self.partition_of(&key)].lock().full_changes(&key)
+    }
+
+    /// Bytes held by tombstones, all partitions.
+    pub fn tombstone_bytes(&self) -> usize {
+        self.parts.iter().map(|p| p.lock().tombstones.bytes()).sum()
+    }
+}
+
+impl Partition {
+    /// The key as this copy holds it, for a site that could not apply a
+    /// delta: its floor as a Delete (the removal older writes lose to), the
+    /// version at which it was last a hash (as an HDEL of no field) if it
+    /// lost its last field, then its full value with its version. Nothing
+    /// when none is held.
+    pub fn full_changes(&self, key: &Bytes) -> Vec<Change> {
+        let mut out = Vec::with_capacity(2);
+        if let Some(floor) = self.tombstones.key(key) {
+            out.push(Change { key: key.clone(), version: floor, kind: ChangeKind::Delete });
+        }
+        if let Some(v) = self.tombstones.hash(key) {
+            out.push(hash_at(key.clone(), v));
+        }
+        if let Some(e) = self.get(key) {
+            out.push(Change {
+                key: key.clone(),
+                version: e.version,
+                kind: ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
+            });
+        }
+        out
+    }
+
+    /// The tombstones as changes (a Delete per key floor, an HDEL per field
+    /// tombstone, an HDEL of no field per hash version), oldest first:
+    /// loaded after a snapshot's entries through
+    /// [`Keyspace::load_replica_entry`], they give a new backup the
+    /// primary's tombstones.
+    pub fn tombstone_changes(&self) -> Vec<Change> {
+        self.tombstones
+            .iter()
+            .map(|(key, what, version)| match what {
+                Tomb::Key => Change { key: key.clone(), version, kind: ChangeKind::Delete },
+                Tomb::Hash => hash_at(key.clone(), version),
+                Tomb::Field(f) => Change {
+                    key: key.clone(),
+                    version,
+                    kind: ChangeKind::Delta { base: Version::ZERO, op: DeltaOp::HashDel { fields: vec![f.clone()] } },
+                },
+            })
+            .collect()
+    }
+}
+
+/// Same version: this change was seen; older: it lost.
+fn lost(held: Version, v: Version) -> RemoteOutcome {
+    if held == v {
+        Duplicate
+    } else {
+        ConflictLost
+    }
+}
+
+/// What of `change` wins against `part`, and the change to apply and log
+/// for it (None: nothing). Reads only.
+fn resolve(part: &Partition, change: Change) -> (RemoteOutcome, Option<Change>) {
+    let v = change.version;
+    let key = &change.key;
+    let tombs = &part.tombstones;
+    // The key was removed at or after v: everything v wrote is gone.
+    if let Some(floor) = tombs.key(key).filter(|f| *f >= v) {
+        return (lost(floor, v), None);
+    }
+    let entry = part.get(key);
+    let hash = entry.and_then(Entry::as_hash);
+    match &change.kind {
+        ChangeKind::Full { value: Value::Str(_), .. } => match entry {
+            None if tombs.hash(key).is_some_and(|h| h >= v) => string_loses_to_hash(None, tombs, change),
+            Some(e) if e.version >= v => match hash {
+                Some(h) => string_loses_to_hash(Some(h), tombs, change),
+                None => (lost(e.version, v), None),
+            },
+            _ => (Applied, Some(change)),
+        },
+        ChangeKind::Full { value: Value::Hash(incoming), expire_at } => {
+            // A full hash is the sender's state (an answer to NeedFull, a
+            // snapshot): merged whatever the versions, because it may carry
+            // fields whose own changes could not be applied here.
+            if let Some(e) = entry.filter(|e| hash.is_none() && e.version >= v) {
+                // A string newer than all of it.
+                return (lost(e.version, v), None);
+            }
+            // Each field keeps its newest version; fields removed here after
+            // the incoming version (tombstones, or a string's overwrite)
+            // stay removed.
+            let string_floor = entry.filter(|_| hash.is_none()).map(|e| e.version);
+            let mut merged = hash.cloned().unwrap_or_default();
+            let mut changed = false;
+            for (name, f) in incoming.iter() {
+                let removed = string_floor.max(tombs.field_or_key(key, name)).is_some_and(|r| r >= f.version);
+                let newer_here = merged.get(name).is_some_and(|here| here.version >= f.version);
+                if !removed && !newer_here {
+                    merged.set(name.clone(), f.value.clone(), f.version);
+                    changed = true;
+                }
+            }
+            let (version, expire_at) = match entry.filter(|_| hash.is_some()) {
+                Some(e) if e.version >= v && !changed => return (lost(e.version, v), None),
+                // The newer of the two decides the expiry.
+                Some(e) if e.version >= v => (e.version, e.expire_at),
+                _ => (v, *expire_at),
+            };
+            if merged.is_empty() {
+                // Nothing of it survives here, but the key was a hash at v:
+                // an older string goes, and the hash version is kept.
+                let string = entry.is_some();
+                return match string || (tombs.enabled() && tombs.hash(key).is_none_or(|h| h < v)) {
+                    true => (if string { Applied } else { ConflictLost }, Some(hash_at(change.key.clone(), v))),
+                    false => (ConflictLost, None),
+                };
+            }
+            let kind = ChangeKind::Full { value: Value::Hash(merged), expire_at };
+            (Applied, Some(Change { key: change.key.clone(), version, kind }))
+        }
+        ChangeKind::Delta {
+            base,
+            op: op @ (DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_) | DeltaOp::SetExpiry(_)),
+        } => match entry {
+            // The key was a hash after v: a string write lost to it, an
+            // expiry change is older than what removed the hash.
+            None if tombs.hash(key).is_some_and(|h| h >= v) => match op.needs_base() {
+                true => string_loses_to_hash(None, tombs, change),
+                false => (ConflictLost, None),
+            },
+            None => (NeedFull, None),
+            Some(e) if e.version == v => (Duplicate, None),
+            // A string write against a newer hash loses (removing older
+            // fields); against an older one it wins, with its full value.
+            Some(e) if hash.is_some() && op.needs_base() => match hash {
+                Some(h) if e.version > v => string_loses_to_hash(Some(h), tombs, change),
+                _ => (NeedFull, None),
+            },
+            Some(e) if e.version > v => (ConflictLost, None),
+            Some(e) if e.version == *base => (Applied, Some(change)),
+            Some(_) => (NeedFull, None),
+        },
+        ChangeKind::Delta { base, op: DeltaOp::HashSet { fields } } => {
+            if let Some(e) = entry.filter(|_| hash.is_none()) {
+                // A string here: older, the sender's hash replaces it.
+                return match e.version >= v {
+                    true => (lost(e.version, v), None),
+                    false => (NeedFull, None),
+                };
+            }
+            let mut seen = false;
+            let mut wins = Vec::new();
+            for (name, value) in fields {
+                let here = hash.and_then(|h| h.get(name)).map(|f| f.version).max(tombs.field(key, name));
+                match here {
+                    Some(h) if h >= v => seen |= h == v,
+                    _ => wins.push((name.clone(), value.clone())),
+                }
+            }
+            winners(change.key.clone(), v, *base, fields.len(), wins, seen, change, |fields| DeltaOp::HashSet {
+                fields,
+            })
+        }
+        ChangeKind::Delta { base, op: DeltaOp::HashDel { fields } } => {
+            if let Some(e) = entry.filter(|_| hash.is_none()) {
+                // The key was a hash at v: an older string lost to it (the
+                // change removes it, see apply_change).
+                return match e.version >= v {
+                    true => (lost(e.version, v), None),
+                    false => (Applied, Some(change)),
+                };
+            }
+            if fields.is_empty() {
+                // Only "a hash at v" (a resync of a key that lost its last
+                // field): it raises the hash's version.
+                let held = match hash {
+                    Some(_) => entry.map(|e| e.version),
+                    None if tombs.enabled() => tombs.hash(key),
+                    None => return (Duplicate, None),
+                };
+                return match held {
+                    Some(h) if h >= v => (lost(h, v), None),
+                    _ => (Applied, Some(change)),
+                };
+            }
+            let mut seen = false;
+            let mut doomed = Vec::new();
+            for name in fields {
+                match hash.and_then(|h| h.get(name)) {
+                    Some(f) if f.version >= v => seen |= f.version == v,
+                    Some(_) => doomed.push(name.clone()),
+                    // Not held: only a field tombstone to record, so that
+                    // an older write of the field arriving later loses.
+                    None => match tombs.field(key, name) {
+                        Some(t) if t >= v => seen |= t == v,
+                        _ if tombs.enabled() => doomed.push(name.clone()),
+                        // Without tombstones a field not held needs nothing.
+                        _ => seen = true,
+                    },
+                }
+            }
+            winners(change.key.clone(), v, *base, fields.len(), doomed, seen, change, |fields| DeltaOp::HashDel {
+                fields,
+            })
+        }
+        ChangeKind::Delete | ChangeKind::Expire => match entry {
+            None if tombs.enabled() => (Applied, Some(change)),
+            None => (Duplicate, None),
+            Some(e) if e.version < v => (Applied, Some(change)),
+            Some(e) if hash.is_none() => (lost(e.version, v), None),
+            // A hash newer than the removal keeps its newer fields; the
+            // change (see apply_change) removes the older ones and leaves
+            // the floor.
+            Some(_) if hash.is_some_and(|h| h.iter().any(|(_, f)| f.version < v)) => (Applied, Some(change)),
+            Some(_) if tombs.enabled() => (ConflictLost, Some(change)),
+            Some(_) => (ConflictLost, None),
+        },
+    }
+}
+
+/// A string write (full or delta) at version v against a hash of a newer
+/// version (held, or gone with its last field): the string loses, but it
+/// overwrote the key, so the fields older than v go, now or when they
+/// arrive. Logged as a Delete at v, which removes exactly those (see
+/// apply_change) and leaves the floor.
+fn string_loses_to_hash(
+    hash: Option<&HashValue>,
+    tombs: &Tombstones,
+    change: Change,
+) -> (RemoteOutcome, Option<Change>) {
+    if tombs.enabled() || hash.is_some_and(|h| h.iter().any(|(_, f)| f.version < change.version)) {
+        let delete = Change { key: change.key, version: change.version, kind: ChangeKind::Delete };
+        return (ConflictLost, Some(delete));
+    }
+    (ConflictLost, None)
+}
+
+/// "The key was a hash at v": an HDEL of no field.
+fn hash_at(key: Bytes, v: Version) -> Change {
+    Change {
+        key,
+        version: v,
+        kind: ChangeKind::Delta { base: Version::ZERO, op: DeltaOp::HashDel { fields: Vec::new() } },
+    }
+}
+
+/// The outcome of a hash field operation of which `kept` of `total`
+/// fields won: all of them log the change as it came, some log an op of
+/// just those; none is a duplicate when some field is at exactly v (this
+/// change was applied: versions are unique), else the change lost.
+#[allow(clippy::too_many_arguments)]
+fn winners<T>(
+    key: Bytes,
+    v: Version,
+    base: Version,
+    total: usize,
+    kept: Vec<T>,
+    seen: bool,
+    change: Change,
+    op: impl FnOnce(Vec<T>) -> DeltaOp,
+) -> (RemoteOutcome, Option<Change>) {
+    if kept.is_empty() {
+        return (if seen { Duplicate } else { ConflictLost }, None);
+    }
+    if kept.len() == total {
+        return (Applied, Some(change));
+    }
+    (Applied, Some(Change { key, version: v, kind: ChangeKind::Delta { base, op: op(kept) } }))
+}
+
+#[cfg(test)]
+#[path = "remote_tests.rs"]
+mod tests;

@@ -1,0 +1,955 @@
+//! Conflict resolution of changes from other sites, and tombstones: one test
+//! per rule, then a property: two sites writing concurrently and shipping
+//! their logs to each other, interleaved at random, end identical, and each
+//! one's backup (fed its log) ends identical to it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+
+use super::super::{KeyspaceConfig, ReplicationSink, Write};
+use super::*;
+use crate::clock::DebugClock;
+use crate::value::Field;
+
+fn config(site: u16) -> KeyspaceConfig {
+    KeyspaceConfig {
+        partitions: 7,
+        site_id: site,
+        log_retain_bytes: usize::MAX / 2,
+        tombstone_bytes: 1 << 30,
+        ..Default::default()
+    }
+}
+
+fn keyspace(site: u16) -> Keyspace {
+    Keyspace::new(config(site), Arc::new(DebugClock::default()))
+}
+
+fn b(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+/// A version of site 2 `d` ticks after (or before, when negative) the
+/// keyspace's clock now.
+fn remote_version(ks: &Keyspace, d: i64) -> Version {
+    let now = ks.hlc().tick();
+    Version { hlc: now.checked_add_signed(d).unwrap(), site: 2 }
+}
+
+fn full(key: &str, val: &str, v: Version) -> Change {
+    Change { key: b(key), version: v, kind: ChangeKind::Full { value: Value::Str(b(val)), expire_at: 0 } }
+}
+
+fn full_hash(key: &str, fields: &[(&str, &str, Version)], v: Version) -> Change {
+    let mut h = HashValue::new();
+    for (f, val, fv) in fields {
+        h.set(b(f), b(val), *fv);
+    }
+    Change { key: b(key), version: v, kind: ChangeKind::Full { value: Value::Hash(h), expire_at: 0 } }
+}
+
+fn delta(key: &str, base: Version, op: DeltaOp, v: Version) -> Change {
+    Change { key: b(key), version: v, kind: ChangeKind::Delta { base, op } }
+}
+
+fn hset(key: &str, fields: &[(&str, &str)], v: Version) -> Change {
+    let fields = fields.iter().map(|(f, val)| (b(f), b(val))).collect();
+    delta(key, Version::ZERO, DeltaOp::HashSet { fields }, v)
+}
+
+fn hdel(key: &str, fields: &[&str], v: Version) -> Change {
+    delta(key, Version::ZERO, DeltaOp::HashDel { fields: fields.iter().map(|f| b(f)).collect() }, v)
+}
+
+fn del(key: &str, v: Version) -> Change {
+    Change { key: b(key), version: v, kind: ChangeKind::Delete }
+}
+
+fn write(ks: &Keyspace, key: &str, w: Write) -> Option<Version> {
+    ks.txn([key.as_bytes()], 0).write(key.as_bytes(), w).unwrap();
+    entry(ks, key).map(|e| e.version)
+}
+
+fn local_set(ks: &Keyspace, key: &str, val: &str) -> Version {
+    write(ks, key, Write::Set { value: Value::Str(b(val)), expire_at: 0 }).unwrap()
+}
+
+fn local_hset(ks: &Keyspace, key: &str, fields: &[(&str, &str)]) -> Version {
+    write(ks, key, Write::HashSet(fields.iter().map(|(f, v)| (b(f), b(v))).collect())).unwrap()
+}
+
+fn entry(ks: &Keyspace, key: &str) -> Option<Entry> {
+    ks.with_partition(ks.partition_of(key.as_bytes()), |p, _| p.get(key.as_bytes()).cloned())
+}
+
+fn string(ks: &Keyspace, key: &str) -> Option<Bytes> {
+    entry(ks, key).and_then(|e| e.as_str().cloned())
+}
+
+fn field(ks: &Keyspace, key: &str, f: &str) -> Option<Field> {
+    entry(ks, key).and_then(|e| e.as_hash().and_then(|h| h.get(f.as_bytes()).cloned()))
+}
+
+fn floor(ks: &Keyspace, key: &str) -> Option<Version> {
+    ks.with_partition(ks.partition_of(key.as_bytes()), |p, _| p.tombstones.key(key.as_bytes()))
+}
+
+fn field_tomb(ks: &Keyspace, key: &str, f: &str) -> Option<Version> {
+    ks.with_partition(ks.partition_of(key.as_bytes()), |p, _| p.tombstones.field(key.as_bytes(), f.as_bytes()))
+}
+
+/// Every change logged for `key`, oldest first.
+fn log_of(ks: &Keyspace, key: &str) -> Vec<Change> {
+    ks.with_partition(ks.partition_of(key.as_bytes()), |p, _| {
+        p.log
+            .read_from(p.log.first_seq())
+            .unwrap()
+            .filter(|(_, c)| c.key == key.as_bytes())
+            .map(|(_, c)| c.clone())
+            .collect()
+    })
+}
+
+fn apply(ks: &Keyspace, c: &Change) -> RemoteOutcome {
+    ks.apply_remote(c.clone(), 0).unwrap()
+}
+
+#[test]
+fn a_delete_beats_an_older_write_that_arrives_later() {
+    let ks = keyspace(1);
+    let old = remote_version(&ks, -1000);
+    let d = remote_version(&ks, 0);
+    assert_eq!(apply(&ks, &del("k", d)), Applied);
+    assert_eq!(floor(&ks, "k"), Some(d), "a delete of a missing key still leaves its tombstone");
+    assert_eq!(log_of(&ks, "k"), vec![del("k", d)], "and is logged, so backups get the tombstone");
+    assert_eq!(apply(&ks, &full("k", "old", old)), ConflictLost);
+    assert_eq!(apply(&ks, &hset("k", &[("f", "old")], old)), ConflictLost);
+    assert_eq!(apply(&ks, &delta("k", Version::ZERO, DeltaOp::IncrBy(1), old)), ConflictLost);
+    assert_eq!(apply(&ks, &del("k", d)), Duplicate);
+    assert_eq!(entry(&ks, "k"), None);
+    assert_eq!(log_of(&ks, "k").len(), 1);
+}
+
+#[test]
+fn a_newer_write_beats_a_delete_and_drops_its_tombstone() {
+    let ks = keyspace(1);
+    // Local write newer than a remote delete arriving later: the delete loses.
+    let mine = local_set(&ks, "a", "mine");
+    let older = Version { hlc: mine.hlc - 5, site: 2 };
+    assert_eq!(apply(&ks, &del("a", older)), ConflictLost);
+    assert_eq!(string(&ks, "a"), Some(b("mine")));
+    assert_eq!(apply(&ks, &del("a", mine)), Duplicate);
+    // A remote write newer than a delete wins, and the string's version now
+    // holds older writes back: the tombstone goes.
+    let d = remote_version(&ks, 0);
+    let newer = remote_version(&ks, 10);
+    assert_eq!(apply(&ks, &del("b", d)), Applied);
+    assert_eq!(apply(&ks, &full("b", "new", newer)), Applied);
+    assert_eq!(string(&ks, "b"), Some(b("new")));
+    assert_eq!(floor(&ks, "b"), None);
+    // A local DEL then SET behaves the same.
+    ks.txn([&b"a"[..]], 0).write(b"a", Write::Delete).unwrap();
+    assert!(floor(&ks, "a").is_some());
+    local_set(&ks, "a", "again");
+    assert_eq!(floor(&ks, "a"), None);
+}
+
+#[test]
+fn a_delete_newer_than_a_string_removes_it() {
+    let ks = keyspace(1);
+    let mine = local_set(&ks, "k", "v");
+    let d = remote_version(&ks, 0);
+    assert!(d > mine);
+    assert_eq!(apply(&ks, &del("k", d)), Applied);
+    assert_eq!(entry(&ks, "k"), None);
+    assert_eq!(floor(&ks, "k"), Some(d));
+    let expire = Change { key: b("k"), version: d, kind: ChangeKind::Expire };
+    assert_eq!(apply(&ks, &expire), Duplicate);
+}
+
+#[test]
+fn concurrent_hsets_of_different_fields_from_two_sites_both_survive() {
+    let a = keyspace(1);
+    let bb = keyspace(2);
+    local_hset(&a, "h", &[("x", "from a")]);
+    local_hset(&bb, "h", &[("y", "from b")]);
+    let from_a = log_of(&a, "h");
+    let from_b = log_of(&bb, "h");
+    assert_eq!(apply(&bb, &from_a[0]), Applied);
+    assert_eq!(apply(&a, &from_b[0]), Applied);
+    for ks in [&a, &bb] {
+        assert_eq!(field(ks, "h", "x").unwrap().value, b("from a"));
+        assert_eq!(field(ks, "h", "y").unwrap().value, b("from b"));
+    }
+    assert_eq!(entry(&a, "h"), entry(&bb, "h"), "same fields, field versions and key version");
+    // The same field written at both: the newer write wins at both.
+    local_hset(&a, "h", &[("z", "a")]);
+    local_hset(&bb, "h", &[("z", "b")]);
+    let (za, zb) = (log_of(&a, "h").pop().unwrap(), log_of(&bb, "h").pop().unwrap());
+    let outcomes = (apply(&bb, &za), apply(&a, &zb));
+    let winner = if za.version > zb.version { "a" } else { "b" };
+    assert!(matches!(outcomes, (Applied, ConflictLost) | (ConflictLost, Applied)));
+    assert_eq!(field(&a, "h", "z").unwrap().value, b(winner));
+    assert_eq!(entry(&a, "h"), entry(&bb, "h"));
+}
+
+#[test]
+fn field_versions_after_a_merge() {
+    let ks = keyspace(1);
+    let early = local_hset(&ks, "h", &[("old", "1"), ("both", "1")]);
+    let v = remote_version(&ks, 0);
+    let late = local_hset(&ks, "h", &[("new", "1")]);
+    assert!(early < v && v < late);
+    let change = hset("h", &[("old", "2"), ("new", "2"), ("fresh", "2")], v);
+    assert_eq!(apply(&ks, &change), Applied);
+    assert_eq!(field(&ks, "h", "old"), Some(Field { value: b("2"), version: v }));
+    assert_eq!(field(&ks, "h", "fresh"), Some(Field { value: b("2"), version: v }));
+    assert_eq!(field(&ks, "h", "new"), Some(Field { value: b("1"), version: late }));
+    assert_eq!(field(&ks, "h", "both"), Some(Field { value: b("1"), version: early }));
+    assert_eq!(entry(&ks, "h").unwrap().version, late, "the key version never moves back");
+    // Only the winning fields are logged.
+    assert_eq!(log_of(&ks, "h").pop().unwrap(), hset("h", &[("old", "2"), ("fresh", "2")], v));
+    assert_eq!(apply(&ks, &change), Duplicate, "fields at v: this change was applied");
+    let older = Version { hlc: v.hlc - 1, site: 2 };
+    assert_eq!(apply(&ks, &hset("h", &[("old", "3"), ("new", "3")], older)), ConflictLost);
+}
+
+#[test]
+fn hdel_removes_only_older_fields_and_leaves_field_tombstones() {
+    let ks = keyspace(1);
+    local_hset(&ks, "h", &[("a", "1")]);
+    let v = remote_version(&ks, 0);
+    let late = local_hset(&ks, "h", &[("b", "1")]);
+    let change = hdel("h", &["a", "b", "never"], v);
+    assert_eq!(apply(&ks, &change), Applied);
+    assert_eq!(field(&ks, "h", "a"), None);
+    assert_eq!(field(&ks, "h", "b").unwrap().version, late);
+    assert_eq!(log_of(&ks, "h").pop().unwrap(), hdel("h", &["a", "never"], v));
+    assert_eq!(field_tomb(&ks, "h", "never"), Some(v));
+    assert_eq!(apply(&ks, &change), Duplicate, "a and never were removed at v, b is newer");
+    assert_eq!(apply(&ks, &hdel("h", &["b"], v)), ConflictLost);
+    assert_eq!(apply(&ks, &hdel("h", &["a"], v)), Duplicate);
+    // A write of a removed field older than the HDEL loses, a newer one wins.
+    let older = Version { hlc: v.hlc - 1, site: 2 };
+    assert_eq!(apply(&ks, &hset("h", &[("never", "x")], older)), ConflictLost);
+    let newer = remote_version(&ks, 0);
+    assert_eq!(apply(&ks, &hset("h", &[("never", "x")], newer)), Applied);
+    // HDEL of the last field removes the key; its tombstones stay.
+    let v2 = remote_version(&ks, 0);
+    assert_eq!(apply(&ks, &hdel("h", &["b", "never"], v2)), Applied);
+    assert_eq!(entry(&ks, "h"), None);
+    assert_eq!(apply(&ks, &hset("h", &[("b", "late")], newer)), ConflictLost);
+}
+
+#[test]
+fn a_delete_older_than_a_hash_removes_only_the_older_fields() {
+    let ks = keyspace(1);
+    let early = local_hset(&ks, "h", &[("a", "1"), ("b", "1")]);
+    let d = remote_version(&ks, 0);
+    let late = local_hset(&ks, "h", &[("b", "2"), ("c", "2")]);
+    assert_eq!(apply(&ks, &del("h", d)), Applied);
+    let e = entry(&ks, "h").unwrap();
+    assert_eq!(e.as_hash().unwrap().len(), 2);
+    assert_eq!(field(&ks, "h", "a"), None);
+    assert_eq!(e.version, late);
+    assert_eq!(floor(&ks, "h"), Some(d), "the floor stays while the hash lives");
+    assert_eq!(log_of(&ks, "h").pop().unwrap(), del("h", d));
+    // Older field writes arriving later lose to the floor; newer ones win.
+    let between = Version { hlc: early.hlc, site: 2 };
+    assert!(early < between && between < d);
+    assert_eq!(apply(&ks, &hset("h", &[("a", "x")], between)), ConflictLost);
+    assert_eq!(apply(&ks, &hset("h", &[("a", "y")], remote_version(&ks, 0))), Applied);
+    assert_eq!(apply(&ks, &del("h", d)), Duplicate);
+    // Nothing older to remove: lost (the floor is still recorded).
+    let ks = keyspace(1);
+    let d = remote_version(&ks, 0);
+    local_hset(&ks, "h", &[("a", "1")]);
+    assert_eq!(apply(&ks, &del("h", d)), ConflictLost);
+    assert_eq!(floor(&ks, "h"), Some(d));
+}
+
+#[test]
+fn a_string_delta_on_a_wrong_base_needs_the_full_value_which_then_applies() {
+    let a = keyspace(1);
+    let bb = keyspace(2);
+    let v1 = local_set(&a, "s", "hello");
+    let first = log_of(&a, "s");
+    a.txn([&b"s"[..]], 0)
+        .write(b"s", Write::Str(DeltaOp::Splice { offset: 5, remove: 0, insert: b(" world") }))
+        .unwrap();
+    let append = log_of(&a, "s").pop().unwrap();
+    assert!(matches!(append.kind, ChangeKind::Delta { base, .. } if base == v1));
+    // b never got the first SET: the APPEND cannot apply.
+    assert_eq!(apply(&bb, &append), NeedFull);
+    assert_eq!(entry(&bb, "s"), None);
+    for c in a.full_changes(b"s") {
+        assert_eq!(apply(&bb, &c), Applied);
+    }
+    assert_eq!(entry(&bb, "s"), entry(&a, "s"));
+    // The first SET, late, and the APPEND again change nothing.
+    assert_eq!(apply(&bb, &first[0]), ConflictLost);
+    assert_eq!(apply(&bb, &append), Duplicate);
+    // On the right base it applies; on another version of the string, full value.
+    let c = keyspace(3);
+    assert_eq!(apply(&c, &first[0]), Applied);
+    assert_eq!(apply(&c, &append), Applied);
+    assert_eq!(string(&c, "s"), Some(b("hello world")));
+    let d = keyspace(3);
+    local_set(&d, "s", "other");
+    assert_eq!(apply(&d, &append), NeedFull, "a local SET older than the APPEND");
+    let e = keyspace(3);
+    let newer = e.hlc().tick() + (1 << 40);
+    e.hlc().observe(newer);
+    local_set(&e, "s", "newer");
+    assert_eq!(apply(&e, &append), ConflictLost);
+}
+
+#[test]
+fn a_string_write_against_a_hash_removes_older_fields_and_wins_only_over_older() {
+    let ks = keyspace(1);
+    local_hset(&ks, "h", &[("a", "1")]);
+    let v = remote_version(&ks, 0);
+    let late = local_hset(&ks, "h", &[("b", "1")]);
+    assert_eq!(apply(&ks, &full("h", "str", v)), ConflictLost);
+    assert_eq!(field(&ks, "h", "a"), None, "the SET overwrote a");
+    assert_eq!(field(&ks, "h", "b").unwrap().version, late);
+    assert_eq!(log_of(&ks, "h").pop().unwrap(), del("h", v));
+    assert_eq!(apply(&ks, &full("h", "str", v)), Duplicate);
+    // Newer than every field: the string replaces the hash.
+    let w = remote_version(&ks, 0);
+    assert_eq!(apply(&ks, &full("h", "str", w)), Applied);
+    assert_eq!(string(&ks, "h"), Some(b("str")));
+    // A string delta against a hash with no newer field needs the full value.
+    let ks = keyspace(1);
+    local_hset(&ks, "h", &[("a", "1")]);
+    let v = remote_version(&ks, 0);
+    assert_eq!(apply(&ks, &delta("h", Version::ZERO, DeltaOp::IncrBy(1), v)), NeedFull);
+    assert!(field(&ks, "h", "a").is_some(), "nothing changed until the full value comes");
+}
+
+#[test]
+fn field_writes_against_a_string() {
+    let ks = keyspace(1);
+    local_set(&ks, "s", "v");
+    let newer = remote_version(&ks, 0);
+    assert_eq!(apply(&ks, &hset("s", &[("f", "1")], newer)), NeedFull);
+    let s = entry(&ks, "s").unwrap().version;
+    let older = Version { hlc: s.hlc - 1, site: 2 };
+    assert_eq!(apply(&ks, &hset("s", &[("f", "1")], older)), ConflictLost);
+    assert_eq!(apply(&ks, &hdel("s", &["f"], older)), ConflictLost);
+    assert_eq!(string(&ks, "s"), Some(b("v")));
+    // The sender's full hash replaces the older string; the string's
+    // overwrite still holds back fields older than it.
+    let fresh = remote_version(&ks, 0);
+    let change = full_hash("s", &[("old", "1", older), ("g", "1", fresh)], fresh);
+    assert_eq!(apply(&ks, &change), Applied);
+    assert_eq!(entry(&ks, "s").unwrap().as_hash().unwrap().len(), 1);
+    assert_eq!(field(&ks, "s", "g").unwrap().version, fresh);
+    assert_eq!(floor(&ks, "s"), Some(s));
+}
+
+#[test]
+fn a_hash_that_lost_its_last_field_still_beats_an_older_string() {
+    // At site 2 a hash newer than a SET from site 1 loses its last field;
+    // the SET arriving later must not bring a string back.
+    let ks = keyspace(2);
+    let set_at_1 = remote_version(&ks, 0);
+    let h = local_hset(&ks, "k", &[("f", "1")]);
+    assert_eq!(apply(&ks, &full("k", "from 1", set_at_1)), ConflictLost);
+    ks.txn([&b"k"[..]], 0).write(b"k", Write::HashDel(vec![b("f")])).unwrap();
+    let gone = log_of(&ks, "k").pop().unwrap().version;
+    assert_eq!(entry(&ks, "k"), None);
+    let hash_version = ks.with_partition(ks.partition_of(b"k"), |p, _| p.tombstones.hash(b"k"));
+    assert_eq!(hash_version, Some(gone));
+    assert_eq!(apply(&ks, &full("k", "from 1", set_at_1)), Duplicate);
+    let other = Version { hlc: h.hlc, site: 3 };
+    assert!(h < other && other < gone, "a SET after the HSET but before the HDEL");
+    assert_eq!(apply(&ks, &full("k", "x", other)), ConflictLost);
+    assert_eq!(floor(&ks, "k"), Some(other), "the losing SET still overwrote older fields");
+    // Site 1, holding the SET, asks for the full value of the key when the
+    // HSET arrives, and gets the floor and the hash version: its string goes.
+    let one = keyspace(1);
+    one.hlc().observe(set_at_1.hlc - 1);
+    assert_eq!(apply(&one, &full("k", "from 1", set_at_1)), Applied);
+    assert_eq!(apply(&one, &hset("k", &[("f", "1")], h)), NeedFull);
+    for c in ks.full_changes(b"k") {
+        apply(&one, &c);
+    }
+    assert_eq!(entry(&one, "k"), None);
+    // A field written again starts from the hash version at both.
+    let again = remote_version(&ks, 0);
+    let field_at = Version { hlc: h.hlc, site: 4 };
+    for site in [&ks, &one] {
+        assert_eq!(apply(site, &hset("k", &[("g", "1")], field_at)), Applied);
+        assert_eq!(entry(site, "k").unwrap().version, gone);
+        assert_eq!(apply(site, &hset("k", &[("g", "2")], again)), Applied);
+    }
+    assert_eq!(entry(&ks, "k"), entry(&one, "k"));
+}
+
+#[test]
+fn an_hdel_newer_than_a_string_replaces_it() {
+    let ks = keyspace(1);
+    let s = local_set(&ks, "s", "v");
+    let newer = remote_version(&ks, 0);
+    assert_eq!(apply(&ks, &hdel("s", &["f"], newer)), Applied);
+    assert_eq!(entry(&ks, "s"), None);
+    assert_eq!(field_tomb(&ks, "s", "f"), Some(newer));
+    assert_eq!(floor(&ks, "s"), Some(s), "the string's overwrite still holds older fields back");
+    assert_eq!(apply(&ks, &hdel("s", &["f"], newer)), Duplicate);
+    assert_eq!(apply(&ks, &full("s", "v", s)), Duplicate);
+    assert_eq!(apply(&ks, &full("s", "w", Version { hlc: s.hlc, site: 0 })), ConflictLost);
+}
+
+#[test]
+fn a_full_hash_merges_field_by_field() {
+    let ks = keyspace(1);
+    let v0 = remote_version(&ks, 0);
+    let a = local_hset(&ks, "h", &[("a", "local"), ("keep", "local")]);
+    let v1 = remote_version(&ks, 0);
+    let gone = local_hset(&ks, "h", &[("gone", "x")]);
+    ks.txn([&b"h"[..]], 0).write(b"h", Write::HashDel(vec![b("gone")])).unwrap();
+    let held = entry(&ks, "h").unwrap().version;
+    let v = remote_version(&ks, 0);
+    let change = full_hash("h", &[("a", "old", v0), ("b", "remote", v1), ("gone", "old", gone)], v);
+    assert_eq!(apply(&ks, &change), Applied);
+    let h = entry(&ks, "h").unwrap();
+    assert_eq!(h.version, v);
+    assert_eq!(field(&ks, "h", "a"), Some(Field { value: b("local"), version: a }));
+    assert_eq!(field(&ks, "h", "keep"), Some(Field { value: b("local"), version: a }));
+    assert_eq!(field(&ks, "h", "b"), Some(Field { value: b("remote"), version: v1 }));
+    assert_eq!(field(&ks, "h", "gone"), None, "removed here after it was written");
+    assert!(held < v);
+    assert_eq!(
+        log_of(&ks, "h").pop().unwrap(),
+        Change { key: b("h"), version: v, kind: ChangeKind::Full { value: h.value, expire_at: 0 } }
+    );
+    assert_eq!(apply(&ks, &change), Duplicate);
+}
+
+#[test]
+fn set_expiry_needs_its_base() {
+    let ks = keyspace(1);
+    let v1 = local_set(&ks, "s", "v");
+    let at = ks.now_ms() + 100_000;
+    let v = remote_version(&ks, 0);
+    let change = delta("s", v1, DeltaOp::SetExpiry(at), v);
+    assert_eq!(apply(&ks, &change), Applied);
+    assert_eq!(entry(&ks, "s").unwrap().expire_at, at);
+    assert_eq!(entry(&ks, "s").unwrap().version, v);
+    assert_eq!(apply(&ks, &change), Duplicate);
+    let other = delta("s", v1, DeltaOp::SetExpiry(0), remote_version(&ks, 0));
+    assert_eq!(apply(&ks, &other), NeedFull, "made against a value this copy no longer holds");
+    let older = delta("s", v1, DeltaOp::SetExpiry(0), Version { hlc: v.hlc - 1, site: 2 });
+    assert_eq!(apply(&ks, &older), ConflictLost);
+    assert_eq!(apply(&ks, &delta("missing", v1, DeltaOp::SetExpiry(0), remote_version(&ks, 0))), NeedFull);
+}
+
+#[test]
+fn reapplying_any_change_is_a_duplicate_and_changes_nothing() {
+    let a = keyspace(1);
+    let bb = keyspace(2);
+    local_set(&a, "s", "x");
+    a.txn([&b"s"[..]], 0).write(b"s", Write::Str(DeltaOp::IncrBy(0))).unwrap_err();
+    local_set(&a, "n", "1");
+    a.txn([&b"n"[..]], 0).write(b"n", Write::Str(DeltaOp::IncrBy(41))).unwrap();
+    local_hset(&a, "h", &[("f", "1"), ("g", "1")]);
+    a.txn([&b"h"[..]], 0).write(b"h", Write::HashDel(vec![b("f")])).unwrap();
+    let at = a.now_ms() + 100_000;
+    a.txn([&b"h"[..]], 0).write(b"h", Write::SetExpiry(at)).unwrap();
+    a.txn([&b"s"[..]], 0).write(b"s", Write::Delete).unwrap();
+    let changes: Vec<Change> = ["s", "n", "h"].iter().flat_map(|k| log_of(&a, k)).collect();
+    for c in &changes {
+        assert_eq!(apply(&bb, c), Applied, "{c:?}");
+        let log_len: usize = ["s", "n", "h"].iter().map(|k| log_of(&bb, k).len()).sum();
+        let before: Vec<_> = ["s", "n", "h"].iter().map(|k| entry(&bb, k)).collect();
+        assert_eq!(apply(&bb, c), Duplicate, "{c:?}");
+        assert_eq!(["s", "n", "h"].iter().map(|k| entry(&bb, k)).collect::<Vec<_>>(), before);
+        assert_eq!(["s", "n", "h"].iter().map(|k| log_of(&bb, k).len()).sum::<usize>(), log_len);
+    }
+    for k in ["s", "n", "h"] {
+        assert_eq!(entry(&a, k), entry(&bb, k));
+    }
+    assert_eq!(string(&bb, "n"), Some(b("42")));
+}
+
+#[test]
+fn refuses_on_a_backup_partition() {
+    let ks = keyspace(1);
+    ks.set_replica(ks.partition_of(b"k"), true);
+    assert_eq!(ks.apply_remote(full("k", "v", remote_version(&ks, 0)), 0), Err(ApplyError::NotPrimary));
+    assert_eq!(entry(&ks, "k"), None);
+}
+
+#[test]
+fn the_hlc_moves_past_remote_versions() {
+    let ks = keyspace(1);
+    let far = remote_version(&ks, 1 << 40);
+    apply(&ks, &full("k", "v", far));
+    assert!(local_set(&ks, "k", "w") > far);
+}
+
+#[derive(Default)]
+struct Capture(Mutex<Vec<(usize, u64, Change)>>);
+
+impl ReplicationSink for Capture {
+    fn logged(&self, partition: usize, seq: u64, change: &Change) {
+        self.0.lock().push((partition, seq, change.clone()));
+    }
+}
+
+#[derive(Default)]
+struct Seen(Mutex<Vec<(Bytes, u64)>>);
+
+impl crate::ChangeObserver for Seen {
+    fn active(&self) -> bool {
+        true
+    }
+    fn changed(&self, keys: &[Bytes], origin: u64) {
+        self.0.lock().extend(keys.iter().map(|k| (k.clone(), origin)));
+    }
+    fn flushed(&self, _origin: u64) {}
+}
+
+#[test]
+fn remote_changes_reach_the_sink_and_the_observer_and_replay_on_a_backup() {
+    let ks = keyspace(1);
+    let sink = Arc::new(Capture::default());
+    let seen = Arc::new(Seen::default());
+    ks.set_sink(sink.clone());
+    ks.set_observer(seen.clone());
+    local_hset(&ks, "h", &[("a", "1")]);
+    let v = remote_version(&ks, 0);
+    local_hset(&ks, "h", &[("b", "1")]);
+    apply(&ks, &del("h", v));
+    apply(&ks, &hset("h", &[("a", "2"), ("b", "2")], Version { hlc: v.hlc + 1, site: 2 }));
+    assert_eq!(apply(&ks, &full("gone", "x", Version { hlc: v.hlc - 1, site: 2 })), Applied);
+    apply(&ks, &del("gone", v));
+    assert_eq!(seen.0.lock().last(), Some(&(b("gone"), 0)));
+    let backup = keyspace(1);
+    for p in 0..7 {
+        backup.set_replica(p, true);
+    }
+    let logged = std::mem::take(&mut *sink.0.lock());
+    assert_eq!(logged.len(), 6);
+    for (_, seq, c) in logged {
+        backup.apply_replicated(seq, c).unwrap();
+    }
+    assert_eq!(state(&backup), state(&ks));
+    assert_eq!(tombstones(&backup), tombstones(&ks));
+    assert_eq!(floor(&backup, "gone"), Some(v));
+}
+
+#[test]
+fn flushall_deletes_leave_tombstones_and_backups_get_the_same() {
+    let ks = keyspace(1);
+    let sink = Arc::new(Capture::default());
+    ks.set_sink(sink.clone());
+    local_set(&ks, "a", "1");
+    local_hset(&ks, "b", &[("f", "1")]);
+    ks.flush(0);
+    assert!(floor(&ks, "a").is_some() && floor(&ks, "b").is_some());
+    assert!(ks.tombstone_bytes() > 0);
+    let backup = keyspace(1);
+    for p in 0..7 {
+        backup.set_replica(p, true);
+    }
+    for (_, seq, c) in std::mem::take(&mut *sink.0.lock()) {
+        backup.apply_replicated(seq, c).unwrap();
+    }
+    assert_eq!(tombstones(&backup), tombstones(&ks));
+    assert_eq!(backup.tombstone_bytes(), ks.tombstone_bytes());
+    // A snapshot's tombstones, loaded as changes, rebuild them too.
+    let fresh = keyspace(1);
+    for p in 0..7 {
+        fresh.set_replica(p, true);
+        for c in ks.with_partition(p, |part, _| part.tombstone_changes()) {
+            fresh.load_replica_entry(c).unwrap();
+        }
+    }
+    assert_eq!(tombstones(&fresh), tombstones(&ks));
+    backup.reset_replica(ks.partition_of(b"a"), 1).unwrap();
+    assert_eq!(floor(&backup, "a"), None);
+}
+
+#[test]
+fn without_tombstones_nothing_is_kept() {
+    let ks = Keyspace::new(KeyspaceConfig { partitions: 7, ..Default::default() }, Arc::new(DebugClock::default()));
+    local_set(&ks, "a", "1");
+    local_hset(&ks, "h", &[("f", "1"), ("g", "1")]);
+    ks.txn([&b"h"[..]], 0).write(b"h", Write::HashDel(vec![b("f")])).unwrap();
+    ks.txn([&b"a"[..]], 0).write(b"a", Write::Delete).unwrap();
+    ks.flush(0);
+    assert_eq!(ks.tombstone_bytes(), 0);
+    assert_eq!(floor(&ks, "a"), None);
+    // Remote changes still resolve by the versions held.
+    let d = remote_version(&ks, 0);
+    assert_eq!(apply(&ks, &del("a", d)), Duplicate);
+    assert_eq!(apply(&ks, &full("a", "x", Version { hlc: d.hlc - 1, site: 2 })), Applied);
+}
+
+// ---- convergence ----
+
+fn state(ks: &Keyspace) -> BTreeMap<Bytes, Entry> {
+    let mut out = BTreeMap::new();
+    for p in 0..ks.partitions() as usize {
+        ks.with_partition(p, |part, _| out.extend(part.iter().map(|(k, e)| (k.clone(), e.clone()))));
+    }
+    out
+}
+
+type TombList = Vec<Vec<(Bytes, crate::tombstones::Tomb, Version)>>;
+
+fn tombstones(ks: &Keyspace) -> TombList {
+    (0..ks.partitions() as usize)
+        .map(|p| {
+            ks.with_partition(p, |part, _| part.tombstones.iter().map(|(k, t, v)| (k.clone(), t.clone(), v)).collect())
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Set(u8, Vec<u8>, bool),
+    /// Overwrite one byte of a long string: logged as a delta (Patch).
+    SetSimilar(u8, usize, u8),
+    Append(u8, Vec<u8>),
+    Incr(u8, i64),
+    HSet(u8, Vec<(u8, Vec<u8>)>),
+    HDel(u8, Vec<u8>),
+    Del(u8),
+    /// EXPIRE (far in the future) or PERSIST of key 3, which only ever
+    /// holds a string: an expiry has no version of its own, so EXPIRE on a
+    /// key whose type the sites contest is out of scope (see the remote
+    /// module's docs).
+    Expire(bool),
+}
+
+#[derive(Debug, Clone)]
+enum Action {
+    Local(usize, Op),
+    /// Deliver up to n of the changes site `from` logged to another (the
+    /// second number picks which); with `true`, NeedFull is answered later
+    /// (by an [`Action::Late`]), as a publisher does with changes already in
+    /// flight.
+    Deliver(usize, usize, u8, bool),
+    /// Deliver the full values one site owes another.
+    Late(usize, usize),
+    /// Send one already delivered change again.
+    Resend(usize, usize, u16),
+    Advance(usize, u16),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let key = 0u8..4;
+    let val = proptest::collection::vec(b'a'..b'e', 0..6);
+    prop_oneof![
+        (key.clone(), val.clone(), any::<bool>()).prop_map(|(k, v, ttl)| Op::Set(k, v, ttl)),
+        (key.clone(), 0usize..200, b'a'..b'e').prop_map(|(k, i, c)| Op::SetSimilar(k, i, c)),
+        (key.clone(), val.clone()).prop_map(|(k, v)| Op::Append(k, v)),
+        (key.clone(), -3i64..4).prop_map(|(k, n)| Op::Incr(k, n)),
+        (0u8..3, proptest::collection::vec((0u8..4, val), 1..3)).prop_map(|(k, f)| Op::HSet(k, f)),
+        (0u8..3, proptest::collection::vec(0u8..4, 1..3)).prop_map(|(k, f)| Op::HDel(k, f)),
+        key.prop_map(Op::Del),
+        any::<bool>().prop_map(Op::Expire),
+    ]
+}
+
+/// Actions on `n` sites.
+fn action(n: usize) -> impl Strategy<Value = Action> {
+    prop_oneof![
+        5 => (0..n, op()).prop_map(|(s, o)| Action::Local(s, o)),
+        4 => (0..n, 0..n, 1u8..4, any::<bool>()).prop_map(|(s, t, k, late)| Action::Deliver(s, t, k, late)),
+        1 => (0..n, 0..n).prop_map(|(s, t)| Action::Late(s, t)),
+        1 => (0..n, 0..n, any::<u16>()).prop_map(|(s, t, i)| Action::Resend(s, t, i)),
+        1 => (0..n, 0u16..50).prop_map(|(s, ms)| Action::Advance(s, ms)),
+    ]
+}
+
+fn key(i: u8) -> Vec<u8> {
+    format!("key{i}").into_bytes()
+}
+
+fn run_local(ks: &Keyspace, op: Op) {
+    let k = match &op {
+        Op::Set(k, ..) | Op::SetSimilar(k, ..) | Op::Append(k, _) | Op::Incr(k, _) => key(*k),
+        Op::HSet(k, _) | Op::HDel(k, _) | Op::Del(k) => key(*k),
+        Op::Expire(_) => key(3),
+    };
+    let mut txn = ks.txn([&k[..]], 0);
+    let now = txn.now_ms();
+    // Wrong types and non-integers fail and leave no trace, as for clients.
+    let _ = match op {
+        Op::Set(_, v, ttl) => {
+            let expire_at = if ttl { now + 86_400_000 } else { 0 };
+            txn.write(&k, Write::Set { value: Value::Str(Bytes::from(v)), expire_at })
+        }
+        Op::SetSimilar(_, i, c) => {
+            let mut v = txn.get(&k).and_then(|e| e.as_str().cloned()).map(|s| s.to_vec()).unwrap_or_default();
+            v.resize(v.len().max(200), b'x');
+            let n = v.len();
+            v[i % n] = c;
+            let expire_at = txn.get(&k).map_or(0, |e| e.expire_at);
+            txn.write(&k, Write::Set { value: Value::Str(Bytes::from(v)), expire_at })
+        }
+        Op::Append(_, v) => {
+            let offset = txn.get(&k).and_then(|e| e.as_str()).map_or(0, |s| s.len()) as u32;
+            txn.write(&k, Write::Str(DeltaOp::Splice { offset, remove: 0, insert: Bytes::from(v) }))
+        }
+        Op::Incr(_, n) => txn.write(&k, Write::Str(DeltaOp::IncrBy(n))),
+        Op::HSet(_, fields) => txn.write(
+            &k,
+            Write::HashSet(fields.into_iter().map(|(f, v)| (Bytes::from(vec![b'f', f]), Bytes::from(v))).collect()),
+        ),
+        Op::HDel(_, fields) => {
+            txn.write(&k, Write::HashDel(fields.into_iter().map(|f| Bytes::from(vec![b'f', f])).collect()))
+        }
+        Op::Del(_) => txn.write(&k, Write::Delete),
+        Op::Expire(persist) => txn.write(&k, Write::SetExpiry(if persist { 0 } else { now + 86_400_000 })),
+    };
+}
+
+struct Site {
+    id: u16,
+    clock: Arc<DebugClock>,
+    ks: Keyspace,
+    sink: Arc<Capture>,
+    backup: Keyspace,
+}
+
+impl Site {
+    fn new(id: u16, skew_ms: u64) -> Site {
+        let clock = Arc::new(DebugClock::default());
+        clock.advance(skew_ms);
+        let ks = Keyspace::new(config(id), clock.clone());
+        let sink = Arc::new(Capture::default());
+        ks.set_sink(sink.clone());
+        let backup = Keyspace::new(config(id), clock.clone());
+        for p in 0..backup.partitions() as usize {
+            backup.set_replica(p, true);
+        }
+        Site { id, clock, ks, sink, backup }
+    }
+
+    /// Feeds what the primary logged to its backup; returns what originated
+    /// here (what the WAN publisher ships), in log order.
+    fn drain(&self) -> Vec<Change> {
+        let mut out = Vec::new();
+        for (_, seq, c) in std::mem::take(&mut *self.sink.0.lock()) {
+            if c.version.site == self.id {
+                out.push(c.clone());
+            }
+            self.backup.apply_replicated(seq, c).unwrap();
+        }
+        out
+    }
+}
+
+thread_local! {
+    /// (what arrived, outcome) -> count, to check the property reaches
+    /// every rule.
+    static CENSUS: std::cell::RefCell<BTreeMap<(&'static str, &'static str), usize>> = Default::default();
+}
+
+fn census(c: &Change, outcome: RemoteOutcome, response: bool) {
+    let kind = match &c.kind {
+        ChangeKind::Full { value: Value::Str(_), .. } => "full string",
+        ChangeKind::Full { value: Value::Hash(_), .. } => "full hash",
+        ChangeKind::Delta { op, .. } if op.needs_base() => "string delta",
+        ChangeKind::Delta { op: DeltaOp::HashSet { .. }, .. } => "hset",
+        ChangeKind::Delta { op: DeltaOp::HashDel { .. }, .. } => "hdel",
+        ChangeKind::Delta { .. } => "expiry",
+        ChangeKind::Delete | ChangeKind::Expire => "delete",
+    };
+    let kind = match (response, kind) {
+        (false, k) => k,
+        (true, "full string") => "resent full string",
+        (true, "full hash") => "resent full hash",
+        (true, _) => "resent floor",
+    };
+    let outcome = match outcome {
+        Applied => "applied",
+        Duplicate => "duplicate",
+        ConflictLost => "conflict lost",
+        NeedFull => "need full",
+    };
+    CENSUS.with(|c| *c.borrow_mut().entry((kind, outcome)).or_default() += 1);
+}
+
+/// Applies a change from `from` at `to`, answering NeedFull with `from`'s
+/// current value of the key: at once, or into `owed` to be sent later.
+fn deliver(to: &Site, from: &Site, c: Change, owed: Option<&mut Vec<Change>>) -> Result<(), TestCaseError> {
+    let key = c.key.clone();
+    let outcome = to.ks.apply_remote(c.clone(), 0);
+    prop_assert!(outcome.is_ok(), "{:?} on {:?}", outcome, c);
+    let outcome = outcome.unwrap();
+    census(&c, outcome, false);
+    if outcome == NeedFull {
+        let fulls = from.ks.full_changes(&key);
+        match owed {
+            Some(owed) => owed.extend(fulls),
+            None => {
+                for full in fulls {
+                    deliver_full(to, full)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn deliver_full(to: &Site, full: Change) -> Result<(), TestCaseError> {
+    let o = to.ks.apply_remote(full.clone(), 0);
+    prop_assert!(matches!(o, Ok(Applied | Duplicate | ConflictLost)), "{:?} on full {:?}", o, full);
+    census(&full, o.unwrap(), true);
+    Ok(())
+}
+
+/// Runs `actions` on `skews.len()` sites (site i's clock `skews[i]` ms
+/// ahead), in a full mesh, then delivers everything still in flight and
+/// checks that all sites, and each site's backup, hold the same.
+fn converge(actions: Vec<Action>, skews: &[u64]) -> Result<(), TestCaseError> {
+    let n = skews.len();
+    let sites: Vec<Site> = skews.iter().enumerate().map(|(i, skew)| Site::new(i as u16 + 1, *skew)).collect();
+    // What each site logged that originated there; per (from, to) pair, how
+    // much of it was sent and the full values owed.
+    let mut outbox: Vec<Vec<Change>> = vec![Vec::new(); n];
+    let mut sent = vec![vec![0usize; n]; n];
+    let mut owed: Vec<Vec<Vec<Change>>> = vec![vec![Vec::new(); n]; n];
+    let drain = |outbox: &mut Vec<Vec<Change>>| {
+        for (i, s) in sites.iter().enumerate() {
+            outbox[i].extend(s.drain());
+        }
+    };
+    // The receiving site: any other than `from`.
+    let other = |from: usize, pick: usize| (from + 1 + pick % (n - 1)) % n;
+    for a in actions {
+        match a {
+            Action::Local(s, op) => run_local(&sites[s].ks, op),
+            Action::Deliver(from, pick, k, late) => {
+                let to = other(from, pick);
+                for _ in 0..k {
+                    if sent[from][to] < outbox[from].len() {
+                        let c = outbox[from][sent[from][to]].clone();
+                        sent[from][to] += 1;
+                        deliver(&sites[to], &sites[from], c, late.then_some(&mut owed[from][to]))?;
+                        drain(&mut outbox);
+                    }
+                }
+            }
+            Action::Late(from, pick) => {
+                let to = other(from, pick);
+                for full in std::mem::take(&mut owed[from][to]) {
+                    deliver_full(&sites[to], full)?;
+                }
+            }
+            Action::Resend(from, pick, i) => {
+                let to = other(from, pick);
+                if sent[from][to] > 0 {
+                    let c = outbox[from][i as usize % sent[from][to]].clone();
+                    deliver(&sites[to], &sites[from], c, None)?;
+                }
+            }
+            Action::Advance(s, ms) => {
+                sites[s].clock.advance(ms as u64);
+            }
+        }
+        drain(&mut outbox);
+    }
+    // Everything still queued or owed is delivered.
+    let pending = |sent: &Vec<Vec<usize>>, outbox: &Vec<Vec<Change>>, owed: &Vec<Vec<Vec<Change>>>| {
+        (0..n).any(|f| (0..n).any(|t| f != t && (sent[f][t] < outbox[f].len() || !owed[f][t].is_empty())))
+    };
+    while pending(&sent, &outbox, &owed) {
+        for from in 0..n {
+            for to in (0..n).filter(|t| *t != from) {
+                for full in std::mem::take(&mut owed[from][to]) {
+                    deliver_full(&sites[to], full)?;
+                    drain(&mut outbox);
+                }
+                while sent[from][to] < outbox[from].len() {
+                    let c = outbox[from][sent[from][to]].clone();
+                    sent[from][to] += 1;
+                    deliver(&sites[to], &sites[from], c, None)?;
+                    drain(&mut outbox);
+                }
+            }
+        }
+    }
+    for s in &sites[1..] {
+        prop_assert_eq!(state(&sites[0].ks), state(&s.ks), "site 1 and site {}", s.id);
+    }
+    for s in &sites {
+        prop_assert_eq!(state(&s.backup), state(&s.ks));
+        prop_assert_eq!(tombstones(&s.backup), tombstones(&s.ks));
+    }
+    Ok(())
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(512)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #[test]
+    fn three_sites_converge_whatever_the_interleaving(
+        actions in proptest::collection::vec(action(3), 1..150),
+        skews in proptest::collection::vec(0u64..100, 3),
+    ) {
+        converge(actions, &skews)?;
+    }
+
+    #[test]
+    fn two_sites_converge_whatever_the_interleaving(
+        actions in proptest::collection::vec(action(2), 1..120),
+        skew_ms in 0u64..100,
+    ) {
+        converge(actions, &[0, skew_ms])?;
+    }
+}
+
+/// The property is only as good as the paths it takes: over a few hundred
+/// runs every rule must be reached.
+#[test]
+fn convergence_runs_reach_every_rule() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = (proptest::collection::vec(action(2), 1..120), 0u64..100);
+    for _ in 0..300 {
+        let (actions, skew) = strategy.new_tree(&mut runner).unwrap().current();
+        converge(actions, &[0, skew]).unwrap();
+    }
+    let census = CENSUS.with(|c| c.borrow().clone());
+    if std::env::var_os("CENSUS").is_some() {
+        eprintln!("{census:#?}");
+    }
+    for want in [
+        ("full string", "applied"),
+        ("full string", "conflict lost"),
+        ("full string", "duplicate"),
+        ("string delta", "applied"),
+        ("string delta", "need full"),
+        ("string delta", "conflict lost"),
+        ("hset", "applied"),
+        ("hset", "conflict lost"),
+        ("hset", "duplicate"),
+        ("hset", "need full"),
+        ("hdel", "applied"),
+        ("hdel", "conflict lost"),
+        ("delete", "applied"),
+        ("delete", "conflict lost"),
+        ("delete", "duplicate"),
+        ("expiry", "applied"),
+        ("expiry", "need full"),
+        ("resent full string", "applied"),
+        ("resent full hash", "applied"),
+        ("resent floor", "applied"),
+    ] {
+        assert!(census.contains_key(&want), "no {want:?} in {census:#?}");
+    }
+}

@@ -1,0 +1,369 @@
+//! Replication between sites (WAN).
+//!
+//! The partition log is the queue: a [`publisher`] per remote site reads
+//! the logs of the partitions this node is primary for, from what that site
+//! has applied, and ships the changes that originated here in batches of
+//! many partitions on one connection, compressed, several in flight. Over
+//! the node's memory budget the unsent backlog spills to a per-target
+//! [`journal::Journal`]; over the disk budget the target is marked
+//! `needs-resync` and, once reachable again, gets the partitions' current
+//! contents followed by the log. Writers are never failed or slowed.
+//!
+//! A [`receiver`] accepts remote publishers, drops what its watermarks say
+//! already arrived, and hands changes to its own site's primaries through
+//! the `WANAPPLY` command ([`local`]), which resolves conflicts by version
+//! (`Keyspace::apply_remote`) and goes through the normal write path: logged,
+//! replicated to backups (waited for when replication is sync), near caches
+//! invalidated.
+
+pub mod local;
+pub mod publisher;
+pub mod receiver;
+pub mod stats;
+pub mod wire;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use keyspace::{Change, Keyspace, LogListener};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+pub use stats::{PublisherStats, ReceiverStats};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckMode {
+    /// The window opens on "received"; the log is released on "applied".
+    Pipelined,
+    /// One batch at a time, the next only once the previous is applied
+    /// (Hazelcast's ACK_ON_OPERATION_COMPLETE, for comparison).
+    OnApply,
+}
+
+#[derive(Clone, Debug)]
+pub struct TargetSettings {
+    pub name: String,
+    /// Any nodes of the remote site, `host:port` of their `wan.listen`.
+    pub endpoints: Vec<String>,
+    /// False ships the full value for every change (the GemFire baseline).
+    pub delta: bool,
+    pub ack: AckMode,
+}
+
+#[derive(Clone, Debug)]
+pub struct WanSettings {
+    /// Where remote publishers connect; None: this node receives nothing.
+    pub listen: Option<SocketAddr>,
+    /// Bytes of partition log held in memory for remote sites, per node.
+    pub memory_budget: u64,
+    /// Bytes of spilled backlog on disk, per node, before re-sync.
+    pub disk_budget: u64,
+    pub targets: Vec<TargetSettings>,
+    /// Where the journals live (`<data_dir>/wan`).
+    pub dir: PathBuf,
+}
+
+/// What the node around the WAN tells it: its identity and how to reach
+/// its own site's primaries.
+#[derive(Clone, Debug)]
+pub struct LocalSite {
+    pub site_id: u16,
+    pub site_name: String,
+    pub node_id: String,
+    /// This node's Redis address (where `WANAPPLY` goes when it owns a key).
+    pub client_addr: String,
+    pub requirepass: Option<String>,
+}
+
+/// A publisher's state, as operators see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PublisherState {
+    Replicating = 0,
+    /// Queue, don't send.
+    Paused = 1,
+    /// Neither queue nor send; resuming re-syncs.
+    Stopped = 2,
+    /// The backlog outgrew the disk budget; a re-sync runs once reachable.
+    NeedsResync = 3,
+}
+
+impl PublisherState {
+    pub fn name(self) -> &'static str {
+        match self {
+            PublisherState::Replicating => "replicating",
+            PublisherState::Paused => "paused",
+            PublisherState::Stopped => "stopped",
+            PublisherState::NeedsResync => "needs-resync",
+        }
+    }
+
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => PublisherState::Paused,
+            2 => PublisherState::Stopped,
+            3 => PublisherState::NeedsResync,
+            _ => PublisherState::Replicating,
+        }
+    }
+}
+
+/// An operator's request to a publisher.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    Pause,
+    Resume,
+    Stop,
+    Resync,
+}
+
+/// The shared face of one target's publisher: state, counters, and the
+/// partitions whose logs grew since it last looked.
+pub struct Target {
+    pub settings: TargetSettings,
+    state: AtomicU8,
+    pub stats: PublisherStats,
+    /// One bit per partition: its log grew.
+    dirty: Box<[AtomicU64]>,
+    wake: Notify,
+    control: Mutex<Vec<Control>>,
+    /// Per partition, the lowest seq this target still needs from the log
+    /// (u64::MAX: nothing).
+    needed: Box<[AtomicU64]>,
+    /// Filled by the publisher for `wan status` and metrics.
+    pub status: Mutex<publisher::Snapshot>,
+}
+
+impl Target {
+    fn new(settings: TargetSettings, partitions: u16) -> Self {
+        Target {
+            settings,
+            state: AtomicU8::new(PublisherState::Replicating as u8),
+            stats: PublisherStats::default(),
+            dirty: (0..(partitions as usize).div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            wake: Notify::new(),
+            control: Mutex::new(Vec::new()),
+            needed: (0..partitions).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            status: Mutex::new(publisher::Snapshot::default()),
+        }
+    }
+
+    pub fn state(&self) -> PublisherState {
+        PublisherState::from_u8(self.state.load(Ordering::Relaxed))
+    }
+
+    fn set_state(&self, s: PublisherState) {
+        self.state.store(s as u8, Ordering::Relaxed);
+    }
+
+    fn mark(&self, p: usize) {
+        let bit = 1u64 << (p % 64);
+        if self.dirty[p / 64].fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Takes the set of partitions marked since the last call.
+    fn take_dirty(&self, into: &mut Vec<usize>) {
+        for (w, word) in self.dirty.iter().enumerate() {
+            let mut bits = word.swap(0, Ordering::AcqRel);
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                into.push(w * 64 + b);
+                bits &= bits - 1;
+            }
+        }
+    }
+
+    pub fn control(&self, c: Control) {
+        self.control.lock().push(c);
+        self.wake.notify_one();
+    }
+}
+
+/// The WAN side of one node.
+pub struct Wan {
+    pub settings: WanSettings,
+    pub local: LocalSite,
+    pub ks: Arc<Keyspace>,
+    pub cluster: Option<Arc<cluster::Cluster>>,
+    pub targets: Vec<Arc<Target>>,
+    /// Per source site: what this node's receiver has seen and applied.
+    pub received: Mutex<HashMap<u16, Arc<ReceiverStats>>>,
+    /// (source site, source partition) -> highest seq applied through
+    /// this node: a re-sent entry at or below it changes nothing.
+    pub watermarks: Mutex<HashMap<(u16, u16), u64>>,
+}
+
+impl LogListener for Wan {
+    fn appended(&self, partition: usize, change: &Change) {
+        if change.version.site != self.local.site_id {
+            return;
+        }
+        for t in &self.targets {
+            if t.state() != PublisherState::Stopped {
+                t.stats.events_queued.fetch_add(1, Ordering::Relaxed);
+                t.mark(partition);
+            }
+        }
+    }
+}
+
+impl Wan {
+    pub fn new(
+        settings: WanSettings,
+        local: LocalSite,
+        ks: Arc<Keyspace>,
+        cluster: Option<Arc<cluster::Cluster>>,
+    ) -> Arc<Wan> {
+        let targets = settings.targets.iter().map(|t| Arc::new(Target::new(t.clone(), ks.partitions()))).collect();
+        let wan = Arc::new(Wan {
+            settings,
+            local,
+            ks: ks.clone(),
+            cluster,
+            targets,
+            received: Mutex::new(HashMap::new()),
+            watermarks: Mutex::new(HashMap::new()),
+        });
+        ks.set_listener(wan.clone());
+        wan
+    }
+
+    /// Starts the receiver (when `listen` is set) and one publisher per
+    /// target. Fails only when the WAN port cannot be bound.
+    pub async fn start(self: &Arc<Self>) -> std::io::Result<()> {
+        if let Some(addr) = self.settings.listen {
+            let listener = tokio::net::TcpListener::bind(addr).await?;
+            tokio::spawn(receiver::serve(self.clone(), listener));
+        }
+        for t in &self.targets {
+            let journal_dir = self.settings.dir.join(&t.settings.name);
+            tokio::spawn(publisher::run(self.clone(), t.clone(), journal_dir));
+        }
+        Ok(())
+    }
+
+    pub fn target(&self, name: &str) -> Option<&Arc<Target>> {
+        self.targets.iter().find(|t| t.settings.name == name)
+    }
+
+    /// True when this node orders partition `p`'s writes.
+    pub fn is_primary(&self, p: usize) -> bool {
+        match &self.cluster {
+            Some(c) => c.owns(p),
+            None => true,
+        }
+    }
+
+    /// Tells partition `p`'s log what the targets together still need.
+    fn retain(&self, p: usize) {
+        let low = self.targets.iter().map(|t| t.needed[p].load(Ordering::Relaxed)).min().unwrap_or(u64::MAX);
+        self.ks.set_log_needed_from(p, (low != u64::MAX).then_some(low));
+    }
+
+    fn receiver_stats(&self, site: u16) -> Arc<ReceiverStats> {
+        self.received.lock().entry(site).or_default().clone()
+    }
+}
+
+/// Per remote site, what this node's publisher is doing.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TargetStatus {
+    pub name: String,
+    pub state: &'static str,
+    pub delta: bool,
+    pub ack: &'static str,
+    #[serde(flatten)]
+    pub snapshot: publisher::Snapshot,
+    pub bytes_sent: u64,
+    pub events_queued: u64,
+    pub events_distributed: u64,
+    pub batches: u64,
+    pub batch_rtt_avg_us: u64,
+    pub deltas_shipped: u64,
+    pub fulls_shipped: u64,
+    pub full_fallbacks: u64,
+    pub resyncs: u64,
+    pub spilled_events: u64,
+    pub spilled_bytes: u64,
+}
+
+/// Per remote site, what this node's receiver got from it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SourceStatus {
+    pub site_id: u16,
+    pub site_name: String,
+    pub bytes_received: u64,
+    pub batches: u64,
+    pub events_received: u64,
+    pub applied: u64,
+    pub duplicates: u64,
+    pub conflicts_lost: u64,
+    pub need_full: u64,
+    pub refused: u64,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct WanStatus {
+    pub site_id: u16,
+    pub site_name: String,
+    pub targets: Vec<TargetStatus>,
+    pub sources: Vec<SourceStatus>,
+}
+
+impl Wan {
+    pub fn status(&self) -> WanStatus {
+        use stats::get;
+        let targets = self
+            .targets
+            .iter()
+            .map(|t| {
+                let s = &t.stats;
+                TargetStatus {
+                    name: t.settings.name.clone(),
+                    state: t.state().name(),
+                    delta: t.settings.delta,
+                    ack: match t.settings.ack {
+                        AckMode::Pipelined => "pipelined",
+                        AckMode::OnApply => "on-apply",
+                    },
+                    snapshot: t.status.lock().clone(),
+                    bytes_sent: get(&s.bytes_sent),
+                    events_queued: get(&s.events_queued),
+                    events_distributed: get(&s.events_distributed),
+                    batches: get(&s.batches),
+                    batch_rtt_avg_us: s.rtt_avg_us(),
+                    deltas_shipped: get(&s.deltas_shipped),
+                    fulls_shipped: get(&s.fulls_shipped),
+                    full_fallbacks: get(&s.full_fallbacks),
+                    resyncs: get(&s.resyncs),
+                    spilled_events: get(&s.spilled_events),
+                    spilled_bytes: get(&s.spilled_bytes),
+                }
+            })
+            .collect();
+        let mut sources: Vec<SourceStatus> = self
+            .received
+            .lock()
+            .iter()
+            .map(|(id, s)| SourceStatus {
+                site_id: *id,
+                site_name: s.name.lock().clone(),
+                bytes_received: get(&s.bytes_received),
+                batches: get(&s.batches),
+                events_received: get(&s.events_received),
+                applied: get(&s.applied),
+                duplicates: get(&s.duplicates),
+                conflicts_lost: get(&s.conflicts_lost),
+                need_full: get(&s.need_full),
+                refused: get(&s.refused),
+            })
+            .collect();
+        sources.sort_by_key(|s| s.site_id);
+        WanStatus { site_id: self.local.site_id, site_name: self.local.site_name.clone(), targets, sources }
+    }
+}

@@ -1,0 +1,212 @@
+//! Handing received changes to this site's primaries.
+//!
+//! A receiver groups a batch's changes by the node that is primary for
+//! their key here and sends each group as one `WANAPPLY source-site payload`
+//! command to that node's Redis port (itself included): the command runs in
+//! a normal session, so conflicts are resolved under the partition lock, the
+//! result is logged and replicated to backups, and with sync replication the
+//! reply waits for them. The reply has one outcome byte per change.
+//! A change whose partition moved is routed again; an unreachable primary
+//! is retried until the site has one: nothing is dropped.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use keyspace::{codec, Change, Keyspace, RemoteOutcome};
+use resp::Frame;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::LocalSite;
+
+/// One byte per change in a `WANAPPLY` reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Outcome {
+    Applied = 0,
+    Duplicate = 1,
+    ConflictLost = 2,
+    NeedFull = 3,
+    /// This node is not the key's primary (any more): route again.
+    Moved = 4,
+}
+
+impl Outcome {
+    fn from_u8(b: u8) -> Option<Outcome> {
+        Some(match b {
+            0 => Outcome::Applied,
+            1 => Outcome::Duplicate,
+            2 => Outcome::ConflictLost,
+            3 => Outcome::NeedFull,
+            4 => Outcome::Moved,
+            _ => return None,
+        })
+    }
+}
+
+/// Encodes changes as a `WANAPPLY` payload.
+pub fn encode_payload<'a>(changes: impl IntoIterator<Item = &'a Change>) -> Bytes {
+    let mut out = Vec::new();
+    for c in changes {
+        codec::encode(c, &mut out);
+    }
+    Bytes::from(out)
+}
+
+/// The server side of `WANAPPLY`: applies each change of `payload` that
+/// belongs to a partition this node is primary for, resolving conflicts by
+/// version; returns one outcome byte per change, or an error text for a
+/// payload that does not decode (then nothing was applied).
+pub fn apply_payload(
+    ks: &Keyspace,
+    is_primary: impl Fn(usize) -> bool,
+    payload: &Bytes,
+    origin: u64,
+) -> Result<Vec<u8>, String> {
+    let mut changes = Vec::new();
+    let mut rest = payload.clone();
+    while !rest.is_empty() {
+        let (c, used) = codec::decode(&rest).map_err(|e| format!("bad WANAPPLY payload: {e}"))?;
+        changes.push(c);
+        rest = rest.slice(used..);
+    }
+    let mut out = Vec::with_capacity(changes.len());
+    for c in changes {
+        if !is_primary(ks.partition_of(&c.key)) {
+            out.push(Outcome::Moved as u8);
+            continue;
+        }
+        let outcome = match ks.apply_remote(c, origin) {
+            Ok(RemoteOutcome::Applied) => Outcome::Applied,
+            Ok(RemoteOutcome::Duplicate) => Outcome::Duplicate,
+            Ok(RemoteOutcome::ConflictLost) => Outcome::ConflictLost,
+            Ok(RemoteOutcome::NeedFull) => Outcome::NeedFull,
+            // Whatever did not apply (a type clash, an overflow against a
+            // base we hold differently, a role change since the check
+            // above) is settled by the full value, sent to the primary.
+            Err(_) => Outcome::NeedFull,
+        };
+        out.push(outcome as u8);
+    }
+    Ok(out)
+}
+
+/// Connections to this site's nodes, by Redis address.
+pub struct LocalRouter {
+    local: LocalSite,
+    ks: std::sync::Arc<Keyspace>,
+    cluster: Option<std::sync::Arc<cluster::Cluster>>,
+    conns: HashMap<String, Conn>,
+}
+
+struct Conn {
+    stream: TcpStream,
+    buf: BytesMut,
+}
+
+const RETRY: Duration = Duration::from_millis(100);
+
+impl LocalRouter {
+    pub fn new(local: LocalSite, ks: std::sync::Arc<Keyspace>, cluster: Option<std::sync::Arc<cluster::Cluster>>) -> Self {
+        LocalRouter { local, ks, cluster, conns: HashMap::new() }
+    }
+
+    /// The Redis address of the primary of local partition `p`, if known.
+    fn primary_addr(&self, p: usize) -> Option<String> {
+        let Some(cluster) = &self.cluster else { return Some(self.local.client_addr.clone()) };
+        let table = cluster.table()?;
+        let primary = table.partitions.get(p)?.primary;
+        if primary == cluster.my_index {
+            return Some(self.local.client_addr.clone());
+        }
+        cluster.members().get(primary)?.as_ref().map(|m| m.client_addr.clone())
+    }
+
+    /// Applies `changes` (from site `source`) at this site's primaries,
+    /// retrying until every one has an outcome other than Moved. Changes of
+    /// one key keep their order: they share a partition, hence a group.
+    pub async fn apply(&mut self, source: u16, changes: &[Change]) -> Vec<Outcome> {
+        let mut outcomes = vec![Outcome::Moved; changes.len()];
+        let mut attempt = 0u32;
+        loop {
+            let mut groups: HashMap<String, Vec<usize>> = HashMap::new();
+            let mut unrouted = false;
+            for (i, c) in changes.iter().enumerate() {
+                if outcomes[i] != Outcome::Moved {
+                    continue;
+                }
+                match self.primary_addr(self.ks.partition_of(&c.key)) {
+                    Some(addr) => groups.entry(addr).or_default().push(i),
+                    None => unrouted = true,
+                }
+            }
+            if groups.is_empty() && !unrouted {
+                return outcomes;
+            }
+            for (addr, idx) in groups {
+                let payload = encode_payload(idx.iter().map(|&i| &changes[i]));
+                match self.call(&addr, source, payload).await {
+                    Ok(codes) if codes.len() == idx.len() => {
+                        for (&i, &b) in idx.iter().zip(codes.iter()) {
+                            outcomes[i] = Outcome::from_u8(b).unwrap_or(Outcome::Moved);
+                        }
+                    }
+                    Ok(codes) => {
+                        tracing::warn!(addr, got = codes.len(), want = idx.len(), "WANAPPLY answered for the wrong number of changes");
+                        self.conns.remove(&addr);
+                    }
+                    Err(e) => {
+                        if attempt % 50 == 0 {
+                            tracing::warn!(addr, "applying WAN changes at this site failed, retrying: {e}");
+                        }
+                        self.conns.remove(&addr);
+                    }
+                }
+            }
+            if outcomes.iter().any(|o| *o == Outcome::Moved) {
+                attempt += 1;
+                tokio::time::sleep(RETRY).await;
+            }
+        }
+    }
+
+    async fn call(&mut self, addr: &str, source: u16, payload: Bytes) -> Result<Vec<u8>, String> {
+        if !self.conns.contains_key(addr) {
+            let stream = TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
+            let _ = stream.set_nodelay(true);
+            let mut conn = Conn { stream, buf: BytesMut::with_capacity(4096) };
+            if let Some(pass) = &self.local.requirepass {
+                match conn.request(&[b"AUTH", pass.as_bytes()]).await? {
+                    Frame::Simple(_) => {}
+                    other => return Err(format!("AUTH at {addr}: {other:?}")),
+                }
+            }
+            self.conns.insert(addr.to_string(), conn);
+        }
+        let conn = self.conns.get_mut(addr).ok_or("no connection")?;
+        let site = source.to_string();
+        match conn.request(&[b"WANAPPLY", site.as_bytes(), &payload]).await? {
+            Frame::Bulk(codes) => Ok(codes.to_vec()),
+            Frame::Error(e) => Err(e),
+            other => Err(format!("unexpected reply {other:?}")),
+        }
+    }
+}
+
+impl Conn {
+    async fn request(&mut self, args: &[&[u8]]) -> Result<Frame, String> {
+        let mut out = BytesMut::new();
+        resp::encode_request(args, &mut out);
+        self.stream.write_all(&out).await.map_err(|e| e.to_string())?;
+        let limits = resp::Limits::default();
+        loop {
+            if let Some(f) = resp::decode_reply(&mut self.buf, &limits).map_err(|e| e.to_string())? {
+                return Ok(f);
+            }
+            if self.stream.read_buf(&mut self.buf).await.map_err(|e| e.to_string())? == 0 {
+                return Err("connection closed".into());
+            }
+        }
+    }
+}

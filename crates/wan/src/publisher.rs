@@ -1,0 +1,902 @@
+//! The sending end: one task per (node, remote site).
+//!
+//! Per partition this node is primary for, the publisher keeps `next` (the
+//! next log seq to read), `acked` (the highest seq the remote site applied)
+//! and `spilled` (the highest seq written to the journal). The partition
+//! log keeps everything from `max(acked, spilled) + 1` (the lowest over all
+//! targets, see [`Wan::retain`]); that is the queue, there is no copy.
+//!
+//! Sending order, which keeps every partition's changes in seq order:
+//! bodies that are not log reads (full-value fallbacks, re-sync copies),
+//! then the journal, then the logs in memory. When the node's logs are over
+//! `memory_budget` and this target cannot take more (disconnected, paused,
+//! window full), its unsent backlog moves to the journal; when the journal
+//! is over `disk_budget` it is dropped and the target is marked
+//! `needs-resync`, which streams the partitions' current contents once the
+//! site is reachable and then continues from the log.
+//!
+//! Batches: up to `batch_max` bytes, growing while there is backlog and
+//! shrinking when there is not; the window (batches sent but not yet
+//! received) grows while round trips stay near their minimum and shrinks
+//! when they grow (the link is queueing). In `on-apply` mode one batch is
+//! in flight until it is applied.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use journal::{Journal, JournalConfig};
+use keyspace::{Change, ChangeKind};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use crate::stats::{add, get};
+use crate::wire::{self, Frame, Hello};
+use crate::{AckMode, Control, PublisherState, Target, Wan};
+
+const TICK: Duration = Duration::from_millis(50);
+const BATCH_MIN: usize = 16 << 10;
+const BATCH_MAX: usize = 1 << 20;
+const WINDOW_MIN: usize = 2;
+const WINDOW_MAX: usize = 64;
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// What `wan status` shows for a target, refreshed by the publisher.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Snapshot {
+    pub connected: bool,
+    pub endpoint: String,
+    /// Log entries of primary partitions not yet applied by the target.
+    pub queue_events: u64,
+    /// Partition log bytes held in memory: primaries, and backups' copies.
+    pub queue_bytes_primary: u64,
+    pub queue_bytes_backup: u64,
+    pub journal_bytes: u64,
+    /// Age of the oldest change not yet applied by the target.
+    pub lag_ms: u64,
+    pub in_flight: usize,
+    pub window: usize,
+    pub batch_bytes: usize,
+    pub rtt_us: u64,
+}
+
+struct InFlight {
+    id: u64,
+    sent: Instant,
+    received: bool,
+    events: u64,
+    /// (partition, seq) this batch lets go of once applied.
+    seqs: Vec<(u16, u64)>,
+    journal: Option<u64>,
+    /// Bodies that cannot be read again from a log or the journal.
+    body: Option<Bytes>,
+}
+
+struct Conn {
+    tx: mpsc::UnboundedSender<Frame>,
+    rx: mpsc::UnboundedReceiver<Frame>,
+    endpoint: String,
+}
+
+struct Publisher {
+    wan: Arc<Wan>,
+    target: Arc<Target>,
+    parts: usize,
+    next: Vec<u64>,
+    acked: Vec<u64>,
+    spilled: Vec<u64>,
+    owned: Vec<bool>,
+    table: Option<Arc<cluster::PartitionTable>>,
+    pending: BTreeSet<usize>,
+    resync: BTreeSet<usize>,
+    /// Fallback and re-sync bodies, with the (partition, seq) they settle.
+    outbox: VecDeque<(Bytes, Vec<(u16, u64)>)>,
+    in_flight: VecDeque<InFlight>,
+    /// A small batch read from the logs is on its way and not yet
+    /// received: more changes wait for it to fill the next batch (Nagle).
+    small_in_flight: Option<u64>,
+    journal_dir: PathBuf,
+    journal: Option<Journal>,
+    /// Next journal record to send.
+    journal_read: u64,
+    conn: Option<Conn>,
+    batch_id: u64,
+    batch_max: usize,
+    window: usize,
+    rtt_min_us: u64,
+    rtt_ewma_us: u64,
+    endpoint_index: usize,
+    backoff: Duration,
+    next_connect: Instant,
+    dirty: Vec<usize>,
+    last_status: Instant,
+}
+
+pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
+    let parts = wan.ks.partitions() as usize;
+    let mut p = Publisher {
+        wan,
+        target,
+        parts,
+        next: vec![0; parts],
+        acked: vec![0; parts],
+        spilled: vec![0; parts],
+        owned: vec![false; parts],
+        table: None,
+        pending: BTreeSet::new(),
+        resync: BTreeSet::new(),
+        outbox: VecDeque::new(),
+        in_flight: VecDeque::new(),
+        small_in_flight: None,
+        journal_dir,
+        journal: None,
+        journal_read: 0,
+        conn: None,
+        batch_id: 0,
+        batch_max: 64 << 10,
+        window: 4,
+        rtt_min_us: u64::MAX,
+        rtt_ewma_us: 0,
+        endpoint_index: 0,
+        backoff: Duration::from_millis(100),
+        next_connect: Instant::now(),
+        dirty: Vec::new(),
+        last_status: Instant::now() - Duration::from_secs(10),
+    };
+    // A journal left by an earlier run of this node describes a log that
+    // is gone with the process; what it held is re-synced if still needed.
+    let _ = std::fs::remove_dir_all(&p.journal_dir);
+    p.refresh_ownership(true);
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        p.run_controls();
+        p.fill();
+        let target = p.target.clone();
+        let frame = async {
+            match p.conn.as_mut() {
+                Some(c) => c.rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            f = frame => match f {
+                Some(f) => p.on_frame(f),
+                None => p.disconnected("connection closed"),
+            },
+            _ = target.wake.notified() => {}
+            _ = tick.tick() => p.on_tick().await,
+        }
+    }
+}
+
+impl Publisher {
+    fn state(&self) -> PublisherState {
+        self.target.state()
+    }
+
+    fn my_site(&self) -> u16 {
+        self.wan.local.site_id
+    }
+
+    fn run_controls(&mut self) {
+        let controls: Vec<Control> = std::mem::take(&mut *self.target.control.lock());
+        for c in controls {
+            let name = &self.target.settings.name;
+            match c {
+                Control::Pause => {
+                    tracing::info!(target_site = name, "WAN publisher paused: changes queue, nothing is sent");
+                    self.target.set_state(PublisherState::Paused);
+                }
+                Control::Stop => {
+                    tracing::warn!(target_site = name, "WAN publisher stopped: changes are neither queued nor sent; resume re-syncs");
+                    self.target.set_state(PublisherState::Stopped);
+                    self.drop_backlog();
+                }
+                Control::Resume => {
+                    match self.state() {
+                        PublisherState::Stopped => self.target.set_state(PublisherState::NeedsResync),
+                        PublisherState::Paused => self.target.set_state(PublisherState::Replicating),
+                        _ => {}
+                    }
+                    tracing::info!(target_site = name, "WAN publisher resumed ({})", self.state().name());
+                }
+                Control::Resync => {
+                    tracing::info!(target_site = name, "WAN re-sync requested");
+                    self.drop_backlog();
+                    self.target.set_state(PublisherState::NeedsResync);
+                }
+            }
+        }
+    }
+
+    /// Forgets the queue for this target: the logs may let go, the journal
+    /// is emptied; only a re-sync brings the target back in step.
+    fn drop_backlog(&mut self) {
+        if let Some(j) = self.journal.as_mut() {
+            if let Err(e) = j.clear() {
+                tracing::warn!("clearing the WAN journal: {e}");
+            }
+            self.journal_read = j.next_id();
+        }
+        self.spilled.iter_mut().for_each(|s| *s = 0);
+        self.outbox.clear();
+        self.pending.clear();
+        for p in 0..self.parts {
+            self.set_needed(p, None);
+        }
+    }
+
+    fn set_needed(&self, p: usize, seq: Option<u64>) {
+        self.target.needed[p].store(seq.unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.wan.retain(p);
+    }
+
+    fn low(&self, p: usize) -> u64 {
+        self.acked[p].max(self.spilled[p]) + 1
+    }
+
+    fn queueing(&self) -> bool {
+        matches!(self.state(), PublisherState::Replicating | PublisherState::Paused)
+    }
+
+    /// Re-reads which partitions this node is primary for when the table
+    /// changed (always on `force`).
+    fn refresh_ownership(&mut self, force: bool) {
+        let table = self.wan.cluster.as_ref().and_then(|c| c.table());
+        let same = match (&table, &self.table) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => !force,
+            _ => false,
+        };
+        if same && !force {
+            return;
+        }
+        self.table = table;
+        for p in 0..self.parts {
+            let owned = self.wan.is_primary(p);
+            if owned == self.owned[p] && !force {
+                continue;
+            }
+            self.owned[p] = owned;
+            if owned {
+                self.next[p] = self.low(p);
+                self.pending.insert(p);
+                if self.queueing() {
+                    self.set_needed(p, Some(self.low(p)));
+                }
+            } else {
+                self.pending.remove(&p);
+                self.resync.remove(&p);
+                self.set_needed(p, None);
+            }
+        }
+    }
+
+    fn connected(&self) -> bool {
+        self.conn.is_some()
+    }
+
+    fn window_full(&self) -> bool {
+        match self.target.settings.ack {
+            AckMode::OnApply => !self.in_flight.is_empty(),
+            AckMode::Pipelined => self.in_flight.iter().filter(|f| !f.received).count() >= self.window,
+        }
+    }
+
+    /// Sends while the window has room.
+    fn fill(&mut self) {
+        if self.state() == PublisherState::NeedsResync && self.connected() {
+            self.start_resync();
+        }
+        if self.state() != PublisherState::Replicating || !self.connected() {
+            return;
+        }
+        while !self.window_full() {
+            if let Some((body, seqs)) = self.outbox.pop_front() {
+                self.send(body.clone(), seqs, None, Some(body));
+                continue;
+            }
+            if let Some(j) = self.journal.as_ref() {
+                if self.journal_read < j.next_id() {
+                    match j.read(self.journal_read, 1) {
+                        Ok(records) if !records.is_empty() => {
+                            let (id, body) = records[0].clone();
+                            self.journal_read = id + 1;
+                            let seqs = wire::max_seqs(&body);
+                            self.send(body, seqs, Some(id), None);
+                            continue;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::error!(target_site = self.target.settings.name, "WAN journal unreadable, re-syncing: {e}");
+                            self.drop_backlog();
+                            self.target.set_state(PublisherState::NeedsResync);
+                            return;
+                        }
+                    }
+                }
+            }
+            if self.small_in_flight.is_some() {
+                break;
+            }
+            let (body, seqs) = self.read_logs(self.batch_max);
+            if body.is_empty() {
+                // Small batches: nothing waits to be sent; shrink.
+                self.batch_max = (self.batch_max / 2).max(BATCH_MIN);
+                break;
+            }
+            if body.len() >= self.batch_max {
+                self.batch_max = (self.batch_max * 2).min(BATCH_MAX);
+            }
+            let small = body.len() < BATCH_MIN;
+            self.send(body, seqs, None, None);
+            if small {
+                self.small_in_flight = Some(self.batch_id);
+            }
+        }
+    }
+
+    /// Reads up to `max` bytes of unsent changes from the logs of owned
+    /// partitions, in seq order per partition; returns the batch body and
+    /// the highest seq read per partition.
+    fn read_logs(&mut self, max: usize) -> (Bytes, Vec<(u16, u64)>) {
+        self.target.take_dirty(&mut self.dirty);
+        for p in self.dirty.drain(..) {
+            if self.owned.get(p).copied().unwrap_or(false) {
+                self.pending.insert(p);
+            }
+        }
+        let mut body = BytesMut::new();
+        let mut seqs = Vec::new();
+        let candidates: Vec<usize> = self.pending.iter().copied().collect();
+        for p in candidates {
+            if body.len() >= max {
+                break;
+            }
+            if self.resync.contains(&p) {
+                continue;
+            }
+            let from = self.next[p];
+            let site = self.my_site();
+            let delta = self.target.settings.delta;
+            let stats = &self.target.stats;
+            let read = self.wan.ks.with_partition(p, |part, _now| {
+                let iter = part.log.read_from(from)?;
+                let mut last = None;
+                let mut done = true;
+                for (seq, change) in iter {
+                    if body.len() >= max {
+                        done = false;
+                        break;
+                    }
+                    last = Some(seq);
+                    if change.version.site != site {
+                        continue;
+                    }
+                    put_change(&mut body, p as u16, seq, change, delta, part, stats);
+                }
+                Some((last, done))
+            });
+            match read {
+                None => {
+                    // Trimmed before this target had it: copy the contents.
+                    self.resync.insert(p);
+                    self.pending.remove(&p);
+                }
+                Some((last, done)) => {
+                    if let Some(last) = last {
+                        self.next[p] = last + 1;
+                        seqs.push((p as u16, last));
+                    }
+                    if done {
+                        self.pending.remove(&p);
+                    }
+                }
+            }
+        }
+        if !self.resync.is_empty() {
+            self.target.wake.notify_one();
+        }
+        (body.freeze(), seqs)
+    }
+
+    fn send(&mut self, body: Bytes, seqs: Vec<(u16, u64)>, journal: Option<u64>, keep: Option<Bytes>) {
+        let Some(conn) = self.conn.as_ref() else { return };
+        self.batch_id += 1;
+        let events = wire::count_entries(&body);
+        let frame = Frame::Batch { id: self.batch_id, body };
+        if conn.tx.send(frame).is_err() {
+            return;
+        }
+        add(&self.target.stats.batches, 1);
+        self.in_flight.push_back(InFlight {
+            id: self.batch_id,
+            sent: Instant::now(),
+            received: false,
+            events,
+            seqs,
+            journal,
+            body: keep,
+        });
+    }
+
+    /// Copies the current contents of partitions whose log no longer goes
+    /// back far enough (or all owned ones after `needs-resync`), as full
+    /// values with their versions, and their tombstones; the log continues
+    /// after them.
+    fn start_resync(&mut self) {
+        if self.state() == PublisherState::NeedsResync {
+            tracing::warn!(target_site = self.target.settings.name, "WAN re-sync: copying the current contents and tombstones of every primary partition");
+            add(&self.target.stats.resyncs, 1);
+            for p in 0..self.parts {
+                if self.owned[p] {
+                    self.resync.insert(p);
+                }
+            }
+            self.target.set_state(PublisherState::Replicating);
+        }
+        let max = self.batch_max.max(256 << 10);
+        for p in std::mem::take(&mut self.resync) {
+            if !self.owned[p] {
+                continue;
+            }
+            let (bodies, next) = self.wan.ks.with_partition(p, |part, now| {
+                let mut bodies = Vec::new();
+                let mut body = BytesMut::new();
+                // Everything held, whichever site wrote it: a hash may mix
+                // fields from several sites, and last-writer-wins makes a
+                // value the target already has a no-op. Tombstones follow,
+                // so deletes the target missed happen there too.
+                let entries = part.iter().filter(|(_, e)| !e.is_expired(now)).map(|(key, e)| Change {
+                    key: key.clone(),
+                    version: e.version,
+                    kind: ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
+                });
+                for change in entries.chain(part.tombstone_changes()) {
+                    wire::put_entry(&mut body, p as u16, 0, &change);
+                    if body.len() >= max {
+                        bodies.push(std::mem::take(&mut body).freeze());
+                    }
+                }
+                bodies.push(body.freeze());
+                (bodies, part.log.next_seq())
+            });
+            let n = bodies.len();
+            for (i, b) in bodies.into_iter().enumerate() {
+                // The last body settles everything logged before the copy.
+                let seqs = if i + 1 == n && next > 1 { vec![(p as u16, next - 1)] } else { Vec::new() };
+                self.outbox.push_back((b, seqs));
+            }
+            self.next[p] = next;
+            self.pending.insert(p);
+            self.set_needed(p, Some(self.low(p).max(next)));
+        }
+    }
+
+    fn on_frame(&mut self, f: Frame) {
+        match f {
+            Frame::Received(id) => {
+                let now = Instant::now();
+                let was_full = self.window_full();
+                if self.small_in_flight.is_some_and(|s| s <= id) {
+                    self.small_in_flight = None;
+                }
+                if let Some(b) = self.in_flight.iter_mut().find(|b| b.id == id) {
+                    b.received = true;
+                    let rtt = now.duration_since(b.sent).as_micros() as u64;
+                    add(&self.target.stats.rtt_us_sum, rtt);
+                    add(&self.target.stats.rtt_count, 1);
+                    self.rtt_min_us = self.rtt_min_us.min(rtt.max(1));
+                    self.rtt_ewma_us = if self.rtt_ewma_us == 0 { rtt } else { (self.rtt_ewma_us * 7 + rtt) / 8 };
+                    // Delay-based: grow while the link does not queue.
+                    if self.rtt_ewma_us > self.rtt_min_us * 3 + 2_000 {
+                        self.window = (self.window * 3 / 4).max(WINDOW_MIN);
+                    } else if was_full {
+                        self.window = (self.window + 1).min(WINDOW_MAX);
+                    }
+                }
+            }
+            Frame::Applied(id) => {
+                let Some(pos) = self.in_flight.iter().position(|b| b.id == id) else { return };
+                let Some(b) = self.in_flight.remove(pos) else { return };
+                add(&self.target.stats.events_distributed, b.events);
+                for (p, seq) in b.seqs {
+                    let p = p as usize;
+                    if p < self.parts && seq > self.acked[p] {
+                        self.acked[p] = seq;
+                        if self.owned[p] && self.queueing() {
+                            self.set_needed(p, Some(self.low(p)));
+                        }
+                    }
+                }
+                self.trim_journal();
+            }
+            Frame::NeedFull(keys) => self.send_full_values(keys),
+            Frame::Refuse(why) => {
+                tracing::warn!(target_site = self.target.settings.name, "remote site refused: {why}");
+                self.disconnected("refused");
+            }
+            other => {
+                tracing::warn!(target_site = self.target.settings.name, "unexpected frame from remote site: {other:?}");
+                self.disconnected("protocol error");
+            }
+        }
+    }
+
+    /// The receiver lacked a delta's base: send what this node holds now.
+    fn send_full_values(&mut self, keys: Vec<(u16, Bytes)>) {
+        let mut body = BytesMut::new();
+        for (p, key) in keys {
+            let p = p as usize;
+            if p >= self.parts || !self.owned[p] || self.wan.ks.partition_of(&key) != p {
+                continue;
+            }
+            for change in self.wan.ks.full_changes(&key) {
+                wire::put_entry(&mut body, p as u16, 0, &change);
+            }
+            add(&self.target.stats.full_fallbacks, 1);
+        }
+        if !body.is_empty() {
+            self.outbox.push_front((body.freeze(), Vec::new()));
+        }
+    }
+
+    fn trim_journal(&mut self) {
+        let Some(j) = self.journal.as_mut() else { return };
+        let oldest_unapplied = self.in_flight.iter().filter_map(|b| b.journal).min().unwrap_or(self.journal_read);
+        // Every record applied: drop the active segment too (truncate_before
+        // keeps it), or journal_bytes and the disk budget would keep counting
+        // a delivered backlog of up to a whole segment.
+        let result = if oldest_unapplied >= j.next_id() { j.clear() } else { j.truncate_before(oldest_unapplied) };
+        if let Err(e) = result {
+            tracing::warn!("trimming the WAN journal: {e}");
+        }
+    }
+
+    fn disconnected(&mut self, why: &str) {
+        if self.conn.take().is_some() {
+            tracing::warn!(target_site = self.target.settings.name, "WAN link down ({why}); will reconnect");
+        }
+        // Everything not applied is sent again, in order: kept bodies
+        // first, the journal from its oldest unapplied record, the logs
+        // from what was applied (or spilled).
+        self.small_in_flight = None;
+        let mut kept: Vec<(Bytes, Vec<(u16, u64)>)> = Vec::new();
+        for b in self.in_flight.drain(..) {
+            if let Some(id) = b.journal {
+                self.journal_read = self.journal_read.min(id);
+            }
+            if let Some(body) = b.body {
+                kept.push((body, b.seqs));
+            }
+        }
+        for k in kept.into_iter().rev() {
+            self.outbox.push_front(k);
+        }
+        for p in 0..self.parts {
+            if self.owned[p] {
+                self.next[p] = self.low(p);
+                self.pending.insert(p);
+            }
+        }
+        self.window = 4;
+        self.next_connect = Instant::now() + self.backoff;
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+    }
+
+    async fn on_tick(&mut self) {
+        self.refresh_ownership(false);
+        if !self.connected() && self.state() != PublisherState::Stopped && Instant::now() >= self.next_connect {
+            self.connect().await;
+        }
+        self.check_budget();
+        if self.last_status.elapsed() >= Duration::from_millis(500) {
+            self.last_status = Instant::now();
+            self.refresh_status();
+        }
+    }
+
+    async fn connect(&mut self) {
+        let endpoints = &self.target.settings.endpoints;
+        if endpoints.is_empty() {
+            return;
+        }
+        let endpoint = endpoints[self.endpoint_index % endpoints.len()].clone();
+        self.endpoint_index += 1;
+        match open(&self.wan, &self.target, &endpoint).await {
+            Ok((conn, applied)) => {
+                tracing::info!(target_site = self.target.settings.name, endpoint, "WAN link up");
+                add(&self.target.stats.connects, 1);
+                for (p, seq) in applied {
+                    let p = p as usize;
+                    if p < self.parts && seq > self.acked[p] {
+                        self.acked[p] = seq;
+                    }
+                }
+                for p in 0..self.parts {
+                    if self.owned[p] {
+                        self.next[p] = self.low(p);
+                        self.pending.insert(p);
+                    }
+                }
+                self.conn = Some(conn);
+                self.backoff = Duration::from_millis(100);
+            }
+            Err(e) => {
+                tracing::debug!(target_site = self.target.settings.name, endpoint, "WAN connect failed: {e}");
+                if self.backoff >= BACKOFF_MAX {
+                    tracing::warn!(target_site = self.target.settings.name, endpoint, "remote site unreachable: {e}");
+                }
+                self.next_connect = Instant::now() + self.backoff;
+                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+
+    /// Over the memory budget, moves this target's unsent backlog to its
+    /// journal; over the disk budget, drops it and marks the target for
+    /// re-sync. Only a target that cannot take the backlog now spills.
+    fn check_budget(&mut self) {
+        if !self.queueing() {
+            return;
+        }
+        let budget = self.wan.settings.memory_budget as usize;
+        if self.wan.ks.log_bytes() <= budget {
+            return;
+        }
+        let blocked = !self.connected() || self.state() == PublisherState::Paused || self.window_full();
+        if !blocked {
+            return;
+        }
+        if self.journal.is_none() {
+            match Journal::open(&self.journal_dir, JournalConfig::default()) {
+                Ok(j) => {
+                    self.journal_read = j.next_id();
+                    self.journal = Some(j);
+                }
+                Err(e) => {
+                    tracing::error!(target_site = self.target.settings.name, "cannot open the WAN journal, re-syncing instead: {e}");
+                    self.drop_backlog();
+                    self.target.set_state(PublisherState::NeedsResync);
+                    return;
+                }
+            }
+        }
+        let owned: Vec<usize> = (0..self.parts).filter(|&p| self.owned[p]).collect();
+        let mut spilled_any = false;
+        for p in owned {
+            // Re-spill from what was applied: entries in flight from memory
+            // go to the journal too, so the journal always precedes the log.
+            let from = self.low(p);
+            let site = self.my_site();
+            let delta = self.target.settings.delta;
+            let stats = &self.target.stats;
+            let mut body = BytesMut::new();
+            let mut last = None;
+            let read = self.wan.ks.with_partition(p, |part, _| {
+                let iter = part.log.read_from(from)?;
+                for (seq, change) in iter {
+                    last = Some(seq);
+                    if change.version.site == site {
+                        put_change(&mut body, p as u16, seq, change, delta, part, stats);
+                        add(&stats.spilled_events, 1);
+                    }
+                }
+                Some(())
+            });
+            if read.is_none() {
+                self.resync.insert(p);
+                continue;
+            }
+            let Some(last) = last else { continue };
+            if !body.is_empty() {
+                let j = self.journal.as_mut().expect("opened above");
+                if let Err(e) = j.append(&body) {
+                    tracing::error!(target_site = self.target.settings.name, "WAN journal write failed, re-syncing instead: {e}");
+                    self.drop_backlog();
+                    self.target.set_state(PublisherState::NeedsResync);
+                    return;
+                }
+                add(&self.target.stats.spilled_bytes, body.len() as u64);
+            }
+            self.spilled[p] = last;
+            self.next[p] = self.next[p].max(last + 1);
+            self.pending.remove(&p);
+            self.set_needed(p, Some(self.low(p)));
+            spilled_any = true;
+        }
+        if let Some(j) = self.journal.as_mut() {
+            let _ = j.flush();
+            if spilled_any && j.disk_bytes() > self.wan.settings.disk_budget {
+                tracing::error!(
+                    target_site = self.target.settings.name,
+                    disk_bytes = j.disk_bytes(),
+                    disk_budget = self.wan.settings.disk_budget,
+                    "WAN backlog is over the disk budget: the target needs a re-sync, which runs once it is reachable"
+                );
+                self.drop_backlog();
+                self.target.set_state(PublisherState::NeedsResync);
+            }
+        }
+    }
+
+    fn refresh_status(&mut self) {
+        let now_ms = self.wan.ks.now_ms();
+        let site = self.my_site();
+        let mut s = Snapshot {
+            connected: self.connected(),
+            endpoint: self.conn.as_ref().map(|c| c.endpoint.clone()).unwrap_or_default(),
+            journal_bytes: self.journal.as_ref().map_or(0, |j| j.disk_bytes()),
+            in_flight: self.in_flight.len(),
+            window: self.window,
+            batch_bytes: self.batch_max,
+            rtt_us: self.rtt_ewma_us,
+            ..Default::default()
+        };
+        for p in 0..self.parts {
+            let acked = self.acked[p];
+            let owned = self.owned[p];
+            self.wan.ks.with_partition(p, |part, _| {
+                if part.replica {
+                    s.queue_bytes_backup += part.log.bytes() as u64;
+                    return;
+                }
+                s.queue_bytes_primary += part.log.bytes() as u64;
+                if owned {
+                    // Only changes that originated here are queued for the site.
+                    if let Some(it) = part.log.read_from(acked + 1) {
+                        let mut first = true;
+                        for (_, c) in it.filter(|(_, c)| c.version.site == site) {
+                            if first {
+                                s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(c.version.millis()));
+                                first = false;
+                            }
+                            s.queue_events += 1;
+                        }
+                    }
+                }
+            });
+        }
+        if self.state() == PublisherState::Stopped {
+            s.queue_events = 0;
+            s.lag_ms = 0;
+        }
+        *self.target.status.lock() = s;
+    }
+}
+
+/// Writes a log entry into a batch body; with `delta` off a delta becomes
+/// the key's current full value (what a system without deltas ships).
+fn put_change(
+    body: &mut BytesMut,
+    p: u16,
+    seq: u64,
+    change: &Change,
+    delta: bool,
+    part: &keyspace::Partition,
+    stats: &crate::PublisherStats,
+) {
+    match &change.kind {
+        ChangeKind::Delta { .. } if !delta => {
+            if let Some(e) = part.get(&change.key) {
+                let full = Change {
+                    key: change.key.clone(),
+                    version: e.version,
+                    kind: ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
+                };
+                wire::put_entry(body, p, seq, &full);
+                add(&stats.fulls_shipped, 1);
+            }
+        }
+        ChangeKind::Delta { .. } => {
+            wire::put_entry(body, p, seq, change);
+            add(&stats.deltas_shipped, 1);
+        }
+        _ => {
+            wire::put_entry(body, p, seq, change);
+            add(&stats.fulls_shipped, 1);
+        }
+    }
+}
+
+/// Connects, says hello and waits for the welcome; the connection's
+/// reader and writer then run as tasks feeding the publisher's channels.
+async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(Conn, Vec<(u16, u64)>), String> {
+    let stream = tokio::time::timeout(HELLO_TIMEOUT, TcpStream::connect(endpoint))
+        .await
+        .map_err(|_| "connect timed out".to_string())?
+        .map_err(|e| e.to_string())?;
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = stream.into_split();
+    let mut out = BytesMut::new();
+    wire::encode(
+        &Frame::Hello(Hello {
+            version: wire::PROTOCOL_VERSION,
+            site_id: wan.local.site_id,
+            site_name: wan.local.site_name.clone(),
+            partitions: wan.ks.partitions(),
+            node_id: wan.local.node_id.clone(),
+        }),
+        &mut out,
+    );
+    wr.write_all(&out).await.map_err(|e| e.to_string())?;
+    let mut buf = BytesMut::with_capacity(4096);
+    let welcome = tokio::time::timeout(HELLO_TIMEOUT, async {
+        loop {
+            if let Some(f) = wire::decode(&mut buf).map_err(|e| e.to_string())? {
+                return Ok::<Frame, String>(f);
+            }
+            if rd.read_buf(&mut buf).await.map_err(|e| e.to_string())? == 0 {
+                return Err("closed before the welcome".to_string());
+            }
+        }
+    })
+    .await
+    .map_err(|_| "no welcome in time".to_string())??;
+    let applied = match welcome {
+        Frame::Welcome(w) => {
+            if target.settings.name != w.site_name {
+                return Err(format!("endpoint {endpoint} is site {:?}, not {:?}", w.site_name, target.settings.name));
+            }
+            w.applied
+        }
+        Frame::Refuse(why) => return Err(format!("refused: {why}")),
+        other => return Err(format!("unexpected first frame {other:?}")),
+    };
+    let (tx, mut out_rx) = mpsc::unbounded_channel::<Frame>();
+    let (in_tx, rx) = mpsc::unbounded_channel::<Frame>();
+    let target_name = endpoint.to_string();
+    let stats_target = target.clone();
+    tokio::spawn(async move {
+        let mut out = BytesMut::new();
+        while let Some(f) = out_rx.recv().await {
+            out.clear();
+            wire::encode(&f, &mut out);
+            while let Ok(f) = out_rx.try_recv() {
+                wire::encode(&f, &mut out);
+                if out.len() > 4 << 20 {
+                    break;
+                }
+            }
+            add(&stats_target.stats.bytes_sent, out.len() as u64);
+            if wr.write_all(&out).await.is_err() {
+                break;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        loop {
+            match wire::decode(&mut buf) {
+                Ok(Some(f)) => {
+                    if in_tx.send(f).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(endpoint = target_name, "bad frame from remote site: {e}");
+                    return;
+                }
+            }
+            match rd.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    });
+    Ok((Conn { tx, rx, endpoint: endpoint.to_string() }, applied))
+}
+
+impl crate::PublisherStats {
+    /// Average batch round trip (send to received), microseconds.
+    pub fn rtt_avg_us(&self) -> u64 {
+        get(&self.rtt_us_sum) / get(&self.rtt_count).max(1)
+    }
+}

@@ -1,0 +1,226 @@
+//! The receiving end: accepts publishers of remote sites on `wan.listen`.
+//!
+//! A connection must open with a [`Hello`] from a site this node lists as a
+//! target (by name), with another site id than its own and the id it used
+//! before; anything else is refused with a log line and counted. Each batch
+//! is acknowledged as received at once, then decoded (a malformed batch
+//! closes that connection only), filtered by the applied watermarks, applied
+//! at this site's primaries ([`crate::local`]) and acknowledged as applied.
+//! Batches of one connection apply in order.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use crate::local::{LocalRouter, Outcome};
+use crate::stats::add;
+use crate::wire::{self, Frame, Hello, Welcome};
+use crate::Wan;
+
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Batches read ahead of the one being applied.
+const APPLY_QUEUE: usize = 8;
+
+pub async fn serve(wan: Arc<Wan>, listener: TcpListener) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, addr)) => {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(connection(wan.clone(), stream, addr));
+            }
+            Err(e) => {
+                tracing::warn!("WAN accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Reads one frame, adding what it read to `counter`.
+async fn read_frame(
+    rd: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    counter: Option<&std::sync::atomic::AtomicU64>,
+) -> Result<Option<Frame>, String> {
+    loop {
+        match wire::decode(buf) {
+            Ok(Some(f)) => return Ok(Some(f)),
+            Ok(None) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+        let n = rd.read_buf(buf).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if let Some(c) = counter {
+            add(c, n as u64);
+        }
+    }
+}
+
+/// Why a hello is refused, if it is.
+fn check_hello(wan: &Wan, h: &Hello) -> Result<(), String> {
+    if h.site_id == wan.local.site_id {
+        return Err(format!("site id {} is this site's own id", h.site_id));
+    }
+    if !wan.settings.targets.iter().any(|t| t.name == h.site_name) {
+        return Err(format!("unknown site {:?} (id {}): not one of this site's wan.targets", h.site_name, h.site_id));
+    }
+    if h.partitions == 0 || h.partitions > keyspace::slot::SLOTS {
+        return Err(format!("bad partition count {}", h.partitions));
+    }
+    Ok(())
+}
+
+async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr) {
+    let (mut rd, mut wr) = stream.into_split();
+    let mut buf = BytesMut::with_capacity(64 << 10);
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut rd, &mut buf, None)).await {
+        Ok(Ok(Some(Frame::Hello(h)))) => h,
+        Ok(Ok(None)) => return,
+        outcome => {
+            let why = match outcome {
+                Ok(Err(e)) => e,
+                Err(_) => "no hello in time".into(),
+                _ => "first frame is not a hello".into(),
+            };
+            tracing::warn!(%addr, "refused WAN connection: {why}");
+            add(&wan.receiver_stats(0).refused, 1);
+            let mut out = BytesMut::new();
+            wire::encode(&Frame::Refuse(why), &mut out);
+            let _ = wr.write_all(&out).await;
+            return;
+        }
+    };
+    let stats = wan.receiver_stats(hello.site_id);
+    if let Err(why) = check_hello(&wan, &hello) {
+        tracing::warn!(%addr, site = hello.site_name, "refused WAN connection: {why}");
+        add(&stats.refused, 1);
+        let mut out = BytesMut::new();
+        wire::encode(&Frame::Refuse(why), &mut out);
+        let _ = wr.write_all(&out).await;
+        return;
+    }
+    let source = hello.site_id;
+    *stats.name.lock() = hello.site_name.clone();
+    let applied: Vec<(u16, u64)> =
+        wan.watermarks.lock().iter().filter(|((s, _), _)| *s == source).map(|((_, p), seq)| (*p, *seq)).collect();
+    tracing::info!(%addr, site = hello.site_name, node = hello.node_id, "WAN publisher connected");
+    let (tx, mut rx) = mpsc::unbounded_channel::<Frame>();
+    let _ = tx.send(Frame::Welcome(Welcome {
+        site_id: wan.local.site_id,
+        site_name: wan.local.site_name.clone(),
+        applied,
+    }));
+    let writer = tokio::spawn(async move {
+        let mut out = BytesMut::new();
+        while let Some(f) = rx.recv().await {
+            out.clear();
+            wire::encode(&f, &mut out);
+            while let Ok(f) = rx.try_recv() {
+                wire::encode(&f, &mut out);
+            }
+            if wr.write_all(&out).await.is_err() {
+                break;
+            }
+        }
+    });
+    let (batch_tx, batch_rx) = mpsc::channel(APPLY_QUEUE);
+    let applier = tokio::spawn(apply_loop(wan.clone(), hello.clone(), batch_rx, tx.clone()));
+    loop {
+        match read_frame(&mut rd, &mut buf, Some(&stats.bytes_received)).await {
+            Ok(Some(Frame::Batch { id, body })) => {
+                add(&stats.batches, 1);
+                let _ = tx.send(Frame::Received(id));
+                match wire::decode_entries(&body, hello.partitions) {
+                    Ok(entries) => {
+                        add(&stats.events_received, entries.len() as u64);
+                        if batch_tx.send((id, entries)).await.is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(%addr, site = hello.site_name, "refused WAN batch {id}: {e}; closing the connection");
+                        add(&stats.refused, 1);
+                        let _ = tx.send(Frame::Refuse(format!("batch {id}: {e}")));
+                        break;
+                    }
+                }
+            }
+            Ok(Some(other)) => {
+                tracing::warn!(%addr, site = hello.site_name, "unexpected WAN frame {other:?}; closing the connection");
+                add(&stats.refused, 1);
+                break;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(%addr, site = hello.site_name, "bad WAN frame: {e}; closing the connection");
+                add(&stats.refused, 1);
+                let _ = tx.send(Frame::Refuse(e));
+                break;
+            }
+        }
+    }
+    drop(batch_tx);
+    // Let the batches already read finish applying (their applied acks may
+    // no longer reach the publisher; it re-sends, the watermarks skip).
+    let _ = applier.await;
+    drop(tx);
+    let _ = writer.await;
+    tracing::info!(%addr, site = hello.site_name, "WAN publisher disconnected");
+}
+
+async fn apply_loop(
+    wan: Arc<Wan>,
+    hello: Hello,
+    mut batches: mpsc::Receiver<(u64, Vec<wire::Entry>)>,
+    tx: mpsc::UnboundedSender<Frame>,
+) {
+    let source = hello.site_id;
+    let stats = wan.receiver_stats(source);
+    let mut router = LocalRouter::new(wan.local.clone(), wan.ks.clone(), wan.cluster.clone());
+    while let Some((id, entries)) = batches.recv().await {
+        let total = entries.len();
+        let fresh: Vec<wire::Entry> = {
+            let marks = wan.watermarks.lock();
+            entries
+                .into_iter()
+                .filter(|e| e.seq == 0 || marks.get(&(source, e.partition)).is_none_or(|&m| e.seq > m))
+                .collect()
+        };
+        add(&stats.duplicates, (total - fresh.len()) as u64);
+        let changes: Vec<keyspace::Change> = fresh.iter().map(|e| e.change.clone()).collect();
+        let outcomes = router.apply(source, &changes).await;
+        let mut need = Vec::new();
+        for (e, o) in fresh.iter().zip(&outcomes) {
+            match o {
+                Outcome::Applied => add(&stats.applied, 1),
+                Outcome::Duplicate => add(&stats.duplicates, 1),
+                Outcome::ConflictLost => add(&stats.conflicts_lost, 1),
+                Outcome::NeedFull => {
+                    add(&stats.need_full, 1);
+                    need.push((e.partition, e.change.key.clone()));
+                }
+                Outcome::Moved => {}
+            }
+        }
+        {
+            let mut marks = wan.watermarks.lock();
+            for e in fresh.iter().filter(|e| e.seq != 0) {
+                let m = marks.entry((source, e.partition)).or_insert(0);
+                *m = (*m).max(e.seq);
+            }
+        }
+        if !need.is_empty() {
+            let _ = tx.send(Frame::NeedFull(need));
+        }
+        if tx.send(Frame::Applied(id)).is_err() {
+            break;
+        }
+    }
+}

@@ -1,0 +1,495 @@
+//! The WAN protocol between a publisher (site A, one node) and a receiver
+//! (any node of site B). Frames reuse the node-to-node framing
+//! (`len u32 | kind u8 | body`, see [`cluster::wire::split_frame`]) with
+//! their own magic, so a WAN port never mistakes a site peer or a Redis
+//! client for a remote site.
+//!
+//! Publisher -> receiver: [`Hello`], then [`Frame::Batch`]es.
+//! Receiver -> publisher: [`Welcome`] or a refusal, then `Received` (the
+//! batch is in: opens the window), `Applied` (every change of it is applied
+//! at its site's primaries: the publisher may let its log go) and `NeedFull`
+//! (keys whose delta found another base: send the full value).
+//!
+//! A batch body is a run of entries `partition u16 | seq varint | len
+//! varint | change`, lz4-compressed when that helps; `seq` 0 marks a change that is
+//! not a log entry (a full-value fallback or a re-sync copy). Every size read
+//! from the wire is checked against a limit before anything is allocated.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use keyspace::{codec, slot, Change};
+
+pub const MAGIC: &[u8; 4] = b"DGWN";
+pub const PROTOCOL_VERSION: u16 = 1;
+/// Largest frame on the wire and largest batch once decompressed.
+pub const MAX_FRAME: usize = 64 << 20;
+/// Keys a single NeedFull frame may list.
+const MAX_KEYS: usize = 1 << 16;
+
+const KIND_HELLO: u8 = 1;
+const KIND_WELCOME: u8 = 2;
+const KIND_REFUSE: u8 = 3;
+const KIND_BATCH: u8 = 4;
+const KIND_RECEIVED: u8 = 5;
+const KIND_APPLIED: u8 = 6;
+const KIND_NEED_FULL: u8 = 7;
+
+const FLAG_LZ4: u8 = 1;
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("not a deltagrid WAN peer (bad magic)")]
+    BadMagic,
+    #[error("unsupported WAN protocol version {0} (this node speaks {PROTOCOL_VERSION})")]
+    Version(u16),
+    #[error("frame of {0} bytes is over the {MAX_FRAME}-byte limit")]
+    TooLarge(usize),
+    #[error("malformed {0}")]
+    Malformed(&'static str),
+    #[error("unknown frame kind {0}")]
+    Kind(u8),
+    #[error("batch does not decompress: {0}")]
+    Compression(String),
+    #[error("entry for partition {0}, which is out of range or not the partition of its key")]
+    Partition(u16),
+    #[error("bad change in batch: {0}")]
+    Change(#[from] codec::DecodeError),
+}
+
+/// What a publisher says first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub version: u16,
+    pub site_id: u16,
+    pub site_name: String,
+    /// The source site's partition count: entries are numbered by it.
+    pub partitions: u16,
+    pub node_id: String,
+}
+
+/// The receiver's answer: who it is, and for each source partition the
+/// highest seq its node has applied (so a reconnecting publisher skips
+/// what already arrived).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Welcome {
+    pub site_id: u16,
+    pub site_name: String,
+    pub applied: Vec<(u16, u64)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Frame {
+    Hello(Hello),
+    Welcome(Welcome),
+    Refuse(String),
+    /// `body` is the raw (decompressed) run of entries.
+    Batch { id: u64, body: Bytes },
+    Received(u64),
+    Applied(u64),
+    /// (source partition, key) whose full value the receiver needs.
+    NeedFull(Vec<(u16, Bytes)>),
+}
+
+/// One change in a batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub partition: u16,
+    /// 0: not a log entry (fallback or re-sync copy).
+    pub seq: u64,
+    pub change: Change,
+}
+
+fn put_str(out: &mut BytesMut, s: &[u8]) {
+    out.put_u16_le(s.len() as u16);
+    out.put_slice(&s[..s.len().min(u16::MAX as usize)]);
+}
+
+fn get_str(b: &mut Bytes) -> Result<Bytes, WireError> {
+    if b.remaining() < 2 {
+        return Err(WireError::Malformed("string"));
+    }
+    let n = b.get_u16_le() as usize;
+    if b.remaining() < n {
+        return Err(WireError::Malformed("string"));
+    }
+    Ok(b.split_to(n))
+}
+
+fn get_string(b: &mut Bytes) -> Result<String, WireError> {
+    String::from_utf8(get_str(b)?.to_vec()).map_err(|_| WireError::Malformed("utf-8 string"))
+}
+
+fn need(b: &Bytes, n: usize, what: &'static str) -> Result<(), WireError> {
+    if b.remaining() < n {
+        Err(WireError::Malformed(what))
+    } else {
+        Ok(())
+    }
+}
+
+/// Appends one encoded frame to `out`.
+pub fn encode(frame: &Frame, out: &mut BytesMut) {
+    let start = out.len();
+    out.put_u32_le(0);
+    match frame {
+        Frame::Hello(h) => {
+            out.put_u8(KIND_HELLO);
+            out.put_slice(MAGIC);
+            out.put_u16_le(h.version);
+            out.put_u16_le(h.site_id);
+            put_str(out, h.site_name.as_bytes());
+            out.put_u16_le(h.partitions);
+            put_str(out, h.node_id.as_bytes());
+        }
+        Frame::Welcome(w) => {
+            out.put_u8(KIND_WELCOME);
+            out.put_u16_le(w.site_id);
+            put_str(out, w.site_name.as_bytes());
+            out.put_u32_le(w.applied.len() as u32);
+            for (p, seq) in &w.applied {
+                out.put_u16_le(*p);
+                out.put_u64_le(*seq);
+            }
+        }
+        Frame::Refuse(reason) => {
+            out.put_u8(KIND_REFUSE);
+            put_str(out, reason.as_bytes());
+        }
+        Frame::Batch { id, body } => {
+            out.put_u8(KIND_BATCH);
+            out.put_u64_le(*id);
+            let compressed = lz4_flex::block::compress(body);
+            if compressed.len() < body.len() {
+                out.put_u8(FLAG_LZ4);
+                out.put_u32_le(body.len() as u32);
+                out.put_slice(&compressed);
+            } else {
+                out.put_u8(0);
+                out.put_u32_le(body.len() as u32);
+                out.put_slice(body);
+            }
+        }
+        Frame::Received(id) => {
+            out.put_u8(KIND_RECEIVED);
+            out.put_u64_le(*id);
+        }
+        Frame::Applied(id) => {
+            out.put_u8(KIND_APPLIED);
+            out.put_u64_le(*id);
+        }
+        Frame::NeedFull(keys) => {
+            out.put_u8(KIND_NEED_FULL);
+            out.put_u32_le(keys.len() as u32);
+            for (p, k) in keys {
+                out.put_u16_le(*p);
+                out.put_u32_le(k.len() as u32);
+                out.put_slice(k);
+            }
+        }
+    }
+    let len = (out.len() - start - 4) as u32;
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// One frame from the front of `buf`: Ok(None) until it is complete.
+pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
+    let (kind, mut b) = match cluster::wire::split_frame(buf, MAX_FRAME) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Ok(None),
+        Err(cluster::wire::FrameError::TooLarge(n)) => return Err(WireError::TooLarge(n)),
+        Err(cluster::wire::FrameError::Empty) => return Err(WireError::Malformed("empty frame")),
+    };
+    let frame = match kind {
+        KIND_HELLO => {
+            need(&b, 4, "hello")?;
+            if &b[..4] != MAGIC {
+                return Err(WireError::BadMagic);
+            }
+            b.advance(4);
+            need(&b, 4, "hello")?;
+            let version = b.get_u16_le();
+            if version != PROTOCOL_VERSION {
+                return Err(WireError::Version(version));
+            }
+            let site_id = b.get_u16_le();
+            let site_name = get_string(&mut b)?;
+            need(&b, 2, "hello")?;
+            let partitions = b.get_u16_le();
+            let node_id = get_string(&mut b)?;
+            Frame::Hello(Hello { version, site_id, site_name, partitions, node_id })
+        }
+        KIND_WELCOME => {
+            need(&b, 2, "welcome")?;
+            let site_id = b.get_u16_le();
+            let site_name = get_string(&mut b)?;
+            need(&b, 4, "welcome")?;
+            let n = b.get_u32_le() as usize;
+            // Each pair takes 10 bytes: a forged count cannot over-allocate.
+            need(&b, n.saturating_mul(10), "welcome watermarks")?;
+            let applied = (0..n).map(|_| (b.get_u16_le(), b.get_u64_le())).collect();
+            Frame::Welcome(Welcome { site_id, site_name, applied })
+        }
+        KIND_REFUSE => Frame::Refuse(String::from_utf8_lossy(&get_str(&mut b)?).into_owned()),
+        KIND_BATCH => {
+            need(&b, 8 + 1 + 4, "batch header")?;
+            let id = b.get_u64_le();
+            let flags = b.get_u8();
+            let raw_len = b.get_u32_le() as usize;
+            if raw_len > MAX_FRAME {
+                return Err(WireError::TooLarge(raw_len));
+            }
+            let body = if flags & FLAG_LZ4 != 0 {
+                let raw = lz4_flex::block::decompress(&b, raw_len).map_err(|e| WireError::Compression(e.to_string()))?;
+                if raw.len() != raw_len {
+                    return Err(WireError::Compression(format!("{} bytes, header said {raw_len}", raw.len())));
+                }
+                Bytes::from(raw)
+            } else {
+                if b.len() != raw_len {
+                    return Err(WireError::Malformed("batch length"));
+                }
+                b
+            };
+            Frame::Batch { id, body }
+        }
+        KIND_RECEIVED | KIND_APPLIED => {
+            need(&b, 8, "ack")?;
+            let id = b.get_u64_le();
+            if kind == KIND_RECEIVED {
+                Frame::Received(id)
+            } else {
+                Frame::Applied(id)
+            }
+        }
+        KIND_NEED_FULL => {
+            need(&b, 4, "need-full")?;
+            let n = b.get_u32_le() as usize;
+            if n > MAX_KEYS {
+                return Err(WireError::Malformed("need-full key count"));
+            }
+            let mut keys = Vec::with_capacity(n.min(b.remaining() / 6));
+            for _ in 0..n {
+                need(&b, 6, "need-full")?;
+                let p = b.get_u16_le();
+                let len = b.get_u32_le() as usize;
+                need(&b, len, "need-full key")?;
+                keys.push((p, b.split_to(len)));
+            }
+            Frame::NeedFull(keys)
+        }
+        other => return Err(WireError::Kind(other)),
+    };
+    Ok(Some(frame))
+}
+
+/// Appends one entry to a batch body; returns the bytes it took.
+pub fn put_entry(body: &mut BytesMut, partition: u16, seq: u64, change: &Change) -> usize {
+    let start = body.len();
+    let mut encoded = Vec::with_capacity(codec::encoded_len(change));
+    codec::encode(change, &mut encoded);
+    body.put_u16_le(partition);
+    put_varint(body, seq);
+    put_varint(body, encoded.len() as u64);
+    body.put_slice(&encoded);
+    body.len() - start
+}
+
+fn put_varint(out: &mut BytesMut, mut n: u64) {
+    while n >= 0x80 {
+        out.put_u8((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.put_u8(n as u8);
+}
+
+fn get_varint(b: &mut Bytes) -> Option<u64> {
+    let mut n = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.first()?;
+        b.advance(1);
+        n |= ((byte & 0x7f) as u64) << shift;
+        if byte & 0x80 == 0 {
+            return Some(n);
+        }
+    }
+    None
+}
+
+/// `partition u16 | seq varint | len varint`, then `len` bytes.
+fn split_entry(b: &mut Bytes) -> Result<(u16, u64, Bytes), WireError> {
+    need(b, 2, "batch entry")?;
+    let partition = b.get_u16_le();
+    let seq = get_varint(b).ok_or(WireError::Malformed("batch entry seq"))?;
+    let len = get_varint(b).ok_or(WireError::Malformed("batch entry length"))?;
+    let len = usize::try_from(len).map_err(|_| WireError::Malformed("batch entry length"))?;
+    need(b, len, "batch entry")?;
+    Ok((partition, seq, b.split_to(len)))
+}
+
+/// Decodes a batch body. `partitions` is the source site's partition
+/// count: an entry whose partition is not its key's is refused, so a forged
+/// batch cannot move a watermark it does not own.
+pub fn decode_entries(body: &Bytes, partitions: u16) -> Result<Vec<Entry>, WireError> {
+    let mut b = body.clone();
+    let mut out = Vec::new();
+    while b.has_remaining() {
+        let (partition, seq, bytes) = split_entry(&mut b)?;
+        let (change, used) = codec::decode(&bytes)?;
+        if used != bytes.len() {
+            return Err(WireError::Malformed("batch entry length"));
+        }
+        if partition >= partitions
+            || slot::slot_partition(slot::key_slot(&change.key), partitions) as u16 != partition
+        {
+            return Err(WireError::Partition(partition));
+        }
+        out.push(Entry { partition, seq, change });
+    }
+    Ok(out)
+}
+
+/// Entries in a batch body, without decoding the changes.
+pub fn count_entries(body: &Bytes) -> u64 {
+    let mut b = body.clone();
+    let mut n = 0;
+    while split_entry(&mut b).is_ok() {
+        n += 1;
+    }
+    n
+}
+
+/// The highest log seq per partition in a batch body, without decoding
+/// the changes (what an applied ack lets the publisher release).
+pub fn max_seqs(body: &Bytes) -> Vec<(u16, u64)> {
+    let mut b = body.clone();
+    let mut out: Vec<(u16, u64)> = Vec::new();
+    while let Ok((p, seq, _)) = split_entry(&mut b) {
+        if seq == 0 {
+            continue;
+        }
+        match out.iter_mut().find(|(q, _)| *q == p) {
+            Some((_, s)) => *s = (*s).max(seq),
+            None => out.push((p, seq)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keyspace::{ChangeKind, Value, Version};
+    use proptest::prelude::*;
+
+    fn change(key: &[u8]) -> Change {
+        Change {
+            key: Bytes::copy_from_slice(key),
+            version: Version { hlc: 77 << 16, site: 1 },
+            kind: ChangeKind::Full { value: Value::Str(Bytes::from(vec![b'x'; 300])), expire_at: 0 },
+        }
+    }
+
+    fn round_trip(f: &Frame) -> Frame {
+        let mut out = BytesMut::new();
+        encode(f, &mut out);
+        let got = decode(&mut out).unwrap().unwrap();
+        assert!(out.is_empty());
+        got
+    }
+
+    #[test]
+    fn frames_round_trip() {
+        let hello = Frame::Hello(Hello {
+            version: PROTOCOL_VERSION,
+            site_id: 3,
+            site_name: "london".into(),
+            partitions: 271,
+            node_id: "n1".into(),
+        });
+        assert_eq!(round_trip(&hello), hello);
+        let welcome = Frame::Welcome(Welcome { site_id: 2, site_name: "ny".into(), applied: vec![(1, 5), (270, 9)] });
+        assert_eq!(round_trip(&welcome), welcome);
+        for f in [Frame::Received(9), Frame::Applied(10), Frame::Refuse("no".into())] {
+            assert_eq!(round_trip(&f), f);
+        }
+        let nf = Frame::NeedFull(vec![(4, Bytes::from_static(b"k1")), (5, Bytes::new())]);
+        assert_eq!(round_trip(&nf), nf);
+    }
+
+    #[test]
+    fn batches_compress_and_decode_with_their_partitions() {
+        let mut body = BytesMut::new();
+        let keys: Vec<Vec<u8>> = (0..50).map(|i| format!("key:{i}").into_bytes()).collect();
+        for (i, k) in keys.iter().enumerate() {
+            let p = slot::slot_partition(slot::key_slot(k), 271) as u16;
+            put_entry(&mut body, p, i as u64 + 1, &change(k));
+        }
+        let body = body.freeze();
+        let mut out = BytesMut::new();
+        encode(&Frame::Batch { id: 7, body: body.clone() }, &mut out);
+        assert!(out.len() < body.len() / 4, "300 repeated bytes per value compress");
+        let Some(Frame::Batch { id, body: got }) = decode(&mut out).unwrap() else { panic!("not a batch") };
+        assert_eq!((id, &got), (7, &body));
+        let entries = decode_entries(&got, 271).unwrap();
+        assert_eq!(entries.len(), 50);
+        assert_eq!(max_seqs(&got).iter().map(|(_, s)| *s).max(), Some(50));
+    }
+
+    #[test]
+    fn forged_input_is_refused() {
+        // A wrong partition for the key.
+        let mut body = BytesMut::new();
+        let k = b"key:1";
+        let p = slot::slot_partition(slot::key_slot(k), 271) as u16;
+        put_entry(&mut body, (p + 1) % 271, 1, &change(k));
+        assert_eq!(decode_entries(&body.freeze(), 271), Err(WireError::Partition((p + 1) % 271)));
+        // A hello from another protocol or version.
+        let mut out = BytesMut::new();
+        encode(
+            &Frame::Hello(Hello { version: 9, site_id: 1, site_name: "a".into(), partitions: 1, node_id: "n".into() }),
+            &mut out,
+        );
+        assert_eq!(decode(&mut out), Err(WireError::Version(9)));
+        let mut out = BytesMut::from(&b"\x09\x00\x00\x00\x01DGRD\x01\x00\x01\x00"[..]);
+        assert_eq!(decode(&mut out), Err(WireError::BadMagic));
+        // A batch claiming a huge decompressed size.
+        let mut out = BytesMut::new();
+        out.put_u32_le(1 + 8 + 1 + 4 + 3);
+        out.put_u8(KIND_BATCH);
+        out.put_u64_le(1);
+        out.put_u8(FLAG_LZ4);
+        out.put_u32_le(u32::MAX);
+        out.put_slice(b"abc");
+        assert_eq!(decode(&mut out), Err(WireError::TooLarge(u32::MAX as usize)));
+    }
+
+    proptest! {
+        #[test]
+        fn random_frames_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let mut buf = BytesMut::from(&data[..]);
+            while let Ok(Some(f)) = decode(&mut buf) {
+                if let Frame::Batch { body, .. } = f {
+                    let _ = decode_entries(&body, 271);
+                    let _ = max_seqs(&body);
+                }
+            }
+        }
+
+        #[test]
+        fn mutated_batches_are_errors_or_valid(pos in 0usize..2000, byte in any::<u8>(), cut in 0usize..2000) {
+            let mut body = BytesMut::new();
+            for i in 0..5u64 {
+                let k = format!("k{i}").into_bytes();
+                let p = slot::slot_partition(slot::key_slot(&k), 16) as u16;
+                put_entry(&mut body, p, i + 1, &change(&k));
+            }
+            let mut out = BytesMut::new();
+            encode(&Frame::Batch { id: 1, body: body.freeze() }, &mut out);
+            let i = pos % out.len();
+            out[i] ^= byte;
+            out.truncate(cut.max(1).min(out.len()));
+            if let Ok(Some(Frame::Batch { body, .. })) = decode(&mut out) {
+                let _ = decode_entries(&body, 16);
+            }
+        }
+    }
+}
