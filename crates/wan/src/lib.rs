@@ -193,9 +193,20 @@ pub struct Wan {
     pub targets: Vec<Arc<Target>>,
     /// Per source site: what this node's receiver has seen and applied.
     pub received: Mutex<HashMap<u16, Arc<ReceiverStats>>>,
-    /// (source site, source partition) -> highest seq applied through
-    /// this node: a re-sent entry at or below it changes nothing.
-    pub watermarks: Mutex<HashMap<(u16, u16), u64>>,
+    /// (source site, publisher incarnation, source partition) -> highest
+    /// seq applied through this node: a re-sent entry at or below it is
+    /// skipped. (Skipping is an economy: a re-applied change is a
+    /// Duplicate by version anyway.)
+    pub watermarks: Mutex<HashMap<(u16, u64, u16), u64>>,
+    /// This process's publishers' incarnation (see [`wire::Hello`]).
+    pub incarnation: u64,
+}
+
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
 }
 
 impl LogListener for Wan {
@@ -228,6 +239,7 @@ impl Wan {
             targets,
             received: Mutex::new(HashMap::new()),
             watermarks: Mutex::new(HashMap::new()),
+            incarnation: random_u64(),
         });
         ks.set_listener(wan.clone());
         wan

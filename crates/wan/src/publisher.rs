@@ -822,6 +822,7 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(C
             site_name: wan.local.site_name.clone(),
             partitions: wan.ks.partitions(),
             node_id: wan.local.node_id.clone(),
+            incarnation: wan.incarnation,
         }),
         &mut out,
     );

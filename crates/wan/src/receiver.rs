@@ -108,8 +108,14 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
     }
     let source = hello.site_id;
     *stats.name.lock() = hello.site_name.clone();
-    let applied: Vec<(u16, u64)> =
-        wan.watermarks.lock().iter().filter(|((s, _), _)| *s == source).map(|((_, p), seq)| (*p, *seq)).collect();
+    let inc = hello.incarnation;
+    let applied: Vec<(u16, u64)> = wan
+        .watermarks
+        .lock()
+        .iter()
+        .filter(|((s, i, _), _)| *s == source && *i == inc)
+        .map(|((_, _, p), seq)| (*p, *seq))
+        .collect();
     tracing::info!(%addr, site = hello.site_name, node = hello.node_id, "WAN publisher connected");
     let (tx, mut rx) = mpsc::unbounded_channel::<Frame>();
     let _ = tx.send(Frame::Welcome(Welcome {
@@ -182,6 +188,7 @@ async fn apply_loop(
     tx: mpsc::UnboundedSender<Frame>,
 ) {
     let source = hello.site_id;
+    let inc = hello.incarnation;
     let stats = wan.receiver_stats(source);
     let mut router = LocalRouter::new(wan.local.clone(), wan.ks.clone(), wan.cluster.clone());
     while let Some((id, entries)) = batches.recv().await {
@@ -190,7 +197,7 @@ async fn apply_loop(
             let marks = wan.watermarks.lock();
             entries
                 .into_iter()
-                .filter(|e| e.seq == 0 || marks.get(&(source, e.partition)).is_none_or(|&m| e.seq > m))
+                .filter(|e| e.seq == 0 || marks.get(&(source, inc, e.partition)).is_none_or(|&m| e.seq > m))
                 .collect()
         };
         add(&stats.duplicates, (total - fresh.len()) as u64);
@@ -212,7 +219,7 @@ async fn apply_loop(
         {
             let mut marks = wan.watermarks.lock();
             for e in fresh.iter().filter(|e| e.seq != 0) {
-                let m = marks.entry((source, e.partition)).or_insert(0);
+                let m = marks.entry((source, inc, e.partition)).or_insert(0);
                 *m = (*m).max(e.seq);
             }
         }

@@ -64,6 +64,10 @@ pub struct Hello {
     /// The source site's partition count: entries are numbered by it.
     pub partitions: u16,
     pub node_id: String,
+    /// Random per publisher process: a site whose nodes all restarted
+    /// numbers its logs from 1 again, so watermarks are kept per
+    /// incarnation and a new one starts with none.
+    pub incarnation: u64,
 }
 
 /// The receiver's answer: who it is, and for each source partition the
@@ -139,6 +143,7 @@ pub fn encode(frame: &Frame, out: &mut BytesMut) {
             put_str(out, h.site_name.as_bytes());
             out.put_u16_le(h.partitions);
             put_str(out, h.node_id.as_bytes());
+            out.put_u64_le(h.incarnation);
         }
         Frame::Welcome(w) => {
             out.put_u8(KIND_WELCOME);
@@ -215,7 +220,9 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
             need(&b, 2, "hello")?;
             let partitions = b.get_u16_le();
             let node_id = get_string(&mut b)?;
-            Frame::Hello(Hello { version, site_id, site_name, partitions, node_id })
+            need(&b, 8, "hello")?;
+            let incarnation = b.get_u64_le();
+            Frame::Hello(Hello { version, site_id, site_name, partitions, node_id, incarnation })
         }
         KIND_WELCOME => {
             need(&b, 2, "welcome")?;
@@ -404,6 +411,7 @@ mod tests {
             site_name: "london".into(),
             partitions: 271,
             node_id: "n1".into(),
+            incarnation: 42,
         });
         assert_eq!(round_trip(&hello), hello);
         let welcome = Frame::Welcome(Welcome { site_id: 2, site_name: "ny".into(), applied: vec![(1, 5), (270, 9)] });
@@ -445,7 +453,14 @@ mod tests {
         // A hello from another protocol or version.
         let mut out = BytesMut::new();
         encode(
-            &Frame::Hello(Hello { version: 9, site_id: 1, site_name: "a".into(), partitions: 1, node_id: "n".into() }),
+            &Frame::Hello(Hello {
+                version: 9,
+                site_id: 1,
+                site_name: "a".into(),
+                partitions: 1,
+                node_id: "n".into(),
+                incarnation: 1,
+            }),
             &mut out,
         );
         assert_eq!(decode(&mut out), Err(WireError::Version(9)));
