@@ -729,6 +729,7 @@ impl Publisher {
     fn refresh_status(&mut self) {
         let now_ms = self.wan.ks.now_ms();
         let site = self.my_site();
+        let mut scan_budget: u64 = 1 << 20;
         let mut s = Snapshot {
             connected: self.connected(),
             endpoint: self.conn.as_ref().map(|c| c.endpoint.clone()).unwrap_or_default(),
@@ -749,16 +750,30 @@ impl Publisher {
                 }
                 s.queue_bytes_primary += part.log.bytes() as u64;
                 if owned {
-                    // Only changes that originated here are queued for the site.
-                    if let Some(it) = part.log.read_from(acked + 1) {
-                        let mut first = true;
-                        for (_, c) in it.filter(|(_, c)| c.version.site == site) {
-                            if first {
-                                s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(c.version.millis()));
-                                first = false;
-                            }
-                            s.queue_events += 1;
+                    // Only changes that originated here are queued for the
+                    // site; past a scan budget, every unacknowledged entry
+                    // counts (an upper bound), so a status never holds a
+                    // partition lock for long.
+                    let unacked = part.log.next_seq().saturating_sub(acked + 1);
+                    let Some(it) = part.log.read_from(acked + 1) else {
+                        s.queue_events += unacked;
+                        return;
+                    };
+                    if unacked > scan_budget {
+                        s.queue_events += unacked;
+                        if let Some((_, c)) = it.take(1000).find(|(_, c)| c.version.site == site) {
+                            s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(c.version.millis()));
                         }
+                        return;
+                    }
+                    scan_budget -= unacked;
+                    let mut first = true;
+                    for (_, c) in it.filter(|(_, c)| c.version.site == site) {
+                        if first {
+                            s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(c.version.millis()));
+                            first = false;
+                        }
+                        s.queue_events += 1;
                     }
                 }
             });
