@@ -292,7 +292,7 @@ impl Publisher {
     /// Sends while the window has room.
     fn fill(&mut self) {
         if self.state() == PublisherState::NeedsResync && self.connected() {
-            self.start_resync();
+            self.begin_resync();
         }
         if self.state() != PublisherState::Replicating || !self.connected() {
             return;
@@ -300,6 +300,10 @@ impl Publisher {
         while !self.window_full() {
             if let Some((body, seqs)) = self.outbox.pop_front() {
                 self.send(body.clone(), seqs, None, Some(body));
+                continue;
+            }
+            if let Some(p) = self.resync.pop_first() {
+                self.copy_partition(p);
                 continue;
             }
             if let Some(j) = self.journal.as_ref() {
@@ -426,57 +430,61 @@ impl Publisher {
         });
     }
 
-    /// Copies the current contents of partitions whose log no longer goes
-    /// back far enough (or all owned ones after `needs-resync`), as full
-    /// values with their versions, and their tombstones; the log continues
-    /// after them.
-    fn start_resync(&mut self) {
-        if self.state() == PublisherState::NeedsResync {
-            tracing::warn!(target_site = self.target.settings.name, "WAN re-sync: copying the current contents and tombstones of every primary partition");
-            add(&self.target.stats.resyncs, 1);
-            for p in 0..self.parts {
-                if self.owned[p] {
-                    self.resync.insert(p);
-                }
+    /// After `needs-resync`: every primary partition is to be copied.
+    fn begin_resync(&mut self) {
+        tracing::warn!(
+            target_site = self.target.settings.name,
+            "WAN re-sync: copying the current contents and tombstones of every primary partition"
+        );
+        add(&self.target.stats.resyncs, 1);
+        for p in 0..self.parts {
+            if self.owned[p] {
+                self.resync.insert(p);
             }
-            self.target.set_state(PublisherState::Replicating);
+        }
+        self.target.set_state(PublisherState::Replicating);
+    }
+
+    /// Copies one partition whose log no longer goes back far enough (or
+    /// any owned one after `needs-resync`) into the outbox: its entries as
+    /// full values with their versions, then its tombstones, taken under
+    /// one lock; its log continues after them. One partition at a time, so
+    /// a re-sync holds at most one partition's copy in memory.
+    fn copy_partition(&mut self, p: usize) {
+        if !self.owned[p] {
+            return;
         }
         let max = self.batch_max.max(256 << 10);
-        for p in std::mem::take(&mut self.resync) {
-            if !self.owned[p] {
-                continue;
-            }
-            let (bodies, next) = self.wan.ks.with_partition(p, |part, now| {
-                let mut bodies = Vec::new();
-                let mut body = BytesMut::new();
-                // Everything held, whichever site wrote it: a hash may mix
-                // fields from several sites, and last-writer-wins makes a
-                // value the target already has a no-op. Tombstones follow,
-                // so deletes the target missed happen there too.
-                let entries = part.iter().filter(|(_, e)| !e.is_expired(now)).map(|(key, e)| Change {
-                    key: key.clone(),
-                    version: e.version,
-                    kind: ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
-                });
-                for change in entries.chain(part.tombstone_changes()) {
-                    wire::put_entry(&mut body, p as u16, 0, &change);
-                    if body.len() >= max {
-                        bodies.push(std::mem::take(&mut body).freeze());
-                    }
-                }
-                bodies.push(body.freeze());
-                (bodies, part.log.next_seq())
+        let (bodies, next) = self.wan.ks.with_partition(p, |part, now| {
+            let mut bodies = Vec::new();
+            let mut body = BytesMut::new();
+            // Everything held, whichever site wrote it: a hash may mix
+            // fields from several sites, and last-writer-wins makes a value
+            // the target already has a no-op. Tombstones follow, so deletes
+            // the target missed happen there too.
+            let entries = part.iter().filter(|(_, e)| !e.is_expired(now)).map(|(key, e)| Change {
+                key: key.clone(),
+                version: e.version,
+                kind: ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
             });
-            let n = bodies.len();
-            for (i, b) in bodies.into_iter().enumerate() {
-                // The last body settles everything logged before the copy.
-                let seqs = if i + 1 == n && next > 1 { vec![(p as u16, next - 1)] } else { Vec::new() };
-                self.outbox.push_back((b, seqs));
+            for change in entries.chain(part.tombstone_changes()) {
+                wire::put_entry(&mut body, p as u16, 0, &change);
+                if body.len() >= max {
+                    bodies.push(std::mem::take(&mut body).freeze());
+                }
             }
-            self.next[p] = next;
-            self.pending.insert(p);
-            self.set_needed(p, Some(self.low(p).max(next)));
+            bodies.push(body.freeze());
+            (bodies, part.log.next_seq())
+        });
+        let n = bodies.len();
+        for (i, b) in bodies.into_iter().enumerate() {
+            // The last body settles everything logged before the copy.
+            let seqs = if i + 1 == n && next > 1 { vec![(p as u16, next - 1)] } else { Vec::new() };
+            self.outbox.push_back((b, seqs));
         }
+        self.next[p] = next;
+        self.pending.insert(p);
+        self.set_needed(p, Some(self.low(p).max(next)));
     }
 
     fn on_frame(&mut self, f: Frame) {
@@ -696,14 +704,15 @@ impl Publisher {
             }
             let Some(last) = last else { continue };
             if !body.is_empty() {
-                let j = self.journal.as_mut().expect("opened above");
-                if let Err(e) = j.append(&body) {
+                let Some(j) = self.journal.as_mut() else { return };
+                let len = body.len() as u64;
+                if let Err(e) = append_chunked(j, &body.freeze()) {
                     tracing::error!(target_site = self.target.settings.name, "WAN journal write failed, re-syncing instead: {e}");
                     self.drop_backlog();
                     self.target.set_state(PublisherState::NeedsResync);
                     return;
                 }
-                add(&self.target.stats.spilled_bytes, body.len() as u64);
+                add(&self.target.stats.spilled_bytes, len);
             }
             self.spilled[p] = last;
             self.next[p] = self.next[p].max(last + 1);
@@ -784,6 +793,16 @@ impl Publisher {
         }
         *self.target.status.lock() = s;
     }
+}
+
+/// Appends a spilled body to the journal as records of at most
+/// [`BATCH_MAX`] bytes (whole entries each), so every record is a batch
+/// the receiver accepts.
+fn append_chunked(j: &mut Journal, body: &Bytes) -> Result<(), journal::JournalError> {
+    for chunk in wire::split_body(body, BATCH_MAX) {
+        j.append(&chunk)?;
+    }
+    Ok(())
 }
 
 /// Writes a log entry into a batch body; with `delta` off a delta becomes

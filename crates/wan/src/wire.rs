@@ -354,6 +354,27 @@ pub fn decode_entries(body: &Bytes, partitions: u16) -> Result<Vec<Entry>, WireE
     Ok(out)
 }
 
+/// Splits a batch body into bodies of whole entries, each at most `max`
+/// bytes unless a single entry is larger.
+pub fn split_body(body: &Bytes, max: usize) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let (mut start, mut end) = (0usize, 0usize);
+    let mut b = body.clone();
+    while let Ok((_, _, change)) = split_entry(&mut b) {
+        let next_end = body.len() - b.len();
+        if next_end - start > max && end > start {
+            out.push(body.slice(start..end));
+            start = end;
+        }
+        end = next_end;
+        let _ = change;
+    }
+    if end > start {
+        out.push(body.slice(start..end));
+    }
+    out
+}
+
 /// Entries in a batch body, without decoding the changes.
 pub fn count_entries(body: &Bytes) -> u64 {
     let mut b = body.clone();
@@ -440,6 +461,10 @@ mod tests {
         let entries = decode_entries(&got, 271).unwrap();
         assert_eq!(entries.len(), 50);
         assert_eq!(max_seqs(&got).iter().map(|(_, s)| *s).max(), Some(50));
+        let parts = split_body(&got, 1000);
+        assert!(parts.len() > 10 && parts.iter().all(|p| p.len() <= 1000));
+        assert_eq!(parts.iter().map(count_entries).sum::<u64>(), 50);
+        assert_eq!(parts.concat(), got.to_vec());
     }
 
     #[test]
