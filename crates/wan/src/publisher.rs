@@ -561,7 +561,15 @@ impl Publisher {
         // Every record applied: drop the active segment too (truncate_before
         // keeps it), or journal_bytes and the disk budget would keep counting
         // a delivered backlog of up to a whole segment.
-        let result = if oldest_unapplied >= j.next_id() { j.clear() } else { j.truncate_before(oldest_unapplied) };
+        let result = if oldest_unapplied >= j.next_id() {
+            if j.disk_bytes() > 0 {
+                j.clear()
+            } else {
+                Ok(())
+            }
+        } else {
+            j.truncate_before(oldest_unapplied)
+        };
         if let Err(e) = result {
             tracing::warn!("trimming the WAN journal: {e}");
         }

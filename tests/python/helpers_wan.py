@@ -1,0 +1,418 @@
+"""Helpers for the WAN replication tests (test_wan.py): sites of one or
+more real nodes on loopback with a [wan] section, the admin endpoints of
+the publishers and receivers, a digest of a site's whole contents, RSS of a
+process, and raw WAN protocol frames for the bad-input tests.
+"""
+import struct
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+from redis.crc import key_slot
+
+from conftest import Server, free_port
+from helpers import wait_until
+from helpers_net import RespConn, http_get, http_json
+
+PARTITIONS = 271  # the default site.partitions
+
+
+# -- sites -----------------------------------------------------------------
+
+_handed_out = set()
+
+
+def fresh_port():
+    """A free port not handed out before in this run (free_port alone may
+    return the same port twice when called in a row)."""
+    while True:
+        p = free_port()
+        if p not in _handed_out:
+            _handed_out.add(p)
+            return p
+
+
+class WanSite:
+    """One site: `size` nodes (a single-node site has no cluster section).
+    Ports are chosen up front so peers can list this site's WAN endpoints
+    before it runs and a node restarts on the same ports."""
+
+    def __init__(self, tmp_path, site_id, name, size=1, memory_budget=None, disk_budget=None, backups=1):
+        self.tmp_path = tmp_path
+        self.id, self.name, self.size = site_id, name, size
+        self.memory_budget, self.disk_budget, self.backups = memory_budget, disk_budget, backups
+        self.ports = [fresh_port() for _ in range(size)]
+        self.cluster_ports = [fresh_port() for _ in range(size)]
+        self.wan_ports = [fresh_port() for _ in range(size)]
+        self.targets = []  # (WanSite, delta, ack)
+        self.nodes = [None] * size
+        self.incarnation = [0] * size
+        self.retired = []  # stopped Server objects (logs kept)
+
+    @property
+    def endpoints(self):
+        return [f"127.0.0.1:{p}" for p in self.wan_ports]
+
+    def target(self, other, delta=True, ack="pipelined"):
+        self.targets.append((other, delta, ack))
+        return self
+
+    def config(self, i):
+        lines = [
+            "[node]",
+            f'id = "{self.name}-n{i + 1}"',
+            f'listen = "127.0.0.1:{self.ports[i]}"',
+        ]
+        if self.size > 1:
+            lines.append(f'cluster_listen = "127.0.0.1:{self.cluster_ports[i]}"')
+        lines += ["[site]", f"id = {self.id}", f'name = "{self.name}"']
+        if self.size > 1:
+            seeds = ", ".join(f'"127.0.0.1:{p}"' for p in self.cluster_ports)
+            lines += [f"seeds = [{seeds}]", f"backups = {self.backups}"]
+        lines += ["[wan]", f'listen = "127.0.0.1:{self.wan_ports[i]}"']
+        if self.memory_budget:
+            lines.append(f'memory_budget = "{self.memory_budget}"')
+        if self.disk_budget:
+            lines.append(f'disk_budget = "{self.disk_budget}"')
+        for other, delta, ack in self.targets:
+            eps = ", ".join(f'"{e}"' for e in other.endpoints)
+            lines += ["[[wan.targets]]", f'name = "{other.name}"', f"endpoints = [{eps}]",
+                      f"delta = {'true' if delta else 'false'}", f'ack = "{ack}"']
+        return "\n".join(lines) + "\n"
+
+    def start_node(self, i):
+        d = self.tmp_path / f"{self.name}-n{i + 1}-{self.incarnation[i]}"
+        self.incarnation[i] += 1
+        d.mkdir()
+        self.nodes[i] = Server(d, config=self.config(i), port=self.ports[i])
+        return self.nodes[i]
+
+    def start(self):
+        for i in range(self.size):
+            self.start_node(i)
+        if self.size > 1:
+            for s in self.nodes:
+                wait_until(lambda s=s: b"cluster_state:ok" in cluster_info(s), timeout=20,
+                           message=f"site {self.name} did not form")
+        return self
+
+    def stop_node(self, i):
+        if self.nodes[i] is not None:
+            self.nodes[i].stop()
+            self.retired.append(self.nodes[i])
+            self.nodes[i] = None
+
+    def kill_node(self, i):
+        """kill -9."""
+        s = self.nodes[i]
+        s.proc.kill()
+        s.proc.wait()
+        s.stop()
+        self.retired.append(s)
+        self.nodes[i] = None
+
+    def stop(self):
+        for i in range(self.size):
+            self.stop_node(i)
+
+    @property
+    def live(self):
+        return [s for s in self.nodes if s is not None]
+
+    def logs(self):
+        return b"".join(s.log_path.read_bytes() for s in self.live + self.retired)
+
+
+def link_all(sites, **kw):
+    """Full mesh: every site targets every other one."""
+    for a in sites:
+        for b in sites:
+            if a is not b:
+                a.target(b, **kw)
+
+
+def cluster_info(s):
+    with RespConn.to(s) as c:
+        return bytes(c.call("CLUSTER", "INFO"))
+
+
+def client(s, **kw):
+    kw.setdefault("socket_timeout", 20)
+    return redis.Redis(host="127.0.0.1", port=s.port, **kw)
+
+
+# -- admin -------------------------------------------------------------------
+
+def wan_status(node):
+    return http_json("127.0.0.1", node.admin_port, "/wan/status")
+
+
+def target_status(node, name):
+    return next(t for t in wan_status(node)["targets"] if t["name"] == name)
+
+
+def source_status(node, name):
+    """The receiver's counters for source site `name` (zeros if none yet)."""
+    for s in wan_status(node)["sources"]:
+        if s["site_name"] == name:
+            return s
+    return {"events_received": 0, "applied": 0, "duplicates": 0, "conflicts_lost": 0,
+            "need_full": 0, "refused": 0, "bytes_received": 0}
+
+
+def wan_control(node, action, target):
+    req = urllib.request.Request(f"http://127.0.0.1:{node.admin_port}/wan/{action}?target={target}",
+                                 data=b"", method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            status, body = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        status, body = e.code, e.read()
+    assert status == 200, (action, target, status, body)
+    return body
+
+
+def wait_state(node, target, state, timeout=10):
+    wait_until(lambda: target_status(node, target)["state"] == state, timeout=timeout, interval=0.05,
+               message=f"{target} publisher state {state!r}")
+
+
+def metric(node, name, **labels):
+    """Sum of the samples of metric `name` (full sample name, e.g.
+    deltagrid_wan_bytes_sent_total) whose labels include `labels`."""
+    text = http_get("127.0.0.1", node.admin_port, "/metrics")[2].decode()
+    total, seen = 0.0, False
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                total += s.value
+                seen = True
+    assert seen, f"no sample {name}{labels} in /metrics"
+    return total
+
+
+def rss_bytes(server):
+    with open(f"/proc/{server.proc.pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+# -- contents ----------------------------------------------------------------
+
+def _primary_router(nodes):
+    """key -> node that is primary for it (single node: that node)."""
+    if len(nodes) == 1:
+        return lambda key: nodes[0]
+    with RespConn.to(nodes[0]) as c:
+        ranges = c.call("CLUSTER", "SLOTS")
+    by_port = {s.port: s for s in nodes}
+    table = [None] * 16384
+    for first, last, primary, *_ in ranges:
+        node = by_port.get(primary[1])
+        for slot in range(first, last + 1):
+            table[slot] = node
+
+    def route(key):
+        node = table[key_slot(key)]
+        if node is None:
+            raise redis.ConnectionError(f"slot {key_slot(key)} has no live primary")
+        return node
+    return route
+
+
+def _pipelined(r, cmds, chunk=500):
+    out = []
+    for i in range(0, len(cmds), chunk):
+        p = r.pipeline(transaction=False)
+        for c in cmds[i:i + chunk]:
+            p.execute_command(*c)
+        out += p.execute(raise_on_error=True)
+    return out
+
+
+def digest(site_or_nodes):
+    """{key: (type, value, ttl in whole seconds or -1)} of a whole site
+    (a WanSite, a Server, or a list of live nodes of one site). Keys come
+    from SCAN on every node; values are read from each key's primary."""
+    if isinstance(site_or_nodes, WanSite):
+        nodes = site_or_nodes.live
+    elif isinstance(site_or_nodes, Server):
+        nodes = [site_or_nodes]
+    else:
+        nodes = list(site_or_nodes)
+    keys = set()
+    for n in nodes:
+        r = client(n)
+        cursor = 0
+        while True:
+            cursor, batch = r.scan(cursor, count=1000)
+            keys.update(batch)
+            if int(cursor) == 0:
+                break
+    route = _primary_router(nodes)
+    groups = {}
+    for k in keys:
+        groups.setdefault(route(k).port, (route(k), []))[1].append(k)
+    out = {}
+    for node, ks in groups.values():
+        r = client(node)
+        meta = _pipelined(r, [c for k in ks for c in (("TYPE", k), ("PTTL", k))])
+        kinds = {}
+        for k, t, ttl in zip(ks, meta[0::2], meta[1::2]):
+            t = t.decode() if isinstance(t, bytes) else t
+            if t != "none":
+                kinds[k] = (t, ttl)
+        reads = [("HGETALL", k) if t == "hash" else ("GET", k) for k, (t, _) in kinds.items()]
+        values = _pipelined(r, reads)
+        for (k, (t, ttl)), v in zip(kinds.items(), values):
+            if v is None or v == {}:
+                continue  # gone between the reads
+            if t == "hash":
+                v = tuple(sorted(v.items()))
+            out[k] = (t, v, -1 if ttl < 0 else round(ttl / 1000))
+    return out
+
+
+def digest_diff(a, b, ttl_slack=1):
+    """Keys on which two digests differ (TTLs within `ttl_slack` s are equal)."""
+    diff = []
+    for k in set(a) | set(b):
+        x, y = a.get(k), b.get(k)
+        if x is None or y is None or x[:2] != y[:2]:
+            diff.append(k)
+        elif (x[2] < 0) != (y[2] < 0) or abs(x[2] - y[2]) > ttl_slack:
+            diff.append(k)
+    return sorted(diff)
+
+
+def describe_diff(a, b, diff, n=3):
+    def short(v):
+        r = repr(v)
+        return r if len(r) < 120 else r[:117] + "..."
+    return "; ".join(f"{k!r}: {short(a.get(k))} vs {short(b.get(k))}" for k in diff[:n])
+
+
+def wait_converged(sites, timeout=30, ttl_slack=1, min_keys=0):
+    """Polls until every site's digest equals the first's; returns it."""
+    deadline = time.monotonic() + timeout
+    last = "no digest taken"
+    while True:
+        try:
+            ds = [digest(s) for s in sites]
+            diffs = [digest_diff(ds[0], d, ttl_slack) for d in ds[1:]]
+            if not any(diffs) and len(ds[0]) >= min_keys:
+                return ds[0]
+            last = "; ".join(f"{len(d)} keys differ between {sites[0].name} and {s.name} "
+                             f"({len(ds[0])} vs {len(x)} keys), e.g. {describe_diff(ds[0], x, d)}"
+                             for d, s, x in zip(diffs, sites[1:], ds[1:]) if d) or f"{len(ds[0])} keys only"
+        except (redis.RedisError, OSError) as e:
+            last = f"reading failed: {e!r}"
+        if time.monotonic() >= deadline:
+            pytest.fail(f"sites did not converge in {timeout}s: {last}")
+        time.sleep(0.1)
+
+
+def wait_drained(site, target, timeout=30):
+    """Until every node's publisher to `target` has had all it queued applied."""
+    def drained():
+        for n in site.live:
+            t = target_status(n, target)
+            if t["events_distributed"] < t["events_queued"] or t["queue_events"]:
+                return False
+        return True
+    wait_until(drained, timeout=timeout, interval=0.05, message=f"{site.name} -> {target} drained")
+
+
+def write_pipelined(r, cmds, chunk=200):
+    """Runs commands in pipelines; returns the replies (errors raise)."""
+    return _pipelined(r, cmds, chunk)
+
+
+# -- raw WAN protocol ----------------------------------------------------------
+
+def frame(kind, body):
+    return struct.pack("<IB", 1 + len(body), kind) + body
+
+
+def wstr(s):
+    if isinstance(s, str):
+        s = s.encode()
+    return struct.pack("<H", len(s)) + s
+
+
+def hello(site_id, site_name, version=1, magic=b"DGWN", partitions=PARTITIONS, node_id="intruder",
+          incarnation=7):
+    return frame(1, magic + struct.pack("<HH", version, site_id) + wstr(site_name)
+                 + struct.pack("<H", partitions) + wstr(node_id) + struct.pack("<Q", incarnation))
+
+
+def batch(batch_id, body, flags=0, raw_len=None):
+    return frame(4, struct.pack("<QBI", batch_id, flags, len(body) if raw_len is None else raw_len) + body)
+
+
+def varint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def delete_change(key, hlc, site):
+    """A keyspace codec Change: key, version (hlc, site), kind Delete."""
+    return varint(len(key)) + key + varint(hlc) + varint(site) + b"\x02"
+
+
+def partition_of(key, partitions=PARTITIONS):
+    return key_slot(key) * partitions // 16384
+
+
+def entry(partition, seq, change, length=None):
+    """A batch body entry: partition u16 LE | seq varint | len varint | change."""
+    return (struct.pack("<H", partition) + varint(seq) + varint(len(change) if length is None else length)
+            + change)
+
+
+def read_frames(sock, timeout=5.0):
+    """Frames the peer sends until it closes (or the deadline): [(kind, body)],
+    and whether it closed."""
+    sock.settimeout(timeout)
+    deadline = time.monotonic() + timeout
+    buf = b""
+    closed = False
+    while time.monotonic() < deadline:
+        try:
+            data = sock.recv(65536)
+        except TimeoutError:
+            break
+        except (ConnectionResetError, BrokenPipeError):
+            closed = True
+            break
+        if not data:
+            closed = True
+            break
+        buf += data
+    frames = []
+    while len(buf) >= 5:
+        n = struct.unpack_from("<I", buf)[0]
+        if len(buf) < 4 + n:
+            break
+        frames.append((buf[4], buf[5:4 + n]))
+        buf = buf[4 + n:]
+    return frames, closed
+
+
+def refusal_text(frames):
+    for kind, body in frames:
+        if kind == 3:
+            n = struct.unpack_from("<H", body)[0]
+            return body[2:2 + n].decode(errors="replace")
+    return None
+
+
