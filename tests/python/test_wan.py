@@ -317,10 +317,6 @@ def test_a_backlog_over_the_memory_budget_spills_and_is_delivered(sites, disk_bu
                interval=0.2, message="journal emptied once delivered")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a site restarted empty is never sent what it held before its outage: the publisher keeps its "
-    "own applied watermarks (publisher.rs connect(): acked only grows, the empty Welcome is ignored), "
-    "so keys not written again stay missing there until a manual `wan resync`"))
 def test_a_site_restarted_empty_gets_back_what_it_held(sites):
     london, newyork = pair(sites)
     a = client(london.nodes[0])

@@ -111,6 +111,8 @@ struct Publisher {
     rtt_min_us: u64,
     rtt_ewma_us: u64,
     endpoint_index: usize,
+    /// The target's data incarnation from its last welcome.
+    remote_incarnation: Option<u64>,
     backoff: Duration,
     next_connect: Instant,
     dirty: Vec<usize>,
@@ -143,6 +145,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         rtt_min_us: u64::MAX,
         rtt_ewma_us: 0,
         endpoint_index: 0,
+        remote_incarnation: None,
         backoff: Duration::from_millis(100),
         next_connect: Instant::now(),
         dirty: Vec::new(),
@@ -626,9 +629,22 @@ impl Publisher {
         let endpoint = endpoints[self.endpoint_index % endpoints.len()].clone();
         self.endpoint_index += 1;
         match open(&self.wan, &self.target, &endpoint).await {
-            Ok((conn, applied)) => {
+            Ok((conn, applied, incarnation)) => {
                 tracing::info!(target_site = self.target.settings.name, endpoint, "WAN link up");
                 add(&self.target.stats.connects, 1);
+                let restarted = incarnation != 0 && self.remote_incarnation.is_some_and(|i| i != incarnation);
+                if incarnation != 0 {
+                    self.remote_incarnation = Some(incarnation);
+                }
+                if restarted && self.queueing() {
+                    tracing::warn!(
+                        target_site = self.target.settings.name,
+                        "the remote site started over without its data: re-syncing it"
+                    );
+                    self.acked.iter_mut().for_each(|a| *a = 0);
+                    self.drop_backlog();
+                    self.target.set_state(PublisherState::NeedsResync);
+                }
                 for (p, seq) in applied {
                     let p = p as usize;
                     if p < self.parts && seq > self.acked[p] {
@@ -849,7 +865,7 @@ fn put_change(
 
 /// Connects, says hello and waits for the welcome; the connection's
 /// reader and writer then run as tasks feeding the publisher's channels.
-async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(Conn, Vec<(u16, u64)>), String> {
+async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(Conn, Vec<(u16, u64)>, u64), String> {
     let stream = tokio::time::timeout(HELLO_TIMEOUT, TcpStream::connect(endpoint))
         .await
         .map_err(|_| "connect timed out".to_string())?
@@ -882,12 +898,12 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(C
     })
     .await
     .map_err(|_| "no welcome in time".to_string())??;
-    let applied = match welcome {
+    let (applied, incarnation) = match welcome {
         Frame::Welcome(w) => {
             if target.settings.name != w.site_name {
                 return Err(format!("endpoint {endpoint} is site {:?}, not {:?}", w.site_name, target.settings.name));
             }
-            w.applied
+            (w.applied, w.data_incarnation)
         }
         Frame::Refuse(why) => return Err(format!("refused: {why}")),
         other => return Err(format!("unexpected first frame {other:?}")),
@@ -934,7 +950,7 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(C
             }
         }
     });
-    Ok((Conn { tx, rx, endpoint: endpoint.to_string() }, applied))
+    Ok((Conn { tx, rx, endpoint: endpoint.to_string() }, applied, incarnation))
 }
 
 impl crate::PublisherStats {

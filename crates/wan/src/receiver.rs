@@ -122,6 +122,10 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
         site_id: wan.local.site_id,
         site_name: wan.local.site_name.clone(),
         applied,
+        // A single node's data lives and dies with its process. A site of
+        // several nodes keeps its data while any copy survives; losing all
+        // of them is not detected here yet.
+        data_incarnation: if wan.cluster.is_none() { wan.incarnation } else { 0 },
     }));
     let writer = tokio::spawn(async move {
         let mut out = BytesMut::new();

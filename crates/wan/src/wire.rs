@@ -78,6 +78,9 @@ pub struct Welcome {
     pub site_id: u16,
     pub site_name: String,
     pub applied: Vec<(u16, u64)>,
+    /// Changes when the receiving site starts over without its data (0:
+    /// not tracked): a publisher that saw another value re-syncs.
+    pub data_incarnation: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -154,6 +157,7 @@ pub fn encode(frame: &Frame, out: &mut BytesMut) {
                 out.put_u16_le(*p);
                 out.put_u64_le(*seq);
             }
+            out.put_u64_le(w.data_incarnation);
         }
         Frame::Refuse(reason) => {
             out.put_u8(KIND_REFUSE);
@@ -233,7 +237,9 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
             // Each pair takes 10 bytes: a forged count cannot over-allocate.
             need(&b, n.saturating_mul(10), "welcome watermarks")?;
             let applied = (0..n).map(|_| (b.get_u16_le(), b.get_u64_le())).collect();
-            Frame::Welcome(Welcome { site_id, site_name, applied })
+            need(&b, 8, "welcome")?;
+            let data_incarnation = b.get_u64_le();
+            Frame::Welcome(Welcome { site_id, site_name, applied, data_incarnation })
         }
         KIND_REFUSE => Frame::Refuse(String::from_utf8_lossy(&get_str(&mut b)?).into_owned()),
         KIND_BATCH => {
@@ -435,7 +441,7 @@ mod tests {
             incarnation: 42,
         });
         assert_eq!(round_trip(&hello), hello);
-        let welcome = Frame::Welcome(Welcome { site_id: 2, site_name: "ny".into(), applied: vec![(1, 5), (270, 9)] });
+        let welcome = Frame::Welcome(Welcome { site_id: 2, site_name: "ny".into(), applied: vec![(1, 5), (270, 9)], data_incarnation: 3 });
         assert_eq!(round_trip(&welcome), welcome);
         for f in [Frame::Received(9), Frame::Applied(10), Frame::Refuse("no".into())] {
             assert_eq!(round_trip(&f), f);
