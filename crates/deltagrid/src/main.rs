@@ -82,6 +82,8 @@ struct WanTargetArgs {
 enum BenchCommand {
     /// One client, one op in flight, against a loopback TCP echo floor (GigaSpaces' method)
     Latency(bench::latency::LatencyArgs),
+    /// GemFire's WAN delta experiment: 2 sites x 3 nodes, delta off then on, JSON/CSV results (bench/wan_delta.sh)
+    WanDelta(demo::wan_delta::WanDeltaArgs),
 }
 
 #[derive(clap::Args)]
@@ -151,6 +153,7 @@ fn main() -> anyhow::Result<()> {
         Command::Server(args) => run_server(args.settings()?),
         Command::Demo(args) => demo::run(&args),
         Command::Bench(BenchCommand::Latency(args)) => bench::latency::run(&args),
+        Command::Bench(BenchCommand::WanDelta(args)) => demo::wan_delta::run(&args),
         Command::Cluster(ClusterCommand::Status { admin }) => cluster_cli::status(&admin),
         Command::Wan(WanCommand::Status { admin }) => wan_cli::status(&admin),
         Command::Wan(WanCommand::Pause(a)) => wan_cli::control(&a.admin, "pause", &a.target),

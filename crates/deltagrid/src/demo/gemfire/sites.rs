@@ -1,0 +1,205 @@
+//! The two sites of the GemFire workload: six `deltagrid server` child
+//! processes (three per site), each on the address its site is placed at,
+//! optionally inside a network namespace (`ip netns exec NS`), and what the
+//! workload reads from them: Redis Cluster connections and `/wan/status`.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::cluster_cli::http_get;
+
+/// Where one site's nodes run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SitePlacement {
+    /// Every port of the site's nodes (client, admin, cluster, WAN) binds this address.
+    pub ip: IpAddr,
+    /// Started with `ip netns exec NS` when set.
+    pub netns: Option<String>,
+}
+
+/// Where sites 1 and 2 run. The process running the workload (the client)
+/// must be able to reach both addresses; GemFire's client sat in site 1.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Placement {
+    pub sites: [SitePlacement; 2],
+}
+
+impl Placement {
+    /// Both sites on 127.0.0.1, in this process's namespace.
+    pub fn loopback() -> Placement {
+        let lo = SitePlacement { ip: IpAddr::V4(Ipv4Addr::LOCALHOST), netns: None };
+        Placement { sites: [lo.clone(), lo] }
+    }
+}
+
+pub struct Node {
+    pub site: usize,
+    pub id: String,
+    pub client: SocketAddr,
+    pub admin: SocketAddr,
+    child: Child,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Counters of one node's `/wan/status` at one instant.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct NodeCounters {
+    /// Bytes received from the other site (all sources).
+    pub received: u64,
+    /// Events queued / distributed by the publisher to the other site.
+    pub queued: u64,
+    pub distributed: u64,
+    /// Publisher queue size (log entries not yet applied by the other site).
+    pub queue: u64,
+}
+
+/// `n` distinct ports free on `ip` right now. When `ip` is not an address of
+/// this namespace (the other site's namespace), ports free on loopback here
+/// are used: that namespace is fresh and holds nothing else.
+fn free_ports(ip: IpAddr, n: usize) -> anyhow::Result<Vec<u16>> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        let l = TcpListener::bind((ip, 0)).or_else(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))?;
+        held.push(l);
+    }
+    held.iter().map(|l| Ok(l.local_addr()?.port())).collect()
+}
+
+fn quoted(addrs: impl Iterator<Item = SocketAddr>) -> String {
+    addrs.map(|a| format!("\"{a}\"")).collect::<Vec<_>>().join(", ")
+}
+
+/// Starts two sites of three nodes; each node lists the other site's three
+/// WAN endpoints with `delta` as given. Returns once every node reports
+/// `cluster_state:ok`.
+pub fn start_sites(dir: &Path, delta: bool, placement: &Placement) -> anyhow::Result<Vec<Node>> {
+    // Per site, per node: (client, admin, cluster, wan).
+    let mut addrs = Vec::new();
+    for p in &placement.sites {
+        let ports = free_ports(p.ip, 12)?;
+        let a: Vec<[SocketAddr; 4]> =
+            ports.chunks(4).map(|c| [0, 1, 2, 3].map(|k| SocketAddr::new(p.ip, c[k]))).collect();
+        addrs.push(a);
+    }
+    let exe = std::env::current_exe().context("finding this binary")?;
+    let mut nodes = Vec::new();
+    for site in 1..=2usize {
+        let mine = &addrs[site - 1];
+        let other = &addrs[2 - site];
+        let seeds = quoted(mine.iter().map(|a| a[2]));
+        let endpoints = quoted(other.iter().map(|a| a[3]));
+        for (i, [client, admin, cluster, wan]) in mine.iter().enumerate() {
+            let id = format!("s{site}n{}", i + 1);
+            let node_dir = dir.join(&id);
+            std::fs::create_dir_all(&node_dir)?;
+            let config = format!(
+                r#"[node]
+id = "{id}"
+listen = "{client}"
+admin_listen = "{admin}"
+cluster_listen = "{cluster}"
+data_dir = "{data}"
+[site]
+id = {site}
+name = "site{site}"
+seeds = [{seeds}]
+backups = 1
+[wan]
+listen = "{wan}"
+[[wan.targets]]
+name = "site{other_site}"
+endpoints = [{endpoints}]
+delta = {delta}
+"#,
+                data = node_dir.join("data").display(),
+                other_site = 3 - site,
+            );
+            let cfg = node_dir.join("deltagrid.toml");
+            std::fs::write(&cfg, config)?;
+            let log = std::fs::File::create(node_dir.join("server.log"))?;
+            // `ip netns exec` execs the command in place: killing the child kills the server.
+            let mut cmd = match &placement.sites[site - 1].netns {
+                Some(ns) => {
+                    let mut c = Command::new("ip");
+                    c.args(["netns", "exec", ns]).arg(&exe);
+                    c
+                }
+                None => Command::new(&exe),
+            };
+            let child = cmd
+                .arg("server")
+                .arg("--config")
+                .arg(&cfg)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::from(log.try_clone()?))
+                .stderr(Stdio::from(log))
+                .spawn()
+                .context("starting a node")?;
+            nodes.push(Node { site, id, client: *client, admin: *admin, child });
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for n in &mut nodes {
+        loop {
+            let ok = redis::Client::open(format!("redis://{}/", n.client))
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+                .and_then(|mut c| redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut c))
+                .is_ok_and(|info| info.contains("cluster_state:ok"));
+            if ok {
+                break;
+            }
+            let log = dir.join(&n.id).join("server.log");
+            if let Some(status) = n.child.try_wait()? {
+                bail!("node {} exited ({status}) before joining its site (log: {})", n.id, log.display());
+            }
+            if Instant::now() > deadline {
+                bail!("node {} did not join its site in 30 s (log: {})", n.id, log.display());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Ok(nodes)
+}
+
+/// A Redis Cluster connection to `site`'s nodes.
+pub fn cluster(nodes: &[Node], site: usize) -> anyhow::Result<redis::cluster::ClusterConnection> {
+    let urls: Vec<String> = nodes.iter().filter(|n| n.site == site).map(|n| format!("redis://{}/", n.client)).collect();
+    Ok(redis::cluster::ClusterClient::new(urls)?.get_connection()?)
+}
+
+fn num(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+fn counters(n: &Node) -> NodeCounters {
+    let s: serde_json::Value = http_get(&n.admin.to_string(), "/wan/status")
+        .ok()
+        .and_then(|b| serde_json::from_str(&b).ok())
+        .unwrap_or_default();
+    let received = s["sources"].as_array().into_iter().flatten().map(|x| num(&x["bytes_received"])).sum();
+    let t = &s["targets"][0];
+    NodeCounters {
+        received,
+        queued: num(&t["events_queued"]),
+        distributed: num(&t["events_distributed"]),
+        queue: num(&t["queue_events"]),
+    }
+}
+
+/// Every node's counters, asked in parallel (a remote site is a round trip away).
+pub fn sample(nodes: &[Node]) -> Vec<NodeCounters> {
+    std::thread::scope(|s| {
+        let asks: Vec<_> = nodes.iter().map(|n| s.spawn(move || counters(n))).collect();
+        asks.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+    })
+}
