@@ -151,6 +151,9 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         dirty: Vec::new(),
         last_status: Instant::now() - Duration::from_secs(10),
     };
+    // Publishers of one site start at different endpoints, so the remote
+    // site's receivers share the work.
+    p.endpoint_index = p.wan.cluster.as_ref().map_or(0, |c| c.my_index);
     // A journal left by an earlier run of this node describes a log that
     // is gone with the process; what it held is re-synced if still needed.
     let _ = std::fs::remove_dir_all(&p.journal_dir);
