@@ -1,11 +1,12 @@
 //! Handing received changes to this site's primaries.
 //!
 //! A receiver groups a batch's changes by the node that is primary for
-//! their key here and sends each group as one `WANAPPLY source-site payload`
-//! command to that node's Redis port (itself included): the command runs in
-//! a normal session, so conflicts are resolved under the partition lock, the
-//! result is logged and replicated to backups, and with sync replication the
-//! reply waits for them. The reply has one outcome byte per change.
+//! their key here. Its own group it applies in process; each other group
+//! goes as one `WANAPPLY source-site payload` command to that node's Redis
+//! port, where it runs in a normal session. Either way conflicts are
+//! resolved under the partition lock, the result is logged and replicated
+//! to backups, and with sync replication the outcome waits for them. The
+//! reply has one outcome byte per change.
 //! A change whose partition moved is routed again; an unreachable primary
 //! is retried until the site has one: nothing is dropped.
 
@@ -54,10 +55,9 @@ pub fn encode_payload<'a>(changes: impl IntoIterator<Item = &'a Change>) -> Byte
     Bytes::from(out)
 }
 
-/// The server side of `WANAPPLY`: applies each change of `payload` that
-/// belongs to a partition this node is primary for, resolving conflicts by
-/// version; returns one outcome byte per change, or an error text for a
-/// payload that does not decode (then nothing was applied).
+/// The server side of `WANAPPLY`: decodes `payload` and applies it with
+/// [`apply_changes`]; an error text for a payload that does not decode
+/// (then nothing was applied).
 pub fn apply_payload(
     ks: &Keyspace,
     is_primary: impl Fn(usize) -> bool,
@@ -71,7 +71,18 @@ pub fn apply_payload(
         changes.push(c);
         rest = rest.slice(used..);
     }
-    let mut out = Vec::with_capacity(changes.len());
+    Ok(apply_changes(ks, is_primary, changes, origin))
+}
+
+/// Applies each change that belongs to a partition this node is primary
+/// for, resolving conflicts by version; one outcome byte per change.
+pub fn apply_changes(
+    ks: &Keyspace,
+    is_primary: impl Fn(usize) -> bool,
+    changes: impl IntoIterator<Item = Change>,
+    origin: u64,
+) -> Vec<u8> {
+    let mut out = Vec::new();
     for c in changes {
         if !is_primary(ks.partition_of(&c.key)) {
             out.push(Outcome::Moved as u8);
@@ -89,7 +100,7 @@ pub fn apply_payload(
         };
         out.push(outcome as u8);
     }
-    Ok(out)
+    out
 }
 
 /// Connections to this site's nodes, by Redis address.
@@ -145,8 +156,13 @@ impl LocalRouter {
                 return outcomes;
             }
             for (addr, idx) in groups {
-                let payload = encode_payload(idx.iter().map(|&i| &changes[i]));
-                match self.call(&addr, source, payload).await {
+                let result = if addr == self.local.client_addr {
+                    self.apply_here(idx.iter().map(|&i| changes[i].clone())).await
+                } else {
+                    let payload = encode_payload(idx.iter().map(|&i| &changes[i]));
+                    self.call(&addr, source, payload).await
+                };
+                match result {
                     Ok(codes) if codes.len() == idx.len() => {
                         for (&i, &b) in idx.iter().zip(codes.iter()) {
                             outcomes[i] = Outcome::from_u8(b).unwrap_or(Outcome::Moved);
@@ -169,6 +185,25 @@ impl LocalRouter {
                 tokio::time::sleep(RETRY).await;
             }
         }
+    }
+
+    /// The changes this node is primary for, applied in this process as
+    /// `WANAPPLY` would (no loopback hop), then waited for as a client's
+    /// write is: every in-sync backup has them when this returns Ok.
+    async fn apply_here(&self, changes: impl Iterator<Item = Change>) -> Result<Vec<u8>, String> {
+        let cluster = self.cluster.clone();
+        let is_primary = |p: usize| cluster.as_ref().is_none_or(|c| c.owns(p));
+        // Nothing awaits between these calls: the changes this thread logs
+        // are exactly these.
+        keyspace::take_written();
+        let codes = apply_changes(&self.ks, is_primary, changes, 0);
+        let written = keyspace::take_written();
+        if let Some(c) = cluster.as_ref().filter(|c| c.sync_replication()) {
+            if !written.is_empty() && !c.replicator.wait(&written).await {
+                return Err("backups did not acknowledge in time".into());
+            }
+        }
+        Ok(codes)
     }
 
     async fn call(&mut self, addr: &str, source: u16, payload: Bytes) -> Result<Vec<u8>, String> {
