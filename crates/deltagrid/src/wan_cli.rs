@@ -2,35 +2,18 @@
 //! through nodes' admin endpoints. Publisher state is per node, so a command
 //! goes to every node named by `--admin` (comma-separated).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
+use anyhow::Context;
 
-use anyhow::{bail, Context};
-
-use crate::cluster_cli::http_get;
+use crate::cluster_cli::{http_get, http_request};
 
 fn admins(list: &str) -> Vec<&str> {
     list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect()
 }
 
-fn http_post(addr: &str, path: &str) -> anyhow::Result<String> {
-    let mut s = TcpStream::connect(addr).with_context(|| format!("connecting to admin endpoint {addr}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(s, "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
-    let mut resp = String::new();
-    s.take(1 << 20).read_to_string(&mut resp)?;
-    let (head, body) = resp.split_once("\r\n\r\n").context("malformed HTTP response")?;
-    if !head.starts_with("HTTP/1.1 200") {
-        bail!("{addr}{path}: {}", body.trim());
-    }
-    Ok(body.to_string())
-}
-
 /// `pause`, `resume`, `stop` or `resync` the publisher to `target` on every node.
 pub fn control(admin: &str, action: &str, target: &str) -> anyhow::Result<()> {
     for a in admins(admin) {
-        let body = http_post(a, &format!("/wan/{action}?target={target}"))?;
+        let body = http_request(a, "POST", &format!("/wan/{action}?target={target}"))?;
         print!("{a}: {body}");
     }
     Ok(())
