@@ -43,6 +43,10 @@ pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 pub const SNAPSHOT_DATA: u64 = 0;
 pub const SNAPSHOT_BEGIN: u64 = u64::MAX;
 pub const SNAPSHOT_END: u64 = u64::MAX - 1;
+/// A WAN watermark, not a change: body `seq u64 | target site name`, the
+/// highest seq of the partition that remote site has applied. Backups keep
+/// it so that, promoted, they resume shipping from there.
+pub const WAN_APPLIED: u64 = u64::MAX - 2;
 /// Unshipped bytes a backup may fall behind by before it is cut off.
 pub const MAX_PENDING: usize = 32 << 20;
 const ENTRY_HEADER: usize = 2 + 8 + 4;
@@ -64,6 +68,12 @@ pub struct Replicator {
     /// Snapshots queued: (partition, backup) -> (partition epoch it was
     /// sent for, end acknowledged, reported).
     snapshots: Mutex<HashMap<(usize, usize), (u64, bool, bool)>>,
+    wan: std::sync::OnceLock<Arc<dyn WanWatermarks>>,
+}
+
+/// Where a backup hands the WAN watermarks its primary shares.
+pub trait WanWatermarks: Send + Sync {
+    fn applied(&self, target: &str, partition: usize, seq: u64);
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -89,6 +99,37 @@ impl Replicator {
             acked: (0..members).map(|_| (0..parts).map(|_| AtomicU64::new(0)).collect()).collect(),
             ack_notify: Notify::new(),
             snapshots: Mutex::new(HashMap::new()),
+            wan: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Installs the receiver of shared WAN watermarks; first call wins.
+    pub fn set_wan_watermarks(&self, w: Arc<dyn WanWatermarks>) {
+        let _ = self.wan.set(w);
+    }
+
+    /// Tells partition `p`'s backups that remote site `target` applied
+    /// its changes up to `seq` (a primary's WAN publisher calls this).
+    pub fn share_wan_applied(&self, p: usize, target: &str, seq: u64) {
+        let Some(cluster) = self.cluster.upgrade() else { return };
+        let Some(table) = cluster.table() else { return };
+        let owners = table.owners(p);
+        if owners.primary != self.my_index {
+            return;
+        }
+        for &b in &owners.backups {
+            let peer = &self.out[b];
+            let mut buf = peer.buf.lock();
+            if buf.len() > MAX_PENDING {
+                continue;
+            }
+            buf.put_u16_le(p as u16);
+            buf.put_u64_le(WAN_APPLIED);
+            buf.put_u32_le(8 + target.len() as u32);
+            buf.put_u64_le(seq);
+            buf.put_slice(target.as_bytes());
+            drop(buf);
+            peer.ready.notify_one();
         }
     }
 
@@ -185,6 +226,16 @@ impl Replicator {
                 return Err(BatchError::Partition(p));
             }
             let body = batch.split_to(len);
+            if seq == WAN_APPLIED {
+                if body.len() < 8 {
+                    return Err(BatchError::Truncated);
+                }
+                let applied = u64::from_le_bytes(body[..8].try_into().map_err(|_| BatchError::Truncated)?);
+                if let (Some(w), Ok(target)) = (self.wan.get(), std::str::from_utf8(&body[8..])) {
+                    w.applied(target, p as usize, applied);
+                }
+                continue;
+            }
             if seq == SNAPSHOT_BEGIN || seq == SNAPSHOT_END {
                 let next = match body.len() {
                     8 => u64::from_le_bytes(body[..8].try_into().map_err(|_| BatchError::Truncated)?),

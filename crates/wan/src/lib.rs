@@ -133,6 +133,9 @@ pub struct Target {
     /// Per partition, the lowest seq this target still needs from the log
     /// (u64::MAX: nothing).
     needed: Box<[AtomicU64]>,
+    /// Per partition, the highest seq this target applied, as the
+    /// partition's primary last shared it (read when this node is promoted).
+    shared_applied: Box<[AtomicU64]>,
     /// Filled by the publisher for `wan status` and metrics.
     pub status: Mutex<publisher::Snapshot>,
 }
@@ -147,6 +150,7 @@ impl Target {
             wake: Notify::new(),
             control: Mutex::new(Vec::new()),
             needed: (0..partitions).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            shared_applied: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
             status: Mutex::new(publisher::Snapshot::default()),
         }
     }
@@ -223,6 +227,14 @@ impl LogListener for Wan {
     }
 }
 
+impl cluster::replication::WanWatermarks for Wan {
+    fn applied(&self, target: &str, partition: usize, seq: u64) {
+        if let Some(a) = self.target(target).and_then(|t| t.shared_applied.get(partition)) {
+            a.fetch_max(seq, Ordering::Relaxed);
+        }
+    }
+}
+
 impl Wan {
     pub fn new(
         settings: WanSettings,
@@ -242,6 +254,9 @@ impl Wan {
             incarnation: random_u64(),
         });
         ks.set_listener(wan.clone());
+        if let Some(c) = &wan.cluster {
+            c.replicator.set_wan_watermarks(wan.clone());
+        }
         wan
     }
 

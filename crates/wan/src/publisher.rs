@@ -116,6 +116,9 @@ struct Publisher {
     backoff: Duration,
     next_connect: Instant,
     dirty: Vec<usize>,
+    /// Partitions whose applied seq advanced since it was last shared
+    /// with their backups.
+    to_share: BTreeSet<usize>,
     last_status: Instant,
 }
 
@@ -149,6 +152,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         backoff: Duration::from_millis(100),
         next_connect: Instant::now(),
         dirty: Vec::new(),
+        to_share: BTreeSet::new(),
         last_status: Instant::now() - Duration::from_secs(10),
     };
     // Publishers of one site start at different endpoints, so the remote
@@ -271,6 +275,9 @@ impl Publisher {
             }
             self.owned[p] = owned;
             if owned {
+                // Promoted: resume from what the previous primary shared.
+                let shared = self.target.shared_applied[p].load(Ordering::Relaxed);
+                self.acked[p] = self.acked[p].max(shared);
                 self.next[p] = self.low(p);
                 self.pending.insert(p);
                 if self.queueing() {
@@ -524,6 +531,7 @@ impl Publisher {
                     let p = p as usize;
                     if p < self.parts && seq > self.acked[p] {
                         self.acked[p] = seq;
+                        self.to_share.insert(p);
                         if self.owned[p] && self.queueing() {
                             self.set_needed(p, Some(self.low(p)));
                         }
@@ -614,6 +622,13 @@ impl Publisher {
 
     async fn on_tick(&mut self) {
         self.refresh_ownership(false);
+        if let Some(c) = &self.wan.cluster {
+            for p in std::mem::take(&mut self.to_share) {
+                if self.owned[p] {
+                    c.replicator.share_wan_applied(p, &self.target.settings.name, self.acked[p]);
+                }
+            }
+        }
         if !self.connected() && self.state() != PublisherState::Stopped && Instant::now() >= self.next_connect {
             self.connect().await;
         }
