@@ -252,7 +252,7 @@ impl Tombstones {
             if !over && !aged {
                 break;
             }
-            let (k, what, v) = self.order.pop_front().expect("front exists");
+            let Some((k, what, v)) = self.order.pop_front() else { break };
             if current(&self.keys, &k, &what) == Some(v) {
                 self.remove(&k, &what);
             }
