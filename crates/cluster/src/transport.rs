@@ -32,6 +32,9 @@ pub async fn run(cluster: Arc<Cluster>, listener: TcpListener) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
+                // Small frames (acks, batches a sync write waits for) must
+                // not sit out Nagle's delay on this side either.
+                let _ = stream.set_nodelay(true);
                 tokio::spawn(inbound(cluster.clone(), stream, peer));
             }
             Err(e) => {

@@ -11,6 +11,7 @@
 
 pub mod gemfire;
 pub mod wan_delta;
+pub mod wan_load;
 
 use std::path::PathBuf;
 

@@ -84,6 +84,8 @@ enum BenchCommand {
     Latency(bench::latency::LatencyArgs),
     /// GemFire's WAN delta experiment: 2 sites x 3 nodes, delta off then on, JSON/CSV results (bench/wan_delta.sh)
     WanDelta(demo::wan_delta::WanDeltaArgs),
+    /// Hazelcast's WAN-under-load experiment: ack modes, partition counts, a link outage, WAN off; JSON/CSV results (bench/wan_load.sh)
+    WanLoad(demo::wan_load::WanLoadArgs),
 }
 
 #[derive(clap::Args)]
@@ -154,6 +156,7 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(&args),
         Command::Bench(BenchCommand::Latency(args)) => bench::latency::run(&args),
         Command::Bench(BenchCommand::WanDelta(args)) => demo::wan_delta::run(&args),
+        Command::Bench(BenchCommand::WanLoad(args)) => demo::wan_load::run(&args),
         Command::Cluster(ClusterCommand::Status { admin }) => cluster_cli::status(&admin),
         Command::Wan(WanCommand::Status { admin }) => wan_cli::status(&admin),
         Command::Wan(WanCommand::Pause(a)) => wan_cli::control(&a.admin, "pause", &a.target),

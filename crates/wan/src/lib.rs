@@ -215,12 +215,14 @@ fn random_u64() -> u64 {
 
 impl LogListener for Wan {
     fn appended(&self, partition: usize, change: &Change) {
-        if change.version.site != self.local.site_id {
-            return;
-        }
+        // Changes from other sites are not shipped, but the publisher reads
+        // past them so the log can let them go.
+        let local = change.version.site == self.local.site_id;
         for t in &self.targets {
             if t.state() != PublisherState::Stopped {
-                t.stats.events_queued.fetch_add(1, Ordering::Relaxed);
+                if local {
+                    t.stats.events_queued.fetch_add(1, Ordering::Relaxed);
+                }
                 t.mark(partition);
             }
         }

@@ -43,8 +43,11 @@ const BATCH_MIN: usize = 16 << 10;
 const BATCH_MAX: usize = 1 << 20;
 const WINDOW_MIN: usize = 2;
 const WINDOW_MAX: usize = 64;
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// A batch not received in this long means the link is gone.
+const STALL: Duration = Duration::from_secs(10);
 
 /// What `wan status` shows for a target, refreshed by the publisher.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -91,6 +94,8 @@ struct Publisher {
     acked: Vec<u64>,
     spilled: Vec<u64>,
     owned: Vec<bool>,
+    /// Batches in flight holding entries of each partition.
+    inflight: Vec<u32>,
     table: Option<Arc<cluster::PartitionTable>>,
     pending: BTreeSet<usize>,
     resync: BTreeSet<usize>,
@@ -132,6 +137,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         acked: vec![0; parts],
         spilled: vec![0; parts],
         owned: vec![false; parts],
+        inflight: vec![0; parts],
         table: None,
         pending: BTreeSet::new(),
         resync: BTreeSet::new(),
@@ -387,6 +393,7 @@ impl Publisher {
                 let iter = part.log.read_from(from)?;
                 let mut last = None;
                 let mut done = true;
+                let mut shipped = false;
                 for (seq, change) in iter {
                     if body.len() >= max {
                         done = false;
@@ -397,8 +404,9 @@ impl Publisher {
                         continue;
                     }
                     put_change(&mut body, p as u16, seq, change, delta, part, stats);
+                    shipped = true;
                 }
-                Some((last, done))
+                Some((last, done, shipped))
             });
             match read {
                 None => {
@@ -406,10 +414,22 @@ impl Publisher {
                     self.resync.insert(p);
                     self.pending.remove(&p);
                 }
-                Some((last, done)) => {
+                Some((last, done, shipped)) => {
                     if let Some(last) = last {
                         self.next[p] = last + 1;
-                        seqs.push((p as u16, last));
+                        if shipped {
+                            seqs.push((p as u16, last));
+                        } else if self.inflight[p] == 0 && self.spilled[p] <= self.acked[p] {
+                            // Only other sites' changes, nothing of this
+                            // partition on its way: nothing to wait for.
+                            self.acked[p] = last;
+                            if self.queueing() {
+                                self.set_needed(p, Some(self.low(p)));
+                            }
+                        } else {
+                            // Settled by the batch in flight or the journal.
+                            seqs.push((p as u16, last));
+                        }
                     }
                     if done {
                         self.pending.remove(&p);
@@ -432,6 +452,11 @@ impl Publisher {
             return;
         }
         add(&self.target.stats.batches, 1);
+        for (p, _) in &seqs {
+            if let Some(n) = self.inflight.get_mut(*p as usize) {
+                *n += 1;
+            }
+        }
         self.in_flight.push_back(InFlight {
             id: self.batch_id,
             sent: Instant::now(),
@@ -529,6 +554,9 @@ impl Publisher {
                 add(&self.target.stats.events_distributed, b.events);
                 for (p, seq) in b.seqs {
                     let p = p as usize;
+                    if let Some(n) = self.inflight.get_mut(p) {
+                        *n = n.saturating_sub(1);
+                    }
                     if p < self.parts && seq > self.acked[p] {
                         self.acked[p] = seq;
                         self.to_share.insert(p);
@@ -597,6 +625,7 @@ impl Publisher {
         // first, the journal from its oldest unapplied record, the logs
         // from what was applied (or spilled).
         self.small_in_flight = None;
+        self.inflight.iter_mut().for_each(|n| *n = 0);
         let mut kept: Vec<(Bytes, Vec<(u16, u64)>)> = Vec::new();
         for b in self.in_flight.drain(..) {
             if let Some(id) = b.journal {
@@ -622,6 +651,12 @@ impl Publisher {
 
     async fn on_tick(&mut self) {
         self.refresh_ownership(false);
+        // A link that silently stopped carrying (a cable pulled, a peer
+        // frozen) is noticed by acknowledgements that never come.
+        let stalled = self.in_flight.iter().find(|b| !b.received).is_some_and(|b| b.sent.elapsed() > STALL);
+        if stalled {
+            self.disconnected("no acknowledgement in time");
+        }
         if let Some(c) = &self.wan.cluster {
             for p in std::mem::take(&mut self.to_share) {
                 if self.owned[p] {
@@ -629,10 +664,12 @@ impl Publisher {
                 }
             }
         }
+        // The budget first: connecting to a site that is down can take
+        // up to the connect timeout.
+        self.check_budget();
         if !self.connected() && self.state() != PublisherState::Stopped && Instant::now() >= self.next_connect {
             self.connect().await;
         }
-        self.check_budget();
         if self.last_status.elapsed() >= Duration::from_millis(500) {
             self.last_status = Instant::now();
             self.refresh_status();
@@ -690,18 +727,14 @@ impl Publisher {
     }
 
     /// Over the memory budget, moves this target's unsent backlog to its
-    /// journal; over the disk budget, drops it and marks the target for
-    /// re-sync. Only a target that cannot take the backlog now spills.
+    /// journal (the link is down or slower than the writes); over the disk
+    /// budget, drops it and marks the target for re-sync.
     fn check_budget(&mut self) {
         if !self.queueing() {
             return;
         }
         let budget = self.wan.settings.memory_budget as usize;
         if self.wan.ks.log_bytes() <= budget {
-            return;
-        }
-        let blocked = !self.connected() || self.state() == PublisherState::Paused || self.window_full();
-        if !blocked {
             return;
         }
         if self.journal.is_none() {
@@ -884,7 +917,7 @@ fn put_change(
 /// Connects, says hello and waits for the welcome; the connection's
 /// reader and writer then run as tasks feeding the publisher's channels.
 async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(Conn, Vec<(u16, u64)>, u64), String> {
-    let stream = tokio::time::timeout(HELLO_TIMEOUT, TcpStream::connect(endpoint))
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(endpoint))
         .await
         .map_err(|_| "connect timed out".to_string())?
         .map_err(|e| e.to_string())?;

@@ -44,6 +44,14 @@ pub struct Node {
     child: Child,
 }
 
+impl Node {
+    /// The server's process id (`ip netns exec` execs in place, so this is
+    /// the server itself, for /proc/<pid>/status).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Node {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -79,10 +87,34 @@ fn quoted(addrs: impl Iterator<Item = SocketAddr>) -> String {
     addrs.map(|a| format!("\"{a}\"")).collect::<Vec<_>>().join(", ")
 }
 
+/// How `start_sites_with` configures the nodes beyond placement: the WAN
+/// delta setting, and (for `deltagrid bench wan-load`) the partition count,
+/// the ack mode, the WAN memory/disk budgets, or no WAN at all.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SiteOptions {
+    /// `wan.targets.delta`.
+    pub delta: bool,
+    /// `site.partitions` (None: the server's default, 271).
+    pub partitions: Option<u16>,
+    /// `wan.targets.ack`: "pipelined" or "on-apply" (None: the server's default).
+    pub ack: Option<String>,
+    /// `wan.memory_budget` / `wan.disk_budget`, e.g. "64MiB" (None: defaults).
+    pub memory_budget: Option<String>,
+    pub disk_budget: Option<String>,
+    /// No `[wan]` section: the sites do not replicate to each other.
+    pub wan_off: bool,
+}
+
 /// Starts two sites of three nodes; each node lists the other site's three
 /// WAN endpoints with `delta` as given. Returns once every node reports
 /// `cluster_state:ok`.
 pub fn start_sites(dir: &Path, delta: bool, placement: &Placement) -> anyhow::Result<Vec<Node>> {
+    start_sites_with(dir, &SiteOptions { delta, ..SiteOptions::default() }, placement)
+}
+
+/// `start_sites` with every option of `SiteOptions`.
+pub fn start_sites_with(dir: &Path, opts: &SiteOptions, placement: &Placement) -> anyhow::Result<Vec<Node>> {
+    let delta = opts.delta;
     // Per site, per node: (client, admin, cluster, wan).
     let mut addrs = Vec::new();
     for p in &placement.sites {
@@ -102,7 +134,7 @@ pub fn start_sites(dir: &Path, delta: bool, placement: &Placement) -> anyhow::Re
             let id = format!("s{site}n{}", i + 1);
             let node_dir = dir.join(&id);
             std::fs::create_dir_all(&node_dir)?;
-            let config = format!(
+            let mut config = format!(
                 r#"[node]
 id = "{id}"
 listen = "{client}"
@@ -114,16 +146,28 @@ id = {site}
 name = "site{site}"
 seeds = [{seeds}]
 backups = 1
-[wan]
-listen = "{wan}"
-[[wan.targets]]
-name = "site{other_site}"
-endpoints = [{endpoints}]
-delta = {delta}
 "#,
                 data = node_dir.join("data").display(),
-                other_site = 3 - site,
             );
+            if let Some(p) = opts.partitions {
+                config.push_str(&format!("partitions = {p}\n"));
+            }
+            if !opts.wan_off {
+                config.push_str(&format!("[wan]\nlisten = \"{wan}\"\n"));
+                if let Some(b) = &opts.memory_budget {
+                    config.push_str(&format!("memory_budget = \"{b}\"\n"));
+                }
+                if let Some(b) = &opts.disk_budget {
+                    config.push_str(&format!("disk_budget = \"{b}\"\n"));
+                }
+                config.push_str(&format!(
+                    "[[wan.targets]]\nname = \"site{other_site}\"\nendpoints = [{endpoints}]\ndelta = {delta}\n",
+                    other_site = 3 - site,
+                ));
+                if let Some(a) = &opts.ack {
+                    config.push_str(&format!("ack = \"{a}\"\n"));
+                }
+            }
             let cfg = node_dir.join("deltagrid.toml");
             std::fs::write(&cfg, config)?;
             let log = std::fs::File::create(node_dir.join("server.log"))?;

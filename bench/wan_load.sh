@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Hazelcast's WAN-under-load experiment (REFERENCE.md #2) with `deltagrid
+# bench wan-load`: two sites of three `deltagrid server` processes, site 1's
+# clients 50% SET / 50% GET, site 2's 100% GET; runs: WAN off, ack on-apply
+# vs pipelined, partitions 271/2048/5120/16384, and a link outage. As root,
+# each site runs in its own network namespace (bench/netns.sh: ns_dg1
+# 10.77.0.1 and ns_dg2 10.77.0.2, joined by a veth pair shaped with tc on
+# both ends); the benchmark and site 1's clients run in ns_dg1, site 2's
+# clients in ns_dg2, and the outage is `ip -n ns_dg1 link set veth_dg1 down`
+# ... `up`. Otherwise, or if the namespaces cannot be made, both sites run
+# on loopback, the outage pauses site 1's publishers instead, and the
+# output says so loudly.
+#
+# usage: bash bench/wan_load.sh [deltagrid bench wan-load options]
+#   e.g. bash bench/wan_load.sh --seconds 40 --outage-seconds 30
+#        bash bench/wan_load.sh --smoke            (~3 s per run; checks the harness)
+# Results: <out>/wan_load.json, <out>/wan_load.csv and the charts
+# <out>/wan_load_*.png (--out, default docs/bench).
+#
+# Environment: WAN_DELAY [10ms], WAN_JITTER [1ms], WAN_RATE [200mbit] (bench/netns.sh);
+#   WAN_NETNS=0 forces loopback; DELTAGRID_BIN, DELTAGRID_BUILD=0 as in
+#   bench/common.sh (the binary is looked for under $CARGO_TARGET_DIR when set);
+#   PLOT_PYTHON: a python with matplotlib (default: bench/.venv, then
+#   tests/python/.venv; bench/.venv is created with matplotlib if neither has it).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$BENCH_ROOT/bench/netns.sh"
+
+# The binary: like find_deltagrid in common.sh, but honouring CARGO_TARGET_DIR.
+if [[ -n ${DELTAGRID_BIN:-} ]]; then
+    DG_BIN=$DELTAGRID_BIN
+else
+    DG_BIN=${CARGO_TARGET_DIR:-$BENCH_ROOT/target}/release/deltagrid
+    if [[ ${DELTAGRID_BUILD:-1} != 0 ]]; then
+        say "building deltagrid: cargo build --release -p deltagrid (log: $BENCH_WORK/build.log)"
+        if ! (cd "$BENCH_ROOT" && cargo build --release -p deltagrid) >"$BENCH_WORK/build.log" 2>&1; then
+            say "error: cargo build --release -p deltagrid failed: $(grep -m1 '^error' "$BENCH_WORK/build.log")"
+            exit 1
+        fi
+    fi
+fi
+[[ -x $DG_BIN ]] || { say "error: $DG_BIN is not an executable file (DELTAGRID_BUILD=${DELTAGRID_BUILD:-1})"; exit 1; }
+
+# --out as given (made absolute: the benchmark runs in another namespace's shell).
+OUT=$BENCH_ROOT/docs/bench
+args=()
+while (($#)); do
+    case $1 in
+        --out) OUT=${2:?--out needs a directory}; shift 2 ;;
+        --out=*) OUT=${1#--out=}; shift ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+
+echo "WAN under load (Hazelcast experiment, REFERENCE.md #2), $(date -u +%Y-%m-%dT%H%M%SZ)"
+machine_line
+echo
+echo "binary: $DG_BIN"
+
+run=("$DG_BIN" bench wan-load --out "$OUT")
+if [[ ${WAN_NETNS:-1} != 0 ]] && netns_setup; then
+    echo "link: $(netns_link)"
+    if [[ ${NETNS_NO_DELAY:-0} == 1 ]]; then
+        echo
+        echo "*** NOTE: this kernel has no netem: the link is rate-limited ($WAN_RATE, tbf) but has NO added delay or jitter."
+        echo
+    fi
+    run=(ip netns exec "$NETNS1" "${run[@]}"
+         --site1-netns "$NETNS1" --site1-ip "$NETNS_IP1" --site2-netns "$NETNS2" --site2-ip "$NETNS_IP2"
+         --link "$(netns_link)" --link-rate "$WAN_RATE"
+         --outage-dev "$NETNS_VETH1" --outage-netns "$NETNS1")
+else
+    why=${NETNS_WHY:-WAN_NETNS=0}
+    echo
+    echo "*** NO NETWORK EMULATION: $why."
+    echo "*** Both sites run on 127.0.0.1 with no delay, jitter or rate limit; WAN figures are loopback figures,"
+    echo "*** and the outage run pauses site 1's publishers instead of cutting a link."
+    echo
+    run+=(--link "loopback, no emulation ($why)")
+fi
+echo "command: $(printf '%q ' "${run[@]}" "${args[@]}")"
+echo
+rc=0
+"${run[@]}" "${args[@]}" || rc=$?
+
+# Charts (also after a failed check, when the result files were written).
+py=${PLOT_PYTHON:-}
+if [[ -z $py ]]; then
+    for cand in "$BENCH_ROOT/bench/.venv/bin/python" "$BENCH_ROOT/tests/python/.venv/bin/python"; do
+        if [[ -x $cand ]] && "$cand" -c 'import matplotlib' 2>/dev/null; then py=$cand; break; fi
+    done
+fi
+if [[ -z $py ]]; then
+    say "no python with matplotlib: creating $BENCH_ROOT/bench/.venv"
+    python3 -m venv "$BENCH_ROOT/bench/.venv" && "$BENCH_ROOT/bench/.venv/bin/pip" install -q matplotlib \
+        && py=$BENCH_ROOT/bench/.venv/bin/python
+fi
+echo
+if [[ ! -s $OUT/wan_load.json ]]; then
+    echo "no results written ($OUT/wan_load.json missing)"
+elif [[ -n $py ]]; then
+    "$py" "$BENCH_ROOT/bench/plot_wan_load.py" "$OUT/wan_load.json" "$OUT/wan_load.csv" "$OUT"
+else
+    echo "charts skipped: no python with matplotlib"
+fi
+echo "results: $OUT/wan_load.json, $OUT/wan_load.csv"
+exit "$rc"
