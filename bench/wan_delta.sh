@@ -21,34 +21,11 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$BENCH_ROOT/bench/netns.sh"
+source "$BENCH_ROOT/bench/wan_common.sh"
 
-# The binary: like find_deltagrid in common.sh, but honouring CARGO_TARGET_DIR.
-if [[ -n ${DELTAGRID_BIN:-} ]]; then
-    DG_BIN=$DELTAGRID_BIN
-else
-    DG_BIN=${CARGO_TARGET_DIR:-$BENCH_ROOT/target}/release/deltagrid
-    if [[ ${DELTAGRID_BUILD:-1} != 0 ]]; then
-        say "building deltagrid: cargo build --release -p deltagrid (log: $BENCH_WORK/build.log)"
-        if ! (cd "$BENCH_ROOT" && cargo build --release -p deltagrid) >"$BENCH_WORK/build.log" 2>&1; then
-            say "error: cargo build --release -p deltagrid failed: $(grep -m1 '^error' "$BENCH_WORK/build.log")"
-            exit 1
-        fi
-    fi
-fi
-[[ -x $DG_BIN ]] || { say "error: $DG_BIN is not an executable file (DELTAGRID_BUILD=${DELTAGRID_BUILD:-1})"; exit 1; }
-
-# --out as given (made absolute: the benchmark may run in another namespace's shell).
-OUT=$BENCH_ROOT/docs/bench
-args=()
-while (($#)); do
-    case $1 in
-        --out) OUT=${2:?--out needs a directory}; shift 2 ;;
-        --out=*) OUT=${1#--out=}; shift ;;
-        *) args+=("$1"); shift ;;
-    esac
-done
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
+wan_binary
+wan_args "$@"
+args=("${ARGS[@]}")
 
 echo "WAN delta propagation (GemFire experiment, REFERENCE.md #1), $(date -u +%Y-%m-%dT%H%M%SZ)"
 machine_line
@@ -79,17 +56,8 @@ echo
 "${run[@]}" "${args[@]}"
 
 # Charts.
-py=${PLOT_PYTHON:-}
-if [[ -z $py ]]; then
-    for cand in "$BENCH_ROOT/bench/.venv/bin/python" "$BENCH_ROOT/tests/python/.venv/bin/python"; do
-        if [[ -x $cand ]] && "$cand" -c 'import matplotlib' 2>/dev/null; then py=$cand; break; fi
-    done
-fi
-if [[ -z $py ]]; then
-    say "no python with matplotlib: creating $BENCH_ROOT/bench/.venv"
-    python3 -m venv "$BENCH_ROOT/bench/.venv" && "$BENCH_ROOT/bench/.venv/bin/pip" install -q matplotlib \
-        && py=$BENCH_ROOT/bench/.venv/bin/python
-fi
+wan_plot_python
+py=$PY
 echo
 if [[ -n $py ]]; then
     "$py" "$BENCH_ROOT/bench/plot_wan_delta.py" "$OUT/wan_delta.json" "$OUT/wan_delta.csv" "$OUT"
