@@ -304,7 +304,7 @@ impl SiteMetadata {
         for (p, a) in partitions.iter().enumerate() {
             self.validate(p, a)?;
         }
-        let table = self.table.as_mut().expect("checked above");
+        let Some(table) = self.table.as_mut() else { return Err(Refused::NotFormed) };
         let next = table.epoch + 1;
         let mut changed = false;
         for (cur, new) in table.partitions.iter_mut().zip(partitions) {
