@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use rand::{Rng, RngCore, SeedableRng};
 
-pub use sites::{NodeCounters, Placement, SitePlacement};
+pub use sites::{NodeCounters, Placement};
 use sites::{cluster, sample, start_sites, Node};
 
 /// Bytes of each object's `payload` field (GemFire's byte array).

@@ -13,13 +13,13 @@
 
 mod files;
 
-use std::net::IpAddr;
 use std::path::PathBuf;
 
 use anyhow::bail;
 
 use super::gemfire::report::{print_phase, print_summary};
-use super::gemfire::{self, PhaseResult, Placement, SitePlacement, Workload, PAYLOAD};
+use super::gemfire::sites::PlacementArgs;
+use super::gemfire::{self, PhaseResult, Workload, PAYLOAD};
 
 #[derive(clap::Args)]
 pub struct WanDeltaArgs {
@@ -38,21 +38,8 @@ pub struct WanDeltaArgs {
     /// A short run (2 s, 50 objects unless given) that checks the harness, not the numbers
     #[arg(long)]
     smoke: bool,
-    /// Network namespace to start site 1's nodes in (ip netns exec)
-    #[arg(long, requires = "site1_ip")]
-    site1_netns: Option<String>,
-    /// Address site 1's nodes bind (default 127.0.0.1)
-    #[arg(long)]
-    site1_ip: Option<IpAddr>,
-    /// Network namespace to start site 2's nodes in
-    #[arg(long, requires = "site2_ip")]
-    site2_netns: Option<String>,
-    /// Address site 2's nodes bind (default 127.0.0.1)
-    #[arg(long)]
-    site2_ip: Option<IpAddr>,
-    /// How the sites are linked, recorded in the results (e.g. "netem delay 10ms jitter 1ms rate 200mbit")
-    #[arg(long)]
-    link: Option<String>,
+    #[command(flatten)]
+    placement: PlacementArgs,
     /// Keep the nodes' data directories and logs (printed at the end)
     #[arg(long)]
     keep: bool,
@@ -135,16 +122,7 @@ pub fn run(args: &WanDeltaArgs) -> anyhow::Result<()> {
         writers: args.writers,
         seconds: args.seconds.unwrap_or(seconds),
     };
-    let mut placement = Placement::loopback();
-    for (site, netns, ip) in [(0, &args.site1_netns, args.site1_ip), (1, &args.site2_netns, args.site2_ip)] {
-        if let Some(ip) = ip {
-            placement.sites[site] = SitePlacement { ip, netns: netns.clone() };
-        }
-    }
-    let link = args.link.clone().unwrap_or_else(|| match (&placement.sites[0].netns, &placement.sites[1].netns) {
-        (None, None) => "none (both sites on one host, no emulation)".into(),
-        _ => "network namespaces (link not described: pass --link)".into(),
-    });
+    let (placement, link) = args.placement.resolve();
     let dir = std::env::temp_dir().join(format!("deltagrid-bench-wan-delta-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     println!(

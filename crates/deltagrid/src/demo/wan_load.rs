@@ -24,7 +24,6 @@ mod clients;
 mod files;
 mod probe;
 
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -34,7 +33,7 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use serde_json::json;
 
-use super::gemfire::sites::{start_sites_with, Node, Placement, SiteOptions, SitePlacement};
+use super::gemfire::sites::{start_sites_with, Node, Placement, PlacementArgs, SiteOptions};
 use clients::{Counts, Mix, Readers};
 use probe::{NodeSample, OutageMethod};
 
@@ -91,21 +90,8 @@ pub struct WanLoadArgs {
     /// ~3 s per run, 2,000 keys, 1 s outage: checks the harness, not the numbers
     #[arg(long)]
     smoke: bool,
-    /// Network namespace to start site 1's nodes in (ip netns exec)
-    #[arg(long, requires = "site1_ip")]
-    site1_netns: Option<String>,
-    /// Address site 1's nodes bind (default 127.0.0.1)
-    #[arg(long)]
-    site1_ip: Option<IpAddr>,
-    /// Network namespace to start site 2's nodes (and its readers) in
-    #[arg(long, requires = "site2_ip")]
-    site2_netns: Option<String>,
-    /// Address site 2's nodes bind (default 127.0.0.1)
-    #[arg(long)]
-    site2_ip: Option<IpAddr>,
-    /// How the sites are linked, recorded in the results
-    #[arg(long)]
-    link: Option<String>,
+    #[command(flatten)]
+    placement: PlacementArgs,
     /// The link's rate per direction (e.g. 200mbit), for link utilization
     #[arg(long)]
     link_rate: Option<String>,
@@ -297,16 +283,7 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
         catch_up_timeout: args.catch_up_timeout.unwrap_or(if smoke { 30 } else { 180 }),
         smoke,
     };
-    let mut placement = Placement::loopback();
-    for (site, netns, ip) in [(0, &args.site1_netns, args.site1_ip), (1, &args.site2_netns, args.site2_ip)] {
-        if let Some(ip) = ip {
-            placement.sites[site] = SitePlacement { ip, netns: netns.clone() };
-        }
-    }
-    let link = args.link.clone().unwrap_or_else(|| match (&placement.sites[0].netns, &placement.sites[1].netns) {
-        (None, None) => "none (both sites on one host, no emulation)".into(),
-        _ => "network namespaces (link not described: pass --link)".into(),
-    });
+    let (placement, link) = args.placement.resolve();
     let link_bps = match &args.link_rate {
         Some(r) => Some(parse_rate(r).with_context(|| format!("--link-rate {r:?}"))?),
         None => None,

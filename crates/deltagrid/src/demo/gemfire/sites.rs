@@ -28,6 +28,44 @@ pub struct Placement {
     pub sites: [SitePlacement; 2],
 }
 
+/// Where the two sites run and how they are linked: the options every WAN
+/// benchmark takes.
+#[derive(clap::Args, Debug)]
+pub struct PlacementArgs {
+    /// Network namespace to start site 1's nodes in (ip netns exec)
+    #[arg(long, requires = "site1_ip")]
+    site1_netns: Option<String>,
+    /// Address site 1's nodes bind (default 127.0.0.1)
+    #[arg(long)]
+    site1_ip: Option<IpAddr>,
+    /// Network namespace to start site 2's nodes (and its clients) in
+    #[arg(long, requires = "site2_ip")]
+    site2_netns: Option<String>,
+    /// Address site 2's nodes bind (default 127.0.0.1)
+    #[arg(long)]
+    site2_ip: Option<IpAddr>,
+    /// How the sites are linked, recorded in the results (e.g. "netem delay 10ms rate 200mbit")
+    #[arg(long)]
+    link: Option<String>,
+}
+
+impl PlacementArgs {
+    /// The placement, and the link's description for the results.
+    pub fn resolve(&self) -> (Placement, String) {
+        let mut placement = Placement::loopback();
+        for (site, netns, ip) in [(0, &self.site1_netns, self.site1_ip), (1, &self.site2_netns, self.site2_ip)] {
+            if let Some(ip) = ip {
+                placement.sites[site] = SitePlacement { ip, netns: netns.clone() };
+            }
+        }
+        let link = self.link.clone().unwrap_or_else(|| match (&placement.sites[0].netns, &placement.sites[1].netns) {
+            (None, None) => "none (both sites on one host, no emulation)".into(),
+            _ => "network namespaces (link not described: pass --link)".into(),
+        });
+        (placement, link)
+    }
+}
+
 impl Placement {
     /// Both sites on 127.0.0.1, in this process's namespace.
     pub fn loopback() -> Placement {
