@@ -38,6 +38,9 @@ pub struct KeyspaceConfig {
     pub tombstone_bytes: usize,
     /// Tombstones this much older than the newest one are dropped.
     pub tombstone_ttl_ms: u64,
+    /// Bytes of key names remembered per node for incremental backups
+    /// (keys changed since the last one); 0 makes every backup full.
+    pub changed_keys_bytes: usize,
 }
 
 impl Default for KeyspaceConfig {
@@ -48,6 +51,7 @@ impl Default for KeyspaceConfig {
             log_retain_bytes: 16 << 20,
             tombstone_bytes: 0,
             tombstone_ttl_ms: 3_600_000,
+            changed_keys_bytes: 64 << 20,
         }
     }
 }
@@ -66,6 +70,9 @@ pub trait ChangeObserver: Send + Sync {
 /// partition is still locked (replication to backups).
 pub trait ReplicationSink: Send + Sync {
     fn logged(&self, partition: usize, seq: u64, change: &Change);
+    /// A backup to storage named `id` now holds the partition up to `seq`
+    /// (its copies anchor their changed-keys sets there too).
+    fn backup_taken(&self, _partition: usize, _seq: u64, _id: &str) {}
 }
 
 /// Hears that a partition's log grew (WAN publishers), while the partition
@@ -154,9 +161,16 @@ impl Keyspace {
             0 => 0,
             n => (n / partitions as usize).max(1),
         };
+        let changed_per_part = cfg.changed_keys_bytes / partitions as usize;
         Keyspace {
             parts: (0..partitions)
-                .map(|p| Mutex::new(Partition::new(p, per_part).with_tombstones(tomb_per_part, cfg.tombstone_ttl_ms)))
+                .map(|p| {
+                    Mutex::new(
+                        Partition::new(p, per_part)
+                            .with_tombstones(tomb_per_part, cfg.tombstone_ttl_ms)
+                            .with_changed_keys(changed_per_part),
+                    )
+                })
                 .collect(),
             partitions,
             site: cfg.site_id,
@@ -251,6 +265,11 @@ impl Keyspace {
     pub fn with_partition<R>(&self, p: usize, f: impl FnOnce(&Partition, u64) -> R) -> R {
         let now = self.now_ms();
         f(&self.parts[p].lock(), now)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn with_partition_mut<R>(&self, p: usize, f: impl FnOnce(&mut Partition) -> R) -> R {
+        f(&mut self.parts[p].lock())
     }
 
     /// Keys held (expired ones not yet removed included, like Redis's DBSIZE).
@@ -586,6 +605,10 @@ fn plan(old: Option<&Entry>, w: Write) -> Result<Option<(ChangeKind, usize)>, Wr
     };
     Ok(Some(kind_and_saved))
 }
+
+#[path = "backup_copy.rs"]
+mod backup_copy;
+pub use backup_copy::PartitionCopy;
 
 #[path = "remote.rs"]
 mod remote;

@@ -19,6 +19,7 @@
 
 pub mod apply;
 pub mod change;
+pub mod changed_keys;
 pub mod clock;
 pub mod codec;
 pub mod delta;
@@ -36,7 +37,7 @@ pub use apply::{apply_change, ApplyError};
 pub use change::{Change, ChangeKind, DeltaOp};
 pub use clock::{Clock, DebugClock, SystemClock};
 pub use keyspace::{
-    take_written, ChangeObserver, Keyspace, KeyspaceConfig, LogListener, RemoteOutcome, ReplicaError,
+    take_written, ChangeObserver, Keyspace, KeyspaceConfig, LogListener, PartitionCopy, RemoteOutcome, ReplicaError,
     ReplicationSink, Txn, Write, WriteError,
 };
 pub use partition::Partition;

@@ -47,6 +47,13 @@ impl Partition {
         self
     }
 
+    /// Remembers up to `bytes` of keys changed since the last backup to
+    /// storage (0: incremental backups copy whole partitions).
+    pub fn with_changed_keys(mut self, bytes: usize) -> Self {
+        self.log.changed = crate::changed_keys::ChangedKeys::new(bytes);
+        self
+    }
+
     /// The entry as stored, expired or not (callers decide).
     pub fn get(&self, key: &[u8]) -> Option<&Entry> {
         self.map.get(key)

@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 
 use crate::change::Change;
+use crate::changed_keys::ChangedKeys;
 use crate::codec;
 
 #[derive(Debug)]
@@ -18,11 +19,20 @@ pub struct PartitionLog {
     /// The lowest seq a registered consumer still needs; nothing at or after
     /// it is trimmed. None when no consumer is registered.
     needed_from: Option<u64>,
+    /// Keys changed since the partition's last backup to storage.
+    pub changed: ChangedKeys,
 }
 
 impl PartitionLog {
     pub fn new(retain_bytes: usize) -> Self {
-        PartitionLog { entries: VecDeque::new(), next_seq: 1, bytes: 0, retain_bytes, needed_from: None }
+        PartitionLog {
+            entries: VecDeque::new(),
+            next_seq: 1,
+            bytes: 0,
+            retain_bytes,
+            needed_from: None,
+            changed: ChangedKeys::new(0),
+        }
     }
 
     /// Appends a change; returns its seq and encoded size.
@@ -30,6 +40,7 @@ impl PartitionLog {
         let seq = self.next_seq;
         self.next_seq += 1;
         let size = codec::encoded_len(&change);
+        self.changed.touch(&change.key, seq);
         self.bytes += size;
         self.entries.push_back((seq, change, size));
         self.trim();
@@ -59,6 +70,7 @@ impl PartitionLog {
     /// Forgets every change and starts again at `seq` (a backup loading a
     /// snapshot of its primary's partition taken at that seq).
     pub fn reset_to(&mut self, seq: u64) {
+        self.changed.drop_anchor();
         self.entries.clear();
         self.bytes = 0;
         self.next_seq = seq;
