@@ -47,6 +47,10 @@ pub const SNAPSHOT_END: u64 = u64::MAX - 1;
 /// highest seq of the partition that remote site has applied. Backups keep
 /// it so that, promoted, they resume shipping from there.
 pub const WAN_APPLIED: u64 = u64::MAX - 2;
+/// A backup to storage, not a change: body `seq u64 | backup id`, queued
+/// under the partition lock when the primary copied the partition at
+/// `seq`, so backups anchor their changed-keys sets at the same point.
+pub const BACKUP_TAKEN: u64 = u64::MAX - 3;
 /// Unshipped bytes a backup may fall behind by before it is cut off.
 pub const MAX_PENDING: usize = 32 << 20;
 const ENTRY_HEADER: usize = 2 + 8 + 4;
@@ -111,6 +115,13 @@ impl Replicator {
     /// Tells partition `p`'s backups that remote site `target` applied
     /// its changes up to `seq` (a primary's WAN publisher calls this).
     pub fn share_wan_applied(&self, p: usize, target: &str, seq: u64) {
+        self.send_named_marker(p, WAN_APPLIED, seq, target);
+    }
+
+    /// Queues a marker `kind` with body `seq u64 | name` for partition
+    /// `p`'s backups, when this node is its primary. A backup that fell too
+    /// far behind does not get it (it will be rebuilt from a snapshot).
+    fn send_named_marker(&self, p: usize, kind: u64, seq: u64, name: &str) {
         let Some(cluster) = self.cluster.upgrade() else { return };
         let Some(table) = cluster.table() else { return };
         let owners = table.owners(p);
@@ -124,10 +135,10 @@ impl Replicator {
                 continue;
             }
             buf.put_u16_le(p as u16);
-            buf.put_u64_le(WAN_APPLIED);
-            buf.put_u32_le(8 + target.len() as u32);
+            buf.put_u64_le(kind);
+            buf.put_u32_le(8 + name.len() as u32);
             buf.put_u64_le(seq);
-            buf.put_slice(target.as_bytes());
+            buf.put_slice(name.as_bytes());
             drop(buf);
             peer.ready.notify_one();
         }
@@ -226,13 +237,16 @@ impl Replicator {
                 return Err(BatchError::Partition(p));
             }
             let body = batch.split_to(len);
-            if seq == WAN_APPLIED {
+            if seq == WAN_APPLIED || seq == BACKUP_TAKEN {
                 if body.len() < 8 {
                     return Err(BatchError::Truncated);
                 }
-                let applied = u64::from_le_bytes(body[..8].try_into().map_err(|_| BatchError::Truncated)?);
-                if let (Some(w), Ok(target)) = (self.wan.get(), std::str::from_utf8(&body[8..])) {
-                    w.applied(target, p as usize, applied);
+                let at = u64::from_le_bytes(body[..8].try_into().map_err(|_| BatchError::Truncated)?);
+                let Ok(name) = std::str::from_utf8(&body[8..]) else { continue };
+                if seq == BACKUP_TAKEN {
+                    self.ks.backup_taken_replica(p as usize, at, name);
+                } else if let Some(w) = self.wan.get() {
+                    w.applied(name, p as usize, at);
                 }
                 continue;
             }
@@ -347,6 +361,10 @@ fn put_marker(buf: &mut BytesMut, p: usize, seq: u64, next: u64) {
 }
 
 impl ReplicationSink for Replicator {
+    fn backup_taken(&self, partition: usize, seq: u64, id: &str) {
+        self.send_named_marker(partition, BACKUP_TAKEN, seq, id);
+    }
+
     fn logged(&self, partition: usize, seq: u64, change: &Change) {
         let Some(cluster) = self.cluster.upgrade() else { return };
         let Some(table) = cluster.table() else { return };

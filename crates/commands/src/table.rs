@@ -167,6 +167,7 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("flushdb", -1, W, NO_KEYS, "server", "1.0.0", Some(keys::flushall), "Remove all keys from the current database."),
     cmd!("time", 1, F | L, NO_KEYS, "server", "2.6.0", None, "Returns the server time."),
     cmd!("wanapply", 3, W | A | L | S, NO_KEYS, "server", "0.1.0", None, "Internal: applies changes that arrived from a remote site (the WAN receiver sends it)."),
+    cmd!("backupjob", -2, A | L | S, NO_KEYS, "server", "0.1.0", None, "Internal: starts or reports this node's part of a backup to storage or a restore (`deltagrid backup` sends it)."),
     cmd!("debug", -2, A | L | S, NO_KEYS, "server", "1.0.0", None, "A container for debugging commands."),
     // strings
     cmd!("get", 2, R | F, KEY1, "string", "1.0.0", Some(strings::get), "Returns the string value of a key."),

@@ -1,5 +1,6 @@
 //! `deltagrid`: one binary for the server and its tools.
 
+mod backup_cli;
 mod cluster_cli;
 mod config;
 mod demo;
@@ -35,9 +36,33 @@ enum Command {
     /// Replication between sites: status and publisher control
     #[command(subcommand)]
     Wan(WanCommand),
+    /// Backups to storage: base + incremental layers, restored newest-first
+    #[command(subcommand)]
+    Backup(BackupCommand),
     /// Benchmark programs (they print tables; see docs/benchmarks.md)
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BackupCommand {
+    /// Every primary writes its partitions (full, or --incremental since the newest backup); the manifest last
+    Create(backup_cli::CreateArgs),
+    /// Backups at a URL: ids, time, parent, keys, bytes
+    List {
+        #[arg(long)]
+        from: String,
+    },
+    /// Read and check every chunk of a backup's chain
+    Verify {
+        #[arg(long)]
+        from: String,
+        /// Default: the newest
+        #[arg(long)]
+        backup: Option<String>,
+    },
+    /// Restore into an empty node or site (newest layer first by default)
+    Restore(backup_cli::RestoreArgs),
 }
 
 #[derive(Subcommand)]
@@ -158,6 +183,10 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::WanDelta(args)) => demo::wan_delta::run(&args),
         Command::Bench(BenchCommand::WanLoad(args)) => demo::wan_load::run(&args),
         Command::Cluster(ClusterCommand::Status { admin }) => cluster_cli::status(&admin),
+        Command::Backup(BackupCommand::Create(args)) => backup_cli::create(&args),
+        Command::Backup(BackupCommand::List { from }) => backup_cli::list(&from),
+        Command::Backup(BackupCommand::Verify { from, backup }) => backup_cli::verify(&from, backup.as_deref()),
+        Command::Backup(BackupCommand::Restore(args)) => backup_cli::restore(&args),
         Command::Wan(WanCommand::Status { admin }) => wan_cli::status(&admin),
         Command::Wan(WanCommand::Pause(a)) => wan_cli::control(&a.admin, "pause", &a.target),
         Command::Wan(WanCommand::Resume(a)) => wan_cli::control(&a.admin, "resume", &a.target),

@@ -35,6 +35,8 @@ pub struct Node {
     pub cluster: Option<Arc<cluster::Cluster>>,
     /// Replication to and from other sites, when configured.
     pub wan: Option<Arc<wan::Wan>>,
+    /// This node's part of backups to storage and restores.
+    pub backups: Arc<backup::Jobs>,
 }
 
 /// Keys the active expiry cycle may remove per pass, and how often it runs
@@ -90,6 +92,12 @@ impl Node {
             };
             wan::Wan::new(w, local, ks.clone(), cluster.clone())
         });
+        let backups = backup::Jobs::new(backup::Node {
+            ks: ks.clone(),
+            cluster: cluster.clone(),
+            site_id: settings.site_id,
+            site_name: settings.site_name.clone(),
+        });
         let run_id: String = (0..40).map(|_| format!("{:x}", rand_nibble())).collect();
         Ok(Arc::new(Node {
             runtime: Runtime::new(&settings),
@@ -105,6 +113,7 @@ impl Node {
             exec_gate: Default::default(),
             cluster,
             wan,
+            backups,
         }))
     }
 

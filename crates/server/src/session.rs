@@ -153,6 +153,9 @@ impl Session {
                 spec.name
             )));
         }
+        if self.node.backups.restoring() && !spec.flags.has(Flags::LOADING) {
+            return Err(CmdError::other("LOADING deltagrid is restoring a backup into this node"));
+        }
         if let Some(cluster) = &self.node.cluster {
             cluster.check(spec, args, self.readonly)?;
         }
@@ -227,6 +230,7 @@ impl Session {
             }
             "debug" => self.debug(a, out),
             "wanapply" => self.wanapply(a, out),
+            "backupjob" => self.backupjob(a, out),
             "cluster" => cluster::cluster_cmd::cluster(self.node.cluster.as_deref(), &self.node.ks, a, out),
             "asking" | "readonly" | "readwrite" => {
                 if self.node.cluster.is_none() {
@@ -427,6 +431,33 @@ impl Session {
         let codes = wan::local::apply_payload(&self.node.ks, |p| cluster.is_none_or(|c| c.owns(p)), &a[2], self.id)
             .map_err(|e| CmdError::other(format!("ERR {e}")))?;
         out.bulk(&codes);
+        Ok(())
+    }
+
+    /// `BACKUPJOB CREATE url id parent|- chunk-bytes`, `BACKUPJOB RESTORE
+    /// url id reverse|forward`, `BACKUPJOB STATUS` (JSON): this node's part
+    /// of `deltagrid backup create|restore`, which sends them to every node.
+    fn backupjob(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+        let text = |i: usize| a.get(i).map(|b| String::from_utf8_lossy(b).into_owned());
+        let jobs = &self.node.backups;
+        let started = match (text(1).unwrap_or_default().to_ascii_lowercase().as_str(), a.len()) {
+            ("status", 2) => {
+                out.bulk(serde_json::to_string(&jobs.progress()).unwrap_or_default().as_bytes());
+                return Ok(());
+            }
+            ("create", 6) => {
+                let (url, id, parent) = (text(2).unwrap_or_default(), text(3).unwrap_or_default(), text(4));
+                let chunk_bytes = commands::args::int(&a[5])?.max(0) as usize;
+                jobs.start_create(&url, &id, parent.filter(|p| p != "-"), chunk_bytes)
+            }
+            ("restore", 5) => {
+                let order = text(4).unwrap_or_default().parse().map_err(|e: String| CmdError::other(format!("ERR {e}")))?;
+                jobs.start_restore(&text(2).unwrap_or_default(), &text(3).unwrap_or_default(), order)
+            }
+            _ => return Err(CmdError::other("ERR BACKUPJOB CREATE url id parent|- chunk-bytes | RESTORE url id order | STATUS")),
+        };
+        started.map_err(|e| CmdError::other(format!("ERR {e}")))?;
+        out.simple("OK");
         Ok(())
     }
 

@@ -1,0 +1,124 @@
+//! A node's part of `backup create`: copies each partition it is primary
+//! for (consistent at one seq, see `Keyspace::backup_partition`), writes
+//! its chunks and then its index, and reports the partition's manifest
+//! entry. The coordinator writes the manifest once every partition has one.
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use parking_lot::Mutex;
+
+use crate::index::PartitionIndex;
+use crate::manifest::{chunk_object, index_object, Manifest, PartitionEntry};
+use crate::{chunk, jobs::Progress, Error, Node, Store, PARALLEL};
+
+/// Default bytes of values per chunk, before compression.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+pub async fn run(
+    node: &Node,
+    store: &Store,
+    id: &str,
+    parent: Option<&Manifest>,
+    chunk_bytes: usize,
+    progress: &Mutex<Progress>,
+) -> Result<Vec<PartitionEntry>, Error> {
+    if let Some(parent) = parent {
+        if parent.partitions != node.ks.partitions() {
+            return Err(Error::Refused(format!(
+                "parent backup {} has {} partitions, this site {}",
+                parent.id,
+                parent.partitions,
+                node.ks.partitions()
+            )));
+        }
+    }
+    let mine = node.primaries();
+    progress.lock().partitions_total = mine.len();
+    let chunk_bytes = chunk_bytes.clamp(4 << 10, 64 << 20);
+    futures::stream::iter(mine)
+        .map(|p| partition(node, store, id, parent, chunk_bytes, p, progress))
+        .buffer_unordered(PARALLEL)
+        .try_collect()
+        .await
+}
+
+async fn partition(
+    node: &Node,
+    store: &Store,
+    id: &str,
+    parent: Option<&Manifest>,
+    chunk_bytes: usize,
+    p: usize,
+    progress: &Mutex<Progress>,
+) -> Result<PartitionEntry, Error> {
+    let parent_at = parent.map(|m| (m.id.as_str(), m.entries[p].seq));
+    let copy = node.ks.backup_partition(p, id, parent_at);
+    let chunks = chunk::build(&copy.entries, chunk_bytes);
+    let mut index = PartitionIndex {
+        partition: p as u16,
+        seq: copy.seq,
+        full: copy.full,
+        chunks: Vec::with_capacity(chunks.len()),
+        deleted: copy.deleted.iter().map(|k| k.to_vec()).collect(),
+    };
+    drop(copy);
+    let mut bytes = 0;
+    for (i, (stored, info)) in chunks.into_iter().enumerate() {
+        bytes += stored.len() as u64;
+        store.put(&chunk_object(id, p as u16, i), stored).await?;
+        index.chunks.push(info);
+    }
+    let encoded = Bytes::from(index.encode());
+    store.put(&index_object(id, p as u16), encoded.clone()).await?;
+    let entry = PartitionEntry {
+        partition: p as u16,
+        seq: index.seq,
+        full: index.full,
+        chunks: index.chunks.len() as u32,
+        keys: index.keys(),
+        deleted: index.deleted.len() as u64,
+        bytes: bytes + encoded.len() as u64,
+        index_bytes: encoded.len() as u64,
+        index_checksum: format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&encoded)),
+    };
+    let mut pr = progress.lock();
+    pr.partitions_done += 1;
+    pr.keys += entry.keys;
+    pr.bytes += entry.bytes;
+    Ok(entry)
+}
+
+/// The coordinator's last step: checks every partition has exactly one
+/// entry (a primary that moved during the backup leaves a hole or a
+/// double) and writes the manifest.
+pub async fn finish(
+    store: &Store,
+    mut manifest: Manifest,
+    entries: impl IntoIterator<Item = PartitionEntry>,
+) -> Result<Manifest, Error> {
+    let n = manifest.partitions as usize;
+    let mut slots: Vec<Option<PartitionEntry>> = vec![None; n];
+    for e in entries {
+        let p = e.partition as usize;
+        match slots.get_mut(p) {
+            Some(slot @ None) => *slot = Some(e),
+            Some(Some(_)) => {
+                return Err(Error::Refused(format!(
+                    "partition {p} was written twice (its primary moved during the backup); run the backup again"
+                )))
+            }
+            None => return Err(Error::Refused(format!("partition {p} is out of range"))),
+        }
+    }
+    let missing: Vec<usize> = (0..n).filter(|&p| slots[p].is_none()).collect();
+    if !missing.is_empty() {
+        return Err(Error::Refused(format!(
+            "{} partitions were not written (first: {}; no primary, or it moved during the backup); run the backup again",
+            missing.len(),
+            missing[0]
+        )));
+    }
+    manifest.entries = slots.into_iter().flatten().collect();
+    manifest.save(store).await?;
+    Ok(manifest)
+}

@@ -1,0 +1,132 @@
+//! A partition's index in one backup layer: its seq, whether the layer
+//! holds the whole partition, its chunks with their checksums and the
+//! keys each holds, and the keys deleted since the parent. Restore reads
+//! the index first and downloads a chunk only when it holds a key still
+//! needed.
+//!
+//! Stored as `DGBI`, a format version byte, then a zstd frame of the
+//! postcard encoding. Decoding bounds every size: a damaged or forged
+//! index is an error, never a panic or a huge allocation.
+
+use std::io::Read;
+
+use serde::{Deserialize, Serialize};
+
+pub const MAGIC: &[u8; 4] = b"DGBI";
+pub const VERSION: u8 = 1;
+/// An index never decompresses past this.
+pub const MAX_INDEX_BYTES: u64 = 1 << 30;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PartitionIndex {
+    pub partition: u16,
+    /// The last seq the layer holds of this partition.
+    pub seq: u64,
+    /// Every live key is in this layer; older layers are not needed.
+    pub full: bool,
+    pub chunks: Vec<ChunkInfo>,
+    /// Keys changed since the parent layer that no longer exist.
+    pub deleted: Vec<Vec<u8>>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChunkInfo {
+    /// Bytes of the stored (compressed) object.
+    pub stored_bytes: u64,
+    /// xxh3-64 of the stored object.
+    pub checksum: u64,
+    /// Bytes after decompression.
+    pub raw_bytes: u64,
+    pub keys: Vec<Vec<u8>>,
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IndexError {
+    #[error("not a deltagrid backup index (bad magic)")]
+    Magic,
+    #[error("index format version {0} is not supported (this build reads {VERSION})")]
+    Version(u8),
+    #[error("index does not decompress: {0}")]
+    Compression(String),
+    #[error("index is larger than {MAX_INDEX_BYTES} bytes")]
+    TooLarge,
+    #[error("index does not decode: {0}")]
+    Decode(String),
+}
+
+impl PartitionIndex {
+    pub fn encode(&self) -> Vec<u8> {
+        let body = postcard::to_stdvec(self).unwrap_or_default();
+        let mut out = MAGIC.to_vec();
+        out.push(VERSION);
+        out.extend_from_slice(&zstd::bulk::compress(&body, 3).unwrap_or_default());
+        out
+    }
+
+    pub fn decode(data: &[u8]) -> Result<PartitionIndex, IndexError> {
+        if data.len() < 5 || &data[..4] != MAGIC {
+            return Err(IndexError::Magic);
+        }
+        if data[4] != VERSION {
+            return Err(IndexError::Version(data[4]));
+        }
+        let decoder = zstd::stream::Decoder::new(&data[5..]).map_err(|e| IndexError::Compression(e.to_string()))?;
+        let mut body = Vec::new();
+        decoder
+            .take(MAX_INDEX_BYTES + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| IndexError::Compression(e.to_string()))?;
+        if body.len() as u64 > MAX_INDEX_BYTES {
+            return Err(IndexError::TooLarge);
+        }
+        let (index, rest): (PartitionIndex, _) =
+            postcard::take_from_bytes(&body).map_err(|e| IndexError::Decode(e.to_string()))?;
+        if !rest.is_empty() {
+            return Err(IndexError::Decode(format!("{} bytes after the index", rest.len())));
+        }
+        Ok(index)
+    }
+
+    /// Keys in this layer (in chunks), not counting deletes.
+    pub fn keys(&self) -> u64 {
+        self.chunks.iter().map(|c| c.keys.len() as u64).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn index() -> impl Strategy<Value = PartitionIndex> {
+        let key = proptest::collection::vec(any::<u8>(), 0..12);
+        let chunk = (any::<u64>(), any::<u64>(), any::<u64>(), proptest::collection::vec(key.clone(), 0..5))
+            .prop_map(|(stored_bytes, checksum, raw_bytes, keys)| ChunkInfo { stored_bytes, checksum, raw_bytes, keys });
+        (any::<u16>(), any::<u64>(), any::<bool>(), proptest::collection::vec(chunk, 0..4), proptest::collection::vec(key, 0..4))
+            .prop_map(|(partition, seq, full, chunks, deleted)| PartitionIndex { partition, seq, full, chunks, deleted })
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips(i in index()) {
+            prop_assert_eq!(PartitionIndex::decode(&i.encode()).unwrap(), i);
+        }
+
+        #[test]
+        fn damaged_input_is_an_error_not_a_panic(i in index(), at in any::<usize>(), byte in any::<u8>(), cut in any::<usize>()) {
+            let mut data = i.encode();
+            let n = data.len();
+            data[at % n] ^= byte.max(1);
+            let _ = PartitionIndex::decode(&data);
+            let _ = PartitionIndex::decode(&data[..cut % n]);
+        }
+
+        #[test]
+        fn arbitrary_bytes_are_an_error_not_a_panic(body in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut data = MAGIC.to_vec();
+            data.push(VERSION);
+            data.extend_from_slice(&zstd::bulk::compress(&body, 1).unwrap());
+            let _ = PartitionIndex::decode(&data);
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! A node's part of `backup restore`, into partitions it is primary for
+//! that hold nothing yet. Layer by layer (so each layer's time can be
+//! reported), partitions in parallel:
+//!
+//! - `reverse` (default): newest layer first. A partition's set of
+//!   settled keys (applied, or deleted in a newer layer) decides what an
+//!   older layer still contributes: a chunk whose keys are all settled is
+//!   not downloaded, and a partition is complete at its newest full layer,
+//!   so older indexes are not read either. Each live key is applied once.
+//! - `forward`: base first, then every layer in order, applying
+//!   everything (and deleting what a layer deleted); for comparison.
+//!
+//! Restored keys go through the mirror write path (logged, replicated to
+//! backups, waited for with sync replication). Keys whose time ran out
+//! are skipped. On any error the partitions are emptied again: nothing
+//! half restored stays.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use keyspace::{Change, ChangeKind, Write};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use crate::index::PartitionIndex;
+use crate::manifest::{self, chunk_object, Manifest, PartitionEntry};
+use crate::{chunk, jobs::Progress, Error, Node, Store, PARALLEL};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    Reverse,
+    Forward,
+}
+
+impl std::str::FromStr for Order {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "reverse" => Ok(Order::Reverse),
+            "forward" => Ok(Order::Forward),
+            _ => Err(format!("order {s:?}: use reverse or forward")),
+        }
+    }
+}
+
+/// What restoring one layer took, on this node.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LayerStats {
+    pub id: String,
+    pub seconds: f64,
+    pub indexes_read: u64,
+    pub chunks_read: u64,
+    pub chunks_skipped: u64,
+    pub keys_applied: u64,
+    pub bytes_downloaded: u64,
+}
+
+#[derive(Default)]
+struct PartitionState {
+    /// Keys applied or deleted by a newer layer (reverse), or applied at
+    /// least once (forward).
+    settled: HashSet<Vec<u8>>,
+    complete: bool,
+}
+
+pub async fn run(node: &Node, store: &Store, id: &str, order: Order, progress: &Mutex<Progress>) -> Result<(), Error> {
+    let chain = manifest::chain(store, id).await?;
+    if chain[0].partitions != node.ks.partitions() {
+        return Err(Error::Refused(format!(
+            "backup {id} has {} partitions and this site {}: restore needs the same partition count",
+            chain[0].partitions,
+            node.ks.partitions()
+        )));
+    }
+    let mine = node.primaries();
+    if let Some(p) = mine.iter().find(|&&p| node.ks.with_partition(p, |part, _| !part.is_empty())) {
+        return Err(Error::Refused(format!("partition {p} holds keys: restore needs an empty node or site")));
+    }
+    let layers: Vec<&Manifest> = match order {
+        Order::Reverse => chain.iter().collect(),
+        Order::Forward => chain.iter().rev().collect(),
+    };
+    progress.lock().partitions_total = mine.len();
+    let states: Vec<Mutex<PartitionState>> = mine.iter().map(|_| Mutex::default()).collect();
+    let result = async {
+        for (depth, layer) in layers.iter().enumerate() {
+            let started = Instant::now();
+            progress.lock().layers.push(LayerStats { id: layer.id.clone(), ..Default::default() });
+            futures::stream::iter(0..mine.len())
+                .map(|i| restore_partition(node, store, layer, &layer.entries[mine[i]], &states[i], order, progress))
+                .buffer_unordered(PARALLEL)
+                .try_collect::<Vec<()>>()
+                .await?;
+            let mut pr = progress.lock();
+            pr.layers[depth].seconds = started.elapsed().as_secs_f64();
+            pr.partitions_done = states.iter().filter(|s| s.lock().complete).count();
+        }
+        Ok(())
+    }
+    .await;
+    if result.is_err() {
+        // Nothing half restored is served: the node was empty before.
+        for &p in &mine {
+            clear_partition(node, p);
+        }
+    }
+    result
+}
+
+async fn restore_partition(
+    node: &Node,
+    store: &Store,
+    layer: &Manifest,
+    entry: &PartitionEntry,
+    state: &Mutex<PartitionState>,
+    order: Order,
+    progress: &Mutex<Progress>,
+) -> Result<(), Error> {
+    let p = entry.partition as usize;
+    if state.lock().complete {
+        return Ok(());
+    }
+    let index = read_index(store, &layer.id, entry).await?;
+    count(progress, |l| l.indexes_read += 1);
+    if order == Order::Forward && index.full {
+        // A full layer replaces whatever the partition held.
+        clear_partition(node, p);
+    }
+    if order == Order::Reverse {
+        state.lock().settled.extend(index.deleted.iter().cloned());
+    }
+    for (i, info) in index.chunks.iter().enumerate() {
+        let settled = order == Order::Reverse && {
+            let st = state.lock();
+            info.keys.iter().all(|k| st.settled.contains(k))
+        };
+        if settled {
+            count(progress, |l| l.chunks_skipped += 1);
+            continue;
+        }
+        let object = chunk_object(&layer.id, entry.partition, i);
+        let stored = store.get(&object).await?;
+        let changes = chunk::open(&stored, info, |k| node.ks.partition_of(k) == p)
+            .map_err(|e| Error::Corrupt { object: store.describe(&object), reason: e.to_string() })?;
+        count(progress, |l| {
+            l.chunks_read += 1;
+            l.bytes_downloaded += stored.len() as u64;
+        });
+        let now = node.ks.now_ms();
+        let wanted: Vec<Change> = {
+            let mut st = state.lock();
+            changes
+                .into_iter()
+                .filter(|c| order == Order::Forward || st.settled.insert(c.key.to_vec()))
+                .filter(|c| !matches!(c.kind, ChangeKind::Full { expire_at, .. } if expire_at != 0 && expire_at <= now))
+                .collect()
+        };
+        let applied = wanted.len() as u64;
+        apply(node, p, wanted).await?;
+        count(progress, |l| l.keys_applied += applied);
+    }
+    if order == Order::Forward {
+        delete(node, &index.deleted).await?;
+    }
+    if order == Order::Reverse && index.full {
+        let mut st = state.lock();
+        st.complete = true;
+        st.settled = HashSet::new();
+    }
+    Ok(())
+}
+
+fn count(progress: &Mutex<Progress>, f: impl FnOnce(&mut LayerStats)) {
+    let mut pr = progress.lock();
+    if let Some(l) = pr.layers.last_mut() {
+        f(l);
+    }
+}
+
+async fn read_index(store: &Store, id: &str, entry: &PartitionEntry) -> Result<PartitionIndex, Error> {
+    let object = entry.index_object(id);
+    let data = store.get(&object).await?;
+    let corrupt = |reason: String| Error::Corrupt { object: store.describe(&object), reason };
+    if format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&data)) != entry.index_checksum {
+        return Err(corrupt("checksum mismatch (stored object is damaged)".into()));
+    }
+    let index = PartitionIndex::decode(&data).map_err(|e| corrupt(e.to_string()))?;
+    if index.partition != entry.partition || index.seq != entry.seq || index.full != entry.full {
+        return Err(corrupt("does not match its manifest entry".into()));
+    }
+    Ok(index)
+}
+
+/// Applies full values through the mirror path and waits for backups.
+async fn apply(node: &Node, p: usize, changes: Vec<Change>) -> Result<(), Error> {
+    if !node.owns(p) {
+        return Err(Error::Refused(format!("partition {p} moved to another node during the restore")));
+    }
+    // Nothing awaits between these calls: what this thread logs is ours.
+    keyspace::take_written();
+    for c in changes {
+        node.ks.apply(c, 0).map_err(|e| Error::Refused(format!("partition {p}: {e}")))?;
+    }
+    let written = keyspace::take_written();
+    node.synced(&written).await
+}
+
+/// Deletes keys through the local write path (forward order only).
+async fn delete(node: &Node, keys: &[Vec<u8>]) -> Result<(), Error> {
+    keyspace::take_written();
+    for key in keys {
+        let mut txn = node.ks.txn([&key[..]], 0);
+        if txn.exists(key) {
+            let _ = txn.write(key, Write::Delete);
+        }
+    }
+    let written = keyspace::take_written();
+    node.synced(&written).await
+}
+
+fn clear_partition(node: &Node, p: usize) {
+    let keys: Vec<Bytes> = node.ks.with_partition(p, |part, _| part.iter().map(|(k, _)| k.clone()).collect());
+    for key in keys {
+        let _ = node.ks.txn([&key[..]], 0).write(&key, Write::Delete);
+    }
+}

@@ -1,0 +1,305 @@
+//! `deltagrid backup create|list|verify|restore`.
+//!
+//! Create and restore are run by the nodes themselves (each for the
+//! partitions it is primary for), so data never passes through this
+//! command: it learns the site's nodes from one admin endpoint
+//! (`/status`), sends each `BACKUPJOB` on its Redis port, polls their
+//! progress, and for a backup writes the manifest last, once every
+//! partition was written. List and verify read the store directly.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use backup::manifest::{self, Manifest};
+use backup::restore::LayerStats;
+use backup::{Progress, Store};
+
+use crate::cluster_cli::http_get;
+
+#[derive(clap::Args)]
+pub struct Target {
+    /// A node's admin address (its admin_listen); the whole site is used
+    #[arg(long)]
+    pub admin: String,
+    /// The nodes' requirepass, if set
+    #[arg(long, env = "DELTAGRID_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct CreateArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// file:///path or s3://bucket/prefix
+    #[arg(long)]
+    pub to: String,
+    /// Write only what changed since the newest backup at --to
+    #[arg(long)]
+    pub incremental: bool,
+    /// Bytes of values per chunk before compression
+    #[arg(long, default_value_t = backup::create::CHUNK_BYTES)]
+    pub chunk_bytes: usize,
+}
+
+#[derive(clap::Args)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    pub target: Target,
+    #[arg(long)]
+    pub from: String,
+    /// The backup to restore (default: the newest)
+    #[arg(long)]
+    pub backup: Option<String>,
+    /// reverse: newest layer first, each key once; forward: base first, for comparison
+    #[arg(long, default_value = "reverse")]
+    pub order: String,
+    /// Also write the summary as JSON here
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+/// The site seen from one admin endpoint.
+struct Site {
+    id: u16,
+    name: String,
+    partitions: u16,
+    /// Redis addresses of its nodes.
+    nodes: Vec<String>,
+}
+
+fn site(t: &Target) -> anyhow::Result<Site> {
+    let v: serde_json::Value = serde_json::from_str(&http_get(&t.admin, "/status")?).context("parsing /status")?;
+    let nodes = match v.get("cluster").filter(|c| !c.is_null()) {
+        Some(c) => c["members"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["client_addr"].as_str().map(str::to_string))
+            .collect(),
+        None => vec![v["listen"].as_str().context("/status has no listen address")?.to_string()],
+    };
+    Ok(Site {
+        id: v["site"]["id"].as_u64().unwrap_or(0) as u16,
+        name: v["site"]["name"].as_str().unwrap_or("").to_string(),
+        partitions: v["site"]["partitions"].as_u64().context("/status has no partition count")? as u16,
+        nodes,
+    })
+}
+
+fn connect(addr: &str, password: &Option<String>) -> anyhow::Result<redis::Connection> {
+    let info = redis::ConnectionInfo {
+        addr: redis::ConnectionAddr::Tcp(
+            addr.rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or_default(),
+            addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).context("bad node address")?,
+        ),
+        redis: redis::RedisConnectionInfo { password: password.clone(), ..Default::default() },
+    };
+    let client = redis::Client::open(info)?;
+    client.get_connection_with_timeout(Duration::from_secs(5)).with_context(|| format!("connecting to node {addr}"))
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+/// Sends `args` to every node, then polls `BACKUPJOB STATUS` until none
+/// runs, printing progress; the final progress of each node.
+fn run_job(site: &Site, password: &Option<String>, args: &[&str]) -> anyhow::Result<Vec<(String, Progress)>> {
+    let mut conns = Vec::new();
+    for addr in &site.nodes {
+        let mut c = connect(addr, password)?;
+        redis::cmd("BACKUPJOB").arg(args).query::<()>(&mut c).with_context(|| format!("node {addr}"))?;
+        conns.push((addr.clone(), c));
+    }
+    let started = Instant::now();
+    let mut last_print = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let mut all = Vec::new();
+        for (addr, c) in conns.iter_mut() {
+            let json: String = redis::cmd("BACKUPJOB").arg("STATUS").query(c).with_context(|| format!("node {addr}"))?;
+            all.push((addr.clone(), parse_progress(&json)?));
+        }
+        let running = all.iter().any(|(_, p)| p.state == "running");
+        if !running || last_print.elapsed() > Duration::from_secs(2) {
+            last_print = Instant::now();
+            let done: usize = all.iter().map(|(_, p)| p.partitions_done).sum();
+            let total: usize = all.iter().map(|(_, p)| p.partitions_total).sum();
+            let keys: u64 = all.iter().map(|(_, p)| p.keys + p.layers.iter().map(|l| l.keys_applied).sum::<u64>()).sum();
+            eprintln!("  {:>6.1}s  {done}/{total} partitions  {keys} keys", started.elapsed().as_secs_f64());
+        }
+        if !running {
+            let failed: Vec<String> = all
+                .iter()
+                .filter(|(_, p)| p.state != "done")
+                .map(|(a, p)| format!("node {a}: {}", p.error.as_deref().unwrap_or(&p.state)))
+                .collect();
+            if !failed.is_empty() {
+                bail!("{}", failed.join("; "));
+            }
+            return Ok(all);
+        }
+    }
+}
+
+fn parse_progress(json: &str) -> anyhow::Result<Progress> {
+    serde_json::from_str(json).context("parsing BACKUPJOB STATUS")
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+fn mb(b: u64) -> String {
+    format!("{:.2}", b as f64 / 1e6)
+}
+
+pub fn create(a: &CreateArgs) -> anyhow::Result<()> {
+    let rt = runtime()?;
+    let store = Store::open(&a.to)?;
+    let site = site(&a.target)?;
+    let parent = match a.incremental {
+        true => Some(rt.block_on(manifest::list(&store))?.pop().with_context(|| {
+            format!("--incremental: {} holds no backup to build on (take a full one first)", store.url())
+        })?),
+        false => None,
+    };
+    if let Some(p) = &parent {
+        if p.partitions != site.partitions {
+            bail!("the newest backup {} has {} partitions and this site {}: take a full backup", p.id, p.partitions, site.partitions);
+        }
+    }
+    let created_ms = now_ms();
+    let id = manifest::new_id(created_ms);
+    let started = Instant::now();
+    let parent_id = parent.as_ref().map_or("-".to_string(), |p| p.id.clone());
+    eprintln!("backup {id} to {}: {} nodes", store.url(), site.nodes.len());
+    let chunk = a.chunk_bytes.to_string();
+    let results = run_job(&site, &a.target.password, &["CREATE", &a.to, &id, &parent_id, &chunk])?;
+    let m = Manifest {
+        format: manifest::FORMAT,
+        id: id.clone(),
+        parent: parent.map(|p| p.id),
+        created_ms,
+        site_id: site.id,
+        site_name: site.name,
+        partitions: site.partitions,
+        entries: Vec::new(),
+    };
+    let m = rt.block_on(backup::create::finish(&store, m, results.into_iter().flat_map(|(_, p)| p.entries)))?;
+    let full_parts = m.entries.iter().filter(|e| e.full).count();
+    let deleted: u64 = m.entries.iter().map(|e| e.deleted).sum();
+    println!(
+        "backup {id}: {} (parent {}), {} partitions ({full_parts} written whole), {} keys, {deleted} deleted, {} MB, {:.2} s",
+        if m.is_full() { "full" } else { "incremental" },
+        m.parent.as_deref().unwrap_or("none"),
+        m.partitions,
+        m.keys(),
+        mb(m.bytes()),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+pub fn list(from: &str) -> anyhow::Result<()> {
+    let store = Store::open(from)?;
+    let all = runtime()?.block_on(manifest::list(&store))?;
+    println!("{:<26} {:<11} {:<26} {:>6} {:>10} {:>9} {:>11}", "id", "kind", "parent", "parts", "keys", "deleted", "MB");
+    for m in &all {
+        let deleted: u64 = m.entries.iter().map(|e| e.deleted).sum();
+        println!(
+            "{:<26} {:<11} {:<26} {:>6} {:>10} {:>9} {:>11}",
+            m.id,
+            if m.is_full() { "full" } else { "incremental" },
+            m.parent.as_deref().unwrap_or("-"),
+            m.partitions,
+            m.keys(),
+            deleted,
+            mb(m.bytes())
+        );
+    }
+    if all.is_empty() {
+        println!("(no backups at {})", store.url());
+    }
+    Ok(())
+}
+
+/// The backup `id`, or the newest one.
+async fn resolve(store: &Store, id: Option<&str>) -> anyhow::Result<String> {
+    match id {
+        Some(id) => Ok(id.to_string()),
+        None => Ok(manifest::list(store).await?.pop().with_context(|| format!("{} holds no backup", store.url()))?.id),
+    }
+}
+
+pub fn verify(from: &str, id: Option<&str>) -> anyhow::Result<()> {
+    let store = Store::open(from)?;
+    let rt = runtime()?;
+    let id = rt.block_on(resolve(&store, id))?;
+    let started = Instant::now();
+    let r = rt.block_on(backup::verify::run(&store, &id)).with_context(|| format!("verifying backup {id}"))?;
+    println!(
+        "backup {id}: ok ({} layers, {} partitions, {} chunks, {} keys, {} MB read in {:.2} s)",
+        r.layers,
+        r.partitions,
+        r.chunks,
+        r.keys,
+        mb(r.bytes),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+pub fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
+    a.order.parse::<backup::restore::Order>().map_err(anyhow::Error::msg)?;
+    let store = Store::open(&a.from)?;
+    let rt = runtime()?;
+    let id = rt.block_on(resolve(&store, a.backup.as_deref()))?;
+    // Refuse a missing or damaged layer before any node starts.
+    let chain = rt.block_on(manifest::chain(&store, &id))?;
+    let site = site(&a.target)?;
+    eprintln!("restore {id} ({} layers, order {}) from {}: {} nodes", chain.len(), a.order, store.url(), site.nodes.len());
+    let started = Instant::now();
+    let results = run_job(&site, &a.target.password, &["RESTORE", &a.from, &id, &a.order])?;
+    let seconds = started.elapsed().as_secs_f64();
+    // Per layer: the slowest node's time, the sums of the counts.
+    let mut layers: Vec<LayerStats> = Vec::new();
+    for (_, p) in &results {
+        for (i, l) in p.layers.iter().enumerate() {
+            if layers.len() <= i {
+                layers.push(LayerStats { id: l.id.clone(), ..Default::default() });
+            }
+            let t = &mut layers[i];
+            t.seconds = t.seconds.max(l.seconds);
+            t.indexes_read += l.indexes_read;
+            t.chunks_read += l.chunks_read;
+            t.chunks_skipped += l.chunks_skipped;
+            t.keys_applied += l.keys_applied;
+            t.bytes_downloaded += l.bytes_downloaded;
+        }
+    }
+    println!("{:<26} {:>9} {:>8} {:>8} {:>8} {:>12} {:>11}", "layer", "seconds", "indexes", "chunks", "skipped", "keys applied", "MB read");
+    for l in &layers {
+        println!(
+            "{:<26} {:>9.3} {:>8} {:>8} {:>8} {:>12} {:>11}",
+            l.id, l.seconds, l.indexes_read, l.chunks_read, l.chunks_skipped, l.keys_applied, mb(l.bytes_downloaded)
+        );
+    }
+    let sum = |f: fn(&LayerStats) -> u64| layers.iter().map(f).sum::<u64>();
+    let (read, skipped, keys, bytes) =
+        (sum(|l| l.chunks_read), sum(|l| l.chunks_skipped), sum(|l| l.keys_applied), sum(|l| l.bytes_downloaded));
+    println!(
+        "restored {id} ({} order): {} layers, {read} chunks read, {skipped} skipped, {keys} keys applied, {} MB downloaded, {seconds:.2} s",
+        a.order,
+        chain.len(),
+        mb(bytes)
+    );
+    if let Some(path) = &a.json {
+        let summary = serde_json::json!({
+            "backup": id, "order": a.order, "layers": layers, "chunks_read": read, "chunks_skipped": skipped,
+            "keys_applied": keys, "bytes_downloaded": bytes, "seconds": seconds,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
