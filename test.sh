@@ -2,8 +2,8 @@
 # Runs every deltagrid test on a fresh Debian machine:
 #   1. installs what is missing (redis-server/redis-cli/redis-benchmark, Python
 #      venv + tests/python/requirements.txt, and a Rust toolchain if absent)
-#   2. cargo build --workspace --locked      (debug)
-#   3. cargo test --workspace --locked
+#   2. cargo build --workspace --locked --features deltagrid/s3   (debug)
+#   3. cargo test --workspace --locked --features deltagrid/s3
 #   4. python -m pytest tests/python -q      (black-box, against target/debug/deltagrid)
 # Exits non-zero on any failure.
 #
@@ -112,12 +112,14 @@ TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 if [ "$SKIP_CARGO" = "1" ]; then
     section "cargo build / cargo test: skipped (SKIP_CARGO=1)"
 else
-    section "cargo build --workspace --locked"
+    # The s3 feature lets test_backup.py run against an S3 endpoint (moto).
+    section "cargo build --workspace --locked --features deltagrid/s3"
     cargo --version
-    cargo build --workspace --locked
+    cargo build --workspace --locked --features deltagrid/s3
 
-    section "cargo test --workspace --locked"
-    cargo test --workspace --locked
+    section "cargo test --workspace --locked --features deltagrid/s3"
+    cargo test --workspace --locked --features deltagrid/s3
+    export DELTAGRID_REQUIRE_S3=1
 fi
 
 # ---------------------------------------------------------------------------

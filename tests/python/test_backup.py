@@ -1,0 +1,346 @@
+"""Backups to storage (`deltagrid backup create|list|verify|restore`):
+base + incremental layers of real nodes and sites, written to a directory
+or to an S3-compatible endpoint (moto on loopback), restored newest-first
+and base-first into fresh nodes, compared by a digest of keys, values and
+absolute expiry times."""
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import redis
+
+from conftest import Server, binary, free_port
+from helpers import wait_until
+from helpers_wan import WanSite, digest as site_digest
+
+pytestmark = pytest.mark.deltagrid_only
+
+PARTITIONS = 271
+
+
+def run(*args, env=None, check=True):
+    """Runs `deltagrid *args`; the CompletedProcess (text)."""
+    p = subprocess.run([binary(), *args], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "RUST_BACKTRACE": "0", **(env or {})})
+    if check and p.returncode != 0:
+        raise AssertionError(f"deltagrid {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def admin(server):
+    return f"127.0.0.1:{server.admin_port}"
+
+
+def create(server, url, incremental=False, chunk_bytes=None):
+    args = ["backup", "create", "--admin", admin(server), "--to", url]
+    if incremental:
+        args.append("--incremental")
+    if chunk_bytes:
+        args += ["--chunk-bytes", str(chunk_bytes)]
+    out = run(*args).stdout
+    # "backup ID: full|incremental ..."
+    return out.split()[1].rstrip(":")
+
+
+def restore(server, url, tmp_path, backup=None, order="reverse", check=True):
+    summary = tmp_path / f"restore-{time.monotonic_ns()}.json"
+    args = ["backup", "restore", "--admin", admin(server), "--from", url, "--order", order, "--json", str(summary)]
+    if backup:
+        args += ["--backup", backup]
+    p = run(*args, check=check)
+    return (json.loads(summary.read_text()) if p.returncode == 0 else None), p
+
+
+def digest(server):
+    """{key: (type, value, absolute expiry ms or -1)} of one node."""
+    r = redis.Redis(port=server.port)
+    out = {}
+    for k in r.scan_iter(count=1000):
+        t = r.type(k).decode()
+        v = r.get(k) if t == "string" else tuple(sorted(r.hgetall(k).items()))
+        out[k] = (t, v, r.pexpiretime(k))
+    return out
+
+
+def workload_round(r, rng, n_keys, ops):
+    """Sets (some with a long TTL), hash field updates, deletes, and keys
+    given a TTL short enough to run out before the next backup."""
+    for _ in range(ops):
+        k = f"k{rng.randrange(n_keys)}"
+        op = rng.random()
+        if op < 0.35:
+            if rng.random() < 0.2:
+                r.set(k, rng.randbytes(rng.randrange(1, 300)), ex=3600)
+            else:
+                r.set(k, rng.randbytes(rng.randrange(1, 300)))
+        elif op < 0.65:
+            h = f"h{rng.randrange(n_keys // 4)}"
+            try:
+                r.hset(h, mapping={f"f{rng.randrange(8)}": rng.randbytes(rng.randrange(1, 40)) for _ in range(rng.randrange(1, 4))})
+            except redis.ResponseError:
+                pass
+        elif op < 0.85:
+            r.delete(k, f"h{rng.randrange(n_keys // 4)}")
+        elif op < 0.95:
+            r.pexpire(k, 30)
+        else:
+            r.expire(k, 7200)
+    time.sleep(0.05)  # the 30 ms TTLs run out before the backup
+
+
+def test_full_and_five_incrementals_restore_exactly_reverse_and_forward(make_server, tmp_path):
+    url = f"file://{tmp_path}/store"
+    src = make_server()
+    r = redis.Redis(port=src.port)
+    rng = random.Random(7)
+    ids, digests = [], []
+    for i in range(6):
+        workload_round(r, rng, n_keys=600, ops=1500 if i == 0 else rng.choice([60, 300, 900]))
+        ids.append(create(src, url, incremental=i > 0, chunk_bytes=4096))
+        digests.append(digest(src))
+    assert all(digests), "the workload left keys"
+
+    listing = run("backup", "list", "--from", url).stdout
+    for i, bid in enumerate(ids):
+        assert bid in listing
+    assert listing.count("incremental") == 5 and listing.count("full") == 1, listing
+    assert "ok (6 layers" in run("backup", "verify", "--from", url).stdout
+
+    # Newest first: exactly the contents at the last backup, each live key applied once.
+    dst = make_server()
+    summary, _ = restore(dst, url, tmp_path)
+    assert digest(dst) == digests[-1]
+    assert summary["keys_applied"] == len(digests[-1]), summary
+    assert [l["id"] for l in summary["layers"]] == ids[::-1]
+    assert summary["chunks_skipped"] > 0, "some older chunks hold only keys newer layers settled"
+
+    # Base first: the same contents, applying every layer in full.
+    fwd = make_server()
+    fsummary, _ = restore(fwd, url, tmp_path, order="forward")
+    assert digest(fwd) == digests[-1]
+    assert fsummary["keys_applied"] > summary["keys_applied"]
+    assert fsummary["chunks_skipped"] == 0
+
+    # An intermediate backup gives the contents at that point.
+    mid = make_server()
+    msummary, _ = restore(mid, url, tmp_path, backup=ids[2])
+    assert digest(mid) == digests[2]
+    assert msummary["keys_applied"] == len(digests[2])
+
+
+def test_a_restore_refuses_a_node_that_holds_keys(make_server, tmp_path):
+    url = f"file://{tmp_path}/store"
+    src = make_server()
+    redis.Redis(port=src.port).set("a", "1")
+    create(src, url)
+    dst = make_server()
+    redis.Redis(port=dst.port).set("mine", "x")
+    _, p = restore(dst, url, tmp_path, check=False)
+    assert p.returncode != 0 and "restore needs an empty node" in p.stderr
+    assert redis.Redis(port=dst.port).get("mine") == b"x"
+
+
+def corrupt(path):
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_chunk_or_a_missing_layer_fails_naming_the_object(make_server, tmp_path):
+    store = tmp_path / "store"
+    url = f"file://{store}"
+    src = make_server()
+    r = redis.Redis(port=src.port)
+    for i in range(2000):
+        r.set(f"k{i}", f"v{i}" * 20)
+    base = create(src, url)
+    for i in range(0, 2000, 3):
+        r.set(f"k{i}", "changed")
+    mid = create(src, url, incremental=True)
+    r.delete("k1")
+    top = create(src, url, incremental=True)
+
+    # A damaged chunk of the base: verify and restore name it; nothing stays restored.
+    chunk = sorted((store / base).glob("*.chunk"))[5]
+    saved = chunk.read_bytes()
+    corrupt(chunk)
+    p = run("backup", "verify", "--from", url, check=False)
+    assert p.returncode != 0 and chunk.name in p.stderr and "checksum" in p.stderr, p.stderr
+    dst = make_server()
+    _, p = restore(dst, url, tmp_path, order="forward", check=False)
+    assert p.returncode != 0 and chunk.name in p.stderr, p.stderr
+    dr = redis.Redis(port=dst.port)
+    assert dr.dbsize() == 0, "a failed restore leaves nothing behind"
+    assert dr.set("still-usable", "1")  # and the node serves again
+    dr.delete("still-usable")
+    chunk.write_bytes(saved)
+
+    # A missing chunk is named too.
+    victim = sorted((store / mid).glob("*.chunk"))[0]
+    victim.rename(victim.with_suffix(".gone"))
+    p = run("backup", "verify", "--from", url, check=False)
+    assert p.returncode != 0 and victim.name in p.stderr and "missing" in p.stderr, p.stderr
+    victim.with_suffix(".gone").rename(victim)
+
+    # A missing layer (its manifest gone) breaks the chain of every later backup.
+    (store / mid / "manifest.json").rename(store / mid / "manifest.gone")
+    for args in (["backup", "verify", "--from", url, "--backup", top],):
+        p = run(*args, check=False)
+        assert p.returncode != 0 and f"{mid}/manifest.json" in p.stderr, p.stderr
+    _, p = restore(dst, url, tmp_path, backup=top, check=False)
+    assert p.returncode != 0 and f"{mid}/manifest.json" in p.stderr, p.stderr
+    assert dr.dbsize() == 0
+    # The base alone still restores.
+    summary, _ = restore(dst, url, tmp_path, backup=base)
+    assert dr.dbsize() == 2000 and summary["keys_applied"] == 2000
+
+
+def slot_partition(key):
+    from redis.crc import key_slot
+    return key_slot(key.encode()) * PARTITIONS // 16384
+
+
+def test_a_backup_taken_while_writes_continue_is_consistent_per_partition(make_server, tmp_path):
+    """One writer per partition writes w:1, w:2, ... in order. A copy
+    consistent at a seq holds exactly a prefix, and (one change per write
+    on a fresh node) that prefix ends at the seq the manifest records."""
+    store = tmp_path / "store"
+    url = f"file://{store}"
+    src = make_server()
+    tags, seen = [], set()
+    for i in range(1000):
+        tag = f"t{i}"
+        p = slot_partition("{" + tag + "}")
+        if p not in seen:
+            seen.add(p)
+            tags.append((tag, p))
+        if len(tags) == 4:
+            break
+    stop = threading.Event()
+    acked = {tag: 0 for tag, _ in tags}
+
+    def writer(tag):
+        r = redis.Redis(port=src.port)
+        n = 0
+        while not stop.is_set():
+            n += 1
+            r.set(f"{{{tag}}}:{n}", n)
+            acked[tag] = n
+
+    threads = [threading.Thread(target=writer, args=(tag,)) for tag, _ in tags]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: min(acked.values()) > 200, timeout=20, message="writers got going")
+        before = dict(acked)
+        bid = create(src, url)
+        after = dict(acked)
+        wait_until(lambda: min(acked.values()) > max(after.values()) + 50, timeout=20, message="writes continued")
+        inc = create(src, url, incremental=True)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+
+    for backup, lo, hi in ((bid, before, after), (inc, after, None)):
+        manifest = json.loads((store / backup / "manifest.json").read_text())
+        dst = make_server()
+        restore(dst, url, tmp_path, backup=backup)
+        r = redis.Redis(port=dst.port)
+        for tag, p in tags:
+            got = sorted(int(k.split(b":")[1]) for k in r.scan_iter(match=f"{{{tag}}}:*", count=1000))
+            m = len(got)
+            assert got == list(range(1, m + 1)), f"{tag}: not a prefix of the writes"
+            assert m >= lo[tag] and (hi is None or m <= hi[tag] + 1)
+            assert manifest["entries"][p]["seq"] == m, f"{tag}: manifest seq vs keys restored"
+        dst.stop()
+
+
+def test_a_site_backs_up_from_every_primary_and_restores_into_another_site(tmp_path):
+    url = f"file://{tmp_path}/store"
+    a = WanSite(tmp_path, 1, "src", size=3).start()
+    b = WanSite(tmp_path, 2, "dst", size=3)
+    b.targets = []
+    try:
+        rc = redis.RedisCluster(host="127.0.0.1", port=a.ports[0])
+        for i in range(1500):
+            rc.set(f"key{i}", f"v{i}")
+            if i % 3 == 0:
+                rc.hset(f"hash{i}", mapping={"f": i, "g": "x"})
+        full = create(a.nodes[0], url)
+        for i in range(0, 1500, 7):
+            rc.set(f"key{i}", "changed")
+            rc.delete(f"hash{i}")
+        inc = create(a.nodes[1], url, incremental=True)
+        manifest = json.loads((tmp_path / "store" / inc / "manifest.json").read_text())
+        assert not any(e["full"] for e in manifest["entries"]), "every primary copied only its changes"
+        want = site_digest(a)
+        b.start()
+        summary, _ = restore(b.nodes[2], url, tmp_path)
+        assert site_digest(b) == want
+        assert summary["keys_applied"] == len(want)
+        assert [l["id"] for l in summary["layers"]] == [inc, full]
+    finally:
+        a.stop()
+        b.stop()
+
+
+# -- S3 ---------------------------------------------------------------------
+
+@pytest.fixture
+def s3(tmp_path, monkeypatch):
+    """A moto S3 server on loopback with a bucket; the AWS_* variables the
+    CLI and the nodes read point at it."""
+    pytest.importorskip("moto")
+    boto3 = pytest.importorskip("boto3")
+    port = free_port()
+    log = open(tmp_path / "moto.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT)
+
+    def up():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+    try:
+        wait_until(up, timeout=20, message="moto_server did not start")
+        env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
+               "AWS_ENDPOINT": f"http://127.0.0.1:{port}", "AWS_ALLOW_HTTP": "true"}
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        boto3.client("s3", endpoint_url=env["AWS_ENDPOINT"], region_name="us-east-1",
+                     aws_access_key_id="test", aws_secret_access_key="test").create_bucket(Bucket="backups")
+        yield "s3://backups/site1"
+    finally:
+        proc.terminate()
+        proc.wait()
+        log.close()
+
+
+def test_the_same_against_an_s3_endpoint(s3, make_server, tmp_path):
+    src = make_server()
+    p = run("backup", "list", "--from", s3, check=False)
+    if "no S3 support" in p.stderr:
+        if os.environ.get("DELTAGRID_REQUIRE_S3") == "1":
+            pytest.fail("this deltagrid was built without the s3 feature")
+        pytest.skip("deltagrid built without --features s3")
+    r = redis.Redis(port=src.port)
+    rng = random.Random(11)
+    digests, ids = [], []
+    for i in range(3):
+        workload_round(r, rng, n_keys=300, ops=600 if i == 0 else 150)
+        ids.append(create(src, s3, incremental=i > 0, chunk_bytes=4096))
+        digests.append(digest(src))
+    assert "ok (3 layers" in run("backup", "verify", "--from", s3).stdout
+    dst = make_server()
+    summary, _ = restore(dst, s3, tmp_path)
+    assert digest(dst) == digests[-1]
+    assert summary["keys_applied"] == len(digests[-1])
