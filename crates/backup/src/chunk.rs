@@ -1,107 +1,112 @@
-//! Chunks: the full values of a partition's keys in one backup layer, cut
-//! into objects of about `chunk_bytes` each so restore can skip a chunk
-//! whose keys all came from a newer layer.
+//! Blocks and chunks: the full values of a partition's keys in one backup
+//! layer. A block is a zstd frame of entries totalling about `block_bytes`
+//! (one entry when values are larger), so restore decompresses little
+//! besides the keys it needs; blocks are packed into chunk objects of
+//! about `chunk_bytes`, fetched by ranges, so a store holds few objects.
 //!
-//! Stored as `DGBC`, a format version byte, then a zstd frame of
-//! changes in the keyspace codec (each a `Full` change: key, version,
-//! value, expiry). Decoding trusts nothing: sizes are bounded by the
-//! index, every change must decode, be a full value and belong to the
-//! partition.
+//! A block decompresses to changes in the keyspace codec (each a `Full`
+//! change: key, version, value, expiry). Opening one trusts nothing: its
+//! checksum and sizes must match the index, sizes are bounded, and every
+//! change must decode, be a full value, be the key the index lists at its
+//! place, and belong to the partition.
 
 use bytes::Bytes;
 use keyspace::{codec, Change, ChangeKind};
 
-use crate::index::ChunkInfo;
+use crate::index::BlockInfo;
 
-pub const MAGIC: &[u8; 4] = b"DGBC";
-pub const VERSION: u8 = 1;
-/// A chunk never decompresses past this, whatever its index says.
-pub const MAX_CHUNK_BYTES: u64 = 256 << 20;
+/// A block never decompresses past this, whatever its index says.
+pub const MAX_BLOCK_BYTES: u64 = 256 << 20;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ChunkError {
+pub enum BlockError {
     #[error("checksum mismatch (stored object is damaged)")]
     Checksum,
     #[error("size {got} differs from the index's {want}")]
     Size { got: u64, want: u64 },
-    #[error("not a deltagrid backup chunk (bad magic or version)")]
-    Magic,
     #[error("does not decompress: {0}")]
     Compression(String),
     #[error("holds a bad change: {0}")]
     Change(String),
-    #[error("holds key {0:?}, which its index does not list or another partition owns")]
+    #[error("holds key {0:?}, which its index does not list there or another partition owns")]
     Key(String),
 }
 
-/// Cuts `entries` (full values) into chunks of about `chunk_bytes` before
-/// compression; each is (stored object, its index entry).
-pub fn build(entries: &[Change], chunk_bytes: usize) -> Vec<(Bytes, ChunkInfo)> {
-    let mut out = Vec::new();
+/// Packs `entries` (full values) into blocks of about `block_bytes` before
+/// compression, and blocks into chunk objects of about `chunk_bytes`;
+/// returns the chunk objects and the blocks' index entries.
+pub fn build(entries: &[Change], block_bytes: usize, chunk_bytes: usize) -> (Vec<Bytes>, Vec<BlockInfo>) {
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut blocks = Vec::new();
+    let mut chunk = Vec::new();
     let mut raw = Vec::new();
     let mut keys = Vec::new();
     for (i, c) in entries.iter().enumerate() {
         codec::encode(c, &mut raw);
         keys.push(c.key.to_vec());
-        if raw.len() >= chunk_bytes || i + 1 == entries.len() {
-            out.push(seal(&raw, std::mem::take(&mut keys)));
+        let last = i + 1 == entries.len();
+        if raw.len() >= block_bytes || last {
+            let stored = zstd::bulk::compress(&raw, 3).unwrap_or_default();
+            blocks.push(BlockInfo {
+                chunk: chunks.len() as u32,
+                offset: chunk.len() as u64,
+                stored_bytes: stored.len() as u64,
+                checksum: xxhash_rust::xxh3::xxh3_64(&stored),
+                raw_bytes: raw.len() as u64,
+                keys: std::mem::take(&mut keys),
+            });
+            chunk.extend_from_slice(&stored);
             raw.clear();
+            if chunk.len() >= chunk_bytes || last {
+                chunks.push(Bytes::from(std::mem::take(&mut chunk)));
+            }
         }
     }
-    out
+    (chunks, blocks)
 }
 
-fn seal(raw: &[u8], keys: Vec<Vec<u8>>) -> (Bytes, ChunkInfo) {
-    let mut stored = MAGIC.to_vec();
-    stored.push(VERSION);
-    stored.extend_from_slice(&zstd::bulk::compress(raw, 3).unwrap_or_default());
-    let info = ChunkInfo {
-        stored_bytes: stored.len() as u64,
-        checksum: xxhash_rust::xxh3::xxh3_64(&stored),
-        raw_bytes: raw.len() as u64,
-        keys,
-    };
-    (Bytes::from(stored), info)
-}
-
-/// Checks a stored chunk against its index entry and decodes its changes;
-/// `owns(key)` says whether a key belongs to the chunk's partition.
-pub fn open(stored: &[u8], info: &ChunkInfo, owns: impl Fn(&[u8]) -> bool) -> Result<Vec<Change>, ChunkError> {
+/// Checks a stored block against its index entry and decodes its changes;
+/// `owns(key)` says whether a key belongs to the block's partition.
+pub fn open(stored: &[u8], info: &BlockInfo, owns: impl Fn(&[u8]) -> bool) -> Result<Vec<Change>, BlockError> {
     if stored.len() as u64 != info.stored_bytes {
-        return Err(ChunkError::Size { got: stored.len() as u64, want: info.stored_bytes });
+        return Err(BlockError::Size { got: stored.len() as u64, want: info.stored_bytes });
     }
     if xxhash_rust::xxh3::xxh3_64(stored) != info.checksum {
-        return Err(ChunkError::Checksum);
+        return Err(BlockError::Checksum);
     }
-    if stored.len() < 5 || &stored[..4] != MAGIC || stored[4] != VERSION {
-        return Err(ChunkError::Magic);
+    if info.raw_bytes > MAX_BLOCK_BYTES {
+        return Err(BlockError::Size { got: info.raw_bytes, want: MAX_BLOCK_BYTES });
     }
-    if info.raw_bytes > MAX_CHUNK_BYTES {
-        return Err(ChunkError::Size { got: info.raw_bytes, want: MAX_CHUNK_BYTES });
-    }
-    let raw = zstd::bulk::decompress(&stored[5..], info.raw_bytes as usize)
-        .map_err(|e| ChunkError::Compression(e.to_string()))?;
+    let raw =
+        zstd::bulk::decompress(stored, info.raw_bytes as usize).map_err(|e| BlockError::Compression(e.to_string()))?;
     if raw.len() as u64 != info.raw_bytes {
-        return Err(ChunkError::Size { got: raw.len() as u64, want: info.raw_bytes });
+        return Err(BlockError::Size { got: raw.len() as u64, want: info.raw_bytes });
     }
     let mut rest = Bytes::from(raw);
-    let mut out = Vec::with_capacity(info.keys.len());
+    let mut out = Vec::with_capacity(info.keys.len().min(1 << 16));
     while !rest.is_empty() {
-        let (change, used) = codec::decode(&rest).map_err(|e| ChunkError::Change(e.to_string()))?;
+        let (change, used) = codec::decode(&rest).map_err(|e| BlockError::Change(e.to_string()))?;
         rest = rest.slice(used..);
         if !matches!(change.kind, ChangeKind::Full { .. }) {
-            return Err(ChunkError::Change("not a full value".into()));
+            return Err(BlockError::Change("not a full value".into()));
         }
         let listed = info.keys.get(out.len()).is_some_and(|k| k[..] == change.key[..]);
         if !listed || !owns(&change.key) {
-            return Err(ChunkError::Key(String::from_utf8_lossy(&change.key).into_owned()));
+            return Err(BlockError::Key(String::from_utf8_lossy(&change.key).into_owned()));
         }
         out.push(change);
     }
     if out.len() != info.keys.len() {
-        return Err(ChunkError::Change(format!("{} changes for {} listed keys", out.len(), info.keys.len())));
+        return Err(BlockError::Change(format!("{} changes for {} listed keys", out.len(), info.keys.len())));
     }
     Ok(out)
+}
+
+/// The bytes of `block` within its whole chunk object, if they are there.
+pub fn slice<'a>(chunk: &'a [u8], block: &BlockInfo) -> Option<&'a [u8]> {
+    let start = usize::try_from(block.offset).ok()?;
+    let end = start.checked_add(usize::try_from(block.stored_bytes).ok()?)?;
+    chunk.get(start..end)
 }
 
 #[cfg(test)]
@@ -119,42 +124,44 @@ mod tests {
     }
 
     #[test]
-    fn cuts_at_the_chunk_size_and_opens_what_it_built() {
+    fn packs_blocks_into_chunks_and_opens_what_it_built() {
         let entries: Vec<_> = (0..100).map(|i| entry(i, 100)).collect();
-        let chunks = build(&entries, 1000);
-        assert!(chunks.len() >= 9 && chunks.len() <= 11, "{} chunks", chunks.len());
+        let (chunks, blocks) = build(&entries, 250, 100);
+        assert!(blocks.len() >= 30 && blocks.len() <= 40, "{} blocks", blocks.len());
+        assert!(chunks.len() > 1 && chunks.len() < blocks.len());
         let mut back = Vec::new();
-        for (stored, info) in &chunks {
-            back.extend(open(stored, info, |_| true).unwrap());
+        for b in &blocks {
+            let stored = slice(&chunks[b.chunk as usize], b).unwrap();
+            back.extend(open(stored, b, |_| true).unwrap());
         }
         assert_eq!(back, entries);
-        assert!(build(&[], 1000).is_empty());
+        assert_eq!(build(&[], 1000, 1000), (vec![], vec![]));
     }
 
     #[test]
     fn a_foreign_key_is_refused() {
-        let (stored, info) = build(&[entry(1, 10)], 1000).remove(0);
-        assert!(matches!(open(&stored, &info, |_| false), Err(ChunkError::Key(_))));
+        let (chunks, blocks) = build(&[entry(1, 10)], 1000, 1000);
+        assert!(matches!(open(&chunks[0], &blocks[0], |_| false), Err(BlockError::Key(_))));
     }
 
     proptest! {
         #[test]
-        fn damaged_chunks_are_an_error_not_a_panic(n in 1usize..20, at in any::<usize>(), byte in 1u8.., raw_lie in any::<u64>()) {
+        fn damaged_blocks_are_an_error_not_a_panic(n in 1usize..20, at in any::<usize>(), byte in 1u8.., raw_lie in any::<u64>(), off in any::<u64>()) {
             let entries: Vec<_> = (0..n).map(|i| entry(i, 30)).collect();
-            let (stored, info) = build(&entries, 1 << 20).remove(0);
+            let (chunks, blocks) = build(&entries, 1 << 20, 1 << 20);
+            let (stored, info) = (&chunks[0], &blocks[0]);
             let mut bad = stored.to_vec();
             let len = bad.len();
             bad[at % len] ^= byte;
-            prop_assert_eq!(open(&bad, &info, |_| true), Err(ChunkError::Checksum));
-            // A forged index (checksum matching, sizes lying) must not
-            // crash or allocate without bound either.
-            let forged = ChunkInfo { raw_bytes: raw_lie, ..info.clone() };
-            let _ = open(&stored, &forged, |_| true);
-            // Valid checksum over garbage.
-            let mut garbage = MAGIC.to_vec();
-            garbage.push(VERSION);
-            garbage.extend_from_slice(&zstd::bulk::compress(&bad, 1).unwrap());
-            let info = ChunkInfo { stored_bytes: garbage.len() as u64, checksum: xxhash_rust::xxh3::xxh3_64(&garbage), raw_bytes: bad.len() as u64, keys: info.keys.clone() };
+            prop_assert_eq!(open(&bad, info, |_| true), Err(BlockError::Checksum));
+            // A forged index (checksum matching, sizes or place lying) must
+            // not crash or allocate without bound either.
+            let forged = BlockInfo { raw_bytes: raw_lie, ..info.clone() };
+            let _ = open(stored, &forged, |_| true);
+            let _ = slice(stored, &BlockInfo { offset: off, ..info.clone() });
+            // A valid checksum over garbage.
+            let garbage = zstd::bulk::compress(&bad, 1).unwrap();
+            let info = BlockInfo { stored_bytes: garbage.len() as u64, checksum: xxhash_rust::xxh3::xxh3_64(&garbage), raw_bytes: bad.len() as u64, ..info.clone() };
             prop_assert!(open(&garbage, &info, |_| true).is_err());
         }
     }

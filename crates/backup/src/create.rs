@@ -11,15 +11,18 @@ use crate::index::PartitionIndex;
 use crate::manifest::{chunk_object, index_object, Manifest, PartitionEntry};
 use crate::{chunk, jobs::Progress, Error, Node, Store, PARALLEL};
 
-/// Default bytes of values per chunk, before compression.
-pub const CHUNK_BYTES: usize = 1 << 20;
+/// Default bytes per chunk object (compressed).
+pub const CHUNK_BYTES: usize = 4 << 20;
+/// Default bytes of entries per block, before compression: small, so a
+/// restore decompresses little it does not need.
+pub const BLOCK_BYTES: usize = 1 << 10;
 
 pub async fn run(
     node: &Node,
     store: &Store,
     id: &str,
     parent: Option<&Manifest>,
-    chunk_bytes: usize,
+    (block_bytes, chunk_bytes): (usize, usize),
     progress: &Mutex<Progress>,
 ) -> Result<Vec<PartitionEntry>, Error> {
     if let Some(parent) = parent {
@@ -34,9 +37,9 @@ pub async fn run(
     }
     let mine = node.primaries();
     progress.lock().partitions_total = mine.len();
-    let chunk_bytes = chunk_bytes.clamp(4 << 10, 64 << 20);
+    let sizes = (block_bytes.clamp(1, 16 << 20), chunk_bytes.clamp(4 << 10, 256 << 20));
     futures::stream::iter(mine)
-        .map(|p| partition(node, store, id, parent, chunk_bytes, p, progress))
+        .map(|p| partition(node, store, id, parent, sizes, p, progress))
         .buffer_unordered(PARALLEL)
         .try_collect()
         .await
@@ -47,26 +50,26 @@ async fn partition(
     store: &Store,
     id: &str,
     parent: Option<&Manifest>,
-    chunk_bytes: usize,
+    (block_bytes, chunk_bytes): (usize, usize),
     p: usize,
     progress: &Mutex<Progress>,
 ) -> Result<PartitionEntry, Error> {
     let parent_at = parent.map(|m| (m.id.as_str(), m.entries[p].seq));
     let copy = node.ks.backup_partition(p, id, parent_at);
-    let chunks = chunk::build(&copy.entries, chunk_bytes);
-    let mut index = PartitionIndex {
+    let (chunks, blocks) = chunk::build(&copy.entries, block_bytes, chunk_bytes);
+    let index = PartitionIndex {
         partition: p as u16,
         seq: copy.seq,
         full: copy.full,
-        chunks: Vec::with_capacity(chunks.len()),
+        chunks: chunks.len() as u32,
+        blocks,
         deleted: copy.deleted.iter().map(|k| k.to_vec()).collect(),
     };
     drop(copy);
     let mut bytes = 0;
-    for (i, (stored, info)) in chunks.into_iter().enumerate() {
+    for (i, stored) in chunks.into_iter().enumerate() {
         bytes += stored.len() as u64;
         store.put(&chunk_object(id, p as u16, i), stored).await?;
-        index.chunks.push(info);
     }
     let encoded = Bytes::from(index.encode());
     store.put(&index_object(id, p as u16), encoded.clone()).await?;
@@ -74,7 +77,8 @@ async fn partition(
         partition: p as u16,
         seq: index.seq,
         full: index.full,
-        chunks: index.chunks.len() as u32,
+        chunks: index.chunks,
+        blocks: index.blocks.len() as u64,
         keys: index.keys(),
         deleted: index.deleted.len() as u64,
         bytes: bytes + encoded.len() as u64,

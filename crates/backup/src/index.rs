@@ -1,8 +1,8 @@
 //! A partition's index in one backup layer: its seq, whether the layer
-//! holds the whole partition, its chunks with their checksums and the
-//! keys each holds, and the keys deleted since the parent. Restore reads
-//! the index first and downloads a chunk only when it holds a key still
-//! needed.
+//! holds the whole partition, its blocks (where each is, its checksum, the
+//! keys it holds) and the keys deleted since the parent. Restore reads the
+//! index first and fetches a block only when it holds a key still needed,
+//! and a chunk object only when one of its blocks is.
 //!
 //! Stored as `DGBI`, a format version byte, then a zstd frame of the
 //! postcard encoding. Decoding bounds every size: a damaged or forged
@@ -24,16 +24,22 @@ pub struct PartitionIndex {
     pub seq: u64,
     /// Every live key is in this layer; older layers are not needed.
     pub full: bool,
-    pub chunks: Vec<ChunkInfo>,
+    /// Chunk objects the blocks are stored in.
+    pub chunks: u32,
+    pub blocks: Vec<BlockInfo>,
     /// Keys changed since the parent layer that no longer exist.
     pub deleted: Vec<Vec<u8>>,
 }
 
+/// One block: a zstd frame of a few entries, at `offset` in chunk
+/// object `chunk`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChunkInfo {
-    /// Bytes of the stored (compressed) object.
+pub struct BlockInfo {
+    pub chunk: u32,
+    pub offset: u64,
+    /// Bytes of the stored (compressed) block.
     pub stored_bytes: u64,
-    /// xxh3-64 of the stored object.
+    /// xxh3-64 of the stored block.
     pub checksum: u64,
     /// Bytes after decompression.
     pub raw_bytes: u64,
@@ -87,9 +93,9 @@ impl PartitionIndex {
         Ok(index)
     }
 
-    /// Keys in this layer (in chunks), not counting deletes.
+    /// Keys in this layer (in blocks), not counting deletes.
     pub fn keys(&self) -> u64 {
-        self.chunks.iter().map(|c| c.keys.len() as u64).sum()
+        self.blocks.iter().map(|b| b.keys.len() as u64).sum()
     }
 }
 
@@ -100,10 +106,10 @@ mod tests {
 
     fn index() -> impl Strategy<Value = PartitionIndex> {
         let key = proptest::collection::vec(any::<u8>(), 0..12);
-        let chunk = (any::<u64>(), any::<u64>(), any::<u64>(), proptest::collection::vec(key.clone(), 0..5))
-            .prop_map(|(stored_bytes, checksum, raw_bytes, keys)| ChunkInfo { stored_bytes, checksum, raw_bytes, keys });
-        (any::<u16>(), any::<u64>(), any::<bool>(), proptest::collection::vec(chunk, 0..4), proptest::collection::vec(key, 0..4))
-            .prop_map(|(partition, seq, full, chunks, deleted)| PartitionIndex { partition, seq, full, chunks, deleted })
+        let block = (any::<u32>(), any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>(), proptest::collection::vec(key.clone(), 0..5))
+            .prop_map(|(chunk, offset, stored_bytes, checksum, raw_bytes, keys)| BlockInfo { chunk, offset, stored_bytes, checksum, raw_bytes, keys });
+        (any::<u16>(), any::<u64>(), any::<bool>(), any::<u32>(), proptest::collection::vec(block, 0..4), proptest::collection::vec(key, 0..4))
+            .prop_map(|(partition, seq, full, chunks, blocks, deleted)| PartitionIndex { partition, seq, full, chunks, blocks, deleted })
     }
 
     proptest! {

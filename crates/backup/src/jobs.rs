@@ -63,7 +63,13 @@ impl Jobs {
 
     /// Starts writing this node's primaries as backup `id` (an incremental
     /// on top of `parent` when given).
-    pub fn start_create(self: &Arc<Self>, url: &str, id: &str, parent: Option<String>, chunk_bytes: usize) -> Result<(), Error> {
+    pub fn start_create(
+        self: &Arc<Self>,
+        url: &str,
+        id: &str,
+        parent: Option<String>,
+        sizes: (usize, usize),
+    ) -> Result<(), Error> {
         let store = Store::open(url)?;
         let (job_id, me) = (id.to_string(), self.clone());
         self.start("create", id, async move {
@@ -72,7 +78,7 @@ impl Jobs {
                 Some(p) => Some(Manifest::load(&store, &p).await?),
                 None => None,
             };
-            let entries = create::run(&me.node, &store, &id, parent.as_ref(), chunk_bytes, &me.current).await?;
+            let entries = create::run(&me.node, &store, &id, parent.as_ref(), sizes, &me.current).await?;
             me.current.lock().entries = entries;
             Ok(())
         })

@@ -39,6 +39,7 @@ pub struct PartitionEntry {
     /// The layer holds every live key of the partition.
     pub full: bool,
     pub chunks: u32,
+    pub blocks: u64,
     pub keys: u64,
     pub deleted: u64,
     /// Stored bytes of the index and the chunks.

@@ -24,7 +24,7 @@ use keyspace::{Change, ChangeKind, Write};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use crate::index::PartitionIndex;
+use crate::index::{BlockInfo, PartitionIndex};
 use crate::manifest::{self, chunk_object, Manifest, PartitionEntry};
 use crate::{chunk, jobs::Progress, Error, Node, Store, PARALLEL};
 
@@ -52,8 +52,11 @@ pub struct LayerStats {
     pub id: String,
     pub seconds: f64,
     pub indexes_read: u64,
+    /// Chunk objects fetched from (wholly or in ranges) and not touched.
     pub chunks_read: u64,
     pub chunks_skipped: u64,
+    pub blocks_read: u64,
+    pub blocks_skipped: u64,
     pub keys_applied: u64,
     pub bytes_downloaded: u64,
 }
@@ -132,22 +135,38 @@ async fn restore_partition(
     if order == Order::Reverse {
         state.lock().settled.extend(index.deleted.iter().cloned());
     }
-    for (i, info) in index.chunks.iter().enumerate() {
-        let settled = order == Order::Reverse && {
-            let st = state.lock();
-            info.keys.iter().all(|k| st.settled.contains(k))
-        };
-        if settled {
-            count(progress, |l| l.chunks_skipped += 1);
-            continue;
+    // The blocks still needed, by chunk object.
+    let mut needed: Vec<Vec<&BlockInfo>> = vec![Vec::new(); index.chunks as usize];
+    let mut skipped = 0;
+    {
+        let st = state.lock();
+        for b in &index.blocks {
+            let settled = order == Order::Reverse && b.keys.iter().all(|k| st.settled.contains(k));
+            match needed.get_mut(b.chunk as usize) {
+                _ if settled => skipped += 1,
+                Some(list) => list.push(b),
+                None => return Err(Error::Corrupt { object: store.describe(&entry.index_object(&layer.id)), reason: "a block names a chunk past the last".into() }),
+            }
         }
-        let object = chunk_object(&layer.id, entry.partition, i);
-        let stored = store.get(&object).await?;
-        let changes = chunk::open(&stored, info, |k| node.ks.partition_of(k) == p)
-            .map_err(|e| Error::Corrupt { object: store.describe(&object), reason: e.to_string() })?;
+    }
+    count(progress, |l| {
+        l.blocks_skipped += skipped;
+        l.chunks_skipped += needed.iter().filter(|n| n.is_empty()).count() as u64;
+    });
+    for (c, blocks) in needed.iter().enumerate().filter(|(_, b)| !b.is_empty()) {
+        let object = chunk_object(&layer.id, entry.partition, c);
+        let ranges: Vec<_> = blocks.iter().map(|b| b.offset..b.offset.saturating_add(b.stored_bytes)).collect();
+        let stored = store.get_ranges(&object, &ranges).await?;
+        let corrupt = |reason: String| Error::Corrupt { object: store.describe(&object), reason };
+        let mut changes = Vec::new();
+        for (b, bytes) in blocks.iter().zip(&stored) {
+            changes.extend(chunk::open(bytes, b, |k| node.ks.partition_of(k) == p).map_err(|e| corrupt(format!("block at {}: {e}", b.offset)))?);
+        }
+        let downloaded: u64 = stored.iter().map(|b| b.len() as u64).sum();
         count(progress, |l| {
             l.chunks_read += 1;
-            l.bytes_downloaded += stored.len() as u64;
+            l.blocks_read += blocks.len() as u64;
+            l.bytes_downloaded += downloaded;
         });
         let now = node.ks.now_ms();
         let wanted: Vec<Change> = {

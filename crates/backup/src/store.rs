@@ -76,6 +76,14 @@ impl Store {
         })
     }
 
+    /// Byte ranges of an object (nearby ranges are fetched together).
+    pub async fn get_ranges(&self, name: &str, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Bytes>, Error> {
+        self.inner.get_ranges(&self.path(name), ranges).await.map_err(|e| match e {
+            object_store::Error::NotFound { .. } => Error::Missing { object: self.describe(name) },
+            e => Error::Store { object: self.describe(name), reason: e.to_string() },
+        })
+    }
+
     /// Names of the top-level folders (one per backup id, whether or not
     /// its manifest was written).
     pub async fn folders(&self) -> Result<Vec<String>, Error> {

@@ -13,6 +13,7 @@ pub struct Report {
     pub layers: usize,
     pub partitions: usize,
     pub chunks: u64,
+    pub blocks: u64,
     pub keys: u64,
     pub bytes: u64,
 }
@@ -22,21 +23,22 @@ pub async fn run(store: &Store, id: &str) -> Result<Report, Error> {
     let mut report = Report { layers: chain.len(), partitions: chain[0].partitions as usize, ..Default::default() };
     let partitions = chain[0].partitions;
     for m in &chain {
-        let counts: Vec<(u64, u64, u64)> = futures::stream::iter(&m.entries)
+        let counts: Vec<Report> = futures::stream::iter(&m.entries)
             .map(|e| partition(store, &m.id, e, partitions))
             .buffer_unordered(8)
             .try_collect()
             .await?;
-        for (chunks, keys, bytes) in counts {
-            report.chunks += chunks;
-            report.keys += keys;
-            report.bytes += bytes;
+        for r in counts {
+            report.chunks += r.chunks;
+            report.blocks += r.blocks;
+            report.keys += r.keys;
+            report.bytes += r.bytes;
         }
     }
     Ok(report)
 }
 
-async fn partition(store: &Store, id: &str, e: &PartitionEntry, partitions: u16) -> Result<(u64, u64, u64), Error> {
+async fn partition(store: &Store, id: &str, e: &PartitionEntry, partitions: u16) -> Result<Report, Error> {
     let object = e.index_object(id);
     let data = store.get(&object).await?;
     let corrupt = |object: &str, reason: String| Error::Corrupt { object: store.describe(object), reason };
@@ -44,16 +46,28 @@ async fn partition(store: &Store, id: &str, e: &PartitionEntry, partitions: u16)
         return Err(corrupt(&object, "checksum mismatch (stored object is damaged)".into()));
     }
     let index = PartitionIndex::decode(&data).map_err(|err| corrupt(&object, err.to_string()))?;
-    if index.partition != e.partition || index.seq != e.seq || index.chunks.len() != e.chunks as usize {
+    if index.partition != e.partition || index.seq != e.seq || index.chunks != e.chunks || index.blocks.len() as u64 != e.blocks {
         return Err(corrupt(&object, "does not match its manifest entry".into()));
     }
-    let mut bytes = data.len() as u64;
-    let owns = |k: &[u8]| keyspace::slot::slot_partition(keyspace::slot::key_slot(k), partitions) as u16 == e.partition;
-    for (i, info) in index.chunks.iter().enumerate() {
-        let object = chunk_object(id, e.partition, i);
+    let mut report = Report { chunks: index.chunks as u64, blocks: e.blocks, keys: index.keys(), bytes: data.len() as u64, ..Default::default() };
+    let owns = |k: &[u8]| keyspace::slot::slot_partition(keyspace::slot::key_slot(k), partitions) == e.partition;
+    for c in 0..index.chunks {
+        let object = chunk_object(id, e.partition, c as usize);
         let stored = store.get(&object).await?;
-        chunk::open(&stored, info, owns).map_err(|err| corrupt(&object, err.to_string()))?;
-        bytes += stored.len() as u64;
+        report.bytes += stored.len() as u64;
+        let mut end = 0;
+        for block in index.blocks.iter().filter(|b| b.chunk == c) {
+            let bytes = chunk::slice(&stored, block)
+                .ok_or_else(|| corrupt(&object, format!("block at {} runs past the object's end", block.offset)))?;
+            chunk::open(bytes, block, owns).map_err(|err| corrupt(&object, format!("block at {}: {err}", block.offset)))?;
+            end = end.max(block.offset + block.stored_bytes);
+        }
+        if end != stored.len() as u64 {
+            return Err(corrupt(&object, format!("{} bytes, its blocks cover {end}", stored.len())));
+        }
     }
-    Ok((index.chunks.len() as u64, index.keys(), bytes))
+    if index.blocks.iter().any(|b| b.chunk >= index.chunks) {
+        return Err(corrupt(&object, "a block names a chunk past the last".into()));
+    }
+    Ok(report)
 }

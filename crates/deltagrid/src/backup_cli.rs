@@ -36,7 +36,11 @@ pub struct CreateArgs {
     /// Write only what changed since the newest backup at --to
     #[arg(long)]
     pub incremental: bool,
-    /// Bytes of values per chunk before compression
+    /// Bytes of entries per block before compression (restore fetches and
+    /// decompresses whole blocks)
+    #[arg(long, default_value_t = backup::create::BLOCK_BYTES)]
+    pub block_bytes: usize,
+    /// Bytes per stored chunk object (blocks are fetched from it by range)
     #[arg(long, default_value_t = backup::create::CHUNK_BYTES)]
     pub chunk_bytes: usize,
 }
@@ -174,8 +178,8 @@ pub fn create(a: &CreateArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let parent_id = parent.as_ref().map_or("-".to_string(), |p| p.id.clone());
     eprintln!("backup {id} to {}: {} nodes", store.url(), site.nodes.len());
-    let chunk = a.chunk_bytes.to_string();
-    let results = run_job(&site, &a.target.password, &["CREATE", &a.to, &id, &parent_id, &chunk])?;
+    let (block, chunk) = (a.block_bytes.to_string(), a.chunk_bytes.to_string());
+    let results = run_job(&site, &a.target.password, &["CREATE", &a.to, &id, &parent_id, &block, &chunk])?;
     let m = Manifest {
         format: manifest::FORMAT,
         id: id.clone(),
@@ -239,10 +243,11 @@ pub fn verify(from: &str, id: Option<&str>) -> anyhow::Result<()> {
     let started = Instant::now();
     let r = rt.block_on(backup::verify::run(&store, &id)).with_context(|| format!("verifying backup {id}"))?;
     println!(
-        "backup {id}: ok ({} layers, {} partitions, {} chunks, {} keys, {} MB read in {:.2} s)",
+        "backup {id}: ok ({} layers, {} partitions, {} chunks, {} blocks, {} keys, {} MB read in {:.2} s)",
         r.layers,
         r.partitions,
         r.chunks,
+        r.blocks,
         r.keys,
         mb(r.bytes),
         started.elapsed().as_secs_f64()
@@ -274,29 +279,43 @@ pub fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
             t.indexes_read += l.indexes_read;
             t.chunks_read += l.chunks_read;
             t.chunks_skipped += l.chunks_skipped;
+            t.blocks_read += l.blocks_read;
+            t.blocks_skipped += l.blocks_skipped;
             t.keys_applied += l.keys_applied;
             t.bytes_downloaded += l.bytes_downloaded;
         }
     }
-    println!("{:<26} {:>9} {:>8} {:>8} {:>8} {:>12} {:>11}", "layer", "seconds", "indexes", "chunks", "skipped", "keys applied", "MB read");
+    println!(
+        "{:<26} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>12} {:>9}",
+        "layer", "seconds", "indexes", "chunks", "skipped", "blocks", "skipped", "keys applied", "MB read"
+    );
     for l in &layers {
         println!(
-            "{:<26} {:>9.3} {:>8} {:>8} {:>8} {:>12} {:>11}",
-            l.id, l.seconds, l.indexes_read, l.chunks_read, l.chunks_skipped, l.keys_applied, mb(l.bytes_downloaded)
+            "{:<26} {:>9.3} {:>8} {:>8} {:>8} {:>9} {:>9} {:>12} {:>9}",
+            l.id,
+            l.seconds,
+            l.indexes_read,
+            l.chunks_read,
+            l.chunks_skipped,
+            l.blocks_read,
+            l.blocks_skipped,
+            l.keys_applied,
+            mb(l.bytes_downloaded)
         );
     }
     let sum = |f: fn(&LayerStats) -> u64| layers.iter().map(f).sum::<u64>();
     let (read, skipped, keys, bytes) =
-        (sum(|l| l.chunks_read), sum(|l| l.chunks_skipped), sum(|l| l.keys_applied), sum(|l| l.bytes_downloaded));
+        (sum(|l| l.blocks_read), sum(|l| l.blocks_skipped), sum(|l| l.keys_applied), sum(|l| l.bytes_downloaded));
     println!(
-        "restored {id} ({} order): {} layers, {read} chunks read, {skipped} skipped, {keys} keys applied, {} MB downloaded, {seconds:.2} s",
+        "restored {id} ({} order): {} layers, {read} blocks read, {skipped} skipped, {keys} keys applied, {} MB downloaded, {seconds:.2} s",
         a.order,
         chain.len(),
         mb(bytes)
     );
     if let Some(path) = &a.json {
         let summary = serde_json::json!({
-            "backup": id, "order": a.order, "layers": layers, "chunks_read": read, "chunks_skipped": skipped,
+            "backup": id, "order": a.order, "layers": layers, "blocks_read": read, "blocks_skipped": skipped,
+            "chunks_read": sum(|l| l.chunks_read), "chunks_skipped": sum(|l| l.chunks_skipped),
             "keys_applied": keys, "bytes_downloaded": bytes, "seconds": seconds,
         });
         std::fs::write(path, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {}", path.display()))?;

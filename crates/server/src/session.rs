@@ -434,7 +434,7 @@ impl Session {
         Ok(())
     }
 
-    /// `BACKUPJOB CREATE url id parent|- chunk-bytes`, `BACKUPJOB RESTORE
+    /// `BACKUPJOB CREATE url id parent|- block-bytes chunk-bytes`, `BACKUPJOB RESTORE
     /// url id reverse|forward`, `BACKUPJOB STATUS` (JSON): this node's part
     /// of `deltagrid backup create|restore`, which sends them to every node.
     fn backupjob(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
@@ -445,16 +445,17 @@ impl Session {
                 out.bulk(serde_json::to_string(&jobs.progress()).unwrap_or_default().as_bytes());
                 return Ok(());
             }
-            ("create", 6) => {
+            ("create", 7) => {
                 let (url, id, parent) = (text(2).unwrap_or_default(), text(3).unwrap_or_default(), text(4));
-                let chunk_bytes = commands::args::int(&a[5])?.max(0) as usize;
-                jobs.start_create(&url, &id, parent.filter(|p| p != "-"), chunk_bytes)
+                let block_bytes = commands::args::int(&a[5])?.max(0) as usize;
+                let chunk_bytes = commands::args::int(&a[6])?.max(0) as usize;
+                jobs.start_create(&url, &id, parent.filter(|p| p != "-"), (block_bytes, chunk_bytes))
             }
             ("restore", 5) => {
                 let order = text(4).unwrap_or_default().parse().map_err(|e: String| CmdError::other(format!("ERR {e}")))?;
                 jobs.start_restore(&text(2).unwrap_or_default(), &text(3).unwrap_or_default(), order)
             }
-            _ => return Err(CmdError::other("ERR BACKUPJOB CREATE url id parent|- chunk-bytes | RESTORE url id order | STATUS")),
+            _ => return Err(CmdError::other("ERR BACKUPJOB CREATE url id parent|- block-bytes chunk-bytes | RESTORE url id order | STATUS")),
         };
         started.map_err(|e| CmdError::other(format!("ERR {e}")))?;
         out.simple("OK");
