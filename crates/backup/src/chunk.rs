@@ -18,6 +18,39 @@ use crate::index::BlockInfo;
 /// A block never decompresses past this, whatever its index says.
 pub const MAX_BLOCK_BYTES: u64 = 256 << 20;
 
+thread_local! {
+    // Blocks are small: a zstd context per call would cost more than the
+    // block itself, so each thread keeps one of each.
+    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> = const { std::cell::RefCell::new(None) };
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { std::cell::RefCell::new(None) };
+}
+
+fn compress(raw: &[u8]) -> Vec<u8> {
+    COMPRESSOR.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.is_none() {
+            *c = zstd::bulk::Compressor::new(3).ok();
+        }
+        match c.as_mut() {
+            Some(c) => c.compress(raw).unwrap_or_default(),
+            None => zstd::bulk::compress(raw, 3).unwrap_or_default(),
+        }
+    })
+}
+
+fn decompress(stored: &[u8], capacity: usize) -> std::io::Result<Vec<u8>> {
+    DECOMPRESSOR.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.is_none() {
+            *d = Some(zstd::bulk::Decompressor::new()?);
+        }
+        match d.as_mut() {
+            Some(d) => d.decompress(stored, capacity),
+            None => zstd::bulk::decompress(stored, capacity),
+        }
+    })
+}
+
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BlockError {
     #[error("checksum mismatch (stored object is damaged)")]
@@ -46,7 +79,7 @@ pub fn build(entries: &[Change], block_bytes: usize, chunk_bytes: usize) -> (Vec
         keys.push(c.key.to_vec());
         let last = i + 1 == entries.len();
         if raw.len() >= block_bytes || last {
-            let stored = zstd::bulk::compress(&raw, 3).unwrap_or_default();
+            let stored = compress(&raw);
             blocks.push(BlockInfo {
                 chunk: chunks.len() as u32,
                 offset: chunk.len() as u64,
@@ -77,8 +110,7 @@ pub fn open(stored: &[u8], info: &BlockInfo, owns: impl Fn(&[u8]) -> bool) -> Re
     if info.raw_bytes > MAX_BLOCK_BYTES {
         return Err(BlockError::Size { got: info.raw_bytes, want: MAX_BLOCK_BYTES });
     }
-    let raw =
-        zstd::bulk::decompress(stored, info.raw_bytes as usize).map_err(|e| BlockError::Compression(e.to_string()))?;
+    let raw = decompress(stored, info.raw_bytes as usize).map_err(|e| BlockError::Compression(e.to_string()))?;
     if raw.len() as u64 != info.raw_bytes {
         return Err(BlockError::Size { got: raw.len() as u64, want: info.raw_bytes });
     }

@@ -65,7 +65,7 @@ pub struct LayerStats {
 struct PartitionState {
     /// Keys applied or deleted by a newer layer (reverse), or applied at
     /// least once (forward).
-    settled: HashSet<Vec<u8>>,
+    settled: HashSet<Vec<u8>, ahash::RandomState>,
     complete: bool,
 }
 
@@ -187,7 +187,7 @@ async fn restore_partition(
     if order == Order::Reverse && index.full {
         let mut st = state.lock();
         st.complete = true;
-        st.settled = HashSet::new();
+        st.settled = HashSet::default();
     }
     Ok(())
 }
@@ -220,9 +220,7 @@ async fn apply(node: &Node, p: usize, changes: Vec<Change>) -> Result<(), Error>
     }
     // Nothing awaits between these calls: what this thread logs is ours.
     keyspace::take_written();
-    for c in changes {
-        node.ks.apply(c, 0).map_err(|e| Error::Refused(format!("partition {p}: {e}")))?;
-    }
+    node.ks.apply_batch(p, changes, 0).map_err(|e| Error::Refused(format!("partition {p}: {e}")))?;
     let written = keyspace::take_written();
     node.synced(&written).await
 }

@@ -356,6 +356,32 @@ impl Keyspace {
         Ok(seq)
     }
 
+    /// [`Keyspace::apply`] for many changes of partition `p` under one lock
+    /// (a restore's batch). A change of another partition is refused, as
+    /// are those after it.
+    pub fn apply_batch(&self, p: usize, changes: Vec<Change>, origin: u64) -> Result<(), ApplyError> {
+        let mut keys = Vec::with_capacity(if self.observer().is_some() { changes.len() } else { 0 });
+        let result = (|| {
+            let mut part = self.parts.get(p).ok_or(ApplyError::NotPrimary)?.lock();
+            for change in changes {
+                if self.partition_of(&change.key) != p {
+                    return Err(ApplyError::NotPrimary);
+                }
+                self.hlc.observe(change.version.hlc);
+                apply_change(&mut part, &change)?;
+                if keys.capacity() > 0 {
+                    keys.push(change.key.clone());
+                }
+                self.record(&mut part, change, 0);
+            }
+            Ok(())
+        })();
+        if let Some(o) = self.observer().filter(|_| !keys.is_empty()) {
+            o.changed(&keys, origin);
+        }
+        result
+    }
+
     fn version(&self) -> Version {
         Version { hlc: self.hlc.tick(), site: self.site }
     }
