@@ -344,3 +344,58 @@ def test_the_same_against_an_s3_endpoint(s3, make_server, tmp_path):
     summary, _ = restore(dst, s3, tmp_path)
     assert digest(dst) == digests[-1]
     assert summary["keys_applied"] == len(digests[-1])
+
+
+# -- [backup] schedule ---------------------------------------------------------
+
+def backups_at(url):
+    """[(id, kind)] oldest first, from `deltagrid backup list`."""
+    lines = run("backup", "list", "--from", url).stdout.splitlines()[1:]
+    return [(l.split()[0], l.split()[1]) for l in lines if not l.startswith("(")]
+
+
+def test_a_schedule_takes_full_and_incremental_backups_and_keeps_the_newest_chain(make_server, tmp_path):
+    url = f"file://{tmp_path}/store"
+    src = make_server(config=f'''
+[backup]
+to = "{url}"
+full_every = "6s"
+incremental_every = "2s"
+keep_full = 1
+''')
+    r = redis.Redis(port=src.port)
+    for i in range(500):
+        r.set(f"k{i}", i)
+    wait_until(lambda: any(k == "incremental" for _, k in backups_at(url)), timeout=20,
+               message="a scheduled full backup, then an incremental")
+    first_full = next(b for b, k in backups_at(url) if k == "full")
+    for i in range(0, 500, 2):
+        r.set(f"k{i}", "later")
+    # The next full backup starts a new chain; retention removes the first.
+    wait_until(lambda: first_full not in [b for b, _ in backups_at(url)], timeout=30,
+               message="retention removed the first chain after the second full backup")
+    kinds = [k for _, k in backups_at(url)]
+    assert kinds[0] == "full" and kinds.count("full") == 1, kinds
+    r.delete("k1")
+    last_write = time.time()
+    wait_until(lambda: backups_at(url)[-1][0] > time.strftime("%Y%m%dT%H%M%S", time.gmtime(last_write + 1)),
+               timeout=20, message="a scheduled backup after the last write")
+    want = digest(src)
+    dst = make_server()
+    restore(dst, url, tmp_path)
+    assert digest(dst) == want
+
+
+@pytest.mark.parametrize("section, message", [
+    ('[backup]\nfull_every = "1h"\n', "needs backup.to"),
+    ('[backup]\nto = "file:///tmp/x"\nfull_every = "soon"\n', "backup.full_every"),
+    ('[backup]\nto = "file:///tmp/x"\n', "backup.full_every is not"),
+    ('[backup]\nto = "ftp://x/y"\nfull_every = "1h"\n', "unsupported scheme"),
+    ('[backup]\nevery = "1h"\n', "every"),
+])
+def test_bad_backup_config_is_refused_naming_the_key(tmp_path, section, message):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(section)
+    p = subprocess.run([binary(), "server", "--config", str(cfg), "--listen", f"127.0.0.1:{free_port()}"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0 and message in p.stderr, p.stderr

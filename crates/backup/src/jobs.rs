@@ -52,6 +52,10 @@ impl Jobs {
         })
     }
 
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
     /// True while a restore runs: data commands must wait.
     pub fn restoring(&self) -> bool {
         self.restoring.load(Ordering::Relaxed)

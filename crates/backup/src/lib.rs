@@ -18,11 +18,13 @@
 //! chain back), [`jobs`] (one running job per node, its progress).
 
 pub mod chunk;
+pub mod coordinate;
 pub mod create;
 pub mod index;
 pub mod jobs;
 pub mod manifest;
 pub mod restore;
+pub mod schedule;
 pub mod store;
 pub mod verify;
 

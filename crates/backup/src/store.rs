@@ -96,9 +96,15 @@ impl Store {
         Ok(listing.common_prefixes.iter().filter_map(|p| p.filename().map(str::to_string)).collect())
     }
 
-    /// Removes every object under `folder` (a backup being deleted).
+    /// Removes every object under `folder` (a backup being deleted), its
+    /// manifest first: from then on the backup does not exist.
     pub async fn remove_folder(&self, folder: &str) -> Result<(), Error> {
         let path = self.path(folder);
+        let manifest = path.child("manifest.json");
+        match self.inner.delete(&manifest).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(Error::Store { object: format!("{}/{manifest}", self.url), reason: e.to_string() }),
+        }
         let names: Vec<Path> = self
             .inner
             .list(Some(&path))

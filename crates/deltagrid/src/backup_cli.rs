@@ -3,14 +3,14 @@
 //! Create and restore are run by the nodes themselves (each for the
 //! partitions it is primary for), so data never passes through this
 //! command: it learns the site's nodes from one admin endpoint
-//! (`/status`), sends each `BACKUPJOB` on its Redis port, polls their
-//! progress, and for a backup writes the manifest last, once every
-//! partition was written. List and verify read the store directly.
+//! (`/status`) and coordinates them (`backup::coordinate`). List and
+//! verify read the store directly.
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
-use backup::manifest::{self, Manifest};
+use anyhow::Context;
+use backup::coordinate::{self, Site};
+use backup::manifest;
 use backup::restore::LayerStats;
 use backup::{Progress, Store};
 
@@ -63,14 +63,6 @@ pub struct RestoreArgs {
 }
 
 /// The site seen from one admin endpoint.
-struct Site {
-    id: u16,
-    name: String,
-    partitions: u16,
-    /// Redis addresses of its nodes.
-    nodes: Vec<String>,
-}
-
 fn site(t: &Target) -> anyhow::Result<Site> {
     let v: serde_json::Value = serde_json::from_str(&http_get(&t.admin, "/status")?).context("parsing /status")?;
     let nodes = match v.get("cluster").filter(|c| !c.is_null()) {
@@ -87,71 +79,29 @@ fn site(t: &Target) -> anyhow::Result<Site> {
         name: v["site"]["name"].as_str().unwrap_or("").to_string(),
         partitions: v["site"]["partitions"].as_u64().context("/status has no partition count")? as u16,
         nodes,
+        password: t.password.clone(),
     })
-}
-
-fn connect(addr: &str, password: &Option<String>) -> anyhow::Result<redis::Connection> {
-    let info = redis::ConnectionInfo {
-        addr: redis::ConnectionAddr::Tcp(
-            addr.rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or_default(),
-            addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).context("bad node address")?,
-        ),
-        redis: redis::RedisConnectionInfo { password: password.clone(), ..Default::default() },
-    };
-    let client = redis::Client::open(info)?;
-    client.get_connection_with_timeout(Duration::from_secs(5)).with_context(|| format!("connecting to node {addr}"))
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
 }
 
-/// Sends `args` to every node, then polls `BACKUPJOB STATUS` until none
-/// runs, printing progress; the final progress of each node.
-fn run_job(site: &Site, password: &Option<String>, args: &[&str]) -> anyhow::Result<Vec<(String, Progress)>> {
-    let mut conns = Vec::new();
-    for addr in &site.nodes {
-        let mut c = connect(addr, password)?;
-        redis::cmd("BACKUPJOB").arg(args).query::<()>(&mut c).with_context(|| format!("node {addr}"))?;
-        conns.push((addr.clone(), c));
-    }
+/// Prints a progress line every 2 s (to stderr).
+fn reporter() -> impl FnMut(&[(String, Progress)]) {
     let started = Instant::now();
-    let mut last_print = Instant::now();
-    loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let mut all = Vec::new();
-        for (addr, c) in conns.iter_mut() {
-            let json: String = redis::cmd("BACKUPJOB").arg("STATUS").query(c).with_context(|| format!("node {addr}"))?;
-            all.push((addr.clone(), parse_progress(&json)?));
-        }
+    let mut last = Instant::now();
+    move |all| {
         let running = all.iter().any(|(_, p)| p.state == "running");
-        if !running || last_print.elapsed() > Duration::from_secs(2) {
-            last_print = Instant::now();
-            let done: usize = all.iter().map(|(_, p)| p.partitions_done).sum();
-            let total: usize = all.iter().map(|(_, p)| p.partitions_total).sum();
-            let keys: u64 = all.iter().map(|(_, p)| p.keys + p.layers.iter().map(|l| l.keys_applied).sum::<u64>()).sum();
-            eprintln!("  {:>6.1}s  {done}/{total} partitions  {keys} keys", started.elapsed().as_secs_f64());
+        if running && last.elapsed() < Duration::from_secs(2) {
+            return;
         }
-        if !running {
-            let failed: Vec<String> = all
-                .iter()
-                .filter(|(_, p)| p.state != "done")
-                .map(|(a, p)| format!("node {a}: {}", p.error.as_deref().unwrap_or(&p.state)))
-                .collect();
-            if !failed.is_empty() {
-                bail!("{}", failed.join("; "));
-            }
-            return Ok(all);
-        }
+        last = Instant::now();
+        let done: usize = all.iter().map(|(_, p)| p.partitions_done).sum();
+        let total: usize = all.iter().map(|(_, p)| p.partitions_total).sum();
+        let keys: u64 = all.iter().map(|(_, p)| p.keys + p.layers.iter().map(|l| l.keys_applied).sum::<u64>()).sum();
+        eprintln!("  {:>6.1}s  {done}/{total} partitions  {keys} keys", started.elapsed().as_secs_f64());
     }
-}
-
-fn parse_progress(json: &str) -> anyhow::Result<Progress> {
-    serde_json::from_str(json).context("parsing BACKUPJOB STATUS")
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 fn mb(b: u64) -> String {
@@ -159,42 +109,21 @@ fn mb(b: u64) -> String {
 }
 
 pub fn create(a: &CreateArgs) -> anyhow::Result<()> {
-    let rt = runtime()?;
-    let store = Store::open(&a.to)?;
     let site = site(&a.target)?;
-    let parent = match a.incremental {
-        true => Some(rt.block_on(manifest::list(&store))?.pop().with_context(|| {
-            format!("--incremental: {} holds no backup to build on (take a full one first)", store.url())
-        })?),
-        false => None,
-    };
-    if let Some(p) = &parent {
-        if p.partitions != site.partitions {
-            bail!("the newest backup {} has {} partitions and this site {}: take a full backup", p.id, p.partitions, site.partitions);
-        }
-    }
-    let created_ms = now_ms();
-    let id = manifest::new_id(created_ms);
     let started = Instant::now();
-    let parent_id = parent.as_ref().map_or("-".to_string(), |p| p.id.clone());
-    eprintln!("backup {id} to {}: {} nodes", store.url(), site.nodes.len());
-    let (block, chunk) = (a.block_bytes.to_string(), a.chunk_bytes.to_string());
-    let results = run_job(&site, &a.target.password, &["CREATE", &a.to, &id, &parent_id, &block, &chunk])?;
-    let m = Manifest {
-        format: manifest::FORMAT,
-        id: id.clone(),
-        parent: parent.map(|p| p.id),
-        created_ms,
-        site_id: site.id,
-        site_name: site.name,
-        partitions: site.partitions,
-        entries: Vec::new(),
-    };
-    let m = rt.block_on(backup::create::finish(&store, m, results.into_iter().flat_map(|(_, p)| p.entries)))?;
+    eprintln!("backup to {}: {} nodes", a.to, site.nodes.len());
+    let m = runtime()?.block_on(coordinate::create(
+        &site,
+        &a.to,
+        a.incremental,
+        (a.block_bytes, a.chunk_bytes),
+        reporter(),
+    ))?;
     let full_parts = m.entries.iter().filter(|e| e.full).count();
     let deleted: u64 = m.entries.iter().map(|e| e.deleted).sum();
     println!(
-        "backup {id}: {} (parent {}), {} partitions ({full_parts} written whole), {} keys, {deleted} deleted, {} MB, {:.2} s",
+        "backup {}: {} (parent {}), {} partitions ({full_parts} written whole), {} keys, {deleted} deleted, {} MB, {:.2} s",
+        m.id,
         if m.is_full() { "full" } else { "incremental" },
         m.parent.as_deref().unwrap_or("none"),
         m.partitions,
@@ -265,7 +194,7 @@ pub fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
     let site = site(&a.target)?;
     eprintln!("restore {id} ({} layers, order {}) from {}: {} nodes", chain.len(), a.order, store.url(), site.nodes.len());
     let started = Instant::now();
-    let results = run_job(&site, &a.target.password, &["RESTORE", &a.from, &id, &a.order])?;
+    let results = rt.block_on(coordinate::run_job(&site, &["RESTORE", &a.from, &id, &a.order], reporter()))?;
     let seconds = started.elapsed().as_secs_f64();
     // Per layer: the slowest node's time, the sums of the counts.
     let mut layers: Vec<LayerStats> = Vec::new();

@@ -17,6 +17,23 @@ pub struct ConfigFile {
     #[serde(default)]
     pub site: SiteSection,
     pub wan: Option<WanSection>,
+    pub backup: Option<BackupSection>,
+}
+
+/// `[backup]`: the changed-keys budget and an optional schedule.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackupSection {
+    /// Where scheduled backups go (file:///path or s3://bucket/prefix).
+    pub to: Option<String>,
+    /// e.g. "24h": a full backup when the newest full one is this old.
+    pub full_every: Option<String>,
+    /// e.g. "1h": an incremental when the newest backup is this old.
+    pub incremental_every: Option<String>,
+    /// Full backups kept, each with its incrementals (0: all).
+    pub keep_full: Option<usize>,
+    /// Bytes of key names per node remembered for incrementals.
+    pub tracking_memory: Option<Size>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -188,8 +205,49 @@ impl ConfigFile {
         if let Some(w) = self.wan {
             s.wan = Some(wan_settings(w, s)?);
         }
+        if let Some(b) = self.backup {
+            if let Some(v) = b.tracking_memory {
+                s.changed_keys_bytes = v.0 as usize;
+            }
+            s.backup = backup_schedule(b)?;
+        }
         Ok(())
     }
+}
+
+fn backup_schedule(b: BackupSection) -> anyhow::Result<Option<backup::schedule::Schedule>> {
+    let every = |name: &str, v: Option<String>| -> anyhow::Result<Option<std::time::Duration>> {
+        v.map(|v| parse_duration(&v).with_context(|| format!("backup.{name} = {v:?}: use e.g. \"90s\", \"15m\", \"1h\", \"7d\""))).transpose()
+    };
+    let full_every = every("full_every", b.full_every)?;
+    let incremental_every = every("incremental_every", b.incremental_every)?;
+    let Some(to) = b.to else {
+        if full_every.is_some() || incremental_every.is_some() || b.keep_full.is_some() {
+            bail!("backup: a schedule needs backup.to (where backups go)");
+        }
+        return Ok(None);
+    };
+    backup::Store::open(&to).map_err(|e| anyhow::anyhow!("backup.to: {e}"))?;
+    let full_every = full_every.context("backup.to is set but backup.full_every is not")?;
+    Ok(Some(backup::schedule::Schedule { to, full_every, incremental_every, keep_full: b.keep_full.unwrap_or(0) }))
+}
+
+/// "90s", "15m", "1h", "7d" (a number and one unit).
+fn parse_duration(v: &str) -> anyhow::Result<std::time::Duration> {
+    let v = v.trim();
+    let split = v.find(|c: char| !c.is_ascii_digit()).context("no unit")?;
+    let n: u64 = v[..split].parse().context("not a number")?;
+    let secs = match &v[split..] {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        u => bail!("unknown unit {u:?}"),
+    };
+    if secs == 0 {
+        bail!("must be more than zero");
+    }
+    Ok(std::time::Duration::from_secs(secs))
 }
 
 fn wan_settings(w: WanSection, s: &NodeSettings) -> anyhow::Result<wan::WanSettings> {

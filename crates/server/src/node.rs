@@ -63,6 +63,7 @@ impl Node {
                 // Deletes are remembered only where another site may send
                 // an older write of the same key.
                 tombstone_bytes: if settings.wan.is_some() { TOMBSTONE_BYTES } else { 0 },
+                changed_keys_bytes: settings.changed_keys_bytes,
                 ..KeyspaceConfig::default()
             },
             clock.clone(),
@@ -169,6 +170,15 @@ impl Node {
             tokio::spawn(cluster::transport::run(cluster, peers));
         }
         tokio::spawn(self.clone().expire_loop());
+        if let Some(schedule) = self.settings.backup.clone() {
+            let me = backup::schedule::Coordinator {
+                node: self.backups.node().clone(),
+                node_id: self.settings.node_id.clone(),
+                client_addr: self.settings.listen.to_string(),
+                password: self.settings.requirepass.clone(),
+            };
+            tokio::spawn(backup::schedule::run(schedule, me));
+        }
         loop {
             match listener.accept().await {
                 Ok((stream, addr)) => {

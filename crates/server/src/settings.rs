@@ -30,6 +30,10 @@ pub struct NodeSettings {
     pub cluster: Option<cluster::ClusterSettings>,
     /// Set when the node replicates to or from other sites.
     pub wan: Option<wan::WanSettings>,
+    /// Bytes of key names per node remembered for incremental backups.
+    pub changed_keys_bytes: usize,
+    /// Scheduled backups to storage, when configured.
+    pub backup: Option<backup::schedule::Schedule>,
 }
 
 impl Default for NodeSettings {
@@ -52,6 +56,8 @@ impl Default for NodeSettings {
             tracking_table_max_keys: 1_000_000,
             cluster: None,
             wan: None,
+            changed_keys_bytes: 64 << 20,
+            backup: None,
         }
     }
 }
