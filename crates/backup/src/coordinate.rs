@@ -92,7 +92,10 @@ pub async fn create(
     let store = Store::open(url)?;
     let parent = match incremental {
         true => Some(manifest::list(&store).await?.pop().ok_or_else(|| {
-            Error::Refused(format!("--incremental: {} holds no backup to build on (take a full one first)", store.url()))
+            Error::Refused(format!(
+                "--incremental: {} holds no backup to build on (take a full one first)",
+                store.url()
+            ))
         })?),
         false => None,
     };

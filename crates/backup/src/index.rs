@@ -12,6 +12,9 @@ use std::io::Read;
 
 use serde::{Deserialize, Serialize};
 
+use crate::manifest::PartitionEntry;
+use crate::{Error, Store};
+
 pub const MAGIC: &[u8; 4] = b"DGBI";
 pub const VERSION: u8 = 1;
 /// An index never decompresses past this.
@@ -78,10 +81,7 @@ impl PartitionIndex {
         }
         let decoder = zstd::stream::Decoder::new(&data[5..]).map_err(|e| IndexError::Compression(e.to_string()))?;
         let mut body = Vec::new();
-        decoder
-            .take(MAX_INDEX_BYTES + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| IndexError::Compression(e.to_string()))?;
+        decoder.take(MAX_INDEX_BYTES + 1).read_to_end(&mut body).map_err(|e| IndexError::Compression(e.to_string()))?;
         if body.len() as u64 > MAX_INDEX_BYTES {
             return Err(IndexError::TooLarge);
         }
@@ -89,6 +89,30 @@ impl PartitionIndex {
             postcard::take_from_bytes(&body).map_err(|e| IndexError::Decode(e.to_string()))?;
         if !rest.is_empty() {
             return Err(IndexError::Decode(format!("{} bytes after the index", rest.len())));
+        }
+        Ok(index)
+    }
+
+    /// Reads and checks the index of `entry`'s partition in backup `id`:
+    /// its checksum against the manifest, its contents against the entry.
+    pub async fn read(store: &Store, id: &str, entry: &PartitionEntry) -> Result<PartitionIndex, Error> {
+        let object = entry.index_object(id);
+        let data = store.get(&object).await?;
+        let corrupt = |reason: String| Error::Corrupt { object: store.describe(&object), reason };
+        if format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&data)) != entry.index_checksum {
+            return Err(corrupt("checksum mismatch (stored object is damaged)".into()));
+        }
+        let index = PartitionIndex::decode(&data).map_err(|e| corrupt(e.to_string()))?;
+        let matches = index.partition == entry.partition
+            && index.seq == entry.seq
+            && index.full == entry.full
+            && index.chunks == entry.chunks
+            && index.blocks.len() as u64 == entry.blocks;
+        if !matches {
+            return Err(corrupt("does not match its manifest entry".into()));
+        }
+        if index.blocks.iter().any(|b| b.chunk >= index.chunks) {
+            return Err(corrupt("a block names a chunk past the last".into()));
         }
         Ok(index)
     }
@@ -106,10 +130,38 @@ mod tests {
 
     fn index() -> impl Strategy<Value = PartitionIndex> {
         let key = proptest::collection::vec(any::<u8>(), 0..12);
-        let block = (any::<u32>(), any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>(), proptest::collection::vec(key.clone(), 0..5))
-            .prop_map(|(chunk, offset, stored_bytes, checksum, raw_bytes, keys)| BlockInfo { chunk, offset, stored_bytes, checksum, raw_bytes, keys });
-        (any::<u16>(), any::<u64>(), any::<bool>(), any::<u32>(), proptest::collection::vec(block, 0..4), proptest::collection::vec(key, 0..4))
-            .prop_map(|(partition, seq, full, chunks, blocks, deleted)| PartitionIndex { partition, seq, full, chunks, blocks, deleted })
+        let block = (
+            any::<u32>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            proptest::collection::vec(key.clone(), 0..5),
+        )
+            .prop_map(|(chunk, offset, stored_bytes, checksum, raw_bytes, keys)| BlockInfo {
+                chunk,
+                offset,
+                stored_bytes,
+                checksum,
+                raw_bytes,
+                keys,
+            });
+        (
+            any::<u16>(),
+            any::<u64>(),
+            any::<bool>(),
+            any::<u32>(),
+            proptest::collection::vec(block, 0..4),
+            proptest::collection::vec(key, 0..4),
+        )
+            .prop_map(|(partition, seq, full, chunks, blocks, deleted)| PartitionIndex {
+                partition,
+                seq,
+                full,
+                chunks,
+                blocks,
+                deleted,
+            })
     }
 
     proptest! {

@@ -172,13 +172,18 @@ pub async fn chain(store: &Store, id: &str) -> Result<Vec<Manifest>, Error> {
         }
         let m = match Manifest::load(store, &id).await {
             Err(Error::Missing { object }) if !out.is_empty() => {
-                return Err(Error::Missing { object: format!("{object} (layer {id}, parent of {})", out[out.len() - 1].id) })
+                return Err(Error::Missing {
+                    object: format!("{object} (layer {id}, parent of {})", out[out.len() - 1].id),
+                })
             }
             other => other?,
         };
         if let Some(child) = out.last() {
             if m.partitions != child.partitions {
-                return Err(Error::Refused(format!("layer {} has {} partitions, its child {}", m.id, m.partitions, child.partitions)));
+                return Err(Error::Refused(format!(
+                    "layer {} has {} partitions, its child {}",
+                    m.id, m.partitions, child.partitions
+                )));
             }
         }
         next = m.parent.clone();

@@ -126,7 +126,7 @@ async fn restore_partition(
     if state.lock().complete {
         return Ok(());
     }
-    let index = read_index(store, &layer.id, entry).await?;
+    let index = PartitionIndex::read(store, &layer.id, entry).await?;
     count(progress, |l| l.indexes_read += 1);
     if order == Order::Forward && index.full {
         // A full layer replaces whatever the partition held.
@@ -143,9 +143,8 @@ async fn restore_partition(
         for b in &index.blocks {
             let settled = order == Order::Reverse && b.keys.iter().all(|k| st.settled.contains(k));
             match needed.get_mut(b.chunk as usize) {
-                _ if settled => skipped += 1,
-                Some(list) => list.push(b),
-                None => return Err(Error::Corrupt { object: store.describe(&entry.index_object(&layer.id)), reason: "a block names a chunk past the last".into() }),
+                Some(list) if !settled => list.push(b),
+                _ => skipped += 1,
             }
         }
     }
@@ -160,7 +159,10 @@ async fn restore_partition(
         let corrupt = |reason: String| Error::Corrupt { object: store.describe(&object), reason };
         let mut changes = Vec::new();
         for (b, bytes) in blocks.iter().zip(&stored) {
-            changes.extend(chunk::open(bytes, b, |k| node.ks.partition_of(k) == p).map_err(|e| corrupt(format!("block at {}: {e}", b.offset)))?);
+            changes.extend(
+                chunk::open(bytes, b, |k| node.ks.partition_of(k) == p)
+                    .map_err(|e| corrupt(format!("block at {}: {e}", b.offset)))?,
+            );
         }
         let downloaded: u64 = stored.iter().map(|b| b.len() as u64).sum();
         count(progress, |l| {
@@ -197,20 +199,6 @@ fn count(progress: &Mutex<Progress>, f: impl FnOnce(&mut LayerStats)) {
     if let Some(l) = pr.layers.last_mut() {
         f(l);
     }
-}
-
-async fn read_index(store: &Store, id: &str, entry: &PartitionEntry) -> Result<PartitionIndex, Error> {
-    let object = entry.index_object(id);
-    let data = store.get(&object).await?;
-    let corrupt = |reason: String| Error::Corrupt { object: store.describe(&object), reason };
-    if format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&data)) != entry.index_checksum {
-        return Err(corrupt("checksum mismatch (stored object is damaged)".into()));
-    }
-    let index = PartitionIndex::decode(&data).map_err(|e| corrupt(e.to_string()))?;
-    if index.partition != entry.partition || index.seq != entry.seq || index.full != entry.full {
-        return Err(corrupt("does not match its manifest entry".into()));
-    }
-    Ok(index)
 }
 
 /// Applies full values through the mirror path and waits for backups.

@@ -48,7 +48,9 @@ pub async fn run(schedule: Schedule, me: Coordinator) {
     let check = check.clamp(Duration::from_millis(500), Duration::from_secs(60));
     loop {
         tokio::time::sleep(check).await;
-        let Some(site) = me.acting_site() else { continue };
+        let Some(site) = me.acting_site() else {
+            continue;
+        };
         let incremental = match due(&store, &schedule).await {
             Ok(Some(incremental)) => incremental,
             Ok(None) => continue,
@@ -74,7 +76,9 @@ pub async fn run(schedule: Schedule, me: Coordinator) {
             }
         }
         match coordinate::apply_retention(&store, schedule.keep_full).await {
-            Ok(removed) if !removed.is_empty() => tracing::info!(?removed, "[backup] retention removed old backups"),
+            Ok(removed) if !removed.is_empty() => {
+                tracing::info!(?removed, "[backup] retention removed old backups")
+            }
             Ok(_) => {}
             Err(e) => tracing::error!("[backup] retention failed: {e}"),
         }
@@ -118,7 +122,9 @@ impl Coordinator {
             nodes: vec![self.client_addr.clone()],
             password: self.password.clone(),
         };
-        let Some(cluster) = &self.node.cluster else { return Some(site) };
+        let Some(cluster) = &self.node.cluster else {
+            return Some(site);
+        };
         let members: Vec<_> = cluster.members().into_iter().flatten().collect();
         let reachable = members.iter().filter(|m| m.connected).map(|m| m.node_id.as_str());
         if reachable.chain([self.node_id.as_str()]).min() != Some(self.node_id.as_str()) {

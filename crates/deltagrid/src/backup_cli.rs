@@ -137,7 +137,10 @@ pub fn create(a: &CreateArgs) -> anyhow::Result<()> {
 pub fn list(from: &str) -> anyhow::Result<()> {
     let store = Store::open(from)?;
     let all = runtime()?.block_on(manifest::list(&store))?;
-    println!("{:<26} {:<11} {:<26} {:>6} {:>10} {:>9} {:>11}", "id", "kind", "parent", "parts", "keys", "deleted", "MB");
+    println!(
+        "{:<26} {:<11} {:<26} {:>6} {:>10} {:>9} {:>11}",
+        "id", "kind", "parent", "parts", "keys", "deleted", "MB"
+    );
     for m in &all {
         let deleted: u64 = m.entries.iter().map(|e| e.deleted).sum();
         println!(
@@ -192,7 +195,13 @@ pub fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
     // Refuse a missing or damaged layer before any node starts.
     let chain = rt.block_on(manifest::chain(&store, &id))?;
     let site = site(&a.target)?;
-    eprintln!("restore {id} ({} layers, order {}) from {}: {} nodes", chain.len(), a.order, store.url(), site.nodes.len());
+    eprintln!(
+        "restore {id} ({} layers, order {}) from {}: {} nodes",
+        chain.len(),
+        a.order,
+        store.url(),
+        site.nodes.len()
+    );
     let started = Instant::now();
     let results = rt.block_on(coordinate::run_job(&site, &["RESTORE", &a.from, &id, &a.order], reporter()))?;
     let seconds = started.elapsed().as_secs_f64();
@@ -247,7 +256,8 @@ pub fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
             "chunks_read": sum(|l| l.chunks_read), "chunks_skipped": sum(|l| l.chunks_skipped),
             "keys_applied": keys, "bytes_downloaded": bytes, "seconds": seconds,
         });
-        std::fs::write(path, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&summary)?)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

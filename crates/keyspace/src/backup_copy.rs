@@ -70,7 +70,9 @@ impl Keyspace {
     /// copy is exactly at that seq; otherwise continuity is not known, and
     /// the set is dropped.
     pub fn backup_taken_replica(&self, p: usize, seq: u64, id: &str) {
-        let Some(part) = self.parts.get(p) else { return };
+        let Some(part) = self.parts.get(p) else {
+            return;
+        };
         let mut part = part.lock();
         if part.replica && part.log.next_seq() == seq + 1 {
             part.log.changed.anchor(id, seq);
