@@ -399,3 +399,44 @@ def test_bad_backup_config_is_refused_naming_the_key(tmp_path, section, message)
     p = subprocess.run([binary(), "server", "--config", str(cfg), "--listen", f"127.0.0.1:{free_port()}"],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode != 0 and message in p.stderr, p.stderr
+
+
+def test_after_a_failover_the_promoted_backups_continue_the_incremental_chain(make_server, tmp_path):
+    """Backups anchor their changed-keys sets from the BACKUP_TAKEN marker
+    on the replication stream, so after kill -9 of a primary the promoted
+    copies write only their changes."""
+    url = f"file://{tmp_path}/store"
+    a = WanSite(tmp_path, 1, "src", size=3).start()
+    try:
+        rc = redis.RedisCluster(host="127.0.0.1", port=a.ports[0])
+        for i in range(1000):
+            rc.set(f"key{i}", f"v{i}")
+        create(a.nodes[0], url)
+        for i in range(0, 1000, 5):
+            rc.set(f"key{i}", "before the failover")
+        victim = a.nodes[2].port
+        a.kill_node(2)
+
+        def failed_over():
+            try:
+                slots = redis.Redis(port=a.ports[0]).execute_command("CLUSTER", "SLOTS")
+            except redis.RedisError:
+                return False
+            covered = sum(int(s[1]) - int(s[0]) + 1 for s in slots)
+            return covered == 16384 and all(int(s[2][1]) != victim for s in slots)
+        wait_until(failed_over, timeout=30, message="the dead node's partitions have new primaries")
+        rc = redis.RedisCluster(host="127.0.0.1", port=a.ports[0])
+        for i in range(1, 1000, 5):
+            rc.set(f"key{i}", "after the failover")
+        rc.delete("key3")
+        inc = create(a.nodes[0], url, incremental=True)
+        manifest = json.loads((tmp_path / "store" / inc / "manifest.json").read_text())
+        assert not any(e["full"] for e in manifest["entries"]), \
+            [e["partition"] for e in manifest["entries"] if e["full"]]
+        want = site_digest(a)
+        dst = make_server()  # a single node with the same partition count takes a site's backup
+        summary, _ = restore(dst, url, tmp_path)
+        assert site_digest(dst) == want
+        assert summary["keys_applied"] == len(want) == 999
+    finally:
+        a.stop()

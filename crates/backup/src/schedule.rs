@@ -130,7 +130,11 @@ impl Coordinator {
         if reachable.chain([self.node_id.as_str()]).min() != Some(self.node_id.as_str()) {
             return None;
         }
-        site.nodes = members.iter().map(|m| m.client_addr.clone()).collect();
+        site.nodes = members
+            .iter()
+            .filter(|m| m.connected || m.node_id == self.node_id)
+            .map(|m| m.client_addr.clone())
+            .collect();
         Some(site)
     }
 }

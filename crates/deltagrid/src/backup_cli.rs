@@ -70,6 +70,9 @@ fn site(t: &Target) -> anyhow::Result<Site> {
             .as_array()
             .into_iter()
             .flatten()
+            // A member that is down holds no primaries once failover is done;
+            // one that still does makes the coordinator report the gap.
+            .filter(|m| m["connected"].as_bool() == Some(true) || m["myself"].as_bool() == Some(true))
             .filter_map(|m| m["client_addr"].as_str().map(str::to_string))
             .collect(),
         None => vec![v["listen"].as_str().context("/status has no listen address")?.to_string()],
