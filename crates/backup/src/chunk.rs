@@ -76,7 +76,7 @@ pub fn build(entries: &[Change], block_bytes: usize, chunk_bytes: usize) -> (Vec
     let mut keys = Vec::new();
     for (i, c) in entries.iter().enumerate() {
         codec::encode(c, &mut raw);
-        keys.push(c.key.to_vec());
+        keys.push(c.key.clone());
         let last = i + 1 == entries.len();
         if raw.len() >= block_bytes || last {
             let stored = compress(&raw);

@@ -55,7 +55,7 @@ async fn partition(
     progress: &Mutex<Progress>,
 ) -> Result<PartitionEntry, Error> {
     let parent_at = parent.map(|m| (m.id.as_str(), m.entries[p].seq));
-    let copy = node.ks.backup_partition(p, id, parent_at);
+    let mut copy = node.ks.backup_partition(p, id, parent_at);
     let (chunks, blocks) = chunk::build(&copy.entries, block_bytes, chunk_bytes);
     let index = PartitionIndex {
         partition: p as u16,
@@ -63,7 +63,7 @@ async fn partition(
         full: copy.full,
         chunks: chunks.len() as u32,
         blocks,
-        deleted: copy.deleted.iter().map(|k| k.to_vec()).collect(),
+        deleted: std::mem::take(&mut copy.deleted),
     };
     drop(copy);
     let mut bytes = 0;

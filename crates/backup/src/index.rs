@@ -4,23 +4,25 @@
 //! index first and fetches a block only when it holds a key still needed,
 //! and a chunk object only when one of its blocks is.
 //!
-//! Stored as `DGBI`, a format version byte, then a zstd frame of the
-//! postcard encoding. Decoding bounds every size: a damaged or forged
-//! index is an error, never a panic or a huge allocation.
+//! Stored as `DGBI`, a format version byte, then a zstd frame of a
+//! postcard header followed by the keys. Decoding bounds every size: a
+//! damaged or forged index is an error, never a panic or a huge
+//! allocation; keys are slices of the one decompressed buffer.
 
 use std::io::Read;
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::PartitionEntry;
 use crate::{Error, Store};
 
 pub const MAGIC: &[u8; 4] = b"DGBI";
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// An index never decompresses past this.
 pub const MAX_INDEX_BYTES: u64 = 1 << 30;
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct PartitionIndex {
     pub partition: u16,
     /// The last seq the layer holds of this partition.
@@ -31,12 +33,12 @@ pub struct PartitionIndex {
     pub chunks: u32,
     pub blocks: Vec<BlockInfo>,
     /// Keys changed since the parent layer that no longer exist.
-    pub deleted: Vec<Vec<u8>>,
+    pub deleted: Vec<Bytes>,
 }
 
 /// One block: a zstd frame of a few entries, at `offset` in chunk
 /// object `chunk`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct BlockInfo {
     pub chunk: u32,
     pub offset: u64,
@@ -46,7 +48,31 @@ pub struct BlockInfo {
     pub checksum: u64,
     /// Bytes after decompression.
     pub raw_bytes: u64,
-    pub keys: Vec<Vec<u8>>,
+    /// The keys of its entries, in order.
+    pub keys: Vec<Bytes>,
+}
+
+/// What postcard encodes; the keys follow it as `varint length | bytes`,
+/// every block's in order and then the deleted ones, so decoding slices
+/// them out of one buffer instead of allocating each.
+#[derive(Serialize, Deserialize)]
+struct Header {
+    partition: u16,
+    seq: u64,
+    full: bool,
+    chunks: u32,
+    blocks: Vec<BlockHeader>,
+    deleted: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct BlockHeader {
+    chunk: u32,
+    offset: u64,
+    stored_bytes: u64,
+    checksum: u64,
+    raw_bytes: u64,
+    keys: u64,
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -65,7 +91,30 @@ pub enum IndexError {
 
 impl PartitionIndex {
     pub fn encode(&self) -> Vec<u8> {
-        let body = postcard::to_stdvec(self).unwrap_or_default();
+        let header = Header {
+            partition: self.partition,
+            seq: self.seq,
+            full: self.full,
+            chunks: self.chunks,
+            blocks: self
+                .blocks
+                .iter()
+                .map(|b| BlockHeader {
+                    chunk: b.chunk,
+                    offset: b.offset,
+                    stored_bytes: b.stored_bytes,
+                    checksum: b.checksum,
+                    raw_bytes: b.raw_bytes,
+                    keys: b.keys.len() as u64,
+                })
+                .collect(),
+            deleted: self.deleted.len() as u64,
+        };
+        let mut body = postcard::to_stdvec(&header).unwrap_or_default();
+        for key in self.blocks.iter().flat_map(|b| &b.keys).chain(&self.deleted) {
+            put_varint(&mut body, key.len() as u64);
+            body.extend_from_slice(key);
+        }
         let mut out = MAGIC.to_vec();
         out.push(VERSION);
         out.extend_from_slice(&zstd::bulk::compress(&body, 3).unwrap_or_default());
@@ -85,12 +134,36 @@ impl PartitionIndex {
         if body.len() as u64 > MAX_INDEX_BYTES {
             return Err(IndexError::TooLarge);
         }
-        let (index, rest): (PartitionIndex, _) =
+        let body = Bytes::from(body);
+        let (header, rest): (Header, _) =
             postcard::take_from_bytes(&body).map_err(|e| IndexError::Decode(e.to_string()))?;
-        if !rest.is_empty() {
-            return Err(IndexError::Decode(format!("{} bytes after the index", rest.len())));
+        let mut keys = KeyReader { buf: body.slice(body.len() - rest.len()..) };
+        let blocks = header
+            .blocks
+            .into_iter()
+            .map(|b| {
+                Ok(BlockInfo {
+                    chunk: b.chunk,
+                    offset: b.offset,
+                    stored_bytes: b.stored_bytes,
+                    checksum: b.checksum,
+                    raw_bytes: b.raw_bytes,
+                    keys: keys.take(b.keys)?,
+                })
+            })
+            .collect::<Result<Vec<_>, IndexError>>()?;
+        let deleted = keys.take(header.deleted)?;
+        if !keys.buf.is_empty() {
+            return Err(IndexError::Decode(format!("{} bytes after the last key", keys.buf.len())));
         }
-        Ok(index)
+        Ok(PartitionIndex {
+            partition: header.partition,
+            seq: header.seq,
+            full: header.full,
+            chunks: header.chunks,
+            blocks,
+            deleted,
+        })
     }
 
     /// Reads and checks the index of `entry`'s partition in backup `id`:
@@ -123,13 +196,57 @@ impl PartitionIndex {
     }
 }
 
+fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push(n as u8 | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// Slices `varint length | bytes` keys off a buffer, checking every
+/// length against what is left (so a forged count allocates nothing big).
+struct KeyReader {
+    buf: Bytes,
+}
+
+impl KeyReader {
+    fn take(&mut self, n: u64) -> Result<Vec<Bytes>, IndexError> {
+        let short = || IndexError::Decode("keys run past the end".into());
+        // Every key takes at least its length byte.
+        if n > self.buf.len() as u64 {
+            return Err(short());
+        }
+        let mut out = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let (mut len, mut shift, mut used) = (0u64, 0u32, 0usize);
+            loop {
+                let b = *self.buf.get(used).ok_or_else(short)?;
+                used += 1;
+                len |= u64::from(b & 0x7f) << shift;
+                if b < 0x80 {
+                    break;
+                }
+                shift += 7;
+                if shift > 63 {
+                    return Err(IndexError::Decode("bad key length".into()));
+                }
+            }
+            let end = (used as u64).checked_add(len).filter(|&e| e <= self.buf.len() as u64).ok_or_else(short)?;
+            out.push(self.buf.slice(used..end as usize));
+            self.buf = self.buf.slice(end as usize..);
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
     fn index() -> impl Strategy<Value = PartitionIndex> {
-        let key = proptest::collection::vec(any::<u8>(), 0..12);
+        let key = proptest::collection::vec(any::<u8>(), 0..12).prop_map(Bytes::from);
         let block = (
             any::<u32>(),
             any::<u64>(),
@@ -185,6 +302,20 @@ mod tests {
             data.push(VERSION);
             data.extend_from_slice(&zstd::bulk::compress(&body, 1).unwrap());
             let _ = PartitionIndex::decode(&data);
+        }
+
+        #[test]
+        fn a_valid_header_with_lying_key_counts_is_an_error(i in index(), extra in 1u64..u64::MAX) {
+            let mut lie = i.clone();
+            let header = Header { partition: 0, seq: 0, full: false, chunks: 0, blocks: vec![], deleted: extra };
+            let mut body = postcard::to_stdvec(&header).unwrap();
+            body.push(0);
+            let mut data = MAGIC.to_vec();
+            data.push(VERSION);
+            data.extend_from_slice(&zstd::bulk::compress(&body, 1).unwrap());
+            prop_assert_eq!(PartitionIndex::decode(&data).is_ok(), extra == 1);
+            lie.deleted.clear();
+            prop_assert_eq!(PartitionIndex::decode(&lie.encode()).unwrap(), lie);
         }
     }
 }

@@ -65,7 +65,7 @@ pub struct LayerStats {
 struct PartitionState {
     /// Keys applied or deleted by a newer layer (reverse), or applied at
     /// least once (forward).
-    settled: HashSet<Vec<u8>, ahash::RandomState>,
+    settled: HashSet<Bytes, ahash::RandomState>,
     complete: bool,
 }
 
@@ -158,7 +158,9 @@ async fn restore_partition(
         let stored = store.get_ranges(&object, &ranges).await?;
         let corrupt = |reason: String| Error::Corrupt { object: store.describe(&object), reason };
         let mut changes = Vec::new();
+        let mut keys = Vec::new();
         for (b, bytes) in blocks.iter().zip(&stored) {
+            keys.extend(b.keys.iter().cloned());
             changes.extend(
                 chunk::open(bytes, b, |k| node.ks.partition_of(k) == p)
                     .map_err(|e| corrupt(format!("block at {}: {e}", b.offset)))?,
@@ -173,9 +175,13 @@ async fn restore_partition(
         let now = node.ks.now_ms();
         let wanted: Vec<Change> = {
             let mut st = state.lock();
+            // The index's key (a slice of the index) is what stays in the
+            // set, not the block's, whose buffer the value no longer needs.
             changes
                 .into_iter()
-                .filter(|c| order == Order::Forward || st.settled.insert(c.key.to_vec()))
+                .zip(keys)
+                .filter(|(_, k)| order == Order::Forward || st.settled.insert(k.clone()))
+                .map(|(c, _)| c)
                 .filter(|c| !matches!(c.kind, ChangeKind::Full { expire_at, .. } if expire_at != 0 && expire_at <= now))
                 .collect()
         };
@@ -214,7 +220,7 @@ async fn apply(node: &Node, p: usize, changes: Vec<Change>) -> Result<(), Error>
 }
 
 /// Deletes keys through the local write path (forward order only).
-async fn delete(node: &Node, keys: &[Vec<u8>]) -> Result<(), Error> {
+async fn delete(node: &Node, keys: &[Bytes]) -> Result<(), Error> {
     keyspace::take_written();
     for key in keys {
         let mut txn = node.ks.txn([&key[..]], 0);
