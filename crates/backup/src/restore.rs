@@ -133,8 +133,16 @@ async fn restore_partition(
         clear_partition(node, p);
     }
     if order == Order::Reverse {
-        state.lock().settled.extend(index.deleted.iter().cloned());
+        let mut st = state.lock();
+        if st.settled.is_empty() {
+            // The newest layer's size is a good guess at the final one.
+            st.settled.reserve(index.keys() as usize + index.deleted.len());
+        }
+        st.settled.extend(index.deleted.iter().cloned());
     }
+    // A full layer is the partition's last: what it applies need not be
+    // remembered.
+    let remember = order == Order::Reverse && !index.full;
     // The blocks still needed, by chunk object.
     let mut needed: Vec<Vec<&BlockInfo>> = vec![Vec::new(); index.chunks as usize];
     let mut skipped = 0;
@@ -154,12 +162,24 @@ async fn restore_partition(
     });
     for (c, blocks) in needed.iter().enumerate().filter(|(_, b)| !b.is_empty()) {
         let object = chunk_object(&layer.id, entry.partition, c);
-        let ranges: Vec<_> = blocks.iter().map(|b| b.offset..b.offset.saturating_add(b.stored_bytes)).collect();
+        let ranges = coalesce(blocks);
         let stored = store.get_ranges(&object, &ranges).await?;
         let corrupt = |reason: String| Error::Corrupt { object: store.describe(&object), reason };
         let mut changes = Vec::new();
         let mut keys = Vec::new();
-        for (b, bytes) in blocks.iter().zip(&stored) {
+        let mut at = 0;
+        for b in blocks.iter() {
+            // The fetched range holding this block (blocks are in offset order).
+            while ranges.get(at).is_some_and(|r| r.end < b.offset.saturating_add(b.stored_bytes)) {
+                at += 1;
+            }
+            let (Some(range), Some(data)) = (ranges.get(at), stored.get(at)) else {
+                return Err(corrupt(format!("block at {} is out of order or past the end", b.offset)));
+            };
+            let start = b.offset.checked_sub(range.start).and_then(|s| usize::try_from(s).ok());
+            let bytes = start
+                .and_then(|s| data.get(s..s.saturating_add(b.stored_bytes as usize)))
+                .ok_or_else(|| corrupt(format!("block at {} runs past the object's end", b.offset)))?;
             keys.extend(b.keys.iter().cloned());
             changes.extend(
                 chunk::open(bytes, b, |k| node.ks.partition_of(k) == p)
@@ -180,7 +200,11 @@ async fn restore_partition(
             changes
                 .into_iter()
                 .zip(keys)
-                .filter(|(_, k)| order == Order::Forward || st.settled.insert(k.clone()))
+                .filter(|(_, k)| match order {
+                    Order::Forward => true,
+                    Order::Reverse if remember => st.settled.insert(k.clone()),
+                    Order::Reverse => !st.settled.contains(k),
+                })
                 .map(|(c, _)| c)
                 .filter(|c| !matches!(c.kind, ChangeKind::Full { expire_at, .. } if expire_at != 0 && expire_at <= now))
                 .collect()
@@ -198,6 +222,26 @@ async fn restore_partition(
         st.settled = HashSet::default();
     }
     Ok(())
+}
+
+/// Blocks closer than this are fetched in one read (the bytes between
+/// cost less than another request).
+const GAP: u64 = 64 << 10;
+
+/// The byte ranges to fetch for `blocks` (in offset order): one per run of
+/// blocks with gaps under [`GAP`].
+fn coalesce(blocks: &[&BlockInfo]) -> Vec<std::ops::Range<u64>> {
+    let mut out: Vec<std::ops::Range<u64>> = Vec::new();
+    for b in blocks {
+        let r = b.offset..b.offset.saturating_add(b.stored_bytes);
+        match out.last_mut() {
+            Some(last) if r.start >= last.start && r.start <= last.end.saturating_add(GAP) => {
+                last.end = last.end.max(r.end)
+            }
+            _ => out.push(r),
+        }
+    }
+    out
 }
 
 fn count(progress: &Mutex<Progress>, f: impl FnOnce(&mut LayerStats)) {

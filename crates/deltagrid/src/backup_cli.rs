@@ -207,7 +207,10 @@ pub fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
     );
     let started = Instant::now();
     let results = rt.block_on(coordinate::run_job(&site, &["RESTORE", &a.from, &id, &a.order], reporter()))?;
-    let seconds = started.elapsed().as_secs_f64();
+    // The nodes' own job time (the slowest node's): the command's wall time
+    // adds up to one polling interval.
+    let wall_seconds = started.elapsed().as_secs_f64();
+    let seconds = results.iter().map(|(_, p)| p.seconds).fold(0.0, f64::max);
     // Per layer: the slowest node's time, the sums of the counts.
     let mut layers: Vec<LayerStats> = Vec::new();
     for (_, p) in &results {
@@ -257,7 +260,7 @@ pub fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
         let summary = serde_json::json!({
             "backup": id, "order": a.order, "layers": layers, "blocks_read": read, "blocks_skipped": skipped,
             "chunks_read": sum(|l| l.chunks_read), "chunks_skipped": sum(|l| l.chunks_skipped),
-            "keys_applied": keys, "bytes_downloaded": bytes, "seconds": seconds,
+            "keys_applied": keys, "bytes_downloaded": bytes, "seconds": seconds, "wall_seconds": wall_seconds,
         });
         std::fs::write(path, serde_json::to_string_pretty(&summary)?)
             .with_context(|| format!("writing {}", path.display()))?;
