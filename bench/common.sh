@@ -126,7 +126,8 @@ redis_up() {
     local name=$1 port=$2 server=${REDIS_SERVER:-redis-server}
     shift 2
     command -v "$server" >/dev/null || die "$server not found (apt-get install redis-server)"
-    "$server" --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+    mkdir -p "$BENCH_WORK/$name"  # its dir: a replica writes the RDB it syncs from there
+    "$server" --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$BENCH_WORK/$name" \
         --daemonize no --logfile "$BENCH_WORK/$name.log" "$@" &
     local pid=$!
     BENCH_PIDS+=("$pid")
