@@ -106,7 +106,7 @@ for s in "${SCENARIOS[@]}"; do
         printf 'ok      %-16s %4d s  %s%s\n' "$s" $((SECONDS - t0)) "${FILES[$s]}" "$note"
     else
         failed=$((failed + 1))
-        printf 'FAILED  %-16s %4d s  %s; log: %s\n' "$s" $((SECONDS - t0)) "$(IFS=';'; echo "${problems[*]}")" "$log"
+        printf 'FAILED  %-16s %4d s  %slog: %s\n' "$s" $((SECONDS - t0)) "$(printf '%s; ' "${problems[@]}")" "$log"
         tail -15 "$log" | sed 's/^/    /'
     fi
 done
