@@ -16,7 +16,7 @@ import json
 import sys
 
 ECHO = "echo"
-ECHO_LABEL = "loopback echo (floor)"
+ECHO_LABEL = "loopback echo (floor, median of its runs)"
 STATS = ["samples", "avg_best_80_us", "mean_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us"]
 # REFERENCE.md #4, GigaSpaces over a 1 Gbps LAN: (not replicated, sync replicated), µs, average of the best 80%.
 THEIRS = {"hash8": (290, 690), "empty": (270, 630)}
@@ -28,9 +28,17 @@ COLORS = {ECHO: "#7f7f7f", "dg-b0": "#1f77b4", "dg-b1": "#aec7e8", "redis": "#d6
 COSTS = [("deltagrid sync adds", "dg-b0", "dg-b1"), ("Redis WAIT adds", "redis", "redis-wait")]
 
 
+def median(vs):
+    vs = sorted(vs)
+    mid = len(vs) // 2
+    return vs[mid] if len(vs) % 2 else (vs[mid - 1] + vs[mid]) / 2
+
+
 def load(manifest):
-    """One row per (series, rate, workload): series is a target or ECHO."""
-    rows, labels = [], {ECHO: ECHO_LABEL}
+    """One row per (series, rate, workload): series is a target or ECHO. The
+    echo floor, measured next to every target, becomes one row: the median
+    of each statistic over those runs (every run is kept in `floor_runs`)."""
+    rows, labels, floors = [], {ECHO: ECHO_LABEL}, {}
     with open(manifest, newline="") as f:
         for m in csv.DictReader(f, delimiter="\t"):
             with open(m["json"]) as jf:
@@ -44,7 +52,14 @@ def load(manifest):
                 rows.append({"series": m["target"], "label": m["label"], "wait_replicas": run.get("wait_replicas", 0),
                              **common, **r["server"]})
                 if r.get("echo_floor"):
-                    rows.append({"series": ECHO, "label": ECHO_LABEL, "wait_replicas": 0, **common, **r["echo_floor"]})
+                    floors.setdefault((common["rate"], m["workload"]), []).append(
+                        {"next_to": m["target"], **common, **r["echo_floor"]})
+    for runs in floors.values():
+        row = {"series": ECHO, "label": f"loopback echo (floor), median of {len(runs)} runs", "wait_replicas": 0,
+               **{k: runs[0][k] for k in ["rate", "workload", "workload_label", "ops", "warmup", "request_bytes"]}}
+        row.update({s: median([f[s] for f in runs]) for s in STATS})
+        row["floor_runs"] = runs
+        rows.append(row)
     return rows, labels
 
 
