@@ -58,6 +58,7 @@ def load(manifest):
         row = {"series": ECHO, "label": f"loopback echo (floor), median of {len(runs)} runs", "wait_replicas": 0,
                **{k: runs[0][k] for k in ["rate", "workload", "workload_label", "ops", "warmup", "request_bytes"]}}
         row.update({s: median([f[s] for f in runs]) for s in STATS})
+        row["samples"] = round(row["samples"])
         row["floor_runs"] = runs
         rows.append(row)
     return rows, labels
@@ -152,10 +153,10 @@ def chart(rows, labels, args):
                 ax.annotate(f"{v:.0f}", (bar.get_x() + bar.get_width() / 2, v), ha="center", va="bottom",
                             fontsize=7, xytext=(0, 1), textcoords="offset points")
             p99 = [g["p99_us"] if g else None for g in got]
-            ax.scatter(xs, [v if v is not None and v <= top else None for v in p99], marker="_", s=120,
+            ax.scatter(xs, [v if v is not None and v <= top * 0.93 else None for v in p99], marker="_", s=120,
                        color="black", zorder=3, label="p99 (▲ value: above the scale)" if k == 0 else None)
             for x, v in zip(xs, p99):
-                if v is not None and v > top:
+                if v is not None and v > top * 0.93:
                     ax.scatter([x], [top * 0.95], marker="^", s=25, color="black", zorder=3)
                     ax.annotate(f"{v:.0f}", (x, top * 0.95), ha="center", va="top", fontsize=6.5,
                                 xytext=(0, -4), textcoords="offset points")
@@ -175,7 +176,7 @@ def chart(rows, labels, args):
                  + (" [SMOKE RUN]" if args.smoke else ""), fontsize=11)
     ops = sorted({(r["rate"], r["ops"]) for r in rows})
     fig.text(0.5, 0.005, f"{args.date}; {args.machine}; ops per run: "
-             + ", ".join(f"{n} {rate_text(rt)}" for rt, n in ops), ha="center", fontsize=6.5, color="#555555")
+             + ", ".join(f"{n} " + ("unthrottled" if rt == 0 else f"at {rt} ops/s") for rt, n in ops), ha="center", fontsize=6.5, color="#555555")
     fig.tight_layout(rect=(0, 0.16, 1, 0.96))
     fig.savefig(args.out + ".png", dpi=110)
     print(f"chart: {args.out}.png")
