@@ -9,6 +9,7 @@
 #   redis       redis-server alone
 #   redis-wait  redis-server with one replica (replicaof), every op followed
 #               by WAIT 1 0 in the same write
+#   dg-node     (not in the default list) one deltagrid node, no site
 # plus the loopback TCP echo round trip of the same request bytes (the floor
 # of this machine; measured before every run, the median is reported). The client talks to node 1 of a site with keys under a
 # hash tag node 1 owns. Each workload (an 8-field HSET and SET of an empty
@@ -74,6 +75,11 @@ for t in "${TARGET_LIST[@]}"; do
             PREFIX[$t]="$(local_tag "${PORT[$t]}"):lat"
             LABEL[$t]="deltagrid, $NODES nodes, backups=$backups"
             ((backups == 0)) || LABEL[$t]+=" sync" ;;
+        dg-node)
+            start_deltagrid
+            ((DG_UP)) || die "deltagrid: $DG_STATUS"
+            PORT[$t]=$DG_PORT
+            LABEL[$t]="deltagrid, one node" ;;
         redis)
             start_redis
             PORT[$t]=$REDIS_PORT
@@ -83,7 +89,7 @@ for t in "${TARGET_LIST[@]}"; do
             PORT[$t]=$REDIS_PRIMARY_PORT
             EXTRA[$t]="--wait-replicas 1"
             LABEL[$t]="Redis $REDIS_VERSION + replica, WAIT 1 0" ;;
-        *) die "unknown target '$t' (dg-b0, dg-b1, redis, redis-wait)" ;;
+        *) die "unknown target '$t' (dg-b0, dg-b1, redis, redis-wait, dg-node)" ;;
     esac
 done
 

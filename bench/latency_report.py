@@ -20,10 +20,10 @@ ECHO_LABEL = "loopback echo (floor, median of its runs)"
 STATS = ["samples", "avg_best_80_us", "mean_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us"]
 # REFERENCE.md #4, GigaSpaces over a 1 Gbps LAN: (not replicated, sync replicated), µs, average of the best 80%.
 THEIRS = {"hash8": (290, 690), "empty": (270, 630)}
-ORDER = [ECHO, "dg-b0", "dg-b1", "redis", "redis-wait"]
-SHORT = {ECHO: "echo floor", "dg-b0": "deltagrid b=0", "dg-b1": "deltagrid b=1 sync", "redis": "Redis",
+ORDER = [ECHO, "dg-node", "dg-b0", "dg-b1", "redis", "redis-wait"]
+SHORT = {ECHO: "echo floor", "dg-node": "deltagrid node", "dg-b0": "deltagrid b=0", "dg-b1": "deltagrid b=1 sync", "redis": "Redis",
          "redis-wait": "Redis + WAIT 1 0"}
-COLORS = {ECHO: "#7f7f7f", "dg-b0": "#1f77b4", "dg-b1": "#aec7e8", "redis": "#d62728", "redis-wait": "#ff9896"}
+COLORS = {ECHO: "#7f7f7f", "dg-node": "#2ca02c", "dg-b0": "#1f77b4", "dg-b1": "#aec7e8", "redis": "#d62728", "redis-wait": "#ff9896"}
 # (label, base target, replicated target) for the "what synchronous replication adds" columns.
 COSTS = [("deltagrid sync adds", "dg-b0", "dg-b1"), ("Redis WAIT adds", "redis", "redis-wait")]
 
