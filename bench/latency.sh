@@ -97,7 +97,7 @@ STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
 MACHINE=$(machine_line)
 echo "Latency, one client, one op in flight, loopback, $STAMP$( ((SMOKE)) && echo ", smoke run")"
 echo "Machine: $MACHINE"
-echo "Unthrottled: $OPS ops after $WARMUP warm-up; throttled: $THROTTLED_OPS ops at ${RATE} ops/s after $WARMUP warm-up"
+echo "Unthrottled: $OPS ops after $WARMUP warm-up$( ((RATE)) && echo "; throttled: $THROTTLED_OPS ops at $RATE ops/s after $WARMUP warm-up")"
 echo
 
 # One `deltagrid bench latency` per rate x workload x target, each also
