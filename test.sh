@@ -5,6 +5,8 @@
 #   2. cargo build --workspace --locked --features deltagrid/s3   (debug)
 #   3. cargo test --workspace --locked --features deltagrid/s3
 #   4. python -m pytest tests/python -q      (black-box, against target/debug/deltagrid)
+#   5. bash bench/smoke.sh                   (every benchmark scenario for a few
+#      seconds against the same binary: tables, CSV/JSON and charts are made)
 # Exits non-zero on any failure.
 #
 # Knobs:
@@ -13,6 +15,7 @@
 #   DELTAGRID_TEST_TARGET=redis   run the black-box tests against redis-server instead
 #   PYTHON=path             use this interpreter instead of ./.venv
 #   PYTEST_TIMEOUT=secs     hard limit for the pytest step (default 1800)
+#   SKIP_BENCH_SMOKE=1      skip step 5
 #   extra arguments are passed to pytest, e.g. ./test.sh -k tracking -x
 set -euo pipefail
 
@@ -133,5 +136,15 @@ else
 fi
 timeout --kill-after=30 "${PYTEST_TIMEOUT:-1800}" \
     "$PY" -m pytest tests/python -q -p no:cacheprovider "$@"
+
+# ---------------------------------------------------------------------------
+if [ "${SKIP_BENCH_SMOKE:-0}" = "1" ]; then
+    section "bench/smoke.sh: skipped (SKIP_BENCH_SMOKE=1)"
+elif [ "${DELTAGRID_TEST_TARGET:-deltagrid}" = "redis" ]; then
+    section "bench/smoke.sh: skipped (DELTAGRID_TEST_TARGET=redis)"
+else
+    section "bench/smoke.sh (every benchmark scenario, a few seconds each)"
+    bash bench/smoke.sh
+fi
 
 section "All tests passed ($((SECONDS - START)) s)"

@@ -1,22 +1,29 @@
-# Shared by bench/throughput.sh and bench/latency.sh (sourced, not run):
-# start redis-server and deltagrid side by side on free loopback ports, and
-# stop exactly the processes started here when the script exits.
+# Shared by the scenario scripts under bench/ (sourced, not run): the
+# command line every scenario takes, the deltagrid binary, redis-server and
+# deltagrid processes on free loopback ports (stopped again when the script
+# exits: only the processes started here), a python with matplotlib for the
+# charts, and Markdown tables.
 #
-# After bench_start_servers:
-#   REDIS_PORT                     redis-server's port (the script dies if Redis can't start)
-#   DG_PORT, DG_ADMIN_PORT         deltagrid's ports
-#   DG_UP=1|0, DG_STATUS           whether deltagrid answers PING, and if not, why
-#   DG_BIN                         the deltagrid binary used
+# Every scenario takes:
+#   --out DIR   where its CSV/JSON and PNG charts go [docs/bench]
+#   --smoke     (or SMOKE=1) a few seconds per scenario to check the harness,
+#               not the numbers; output goes to a new temporary directory
+#               unless --out names one, and never into docs/bench
 # Environment:
-#   DELTAGRID_BIN   deltagrid binary (default target/release/deltagrid, built if missing)
-#   DELTAGRID_BUILD=0  never build it
-#   REDIS_SERVER    redis-server binary (default: redis-server on PATH)
+#   DELTAGRID_BIN     deltagrid binary (default: the release build under
+#                     $CARGO_TARGET_DIR or target/, built by cargo first)
+#   DELTAGRID_BUILD=0 never build it
+#   REDIS_SERVER      redis-server binary (default: redis-server on PATH)
+#   PLOT_PYTHON       a python with matplotlib (default: bench/.venv, then
+#                     tests/python/.venv, then .venv; bench/.venv is created
+#                     with matplotlib from PyPI if none has it)
 
 BENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH_WORK=$(mktemp -d "${TMPDIR:-/tmp}/deltagrid-bench.XXXXXX")
 BENCH_PIDS=()
 
-bench_cleanup() {
+# Stops every process this script started and waits for them.
+stop_started() {
     local pid
     for pid in "${BENCH_PIDS[@]}"; do
         kill "$pid" 2>/dev/null || true
@@ -24,6 +31,11 @@ bench_cleanup() {
     for pid in "${BENCH_PIDS[@]}"; do
         wait "$pid" 2>/dev/null || true
     done
+    BENCH_PIDS=()
+}
+
+bench_cleanup() {
+    stop_started
     rm -rf "$BENCH_WORK"
 }
 trap bench_cleanup EXIT
@@ -40,6 +52,45 @@ forget_pid() {
 }
 
 say() { printf '%s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# The command line every scenario takes (see the top of this file). Sets
+# SMOKE (0|1), OUT (absolute, created) and ARGS (every other argument, in
+# order, for the scenario to parse or pass on).
+bench_args() {
+    SMOKE=${SMOKE:-0}
+    [[ $SMOKE == 0 || $SMOKE == 1 ]] || die "SMOKE must be 0 or 1, not '$SMOKE'"
+    local out=""
+    ARGS=()
+    while (($#)); do
+        case $1 in
+            --out) out=${2:?--out needs a directory}; shift 2 ;;
+            --out=*) out=${1#--out=}; shift ;;
+            --smoke) SMOKE=1; shift ;;
+            *) ARGS+=("$1"); shift ;;
+        esac
+    done
+    if [[ -z $out ]]; then
+        if ((SMOKE)); then
+            out=$(mktemp -d "${TMPDIR:-/tmp}/deltagrid-smoke.XXXXXX")
+        else
+            out=$BENCH_ROOT/docs/bench
+        fi
+    fi
+    mkdir -p "$out"
+    OUT=$(cd "$out" && pwd -P)
+    local docs
+    docs=$(realpath -m "$BENCH_ROOT/docs/bench")
+    if ((SMOKE)) && [[ $OUT == "$docs" || $OUT == "$docs"/* ]]; then
+        die "--smoke never writes into docs/bench (--out $out): give another directory"
+    fi
+    ((SMOKE == 0)) || say "smoke run: results go to $OUT"
+}
+
+# For scenarios that take nothing but --out/--smoke.
+bench_no_more_args() {
+    ((${#ARGS[@]} == 0)) || die "unknown argument: ${ARGS[0]} (this script takes --out DIR and --smoke)"
+}
 
 # A port nothing listens on right now (the kernel picks it; there is a small
 # window before our server binds it, which the readiness check catches).
@@ -69,21 +120,46 @@ wait_ready() {
     return 2
 }
 
-start_redis() {
-    local server=${REDIS_SERVER:-redis-server}
-    command -v "$server" >/dev/null || { say "error: $server not found (apt-get install redis-server)"; exit 1; }
-    REDIS_PORT=$(free_port)
-    "$server" --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
-        --daemonize no --logfile "$BENCH_WORK/redis.log" &
+# redis_up NAME PORT [redis-server options...]: starts redis-server on
+# 127.0.0.1:PORT without persistence and waits for PING; exits on failure.
+redis_up() {
+    local name=$1 port=$2 server=${REDIS_SERVER:-redis-server}
+    shift 2
+    command -v "$server" >/dev/null || die "$server not found (apt-get install redis-server)"
+    mkdir -p "$BENCH_WORK/$name"  # its dir: a replica writes the RDB it syncs from there
+    "$server" --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$BENCH_WORK/$name" \
+        --daemonize no --logfile "$BENCH_WORK/$name.log" "$@" &
     local pid=$!
     BENCH_PIDS+=("$pid")
-    if ! wait_ready "$pid" "$REDIS_PORT" 10; then
-        say "error: redis-server did not come up on 127.0.0.1:$REDIS_PORT:"
-        tail -5 "$BENCH_WORK/redis.log" >&2 || true
+    if ! wait_ready "$pid" "$port" 10; then
+        say "error: redis-server ($name) did not come up on 127.0.0.1:$port:"
+        tail -5 "$BENCH_WORK/$name.log" >&2 || true
         exit 1
     fi
     REDIS_VERSION=$("$server" --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')
-    say "redis-server $REDIS_VERSION up on 127.0.0.1:$REDIS_PORT (pid $pid)"
+    say "redis-server $REDIS_VERSION ($name) up on 127.0.0.1:$port (pid $pid)"
+}
+
+# Sets REDIS_PORT: a redis-server alone.
+start_redis() {
+    REDIS_PORT=$(free_port)
+    redis_up redis "$REDIS_PORT"
+}
+
+# Sets REDIS_PRIMARY_PORT and REDIS_REPLICA_PORT: a redis-server and one
+# replica of it (replicaof), once the replica is in sync.
+start_redis_with_replica() {
+    REDIS_PRIMARY_PORT=$(free_port)
+    REDIS_REPLICA_PORT=$(free_port)
+    redis_up redis-primary "$REDIS_PRIMARY_PORT"
+    redis_up redis-replica "$REDIS_REPLICA_PORT" --replicaof 127.0.0.1 "$REDIS_PRIMARY_PORT"
+    local deadline=$((SECONDS + 20))
+    until redis-cli -p "$REDIS_REPLICA_PORT" info replication | grep -q '^master_link_status:up' &&
+          redis-cli -p "$REDIS_PRIMARY_PORT" info replication | grep -q '^connected_slaves:1'; do
+        ((SECONDS < deadline)) || die "the Redis replica on port $REDIS_REPLICA_PORT did not sync within 20 s"
+        sleep 0.1
+    done
+    say "redis replica on 127.0.0.1:$REDIS_REPLICA_PORT in sync with 127.0.0.1:$REDIS_PRIMARY_PORT"
 }
 
 # Finds or builds the deltagrid binary; sets DG_BIN, or DG_STATUS on failure.
@@ -93,20 +169,22 @@ find_deltagrid() {
         [[ -x $DG_BIN ]] || { DG_STATUS="DELTAGRID_BIN=$DG_BIN is not an executable file"; return 1; }
         return 0
     fi
-    DG_BIN=$BENCH_ROOT/target/release/deltagrid
+    DG_BIN=${CARGO_TARGET_DIR:-$BENCH_ROOT/target}/release/deltagrid
     # Always let cargo decide: a stale release binary would measure old code.
-    if [[ ! -x $DG_BIN || ${DELTAGRID_BUILD:-1} != 0 ]]; then
-        if [[ ${DELTAGRID_BUILD:-1} == 0 ]]; then
-            DG_STATUS="$DG_BIN does not exist (DELTAGRID_BUILD=0: not building it)"
-            return 1
-        fi
+    if [[ ${DELTAGRID_BUILD:-1} != 0 ]]; then
         say "building deltagrid: cargo build --release -p deltagrid (log: $BENCH_WORK/build.log)"
         if ! (cd "$BENCH_ROOT" && cargo build --release -p deltagrid) >"$BENCH_WORK/build.log" 2>&1; then
             DG_STATUS="cargo build --release -p deltagrid failed: $(grep -m1 '^error' "$BENCH_WORK/build.log")"
             return 1
         fi
-        [[ -x $DG_BIN ]] || { DG_STATUS="build succeeded but $DG_BIN is missing"; return 1; }
     fi
+    [[ -x $DG_BIN ]] || { DG_STATUS="$DG_BIN does not exist (DELTAGRID_BUILD=${DELTAGRID_BUILD:-1})"; return 1; }
+}
+
+# find_deltagrid, or exit saying why.
+need_deltagrid() {
+    find_deltagrid || die "deltagrid: $DG_STATUS"
+    say "deltagrid binary: $DG_BIN"
 }
 
 start_deltagrid() {
@@ -129,6 +207,8 @@ start_deltagrid() {
     esac
 }
 
+# Redis and one deltagrid node side by side (throughput.sh). If deltagrid
+# cannot run, says so loudly and carries on with Redis alone (DG_UP=0).
 bench_start_servers() {
     start_redis
     start_deltagrid
@@ -148,20 +228,25 @@ machine_line() {
         "$(nproc)" "$mem" "$cpu" "$(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
-# Starts a 3-node site (release binary, loopback, replication = sync) with
-# `backups` = $1; sets SITE_PORTS to the nodes' client ports.
+# start_site NAME BACKUPS [NODES=3]: a site of NODES deltagrid processes on
+# loopback (replication = "sync"), `backups` = BACKUPS. Returns once every
+# node reports cluster_state:ok and, with backups, every partition has an
+# in-sync backup; exits otherwise. Sets SITE_PORTS (client ports, node 1
+# first) and SITE_ADMIN_PORTS.
 start_site() {
-    local backups=$1 dir=$BENCH_WORK/site-b$1 i
+    local name=$1 backups=$2 nodes=${3:-3} dir=$BENCH_WORK/$1 i parts synced
     mkdir -p "$dir"
-    local ports=() cports=() seeds=""
-    for i in 1 2 3; do ports+=("$(free_port)"); cports+=("$(free_port)"); done
-    for i in 0 1 2; do seeds+="\"127.0.0.1:${cports[$i]}\","; done
-    for i in 0 1 2; do
+    local ports=() cports=() aports=() seeds=""
+    for ((i = 0; i < nodes; i++)); do
+        ports+=("$(free_port)"); cports+=("$(free_port)"); aports+=("$(free_port)")
+        seeds+="\"127.0.0.1:${cports[$i]}\","
+    done
+    for ((i = 0; i < nodes; i++)); do
         cat >"$dir/n$i.toml" <<TOML
 [node]
 id = "n$((i + 1))"
 listen = "127.0.0.1:${ports[$i]}"
-admin_listen = "127.0.0.1:$(free_port)"
+admin_listen = "127.0.0.1:${aports[$i]}"
 cluster_listen = "127.0.0.1:${cports[$i]}"
 data_dir = "$dir/data$i"
 [site]
@@ -173,13 +258,31 @@ TOML
         RUST_LOG=warn "$DG_BIN" server --config "$dir/n$i.toml" >"$dir/n$i.log" 2>&1 &
         BENCH_PIDS+=("$!")
     done
-    for i in 0 1 2; do
-        for _ in $(seq 1 200); do
-            redis-cli -p "${ports[$i]}" cluster info 2>/dev/null | grep -q "cluster_state:ok" && break
-            sleep 0.05
+    local deadline=$((SECONDS + 60))
+    for ((i = 0; i < nodes; i++)); do
+        until redis-cli -p "${ports[$i]}" cluster info 2>/dev/null | grep -q "cluster_state:ok"; do
+            if ((SECONDS >= deadline)); then
+                tail -5 "$dir/n$i.log" >&2 || true
+                die "site $name: node $((i + 1)) (port ${ports[$i]}) not cluster_state:ok within 60 s"
+            fi
+            sleep 0.1
         done
     done
+    # With backups, wait until every partition has an in-sync backup, so that
+    # every measured write waits for one (`cluster status`: column 6 counts
+    # primaries, column 8 in-sync backups, per active node).
+    local counts
+    while ((backups > 0)); do
+        counts=$("$DG_BIN" cluster status --admin "127.0.0.1:${aports[0]}" 2>/dev/null |
+            awk '$1 ~ /^n[0-9]/ && $5 == "active" { p += $6; s += $8 } END { print p + 0, s + 0 }')
+        read -r parts synced <<<"$counts"
+        ((parts > 0 && synced >= parts * backups)) && break
+        ((SECONDS < deadline)) || die "site $name: $synced of $((parts * backups)) backups in sync after 60 s"
+        sleep 0.2
+    done
+    say "site $name: $nodes nodes, backups = $backups, replication = sync, client ports ${ports[*]}"
     SITE_PORTS=("${ports[@]}")
+    SITE_ADMIN_PORTS=("${aports[@]}")
 }
 
 local_tag() {  # a hash tag whose slot node at port $1 serves
@@ -190,17 +293,47 @@ local_tag() {  # a hash tag whose slot node at port $1 serves
             return
         fi
     done
-    say "no local hash tag found on port $port"
-    exit 1
+    die "no local hash tag found on port $port"
 }
 
-# Settings shared by the latency scripts: OPS, WARMUP, RATE from the
-# environment, a run STAMP, and the OUT directory for JSON results.
-latency_settings() {
-    OPS=${OPS:-20000}
-    WARMUP=${WARMUP:-2000}
-    RATE=${RATE:-0}
-    STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
-    OUT=$BENCH_ROOT/bench/results
-    mkdir -p "$OUT"
+# Sets PY to a python with matplotlib ($PLOT_PYTHON, bench/.venv,
+# tests/python/.venv, .venv, or a new bench/.venv with matplotlib from
+# PyPI); empty (and says why) when none can be had.
+plot_python() {
+    PY=${PLOT_PYTHON:-}
+    local cand
+    if [[ -z $PY ]]; then
+        for cand in "$BENCH_ROOT/bench/.venv/bin/python" "$BENCH_ROOT/tests/python/.venv/bin/python" \
+                    "$BENCH_ROOT/.venv/bin/python"; do
+            if [[ -x $cand ]] && "$cand" -c 'import matplotlib' 2>/dev/null; then PY=$cand; break; fi
+        done
+    fi
+    if [[ -z $PY ]]; then
+        say "no python with matplotlib: creating $BENCH_ROOT/bench/.venv (pip install matplotlib)"
+        if python3 -m venv "$BENCH_ROOT/bench/.venv" >&2 &&
+           "$BENCH_ROOT/bench/.venv/bin/pip" install -q --disable-pip-version-check matplotlib >&2; then
+            PY=$BENCH_ROOT/bench/.venv/bin/python
+        else
+            say "could not make bench/.venv with matplotlib (Debian: apt-get install python3-venv): charts will be skipped"
+        fi
+    fi
+}
+
+# Reads tab-separated rows (the first is the header) and prints a Markdown
+# table: first column left-aligned, the rest right-aligned.
+markdown_table() {
+    awk -F'\t' '
+        { n = NR; for (i = 1; i <= NF; i++) { c[n, i] = $i; if (length($i) > w[i]) w[i] = length($i) }; nf = NF }
+        END {
+            for (r = 1; r <= n; r++) {
+                line = "|"
+                for (i = 1; i <= nf; i++) line = line " " sprintf(i == 1 ? "%-" w[i] "s" : "%" w[i] "s", c[r, i]) " |"
+                print line
+                if (r == 1) {
+                    line = "|"
+                    for (i = 1; i <= nf; i++) { d = ""; for (k = 0; k < w[i] + (i == 1 ? 2 : 1); k++) d = d "-"; line = line d (i == 1 ? "" : ":") "|" }
+                    print line
+                }
+            }
+        }'
 }

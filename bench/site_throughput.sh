@@ -4,37 +4,77 @@
 # with replication = "sync", in the same run. Target: sync replication
 # costs under 40% of ops/s.
 #
-# Environment: N [100000], CLIENTS [50], TESTS ["set,get,incr,hset"],
-# PIPELINE [1]; DELTAGRID_BIN / DELTAGRID_BUILD as in bench/common.sh.
+# usage: bash bench/site_throughput.sh [--out DIR] [--smoke]
+# Writes <out>/site_throughput.csv (redis-benchmark's columns, one row per
+# test and site) and the chart <out>/site_throughput.png (--out: default
+# docs/bench; --smoke: N=2000, into a temporary directory; see
+# bench/common.sh). Loopback only.
+#
+# Environment: N [100000; smoke 2000], CLIENTS [50], TESTS ["set,get,incr,hset"],
+# PIPELINE [1]; DELTAGRID_BIN / DELTAGRID_BUILD / PLOT_PYTHON as in bench/common.sh.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-N=${N:-100000}
+bench_args "$@"
+bench_no_more_args
+N=${N:-$( ((SMOKE)) && echo 2000 || echo 100000)}
 CLIENTS=${CLIENTS:-50}
 TESTS=${TESTS:-set,get,incr,hset}
 PIPELINE=${PIPELINE:-1}
-find_deltagrid || { say "deltagrid: $DG_STATUS"; exit 1; }
-echo "Site throughput, redis-benchmark --cluster -t $TESTS -n $N -c $CLIENTS -P $PIPELINE -r 100000, $(date -u +%Y-%m-%dT%H%M%SZ)"
-machine_line
+command -v redis-benchmark >/dev/null || die "redis-benchmark not found (apt-get install redis-tools)"
+need_deltagrid
+
+STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
+MACHINE=$(machine_line)
+CSV=$OUT/site_throughput.csv
+echo "Site throughput, 3 nodes on loopback, redis-benchmark --cluster -t $TESTS -n $N -c $CLIENTS -P $PIPELINE -r 100000, $STAMP$( ((SMOKE)) && echo ", smoke run")"
+echo "Machine: $MACHINE"
 echo
+echo "date,test,d,P,clients,requests,target,status,rps,avg_latency_ms,min_latency_ms,p50_latency_ms,p95_latency_ms,p99_latency_ms,max_latency_ms" >"$CSV"
 declare -A RPS
 for backups in 0 1; do
-    start_site "$backups"
-    while IFS=, read -r test rps _; do
-        test=${test//\"/}; rps=${rps//\"/}
-        [[ $test == test ]] && continue
+    target="backups=$backups"
+    ((backups == 0)) || target+=" sync"
+    start_site "b$backups" "$backups" 3
+    # Header names, not positions: "test","rps",...,"p50_latency_ms",...
+    redis-benchmark --cluster -p "${SITE_PORTS[0]}" -t "$TESTS" -n "$N" -c "$CLIENTS" -P "$PIPELINE" \
+        -r 100000 --csv >"$BENCH_WORK/rb.csv" 2>"$BENCH_WORK/rb.err" || true
+    awk -F, -v pre="$STAMP" -v d=3 -v p="$PIPELINE" -v c="$CLIENTS" -v n="$N" -v t="$target" '
+        { gsub(/"/, "") }
+        $1 == "test" { for (i = 1; i <= NF; i++) col[$i] = i; next }
+        ("rps" in col) && NF > 1 { print pre "," $col["test"] "," d "," p "," c "," n "," t ",ok," $col["rps"] "," \
+                 $col["avg_latency_ms"] "," $col["min_latency_ms"] "," $col["p50_latency_ms"] "," \
+                 $col["p95_latency_ms"] "," $col["p99_latency_ms"] "," $col["max_latency_ms"] }' \
+        "$BENCH_WORK/rb.csv" >>"$CSV"
+    got=0
+    while IFS=, read -r _ test _ _ _ _ _ _ rps _; do
         RPS[$backups,$test]=$rps
-    done < <(redis-benchmark --cluster -p "${SITE_PORTS[0]}" -t "$TESTS" -n "$N" -c "$CLIENTS" -P "$PIPELINE" \
-        -r 100000 --csv 2>/dev/null)
-    bench_cleanup
-    BENCH_PIDS=()
-done
-printf '| test | backups=0 ops/s | backups=1 sync ops/s | cost of sync |\n|------|---:|---:|---:|\n'
-for test in $(echo "$TESTS" | tr ',' ' ' | tr '[:lower:]' '[:upper:]'); do
-    a=${RPS[0,$test]:-} b=${RPS[1,$test]:-}
-    if [[ -n $a && -n $b ]]; then
-        cost=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f%%", (1 - b / a) * 100 }')
-        printf '| %s | %s | %s | %s |\n' "$test" "$a" "$b" "$cost"
-    else
-        printf '| %s | %s | %s | not measured |\n' "$test" "${a:-error}" "${b:-error}"
+        got=$((got + 1))
+    done < <(grep ",$target,ok," "$CSV")
+    if ((got == 0)); then
+        die "redis-benchmark --cluster gave no results against the site with backups = $backups: $(head -3 "$BENCH_WORK/rb.err")"
     fi
+    stop_started
 done
+{
+    printf 'test\tbackups=0 ops/s\tbackups=1 sync ops/s\tcost of sync\n'
+    for test in $(echo "$TESTS" | tr ',' ' ' | tr '[:lower:]' '[:upper:]'); do
+        a=${RPS[0,$test]:-} b=${RPS[1,$test]:-}
+        if [[ -n $a && -n $b ]]; then
+            cost=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f%%", (1 - b / a) * 100 }')
+            printf '%s\t%.0f\t%.0f\t%s\n' "$test" "$a" "$b" "$cost"
+        else
+            printf '%s\t%s\t%s\tnot measured\n' "$test" "${a:-error}" "${b:-error}"
+        fi
+    done
+} | markdown_table
+echo
+echo "CSV: $CSV"
+
+plot_python
+if [[ -n $PY ]]; then
+    "$PY" "$BENCH_ROOT/bench/plot_throughput.py" "$CSV" "$OUT/site_throughput.png" "$MACHINE" \
+        "3-node site throughput, backups 0 vs 1 sync, redis-benchmark --cluster -r 100000, loopback$( ((SMOKE)) && echo " [SMOKE RUN]")"
+    echo "chart: $OUT/site_throughput.png"
+else
+    echo "chart skipped: no python with matplotlib"
+fi

@@ -10,36 +10,37 @@
 # prints: test | d | P | redis ops/s | deltagrid ops/s | ratio | p50s.
 # INCR sends no value, so its -d rows repeat the same command.
 #
-# Writes bench/results/throughput-<date>.csv (every column redis-benchmark
-# reports, one row per target) and, if python3 has matplotlib, the chart
-# docs/bench/throughput.png. Loopback only; both servers are stopped on exit.
+# usage: bash bench/throughput.sh [--out DIR] [--smoke]
+# Writes <out>/throughput.csv (every column redis-benchmark reports, one row
+# per target and run) and the chart <out>/throughput.png (--out: default
+# docs/bench; --smoke: N=2000, into a temporary directory; see
+# bench/common.sh). Loopback only; both servers are stopped on exit.
 #
 # Environment (defaults in brackets):
-#   N [100000]            requests per run with -P 1
+#   N [100000; smoke 2000] requests per run with -P 1
 #   N_PIPELINED [10*N]    requests per run with -P 16 (runs are ~10x faster)
 #   CLIENTS [50]  TESTS ["set get hset incr"]  SIZES ["100 1024"]  PIPELINES ["1 16"]
 #   RUN_TIMEOUT [300]     seconds before one redis-benchmark run is killed
-#   CHART [docs/bench/throughput.png]   CHART=0 skips it
-#   DELTAGRID_BIN, DELTAGRID_BUILD, REDIS_SERVER: see bench/common.sh
+#   DELTAGRID_BIN, DELTAGRID_BUILD, REDIS_SERVER, PLOT_PYTHON: see bench/common.sh
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+bench_args "$@"
+bench_no_more_args
 
-N=${N:-100000}
+N=${N:-$( ((SMOKE)) && echo 2000 || echo 100000)}
 N_PIPELINED=${N_PIPELINED:-$((N * 10))}
 CLIENTS=${CLIENTS:-50}
 TESTS=${TESTS:-"set get hset incr"}
 SIZES=${SIZES:-"100 1024"}
 PIPELINES=${PIPELINES:-"1 16"}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
-CHART=${CHART:-$BENCH_ROOT/docs/bench/throughput.png}
 
 command -v redis-benchmark >/dev/null || { say "error: redis-benchmark not found (apt-get install redis-tools)"; exit 1; }
 
 bench_start_servers
 
 STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
-mkdir -p "$BENCH_ROOT/bench/results"
-CSV=$BENCH_ROOT/bench/results/throughput-$STAMP.csv
+CSV=$OUT/throughput.csv
 echo "date,test,d,P,clients,requests,target,status,rps,avg_latency_ms,min_latency_ms,p50_latency_ms,p95_latency_ms,p99_latency_ms,max_latency_ms" >"$CSV"
 
 MACHINE=$(machine_line)
@@ -107,24 +108,8 @@ done
 
 # The table (Markdown, pastes into docs/benchmarks.md).
 cell() { local v=${1:-}; [[ -n $v ]] && printf '%s' "$v" || printf 'n/a'; }
-markdown_table() {
-    awk -F'\t' '
-        { n = NR; for (i = 1; i <= NF; i++) { c[n, i] = $i; if (length($i) > w[i]) w[i] = length($i) }; nf = NF }
-        END {
-            for (r = 1; r <= n; r++) {
-                line = "|"
-                for (i = 1; i <= nf; i++) line = line " " sprintf(i == 1 ? "%-" w[i] "s" : "%" w[i] "s", c[r, i]) " |"
-                print line
-                if (r == 1) {
-                    line = "|"
-                    for (i = 1; i <= nf; i++) { d = ""; for (k = 0; k < w[i] + (i == 1 ? 2 : 1); k++) d = d "-"; line = line d (i == 1 ? "" : ":") "|" }
-                    print line
-                }
-            }
-        }'
-}
 echo
-echo "Throughput, redis-benchmark -c $CLIENTS, -n $N (-P 1) / $N_PIPELINED (-P 16), $STAMP"
+echo "Throughput, redis-benchmark -c $CLIENTS, -n $N (-P 1) / $N_PIPELINED (-P 16), loopback, $STAMP$( ((SMOKE)) && echo ", smoke run")"
 echo "Machine: $MACHINE"
 ((DG_UP)) || echo "deltagrid NOT measured: $DG_STATUS"
 echo
@@ -148,11 +133,12 @@ echo
 echo
 echo "CSV: $CSV"
 
-if [[ $CHART != 0 ]]; then
-    if python3 -c 'import matplotlib' 2>/dev/null; then
-        mkdir -p "$(dirname "$CHART")"
-        python3 "$BENCH_ROOT/bench/plot_throughput.py" "$CSV" "$CHART" "$MACHINE" && echo "chart: $CHART"
-    else
-        echo "chart skipped: python3 has no matplotlib (pip install matplotlib)"
-    fi
+CHART=$OUT/throughput.png
+plot_python
+if [[ -n $PY ]]; then
+    "$PY" "$BENCH_ROOT/bench/plot_throughput.py" "$CSV" "$CHART" "$MACHINE" \
+        "Single-node throughput: deltagrid vs Redis $REDIS_VERSION, redis-benchmark, loopback$( ((SMOKE)) && echo " [SMOKE RUN]")"
+    echo "chart: $CHART"
+else
+    echo "chart skipped: no python with matplotlib"
 fi

@@ -10,8 +10,10 @@
 #
 # usage: bash bench/wan_delta.sh [deltagrid bench wan-delta options]
 #   e.g. bash bench/wan_delta.sh --seconds 20 --objects 2000
+#        bash bench/wan_delta.sh --smoke      (2 s per phase, 50 objects, into a temporary --out)
 # Results: <out>/wan_delta.json, <out>/wan_delta.csv and the charts
-# <out>/wan_delta_bytes.png, <out>/wan_delta_updates.png (--out, default docs/bench).
+# <out>/wan_delta_bytes.png, <out>/wan_delta_updates.png (--out, default
+# docs/bench; --smoke and --out: see bench/common.sh).
 #
 # Environment: WAN_DELAY [10ms], WAN_JITTER [1ms], WAN_RATE [200mbit] (bench/netns.sh);
 #   WAN_NETNS=0 forces loopback; DELTAGRID_BIN, DELTAGRID_BUILD=0 as in
@@ -23,44 +25,25 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$BENCH_ROOT/bench/netns.sh"
 source "$BENCH_ROOT/bench/wan_common.sh"
 
-wan_binary
-wan_args "$@"
+bench_args "$@"
 args=("${ARGS[@]}")
+need_deltagrid
 
-echo "WAN delta propagation (GemFire experiment, REFERENCE.md #1), $(date -u +%Y-%m-%dT%H%M%SZ)"
+echo "WAN delta propagation (GemFire experiment, REFERENCE.md #1), $(date -u +%Y-%m-%dT%H%M%SZ)$( ((SMOKE)) && echo ', smoke run')"
 machine_line
 echo
 echo "binary: $DG_BIN"
 
-run=("$DG_BIN" bench wan-delta --out "$OUT")
-if [[ ${WAN_NETNS:-1} != 0 ]] && netns_setup; then
-    echo "link: $(netns_link)"
-    if [[ ${NETNS_NO_DELAY:-0} == 1 ]]; then
-        echo
-        echo "*** NOTE: this kernel has no netem: the link is rate-limited ($WAN_RATE, tbf) but has NO added delay or jitter."
-        echo
-    fi
-    run=(ip netns exec "$NETNS1" "${run[@]}"
-         --site1-netns "$NETNS1" --site1-ip "$NETNS_IP1" --site2-netns "$NETNS2" --site2-ip "$NETNS_IP2"
-         --link "$(netns_link)")
-else
-    why=${NETNS_WHY:-WAN_NETNS=0}
-    echo
-    echo "*** NO NETWORK EMULATION: $why."
-    echo "*** Both sites run on 127.0.0.1 with no delay, jitter or rate limit; WAN figures are loopback figures."
-    echo
-    run+=(--link "loopback, no emulation ($why)")
-fi
-echo "command: $(printf '%q ' "${run[@]}" "${args[@]}")"
+wan_placement wan-delta
+echo "command: $(printf '%q ' "${RUN[@]}" "${args[@]}")"
 echo
-"${run[@]}" "${args[@]}"
+"${RUN[@]}" "${args[@]}"
 
 # Charts.
-wan_plot_python
-py=$PY
+plot_python
 echo
-if [[ -n $py ]]; then
-    "$py" "$BENCH_ROOT/bench/plot_wan_delta.py" "$OUT/wan_delta.json" "$OUT/wan_delta.csv" "$OUT"
+if [[ -n $PY ]]; then
+    "$PY" "$BENCH_ROOT/bench/plot_wan_delta.py" "$OUT/wan_delta.json" "$OUT/wan_delta.csv" "$OUT"
 else
     echo "charts skipped: no python with matplotlib"
 fi

@@ -13,9 +13,10 @@
 #
 # usage: bash bench/wan_load.sh [deltagrid bench wan-load options]
 #   e.g. bash bench/wan_load.sh --seconds 40 --outage-seconds 30
-#        bash bench/wan_load.sh --smoke            (~3 s per run; checks the harness)
+#        bash bench/wan_load.sh --smoke            (~3 s per run, into a temporary --out)
 # Results: <out>/wan_load.json, <out>/wan_load.csv and the charts
-# <out>/wan_load_*.png (--out, default docs/bench).
+# <out>/wan_load_*.png (--out, default docs/bench; --smoke and --out: see
+# bench/common.sh).
 #
 # Environment: WAN_DELAY [10ms], WAN_JITTER [1ms], WAN_RATE [200mbit] (bench/netns.sh);
 #   WAN_NETNS=0 forces loopback; DELTAGRID_BIN, DELTAGRID_BUILD=0 as in
@@ -27,49 +28,34 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$BENCH_ROOT/bench/netns.sh"
 source "$BENCH_ROOT/bench/wan_common.sh"
 
-wan_binary
-wan_args "$@"
+bench_args "$@"
 args=("${ARGS[@]}")
+need_deltagrid
 
-echo "WAN under load (Hazelcast experiment, REFERENCE.md #2), $(date -u +%Y-%m-%dT%H%M%SZ)"
+echo "WAN under load (Hazelcast experiment, REFERENCE.md #2), $(date -u +%Y-%m-%dT%H%M%SZ)$( ((SMOKE)) && echo ', smoke run')"
 machine_line
 echo
 echo "binary: $DG_BIN"
 
-run=("$DG_BIN" bench wan-load --out "$OUT")
-if [[ ${WAN_NETNS:-1} != 0 ]] && netns_setup; then
-    echo "link: $(netns_link)"
-    if [[ ${NETNS_NO_DELAY:-0} == 1 ]]; then
-        echo
-        echo "*** NOTE: this kernel has no netem: the link is rate-limited ($WAN_RATE, tbf) but has NO added delay or jitter."
-        echo
-    fi
-    run=(ip netns exec "$NETNS1" "${run[@]}"
-         --site1-netns "$NETNS1" --site1-ip "$NETNS_IP1" --site2-netns "$NETNS2" --site2-ip "$NETNS_IP2"
-         --link "$(netns_link)" --link-rate "$WAN_RATE"
-         --outage-dev "$NETNS_VETH1" --outage-netns "$NETNS1")
+wan_placement wan-load
+if ((WAN_NETNS_UP)); then
+    RUN+=(--link-rate "$WAN_RATE" --outage-dev "$NETNS_VETH1" --outage-netns "$NETNS1")
 else
-    why=${NETNS_WHY:-WAN_NETNS=0}
+    echo "*** The outage run pauses site 1's publishers instead of cutting a link."
     echo
-    echo "*** NO NETWORK EMULATION: $why."
-    echo "*** Both sites run on 127.0.0.1 with no delay, jitter or rate limit; WAN figures are loopback figures,"
-    echo "*** and the outage run pauses site 1's publishers instead of cutting a link."
-    echo
-    run+=(--link "loopback, no emulation ($why)")
 fi
-echo "command: $(printf '%q ' "${run[@]}" "${args[@]}")"
+echo "command: $(printf '%q ' "${RUN[@]}" "${args[@]}")"
 echo
 rc=0
-"${run[@]}" "${args[@]}" || rc=$?
+"${RUN[@]}" "${args[@]}" || rc=$?
 
 # Charts (also after a failed check, when the result files were written).
-wan_plot_python
-py=$PY
+plot_python
 echo
 if [[ ! -s $OUT/wan_load.json ]]; then
     echo "no results written ($OUT/wan_load.json missing)"
-elif [[ -n $py ]]; then
-    "$py" "$BENCH_ROOT/bench/plot_wan_load.py" "$OUT/wan_load.json" "$OUT/wan_load.csv" "$OUT"
+elif [[ -n $PY ]]; then
+    "$PY" "$BENCH_ROOT/bench/plot_wan_load.py" "$OUT/wan_load.json" "$OUT/wan_load.csv" "$OUT"
 else
     echo "charts skipped: no python with matplotlib"
 fi

@@ -25,7 +25,7 @@ use anyhow::{bail, Context};
 
 use crate::echo::EchoServer;
 use crate::stats::{summarize, Summary};
-use crate::wire::ReplyReader;
+use crate::wire::{encode_request, ReplyReader};
 use workload::RequestGen;
 pub use workload::Workload;
 
@@ -69,6 +69,11 @@ pub struct LatencyArgs {
     /// Key prefix; put a {hash tag} in it to send every key to one slot of a site
     #[arg(long, default_value = "dgbench:lat")]
     pub key_prefix: String,
+    /// Follow every op with `WAIT N 0` in the same write, and time both
+    /// replies: Redis's synchronous replication to N replicas. 0 = off.
+    /// The echo floor is measured without it.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub wait_replicas: u32,
 }
 
 /// The measurements of one workload.
@@ -153,6 +158,14 @@ fn connect(addr: &str) -> std::io::Result<TcpStream> {
 fn measure_server(target: &str, gen: &RequestGen, args: &LatencyArgs) -> anyhow::Result<Summary> {
     let mut stream = connect(target).with_context(|| format!("connecting to {target}"))?;
     let mut replies = ReplyReader::default();
+    let mut wait = Vec::new();
+    if args.wait_replicas > 0 {
+        let n = args.wait_replicas.to_string();
+        encode_request(&[b"WAIT", n.as_bytes(), b"0"], &mut wait);
+    }
+    let want = i64::from(args.wait_replicas);
+    // One write per op: the request and its WAIT in the same buffer.
+    let mut out = Vec::new();
     for batch in gen.setup_requests().chunks(SETUP_BATCH) {
         for req in batch {
             stream.write_all(req)?;
@@ -162,9 +175,20 @@ fn measure_server(target: &str, gen: &RequestGen, args: &LatencyArgs) -> anyhow:
         }
     }
     let ns = client_loop(&mut stream, gen, args, |stream, req| {
-        stream.write_all(req)?;
+        out.clear();
+        out.extend_from_slice(req);
+        out.extend_from_slice(&wait);
+        stream.write_all(&out)?;
         let head = replies.read_reply(stream)?;
-        gen.check_reply(head).map_err(anyhow::Error::msg)
+        gen.check_reply(head).map_err(anyhow::Error::msg)?;
+        if want > 0 {
+            let acked = replies.read_reply(stream).context("WAIT")?.int;
+            anyhow::ensure!(
+                acked.is_some_and(|n| n >= want),
+                "WAIT {want} 0 replied {acked:?}, expected an integer >= {want}"
+            );
+        }
+        Ok(())
     })?;
     summarize(ns).context("no samples")
 }
@@ -265,7 +289,9 @@ mod tests {
         .latency;
         assert_eq!(a.value, Some(Workload::Bytes(1024)));
         assert!(!a.echo_floor);
-        assert_eq!(a.rate, 500);
+        assert_eq!((a.rate, a.wait_replicas), (500, 0));
+        let a = Cli::parse_from(["x", "--wait-replicas", "1"]).latency;
+        assert_eq!(a.wait_replicas, 1);
     }
 
     #[test]
@@ -294,6 +320,7 @@ mod tests {
             echo_floor: true,
             json: None,
             key_prefix: "dgbench:lat".into(),
+            wait_replicas: 0,
         };
         let s = measure_echo(
             &echo.addr().to_string(),

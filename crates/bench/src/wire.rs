@@ -50,6 +50,8 @@ pub struct ReplyHead {
     pub kind: u8,
     /// For bulk strings: the length, `None` for a null bulk.
     pub bulk_len: Option<usize>,
+    /// For integers: the value.
+    pub int: Option<i64>,
 }
 
 /// Buffers bytes from a stream and hands out one reply at a time.
@@ -129,11 +131,18 @@ fn head_of(frame: &[u8]) -> Result<ReplyHead, WireError> {
             Ok(ReplyHead {
                 kind,
                 bulk_len: usize::try_from(len).ok(),
+                int: None,
             })
         }
+        b':' => Ok(ReplyHead {
+            kind,
+            bulk_len: None,
+            int: Some(parse_int(line)?),
+        }),
         _ => Ok(ReplyHead {
             kind,
             bulk_len: None,
+            int: None,
         }),
     }
 }
@@ -238,19 +247,21 @@ mod tests {
         let mut src = Trickle(wire);
         let mut r = ReplyReader::default();
         assert_eq!(r.read_reply(&mut src).unwrap().kind, b'+');
-        assert_eq!(r.read_reply(&mut src).unwrap().kind, b':');
+        assert_eq!(r.read_reply(&mut src).unwrap().int, Some(42));
         assert_eq!(
             r.read_reply(&mut src).unwrap(),
             ReplyHead {
                 kind: b'$',
-                bulk_len: Some(5)
+                bulk_len: Some(5),
+                int: None
             }
         );
         assert_eq!(
             r.read_reply(&mut src).unwrap(),
             ReplyHead {
                 kind: b'$',
-                bulk_len: None
+                bulk_len: None,
+                int: None
             }
         );
         assert_eq!(r.read_reply(&mut src).unwrap().kind, b'*');

@@ -16,6 +16,8 @@ struct JsonReport<'a> {
     warmup: u64,
     /// Ops per second; 0 = unthrottled.
     rate: u64,
+    /// Each op was followed by `WAIT wait_replicas 0` (0 = not).
+    wait_replicas: u32,
     unit: &'static str,
     results: &'a [WorkloadResult],
 }
@@ -31,6 +33,7 @@ pub fn write_json(
         ops: args.ops,
         warmup: args.warmup,
         rate: args.rate,
+        wait_replicas: args.wait_replicas,
         unit: "microseconds",
         results,
     };
@@ -43,10 +46,14 @@ pub fn print(target: &str, args: &LatencyArgs, results: &[WorkloadResult]) {
         0 => "unthrottled".to_string(),
         r => format!("{r} ops/s"),
     };
+    let wait = match args.wait_replicas {
+        0 => String::new(),
+        n => format!(", each op followed by WAIT {n} 0 in the same write (timed to its reply)"),
+    };
     println!();
     println!(
         "Latency against {target}: one client, one op in flight, TCP_NODELAY, \
-         {} ops after {} warm-up, {rate}. Times in µs.",
+         {} ops after {} warm-up, {rate}{wait}. Times in µs.",
         args.ops, args.warmup
     );
     println!();

@@ -66,8 +66,10 @@ pub struct WanLoadArgs {
     #[arg(long, default_value_t = 5000.0)]
     site2_rate: f64,
     /// Partition counts of the pipelined runs, comma-separated
-    #[arg(long, default_value = "271,2048,5120,16384", value_delimiter = ',')]
-    partitions: Vec<u16>,
+    /// [default: 271,2048,5120,16384; smoke: 271,2048, which a debug build
+    /// forms in time]
+    #[arg(long, value_delimiter = ',')]
+    partitions: Option<Vec<u16>>,
     /// Partition counts of the outage runs (pipelined), comma-separated;
     /// 271,16384 also compares how fast a backlog drains
     #[arg(long, default_value = "271", value_delimiter = ',')]
@@ -300,7 +302,10 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
         partitions: 271,
         outage: false,
     });
-    for &p in &args.partitions {
+    let partitions = args.partitions.clone().unwrap_or_else(|| {
+        if smoke { vec![271, 2048] } else { vec![271, 2048, 5120, 16384] }
+    });
+    for &p in &partitions {
         specs.push(RunSpec {
             name: format!("pipelined-{p}"),
             wan: true,
