@@ -18,6 +18,7 @@ plot_python
 "$PY" -c 'import redis' 2>/dev/null || "$PY" -m pip install -q redis
 echo "Reverse delta restore (WAL-G experiment, REFERENCE.md #3), $(date -u +%Y-%m-%dT%H%M%SZ)$( ((SMOKE)) && echo ', smoke run')"
 machine_line
+echo
 smoke=()
 ((SMOKE == 0)) || smoke=(--smoke)
 "$PY" "$BENCH_ROOT/bench/restore.py" --bin "$DG_BIN" --out "$OUT" "${smoke[@]}" "${ARGS[@]}"
