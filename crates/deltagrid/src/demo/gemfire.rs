@@ -8,6 +8,12 @@
 //! client for the given time while sampling every node's WAN counters once a
 //! second, wait until site 2 has caught up, and check that both sites hold
 //! identical data. `report` prints the result as the blog's tables.
+//!
+//! With `Workload::blob` the objects are strings instead, serialized as a
+//! client library would (fixed-width `id`, `count`, `timestamp`, then the
+//! payload), and every update SETs the whole serialized object: the node
+//! finds the changed bytes itself (automatic deltas, no delta code in the
+//! client, unlike GemFire's `Delta` interface).
 
 pub mod report;
 pub mod sites;
@@ -34,6 +40,15 @@ pub struct Workload {
     pub writers: usize,
     /// Seconds the writers run.
     pub seconds: u64,
+    /// Objects are whole serialized strings, updated by SET.
+    pub blob: bool,
+}
+
+/// An object serialized as one string: fixed-width fields, then the payload.
+pub fn serialize(id: usize, count: u64, timestamp: u64, payload: &[u8]) -> Vec<u8> {
+    let mut out = format!("id={id:010};count={count:020};timestamp={timestamp:020};payload=").into_bytes();
+    out.extend_from_slice(payload);
+    out
 }
 
 /// Every node's counters at `t` seconds after the writers started (negative:
@@ -71,6 +86,8 @@ pub struct ReceiverStats {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PhaseResult {
     pub delta: bool,
+    /// Objects were serialized strings updated by SET.
+    pub blob: bool,
     /// Updates per writer thread.
     pub updates: Vec<u64>,
     /// Seconds the writers ran.
@@ -106,10 +123,17 @@ pub fn phase(w: &Workload, placement: &Placement, dir: &Path, delta: bool) -> an
     let nodes = start_sites(dir, delta, placement)?;
     let mut site1 = cluster(&nodes, 1)?;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+    // The blob writers hold their objects, as GemFire's clients did.
+    let mut payloads = Vec::new();
     for i in 0..w.objects {
         // Random bytes: a value that compresses is not what GemFire shipped.
         let mut payload = vec![0u8; PAYLOAD];
         rng.fill_bytes(&mut payload);
+        if w.blob {
+            let _: () = redis::cmd("SET").arg(format!("object:{i}")).arg(serialize(i, 0, 0, &payload)).query(&mut site1)?;
+            payloads.push(payload);
+            continue;
+        }
         let _: () = redis::cmd("HSET")
             .arg(format!("object:{i}"))
             .arg("payload")
@@ -122,10 +146,11 @@ pub fn phase(w: &Workload, placement: &Placement, dir: &Path, delta: bool) -> an
             .arg(0)
             .query(&mut site1)?;
     }
+    let payloads = Arc::new(payloads);
     let mut site2 = cluster(&nodes, 2)?;
     let load_timeout = Duration::from_secs(60);
     drained(&nodes, load_timeout, Instant::now(), |_| {})?;
-    wait_identical(&mut site1, &mut site2, w.objects, load_timeout)?;
+    wait_identical(&mut site1, &mut site2, w, load_timeout)?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let counters: Vec<Arc<AtomicU64>> = (0..w.writers).map(|_| Arc::new(AtomicU64::new(0))).collect();
@@ -136,14 +161,20 @@ pub fn phase(w: &Workload, placement: &Placement, dir: &Path, delta: bool) -> an
     for (k, count) in counters.iter().enumerate() {
         let (stop, count) = (stop.clone(), count.clone());
         let mut conn = cluster(&nodes, 1)?;
-        let objects = w.objects;
+        let (objects, blob, payloads) = (w.objects, w.blob, payloads.clone());
         writers.push(std::thread::spawn(move || -> anyhow::Result<()> {
             let mut rng = rand::rngs::SmallRng::seed_from_u64(k as u64);
             while !stop.load(Ordering::Relaxed) {
-                let key = format!("object:{}", rng.gen_range(0..objects));
+                let i = rng.gen_range(0..objects);
+                let key = format!("object:{i}");
                 let n = count.fetch_add(1, Ordering::Relaxed) + 1;
                 let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as u64;
-                let _: () = redis::cmd("HSET").arg(&key).arg("count").arg(n).arg("timestamp").arg(ts).query(&mut conn)?;
+                if blob {
+                    let _: () = redis::cmd("SET").arg(&key).arg(serialize(i, n, ts, &payloads[i])).query(&mut conn)?;
+                } else {
+                    let _: () =
+                        redis::cmd("HSET").arg(&key).arg("count").arg(n).arg("timestamp").arg(ts).query(&mut conn)?;
+                }
             }
             Ok(())
         }));
@@ -174,11 +205,13 @@ pub fn phase(w: &Workload, placement: &Placement, dir: &Path, delta: bool) -> an
         samples.push(Sample { t, updates: total_updates, writing: false, nodes });
     });
     let catch_up_seconds = stopped.elapsed().as_secs_f64();
-    let identical = caught_up.is_ok() && wait_identical(&mut site1, &mut site2, w.objects, Duration::from_secs(30)).is_ok();
+    let identical = caught_up.is_ok() && wait_identical(&mut site1, &mut site2, w, Duration::from_secs(30)).is_ok();
     let t = started.elapsed().as_secs_f64();
     samples.push(Sample { t, updates: total_updates, writing: false, nodes: sample(&nodes) });
 
-    Ok(summarize(&nodes, delta, updates, seconds, catch_up_seconds, samples, identical, w.objects))
+    let mut r = summarize(&nodes, delta, updates, seconds, catch_up_seconds, samples, identical, w.objects);
+    r.blob = w.blob;
+    Ok(r)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -223,6 +256,7 @@ fn summarize(
     let total_updates: u64 = updates.iter().sum();
     PhaseResult {
         delta,
+        blob: false,
         updates,
         seconds,
         catch_up_seconds,
@@ -262,17 +296,23 @@ fn drained(
     }
 }
 
-/// Every object as a site holds it: field -> value, per key (pipelined, so
-/// a remote site costs a few round trips, not one per object).
-fn contents(conn: &mut redis::cluster::ClusterConnection, objects: usize) -> anyhow::Result<Vec<BTreeMap<String, Vec<u8>>>> {
-    let mut all = Vec::with_capacity(objects);
-    for chunk in (0..objects).collect::<Vec<_>>().chunks(200) {
+/// Every object as a site holds it: field -> value, per key (a blob is
+/// one field, ""), pipelined, so a remote site costs a few round trips, not
+/// one per object.
+fn contents(conn: &mut redis::cluster::ClusterConnection, w: &Workload) -> anyhow::Result<Vec<BTreeMap<String, Vec<u8>>>> {
+    let mut all = Vec::with_capacity(w.objects);
+    for chunk in (0..w.objects).collect::<Vec<_>>().chunks(200) {
         let mut pipe = redis::cluster::cluster_pipe();
         for i in chunk {
-            pipe.cmd("HGETALL").arg(format!("object:{i}"));
+            pipe.cmd(if w.blob { "GET" } else { "HGETALL" }).arg(format!("object:{i}"));
         }
-        let part: Vec<BTreeMap<String, Vec<u8>>> = pipe.query(conn)?;
-        all.extend(part);
+        if w.blob {
+            let part: Vec<Option<Vec<u8>>> = pipe.query(conn)?;
+            all.extend(part.into_iter().map(|v| v.map(|v| BTreeMap::from([(String::new(), v)])).unwrap_or_default()));
+        } else {
+            let part: Vec<BTreeMap<String, Vec<u8>>> = pipe.query(conn)?;
+            all.extend(part);
+        }
     }
     Ok(all)
 }
@@ -281,13 +321,13 @@ fn contents(conn: &mut redis::cluster::ClusterConnection, objects: usize) -> any
 fn wait_identical(
     a: &mut redis::cluster::ClusterConnection,
     b: &mut redis::cluster::ClusterConnection,
-    objects: usize,
+    w: &Workload,
     timeout: Duration,
 ) -> anyhow::Result<()> {
-    let deadline = Instant::now() + timeout;
+    let (deadline, objects, fields) = (Instant::now() + timeout, w.objects, if w.blob { 1 } else { 4 });
     loop {
-        let (x, y) = (contents(a, objects)?, contents(b, objects)?);
-        if x == y && x.iter().all(|h| h.len() == 4) {
+        let (x, y) = (contents(a, w)?, contents(b, w)?);
+        if x == y && x.iter().all(|h| h.len() == fields) {
             return Ok(());
         }
         if Instant::now() > deadline {

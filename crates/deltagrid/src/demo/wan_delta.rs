@@ -43,6 +43,9 @@ pub struct WanDeltaArgs {
     /// Keep the nodes' data directories and logs (printed at the end)
     #[arg(long)]
     keep: bool,
+    /// Skip the third phase (delta on, clients SETting whole serialized objects)
+    #[arg(long)]
+    no_blob: bool,
 }
 
 /// REFERENCE.md #1, VMware GemFire 10.0: (metric, delta off, delta on).
@@ -121,6 +124,7 @@ pub fn run(args: &WanDeltaArgs) -> anyhow::Result<()> {
         objects: args.objects.unwrap_or(objects),
         writers: args.writers,
         seconds: args.seconds.unwrap_or(seconds),
+        blob: false,
     };
     let (placement, link) = args.placement.resolve();
     let dir = std::env::temp_dir().join(format!("deltagrid-bench-wan-delta-{}", std::process::id()));
@@ -147,7 +151,29 @@ pub fn run(args: &WanDeltaArgs) -> anyhow::Result<()> {
     let (off, on) = (&results[0], &results[1]);
     print_summary(off, on);
     print_comparison(&workload, off, on);
-    let (json, csv) = files::write(&args.out, &workload, &placement, &link, &results)?;
+    // The same with whole objects SET by the clients: deltas found by the
+    // node, none written by the user.
+    let blob = match args.no_blob {
+        true => None,
+        false => {
+            let w = Workload { blob: true, ..workload.clone() };
+            let r = gemfire::phase(&w, &placement, &dir.join("blob"), true)?;
+            print_phase(&r);
+            println!();
+            println!(
+                "automatic deltas: {:.1} WAN bytes per update for a SET of the whole {}-byte object \
+                 (hash fields: {:.1}; full values: {:.1}), {:.0} updates/s (hash fields: {:.0})",
+                r.bytes_per_update,
+                gemfire::serialize(0, 0, 0, &[0; PAYLOAD]).len(),
+                on.bytes_per_update,
+                off.bytes_per_update,
+                r.update_rate(),
+                on.update_rate()
+            );
+            Some(r)
+        }
+    };
+    let (json, csv) = files::write(&args.out, &workload, &placement, &link, &results, blob.as_ref())?;
     println!();
     println!("results: {}", json.display());
     println!("samples: {}", csv.display());
@@ -156,7 +182,7 @@ pub fn run(args: &WanDeltaArgs) -> anyhow::Result<()> {
     } else {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    if !(off.identical && on.identical) {
+    if !(off.identical && on.identical && blob.as_ref().is_none_or(|b| b.identical)) {
         bail!("the sites did not converge");
     }
     Ok(())

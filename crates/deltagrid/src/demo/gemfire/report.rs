@@ -6,7 +6,8 @@ use super::PhaseResult;
 
 pub fn print_phase(r: &PhaseResult) {
     println!();
-    println!("== delta = {} ({:.1} s of updates) ==", r.delta, r.seconds);
+    let shape = if r.blob { ", clients SET whole serialized objects" } else { "" };
+    println!("== delta = {}{shape} ({:.1} s of updates) ==", r.delta, r.seconds);
     println!("{:<10} {:>22} {:>22}", "site-2 node", "bytes received/s avg", "bytes received/s max");
     for s in &r.received {
         println!("{:<10} {:>22.0} {:>22.0}", s.node, s.avg_per_s, s.max_per_s);

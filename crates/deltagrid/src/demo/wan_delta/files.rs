@@ -20,6 +20,7 @@ pub fn write(
     placement: &Placement,
     link: &str,
     results: &[PhaseResult],
+    blob: Option<&PhaseResult>,
 ) -> anyhow::Result<(PathBuf, PathBuf)> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let reference: Vec<_> =
@@ -34,6 +35,7 @@ pub fn write(
         "placement": placement,
         "link": link,
         "phases": results,
+        "blob_phase": blob,
         "reference_gemfire": {
             "source": "REFERENCE.md #1 (theirs: 100,000 objects, 300 s, 5 threads, 3+3 servers)",
             "rows": reference,
