@@ -80,7 +80,8 @@ impl CommandSpec {
         let argc = argc as i32;
         let (first, step) = (self.first_key, self.step.max(1));
         let last = if self.last_key < 0 { argc + self.last_key } else { self.last_key.min(argc - 1) };
-        let range = if first > 0 { first..=last } else { 1..=0 };
+        // No keys (first == 0): an empty range.
+        let range = if first > 0 { first..=last } else { 1..=last.min(0) };
         range.step_by(step as usize).map(|i| i as usize)
     }
 
