@@ -61,8 +61,14 @@ impl Jobs {
         self.restoring.load(Ordering::Relaxed)
     }
 
+    /// The current job's progress; a create's manifest entries (one per
+    /// partition written) only once it is done, so polling stays cheap.
     pub fn progress(&self) -> Progress {
-        self.current.lock().clone()
+        let pr = self.current.lock();
+        if pr.state == "running" {
+            return Progress { entries: Vec::new(), ..pr.clone() };
+        }
+        pr.clone()
     }
 
     /// Starts writing this node's primaries as backup `id` (an incremental
