@@ -17,6 +17,7 @@ import redis
 
 from conftest import Server, binary, free_port
 from helpers import wait_until
+from helpers_net import RespConn, RespError
 from helpers_wan import WanSite, digest as site_digest
 
 pytestmark = pytest.mark.deltagrid_only
@@ -440,3 +441,34 @@ def test_after_a_failover_the_promoted_backups_continue_the_incremental_chain(ma
         assert summary["keys_applied"] == len(want) == 999
     finally:
         a.stop()
+
+
+def test_a_node_answers_loading_while_it_restores(make_server, tmp_path):
+    url = f"file://{tmp_path}/store"
+    src = make_server()
+    pipe = redis.Redis(port=src.port).pipeline(transaction=False)
+    for i in range(100_000):
+        pipe.set(f"k{i}", b"v" * 100)
+        if i % 5000 == 4999:
+            pipe.execute()
+    pipe.execute()
+    create(src, url)
+    dst = make_server()
+    r = redis.Redis(port=dst.port)
+    cli = subprocess.Popen([binary(), "backup", "restore", "--admin", admin(dst), "--from", url],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A raw connection: redis-py retries LOADING errors by itself.
+    replies = set()
+    with RespConn.to(dst) as c:
+        while cli.poll() is None:
+            reply = c.call("GET", "k1")
+            if isinstance(reply, RespError):
+                assert str(reply).startswith("LOADING") and "restoring a backup" in str(reply), reply
+                assert c.call("PING") == "PONG"  # allowed while loading
+                replies.add("loading")
+            else:
+                replies.add("value")
+    out, err = cli.communicate()
+    assert cli.returncode == 0, err
+    assert "loading" in replies, f"no data command was refused while the restore ran: {out}"
+    assert r.get("k1") == b"v" * 100 and r.dbsize() == 100_000
