@@ -151,6 +151,8 @@ pub struct Keyspace {
     sink: OnceLock<Arc<dyn ReplicationSink>>,
     listener: OnceLock<Arc<dyn LogListener>>,
     expire_cursor: AtomicUsize,
+    /// Bytes of all partition logs (each log keeps it in step).
+    log_bytes: Arc<AtomicUsize>,
 }
 
 impl Keyspace {
@@ -162,16 +164,18 @@ impl Keyspace {
             n => (n / partitions as usize).max(1),
         };
         let changed_per_part = cfg.changed_keys_bytes / partitions as usize;
+        let log_bytes = Arc::new(AtomicUsize::new(0));
         Keyspace {
             parts: (0..partitions)
                 .map(|p| {
-                    Mutex::new(
-                        Partition::new(p, per_part)
-                            .with_tombstones(tomb_per_part, cfg.tombstone_ttl_ms)
-                            .with_changed_keys(changed_per_part),
-                    )
+                    let mut part = Partition::new(p, per_part)
+                        .with_tombstones(tomb_per_part, cfg.tombstone_ttl_ms)
+                        .with_changed_keys(changed_per_part);
+                    part.log.count_in(log_bytes.clone());
+                    Mutex::new(part)
                 })
                 .collect(),
+            log_bytes,
             partitions,
             site: cfg.site_id,
             hlc: Hlc::new(clock),
@@ -290,9 +294,10 @@ impl Keyspace {
         self.parts.iter().map(|p| p.lock().footprint()).sum()
     }
 
-    /// Bytes held by partition logs.
+    /// Bytes held by partition logs (a running total: no partition is
+    /// locked, so WAN publishers may ask often).
     pub fn log_bytes(&self) -> usize {
-        self.parts.iter().map(|p| p.lock().log.bytes()).sum()
+        self.log_bytes.load(Ordering::Relaxed)
     }
 
     /// Removes every key, logging a Delete for each.

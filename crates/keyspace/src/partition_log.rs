@@ -5,6 +5,8 @@
 //! `retain_bytes`, so with nobody consuming it memory stays flat.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use crate::change::Change;
 use crate::changed_keys::ChangedKeys;
@@ -21,6 +23,9 @@ pub struct PartitionLog {
     needed_from: Option<u64>,
     /// Keys changed since the partition's last backup to storage.
     pub changed: ChangedKeys,
+    /// The node's total over all partition logs, kept in step with `bytes`
+    /// so reading it locks nothing.
+    total: Arc<AtomicUsize>,
 }
 
 impl PartitionLog {
@@ -32,6 +37,7 @@ impl PartitionLog {
             retain_bytes,
             needed_from: None,
             changed: ChangedKeys::new(0),
+            total: Arc::default(),
         }
     }
 
@@ -42,6 +48,7 @@ impl PartitionLog {
         let size = codec::encoded_len(&change);
         self.changed.touch(&change.key, seq);
         self.bytes += size;
+        self.total.fetch_add(size, Ordering::Relaxed);
         self.entries.push_back((seq, change, size));
         self.trim();
         (seq, size)
@@ -52,6 +59,7 @@ impl PartitionLog {
             match self.entries.front() {
                 Some((seq, _, size)) if self.needed_from.is_none_or(|n| *seq < n) => {
                     self.bytes -= *size;
+                    self.total.fetch_sub(*size, Ordering::Relaxed);
                     self.entries.pop_front();
                 }
                 _ => break,
@@ -72,8 +80,16 @@ impl PartitionLog {
     pub fn reset_to(&mut self, seq: u64) {
         self.changed.drop_anchor();
         self.entries.clear();
+        self.total.fetch_sub(self.bytes, Ordering::Relaxed);
         self.bytes = 0;
         self.next_seq = seq;
+    }
+
+    /// Counts this log's bytes in `total` too (shared by a node's logs).
+    pub fn count_in(&mut self, total: Arc<AtomicUsize>) {
+        total.fetch_add(self.bytes, Ordering::Relaxed);
+        self.total.fetch_sub(self.bytes, Ordering::Relaxed);
+        self.total = total;
     }
 
     /// Registers (or moves) the lowest seq some consumer still needs.
@@ -128,6 +144,28 @@ mod tests {
 
     fn del(k: &str) -> Change {
         Change { key: Bytes::copy_from_slice(k.as_bytes()), version: Version::ZERO, kind: ChangeKind::Delete }
+    }
+
+    #[test]
+    fn the_shared_total_follows_appends_trims_and_resets() {
+        let total = Arc::new(AtomicUsize::new(0));
+        let (mut a, mut b) = (PartitionLog::new(300), PartitionLog::new(10_000));
+        a.append(del("before"));
+        a.count_in(total.clone());
+        b.count_in(total.clone());
+        let sum = |a: &PartitionLog, b: &PartitionLog| a.bytes() + b.bytes();
+        for i in 0..200 {
+            a.append(del(&format!("key{i}")));
+            b.append(del(&format!("key{i}")));
+            assert_eq!(total.load(Ordering::Relaxed), sum(&a, &b));
+        }
+        a.set_needed_from(Some(a.first_seq()));
+        a.append(del("held"));
+        a.set_retain_bytes(10);
+        a.set_needed_from(None);
+        assert_eq!(total.load(Ordering::Relaxed), sum(&a, &b));
+        b.reset_to(500);
+        assert_eq!(total.load(Ordering::Relaxed), a.bytes());
     }
 
     #[test]

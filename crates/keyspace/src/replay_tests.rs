@@ -141,6 +141,8 @@ proptest! {
             replica.apply(change, 0).unwrap();
         }
         prop_assert_eq!(state(&replica), state(&ks));
+        let summed: usize = (0..ks.partitions() as usize).map(|p| ks.with_partition(p, |part, _| part.log.bytes())).sum();
+        prop_assert_eq!(ks.log_bytes(), summed, "the running total follows every log");
     }
 }
 
