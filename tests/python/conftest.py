@@ -27,10 +27,20 @@ ROOT = Path(__file__).resolve().parents[2]
 TARGET = os.environ.get("DELTAGRID_TEST_TARGET", "deltagrid")
 
 
+_handed_out = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port never handed out before in this run: a port
+    chosen for a server that has not bound it yet (a site's peers are
+    configured before it starts) must not be given to anything else."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def binary():
