@@ -56,7 +56,7 @@ pub struct ClientShared {
 
 impl ClientShared {
     pub fn kill(&self) {
-        self.killed.store(true, Ordering::Relaxed);
+        self.killed.store(true, Ordering::Release);
         self.wake.notify_one();
     }
 

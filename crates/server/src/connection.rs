@@ -52,7 +52,7 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut outbuf = BytesMut::with_capacity(READ_CHUNK);
     loop {
-        if shared.killed.load(Ordering::Relaxed) {
+        if shared.killed.load(Ordering::Acquire) {
             break;
         }
         tokio::select! {
@@ -60,6 +60,11 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
                 match read {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
+                }
+                // Killed while this read was under way (select! may pick the
+                // read over the wake-up): run nothing more.
+                if shared.killed.load(Ordering::Acquire) {
+                    break;
                 }
                 // Writes are collected per batch on this thread: nothing
                 // awaits between these three calls.
