@@ -10,6 +10,7 @@
 //! namespaces joined by an emulated link, with JSON/CSV results.
 
 pub mod gemfire;
+pub mod result_files;
 pub mod wan_delta;
 pub mod wan_load;
 

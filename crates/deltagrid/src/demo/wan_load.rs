@@ -330,7 +330,7 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
         }
     }
 
-    let date = files::utc_now();
+    let date = super::result_files::utc_now();
     let dir = std::env::temp_dir().join(format!("deltagrid-bench-wan-load-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     println!(
@@ -382,7 +382,7 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
         "experiment": "WAN replication under load (Hazelcast 4.1 engineering report, REFERENCE.md #2)",
         "date": date,
         "command": std::env::args().collect::<Vec<_>>().join(" "),
-        "machine": files::machine(),
+        "machine": super::result_files::machine(),
         "settings": s,
         "placement": placement,
         "link": link,

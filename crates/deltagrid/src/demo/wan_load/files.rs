@@ -6,18 +6,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-
 use super::RunResult;
 
 pub fn write(out: &Path, doc: &serde_json::Value, runs: &[RunResult]) -> anyhow::Result<(PathBuf, PathBuf)> {
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let json_path = out.join("wan_load.json");
-    std::fs::write(&json_path, serde_json::to_string_pretty(doc)? + "\n")
-        .with_context(|| format!("writing {}", json_path.display()))?;
-    let csv_path = out.join("wan_load.csv");
-    std::fs::write(&csv_path, csv(runs)).with_context(|| format!("writing {}", csv_path.display()))?;
-    Ok((json_path, csv_path))
+    crate::demo::result_files::write(out, "wan_load", doc, csv(runs))
 }
 
 /// Rates are over the interval ending at `time_s` (seconds since the run's
@@ -97,43 +89,4 @@ journal_bytes,lag_ms_max,site2_log_bytes",
         }
     }
     s
-}
-
-pub fn machine() -> serde_json::Value {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kib: Option<u64> = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok());
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string());
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    serde_json::json!({
-        "nproc": std::thread::available_parallelism().map(|n| n.get()).ok(),
-        "mem_total_kib": mem_kib,
-        "cpu": cpu,
-        "kernel": kernel.trim(),
-        "loadavg": load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
-    })
-}
-
-/// Now as `YYYY-MM-DDTHH:MM:SSZ` (same as wan_delta's).
-pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
