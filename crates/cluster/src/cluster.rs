@@ -27,11 +27,18 @@ pub enum Replication {
 pub struct ClusterSettings {
     pub cluster_listen: SocketAddr,
     /// The site's initial members, by their cluster address; order matters
-    /// (placement follows it) and must be the same on every node.
+    /// (placement follows it) and must be the same on every node. A node
+    /// not among them joins the site they formed ([`crate::join`]).
     pub seeds: Vec<SocketAddr>,
     pub backups: usize,
     pub replication: Replication,
+    /// Set by [`crate::join::join`] before the node starts, for a node that
+    /// is not a seed: its place in the site and the members it was told of.
+    pub joined: Option<crate::join::Joined>,
 }
+
+/// Member slots (node ids 1..=MAX_MEMBERS are indexes 0..MAX_MEMBERS).
+pub const MAX_MEMBERS: usize = crate::metadata::state::MAX_MEMBER_ID as usize;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
@@ -49,7 +56,10 @@ pub struct Cluster {
     pub partitions: u16,
     pub my_index: usize,
     pub me: Member,
-    /// One slot per seed; None until that member said hello.
+    /// Per member index (node id - 1): its cluster address, from the
+    /// seeds, the join answer and the committed metadata.
+    addrs: RwLock<Vec<Option<SocketAddr>>>,
+    /// Per member index: None until that member said hello.
     members: RwLock<Vec<Option<Member>>>,
     table: RwLock<Option<Arc<PartitionTable>>>,
     ks: Arc<Keyspace>,
@@ -69,6 +79,18 @@ pub struct Cluster {
     /// Fault injection (`DEBUG CLUSTER-ISOLATE 1`): every node-to-node link
     /// is cut, both data and metadata, as if the network were partitioned.
     pub isolated: std::sync::atomic::AtomicBool,
+    /// Per partition: writes refused with TRYAGAIN while a handover runs.
+    pub(crate) fenced: Box<[std::sync::atomic::AtomicBool]>,
+    /// Handovers under way here: partition -> epoch.
+    pub(crate) handovers: parking_lot::Mutex<std::collections::HashMap<usize, u64>>,
+    /// Waits until every command that passed routing has finished (the
+    /// server's exec gate, taken exclusively for a moment).
+    quiesce: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Set once this node left the site (it was removed from the members):
+    /// the process should end.
+    pub left: tokio::sync::Notify,
+    left_flag: std::sync::atomic::AtomicBool,
+    was_member: std::sync::atomic::AtomicBool,
 }
 
 /// What `/status`, `/metrics` and `deltagrid cluster status` show of a site.
@@ -78,6 +100,8 @@ pub struct SiteStatus {
     pub epoch: u64,
     pub leader: Option<String>,
     pub primary_changes: u64,
+    /// Partitions with a handover asked or a backup still loading.
+    pub migrating: usize,
     pub members: Vec<MemberStatus>,
 }
 
@@ -126,11 +150,28 @@ impl Cluster {
         ks: Arc<Keyspace>,
         data_dir: PathBuf,
     ) -> Result<Arc<Cluster>, String> {
-        let my_index = settings
-            .seeds
-            .iter()
-            .position(|s| *s == settings.cluster_listen)
-            .ok_or_else(|| format!("node.cluster_listen {} is not one of site.seeds", settings.cluster_listen))?;
+        let my_index = match (&settings.joined, settings.seeds.iter().position(|s| *s == settings.cluster_listen)) {
+            (Some(j), _) => j.index,
+            (None, Some(i)) => i,
+            (None, None) => {
+                return Err(format!("node.cluster_listen {} is not one of site.seeds", settings.cluster_listen))
+            }
+        };
+        if my_index >= MAX_MEMBERS || settings.seeds.len() > MAX_MEMBERS {
+            return Err(format!("a site has at most {MAX_MEMBERS} nodes"));
+        }
+        let mut addrs = vec![None; MAX_MEMBERS];
+        for (i, a) in settings.seeds.iter().enumerate() {
+            addrs[i] = Some(*a);
+        }
+        if let Some(j) = &settings.joined {
+            for (i, a) in &j.members {
+                if *i < MAX_MEMBERS {
+                    addrs[*i] = Some(*a);
+                }
+            }
+        }
+        addrs[my_index] = Some(settings.cluster_listen);
         let me = Member {
             node_id: node_id.to_string(),
             cluster_addr: settings.cluster_listen,
@@ -138,7 +179,7 @@ impl Cluster {
             cluster_id: cluster_id(node_id),
             connected: true,
         };
-        let n = settings.seeds.len();
+        let n = MAX_MEMBERS;
         let mut members = vec![None; n];
         members[my_index] = Some(me.clone());
         let cluster = Arc::new_cyclic(|weak| Cluster {
@@ -147,6 +188,7 @@ impl Cluster {
             partitions,
             my_index,
             me,
+            addrs: RwLock::new(addrs),
             members: RwLock::new(members),
             table: RwLock::new(None),
             replicator: Arc::new(Replicator::new(ks.clone(), weak.clone(), n, my_index)),
@@ -157,6 +199,12 @@ impl Cluster {
             primary_changes: Default::default(),
             rejoining: Default::default(),
             isolated: Default::default(),
+            fenced: (0..partitions).map(|_| Default::default()).collect(),
+            handovers: Default::default(),
+            quiesce: OnceLock::new(),
+            left: tokio::sync::Notify::new(),
+            left_flag: Default::default(),
+            was_member: Default::default(),
         });
         ks.set_sink(cluster.replicator.clone());
         // Until the metadata says otherwise, this node owns nothing.
@@ -174,10 +222,10 @@ impl Cluster {
         self.table.read().clone()
     }
 
-    /// Records a member's hello; false when it is not one of the seeds or
-    /// claims another member's place.
+    /// Records a member's hello; false when it is not a known member
+    /// (a seed, or one the metadata lists) or claims this node's place.
     pub fn learn(&self, m: Member) -> bool {
-        let Some(i) = self.settings.seeds.iter().position(|s| *s == m.cluster_addr) else {
+        let Some(i) = self.peer_index(m.cluster_addr) else {
             return false;
         };
         if i == self.my_index {
@@ -187,8 +235,80 @@ impl Cluster {
         true
     }
 
+    /// The members' cluster addresses by index, as far as known.
+    pub fn known_addrs(&self) -> Vec<(usize, SocketAddr)> {
+        self.addrs.read().iter().enumerate().filter_map(|(i, a)| a.map(|a| (i, a))).collect()
+    }
+
+    /// Takes the members from committed metadata: new ones become known
+    /// (their hellos are accepted), removed ones are forgotten. Returns
+    /// whether this node itself is no longer a member (it left).
+    pub fn sync_members(&self, meta: &crate::metadata::SiteMetadata) -> bool {
+        if !meta.is_formed() {
+            return false;
+        }
+        let mut addrs = self.addrs.write();
+        let mut members = self.members.write();
+        for i in 0..MAX_MEMBERS {
+            match meta.members.get(&(i as u64 + 1)) {
+                Some(m) => {
+                    if addrs[i] != Some(m.cluster_addr) && i != self.my_index {
+                        members[i] = None;
+                    }
+                    addrs[i] = Some(m.cluster_addr);
+                }
+                None if i != self.my_index => {
+                    addrs[i] = None;
+                    members[i] = None;
+                }
+                None => {}
+            }
+        }
+        let me = self.my_index as u64 + 1;
+        // Removed, or leaving and holding nothing any more (the removal may
+        // be committed after this node is out of the group and never seen).
+        let drained = meta.members.get(&me).is_some_and(|m| m.state == crate::metadata::MemberState::Leaving)
+            && meta.table.as_ref().is_some_and(|t| !t.partitions.iter().any(|a| a.holds(me)));
+        // A joining node replays the log from before it joined: only a
+        // node that was a member can leave.
+        if meta.members.contains_key(&me) {
+            self.was_member.store(true, std::sync::atomic::Ordering::Release);
+        }
+        let was_member = self.was_member.load(std::sync::atomic::Ordering::Acquire);
+        let gone = was_member && (!meta.members.contains_key(&me) || drained);
+        if gone && !self.left_flag.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            tracing::warn!("this node is no longer a member of its site: it left");
+            self.left.notify_waiters();
+            self.left.notify_one();
+        }
+        gone
+    }
+
+    pub fn has_left(&self) -> bool {
+        self.left_flag.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// How the server lets a handover wait for commands already routed.
+    pub fn set_quiesce(&self, f: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.quiesce.set(f);
+    }
+
+    pub(crate) fn quiesce(&self) {
+        if let Some(f) = self.quiesce.get() {
+            f();
+        }
+    }
+
+    pub(crate) fn keyspace(&self) -> &Arc<Keyspace> {
+        &self.ks
+    }
+
     pub fn set_connected(&self, cluster_addr: SocketAddr, connected: bool) {
         let Some(i) = self.peer_index(cluster_addr) else { return };
+        self.set_connected_at(i, connected);
+    }
+
+    pub fn set_connected_at(&self, i: usize, connected: bool) {
         if let Some(m) = self.members.write()[i].as_mut() {
             m.connected = connected;
         }
@@ -223,7 +343,7 @@ impl Cluster {
 
     /// Every seed has said hello: the site can be formed.
     pub fn all_known(&self) -> bool {
-        self.members.read().iter().all(Option::is_some)
+        self.members.read()[..self.settings.seeds.len()].iter().all(Option::is_some)
     }
 
     /// Installs a partition table committed by the metadata group: this
@@ -236,7 +356,9 @@ impl Cluster {
             self.primary_changes.fetch_add(moved as u64, std::sync::atomic::Ordering::Relaxed);
         }
         let rejoining = self.rejoining.load(std::sync::atomic::Ordering::Acquire);
-        if rejoining && !table.partitions.iter().any(|o| o.primary == self.my_index || o.backups.contains(&self.my_index)) {
+        if rejoining
+            && !table.partitions.iter().any(|o| o.primary == self.my_index || o.backups.contains(&self.my_index))
+        {
             self.rejoining.store(false, std::sync::atomic::Ordering::Release);
             tracing::info!("rejoined: this node holds no copies any more and takes new work");
         }
@@ -247,15 +369,23 @@ impl Cluster {
             if primary != was_primary || old.is_none() {
                 self.ks.set_replica(p, !primary);
             }
+            if !primary {
+                self.fenced[p].store(false, std::sync::atomic::Ordering::Release);
+            }
         }
         tracing::info!(epoch = table.epoch, "partition table installed");
         let table = Arc::new(table);
         *self.table.write() = Some(table.clone());
         self.replicator.table_changed();
-        // A backup that is not in sync gets a snapshot from its primary.
+        // A backup that is not in sync gets a snapshot from its primary;
+        // a planned handover starts here.
         for (p, owners) in table.partitions.iter().enumerate() {
             if owners.primary != self.my_index || rejoining {
                 continue;
+            }
+            match owners.moving_to {
+                Some(to) => crate::handover::start(self, p, to, owners.epoch),
+                None => crate::handover::settle(self, p),
             }
             for &b in owners.backups.iter().filter(|b| !owners.in_sync.contains(b)) {
                 self.replicator.send_snapshot(p, b, owners.epoch);
@@ -266,12 +396,12 @@ impl Cluster {
     /// After acks arrive: backups that finished loading a snapshot are
     /// proposed as in sync (compare-and-set on the partition epoch the
     /// snapshot was sent for, so a stale one is refused).
-    pub fn report_finished_snapshots(self: &Arc<Self>) {
+    pub fn report_finished_snapshots(&self) {
         let done = self.replicator.take_finished_snapshots();
         if done.is_empty() {
             return;
         }
-        let c = self.clone();
+        let Some(c) = self.replicator.cluster() else { return };
         tokio::spawn(async move {
             let Some(md) = c.metadata.get() else { return };
             for (p, b, epoch) in done {
@@ -299,10 +429,14 @@ impl Cluster {
             epoch: table.as_ref().map_or(0, |t| t.epoch),
             leader: leader.and_then(|id| name((id as usize).saturating_sub(1))),
             primary_changes: self.primary_changes.load(std::sync::atomic::Ordering::Relaxed),
-            members: members
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
+            migrating: table.as_ref().map_or(0, |t| {
+                t.partitions.iter().filter(|o| o.moving_to.is_some() || o.backups.len() != o.in_sync.len()).count()
+            }),
+            members: self
+                .known_addrs()
+                .into_iter()
+                .map(|(i, addr)| {
+                    let m = &members[i];
                     let count = |f: &dyn Fn(&PartitionOwners) -> bool| {
                         table.as_ref().map_or(0, |t| t.partitions.iter().filter(|o| f(o)).count())
                     };
@@ -312,7 +446,7 @@ impl Cluster {
                         .map_or("unknown".to_string(), |m| format!("{:?}", m.state).to_lowercase());
                     MemberStatus {
                         node_id: m.as_ref().map_or_else(|| "?".into(), |m| m.node_id.clone()),
-                        cluster_addr: self.settings.seeds[i].to_string(),
+                        cluster_addr: addr.to_string(),
                         client_addr: m.as_ref().map_or_else(String::new, |m| m.client_addr.clone()),
                         myself: i == self.my_index,
                         connected: i == self.my_index || m.as_ref().is_some_and(|m| m.connected),
@@ -325,6 +459,26 @@ impl Cluster {
                 })
                 .collect(),
         }
+    }
+
+    /// Starts draining member `node` (its name, or its node id): its
+    /// partitions migrate to the others, then it is removed and its
+    /// process ends.
+    pub async fn leave(&self, node: &str) -> Result<String, String> {
+        let md = self.metadata.get().ok_or("the site's metadata is not running on this node")?;
+        let meta = md.current();
+        let id = meta
+            .members
+            .iter()
+            .find(|(id, m)| m.name == node || id.to_string() == node)
+            .map(|(id, _)| *id)
+            .ok_or_else(|| format!("no member {node:?} in this site"))?;
+        let others = meta.active_members().into_iter().filter(|m| *m != id).count();
+        if others == 0 {
+            return Err("it is the site's only active member: nowhere to move its partitions".into());
+        }
+        md.propose(crate::metadata::Command::MarkLeaving { id }).await.map_err(|e| e.to_string())?;
+        Ok(format!("node {node} (id {id}) is leaving: its partitions move to the other members"))
     }
 
     /// Converts the metadata's table (node ids are seed positions + 1).
@@ -340,13 +494,14 @@ impl Cluster {
                     backups: a.backups.iter().map(idx).collect(),
                     in_sync: a.in_sync.iter().map(idx).collect(),
                     epoch: a.epoch,
+                    moving_to: a.moving_to.as_ref().map(idx),
                 })
                 .collect(),
         }
     }
 
     pub fn peer_index(&self, cluster_addr: SocketAddr) -> Option<usize> {
-        self.settings.seeds.iter().position(|s| *s == cluster_addr)
+        self.addrs.read().iter().position(|s| *s == Some(cluster_addr))
     }
 
     pub fn sync_replication(&self) -> bool {
@@ -375,12 +530,24 @@ impl Cluster {
         if owners.primary == self.my_index && self.rejoining.load(std::sync::atomic::Ordering::Acquire) {
             return Err(CmdError::other("TRYAGAIN this node restarted and is rejoining its site"));
         }
+        let p = slot_partition(slot, self.partitions) as usize;
+        if owners.primary == self.my_index
+            && self.fenced[p].load(std::sync::atomic::Ordering::Acquire)
+            && !spec.flags.has(Flags::READONLY)
+        {
+            return Err(CmdError::other("TRYAGAIN this slot is being handed to another node"));
+        }
         if owners.primary == self.my_index
             || (readonly_conn && spec.flags.has(Flags::READONLY) && owners.backups.contains(&self.my_index))
         {
             return Ok(());
         }
-        match &self.members.read()[owners.primary] {
+        if let Some(m) = &self.members.read()[owners.primary] {
+            return Err(CmdError::other(format!("MOVED {slot} {}", m.client_addr)));
+        }
+        // Not connected to it (yet): the metadata knows where it serves.
+        let meta = self.metadata.get().map(|md| md.current());
+        match meta.as_ref().and_then(|md| md.members.get(&(owners.primary as u64 + 1))) {
             Some(m) => Err(CmdError::other(format!("MOVED {slot} {}", m.client_addr))),
             None => Err(CmdError::other("CLUSTERDOWN Hash slot not served")),
         }

@@ -12,10 +12,18 @@
 //! snapshot from the primary and join the in-sync set once loaded), and a
 //! dead member whose connection is back is made active again, so it can
 //! take such backups.
+//!
+//! And it runs membership: a member that joined becomes a voter of the
+//! metadata group; with nobody dead, partitions migrate step by step
+//! towards a balanced table over the active members
+//! ([`rebalance::migrate`]), which gives a joined node its share and
+//! drains a leaving one; a leaving member that holds nothing is removed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use crate::cluster::Cluster;
 use crate::metadata::{rebalance, Command, MemberState, Metadata, MetadataConfig, NodeId, Seed, SiteMetadata};
@@ -23,6 +31,9 @@ use crate::metadata::{rebalance, Command, MemberState, Metadata, MetadataConfig,
 /// How long a member's connection must stay down before it is declared dead.
 pub const DETECT_AFTER: Duration = Duration::from_millis(1500);
 const CHECK_EVERY: Duration = Duration::from_millis(250);
+/// Partitions migrating at once (each is a snapshot in the replication
+/// stream, which is bounded per peer).
+const MAX_MOVING: usize = 8;
 
 pub async fn run(c: Arc<Cluster>) {
     let config = MetadataConfig::new(c.my_index as u64 + 1, c.site_id, c.data_dir.join("metadata"));
@@ -57,12 +68,41 @@ pub async fn run(c: Arc<Cluster>) {
             }
         }
     }
+    if c.settings.joined.is_some() {
+        // Not a seed: the site exists; its leader adds this node to the
+        // metadata group, which brings the table here.
+        while !md.current().is_formed() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    } else {
+        form(&c, md).await;
+    }
+    tokio::spawn(detect_failures(c.clone()));
+    let mut rx = md.subscribe();
+    loop {
+        let meta = rx.borrow_and_update().clone();
+        c.sync_members(&meta);
+        if let Some(t) = &meta.table {
+            c.install_table(Cluster::table_from_metadata(t));
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A seed forms the site once every seed has said hello.
+async fn form(c: &Arc<Cluster>, md: &Metadata) {
+    if md.current().is_formed() {
+        return; // a restart: members may have left since
+    }
     while !c.all_known() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let seeds: Vec<Seed> = c
         .members()
         .into_iter()
+        .take(c.settings.seeds.len())
         .enumerate()
         .filter_map(|(i, m)| {
             m.map(|m| Seed {
@@ -84,21 +124,11 @@ pub async fn run(c: Arc<Cluster>) {
         }
     }
     tracing::info!(members = seeds.len(), partitions = c.partitions, backups = c.settings.backups, "site formed");
-    tokio::spawn(detect_failures(c.clone()));
-    let mut rx = md.subscribe();
-    loop {
-        let meta = rx.borrow_and_update().clone();
-        if let Some(t) = &meta.table {
-            c.install_table(Cluster::table_from_metadata(t));
-        }
-        if rx.changed().await.is_err() {
-            return;
-        }
-    }
 }
 
 async fn detect_failures(c: Arc<Cluster>) {
     let Some(md) = c.metadata.get() else { return };
+    let adding: Arc<Mutex<HashSet<NodeId>>> = Default::default();
     loop {
         tokio::time::sleep(CHECK_EVERY).await;
         if !md.is_leader() {
@@ -142,6 +172,61 @@ async fn detect_failures(c: Arc<Cluster>) {
             match md.propose(cmd).await {
                 Ok(epoch) => tracing::info!(epoch, "new backups assigned"),
                 Err(e) => tracing::warn!("backup repair not committed: {e}"),
+            }
+            continue;
+        }
+        membership(&c, md, &adding).await;
+        if let Some(cmd) = rebalance::migrate_command(&md.current(), c.settings.backups, MAX_MOVING) {
+            match md.propose(cmd).await {
+                Ok(epoch) => tracing::info!(epoch, "migration step committed"),
+                Err(e) => tracing::warn!("migration step not committed: {e}"),
+            }
+        }
+    }
+}
+
+/// Joined members become voters of the metadata group (in the
+/// background: the leader waits for the new one to catch up); leaving
+/// members that hold nothing any more are removed from the site and the
+/// group.
+async fn membership(c: &Arc<Cluster>, md: &Metadata, adding: &Arc<Mutex<HashSet<NodeId>>>) {
+    let meta = md.current();
+    let voters = md.voters();
+    for (id, m) in &meta.members {
+        if m.state != MemberState::Active || voters.contains(id) || !adding.lock().insert(*id) {
+            continue;
+        }
+        let (c, adding, id, addr) = (c.clone(), adding.clone(), *id, m.cluster_addr.to_string());
+        tokio::spawn(async move {
+            if let Some(md) = c.metadata.get() {
+                match md.add_voter(id, &addr, Duration::from_secs(30)).await {
+                    Ok(()) => tracing::info!(node = id, "joined member is a metadata voter"),
+                    Err(e) => tracing::warn!(node = id, "could not add the joined member to the metadata group: {e}"),
+                }
+            }
+            adding.lock().remove(&id);
+        });
+    }
+    for id in voters.iter().filter(|v| !meta.members.contains_key(v)) {
+        if let Err(e) = md.remove_voter(*id).await {
+            tracing::warn!(node = id, "could not take a removed member out of the metadata group: {e}");
+        }
+    }
+    let Some(table) = &meta.table else { return };
+    for (id, m) in &meta.members {
+        if m.state != MemberState::Leaving || table.partitions.iter().any(|a| a.holds(*id)) {
+            continue;
+        }
+        match md.propose(Command::RemoveMember { id: *id }).await {
+            Ok(_) => tracing::info!(node = %m.name, "member drained and removed from the site"),
+            Err(e) => {
+                tracing::warn!(node = %m.name, "could not remove the drained member: {e}");
+                continue;
+            }
+        }
+        if voters.contains(id) {
+            if let Err(e) = md.remove_voter(*id).await {
+                tracing::warn!(node = %m.name, "could not take the member out of the metadata group: {e}");
             }
         }
     }

@@ -3,20 +3,23 @@
 //! Cluster routing. The server calls it through [`Cluster`] only when
 //! `site.seeds` is configured; a standalone node never touches it.
 //!
-//! Membership today is static: the members are the configured seeds, the
-//! site forms once every seed has said hello, and placement is computed from
-//! that list. Changes replicate from primaries to backups ([`replication`]).
-//! Raft-managed metadata, failover and migration build on this (see
-//! docs/architecture.md, "Site").
+//! The site forms once every seed has said hello; other nodes join it
+//! ([`join`]) and leave it, and partitions migrate between members live
+//! ([`metadata::rebalance::migrate`], [`handover`]). Changes replicate
+//! from primaries to backups ([`replication`]); the members and the
+//! partition table live in a Raft group ([`metadata`]). See
+//! docs/architecture.md, "Site".
 
 mod cluster;
 pub mod cluster_cmd;
 pub mod failover;
+mod handover;
+pub mod join;
 pub mod metadata;
 pub mod placement;
 pub mod replication;
 pub mod transport;
 pub mod wire;
 
-pub use cluster::{Cluster, ClusterSettings, Member, MemberStatus, Replication, SiteStatus};
+pub use cluster::{Cluster, ClusterSettings, Member, MemberStatus, Replication, SiteStatus, MAX_MEMBERS};
 pub use placement::{PartitionOwners, PartitionTable};

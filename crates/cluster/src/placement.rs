@@ -17,6 +17,8 @@ pub struct PartitionOwners {
     pub in_sync: Vec<usize>,
     /// Bumped by the metadata group whenever this partition's owners change.
     pub epoch: u64,
+    /// A planned handover to this in-sync backup (see `handover`).
+    pub moving_to: Option<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,7 +37,7 @@ impl PartitionTable {
             .map(|p| {
                 let primary = p * members / parts;
                 let backups: Vec<usize> = (1..=backups).map(|k| (primary + k) % members).collect();
-                PartitionOwners { primary, in_sync: backups.clone(), backups, epoch: 1 }
+                PartitionOwners { primary, in_sync: backups.clone(), backups, epoch: 1, moving_to: None }
             })
             .collect();
         PartitionTable { epoch: 1, partitions: table }

@@ -107,6 +107,10 @@ impl Replicator {
         }
     }
 
+    pub(crate) fn cluster(&self) -> Option<Arc<Cluster>> {
+        self.cluster.upgrade()
+    }
+
     /// Installs the receiver of shared WAN watermarks; first call wins.
     pub fn set_wan_watermarks(&self, w: Arc<dyn WanWatermarks>) {
         let _ = self.wan.set(w);

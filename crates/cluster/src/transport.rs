@@ -1,5 +1,7 @@
 //! Node-to-node connections on `cluster_listen`: one per pair of members
-//! (the member earlier in `seeds` dials the later one, both use it). Each
+//! (the member with the higher node id dials the lower one, both use it;
+//! so a node that joins dials the members it was told of, and nobody needs
+//! to learn new addresses to dial). Each
 //! side sends a hello first; a peer that does not speak the protocol, speaks
 //! another version, or belongs to another site is refused and logged. After
 //! the hello both sides ping every second, which is what failure detection
@@ -24,9 +26,9 @@ const REDIAL_AFTER: Duration = Duration::from_millis(300);
 
 pub async fn run(cluster: Arc<Cluster>, listener: TcpListener) {
     tokio::spawn(crate::failover::run(cluster.clone()));
-    for (i, addr) in cluster.settings.seeds.clone().into_iter().enumerate() {
-        if i > cluster.my_index {
-            tokio::spawn(dial_loop(cluster.clone(), addr));
+    for (i, _) in cluster.known_addrs() {
+        if i < cluster.my_index {
+            tokio::spawn(dial_loop(cluster.clone(), i));
         }
     }
     loop {
@@ -68,6 +70,9 @@ enum HandshakeError {
     Timeout,
     #[error("{0}")]
     Refused(String),
+    /// Not an error: the connection carried a join and is done.
+    #[error("joined")]
+    Joined,
 }
 
 /// Reads the peer's hello, refusing anything that is not one.
@@ -90,8 +95,10 @@ fn accept_member(c: &Cluster, h: &Hello) -> Result<Member, HandshakeError> {
     if h.site_id != c.site_id {
         return Err(HandshakeError::Refused(format!("peer is in site {}, this node in site {}", h.site_id, c.site_id)));
     }
-    let cluster_addr: SocketAddr =
-        h.cluster_addr.parse().map_err(|_| HandshakeError::Refused(format!("bad cluster address {:?}", h.cluster_addr)))?;
+    let cluster_addr: SocketAddr = h
+        .cluster_addr
+        .parse()
+        .map_err(|_| HandshakeError::Refused(format!("bad cluster address {:?}", h.cluster_addr)))?;
     let m = Member {
         node_id: h.node_id.clone(),
         cluster_addr,
@@ -100,7 +107,7 @@ fn accept_member(c: &Cluster, h: &Hello) -> Result<Member, HandshakeError> {
         connected: true,
     };
     if !c.learn(m.clone()) {
-        return Err(HandshakeError::Refused(format!("{cluster_addr} is not one of this site's seeds")));
+        return Err(HandshakeError::Refused(format!("{cluster_addr} is not a member of this site")));
     }
     Ok(m)
 }
@@ -146,6 +153,9 @@ async fn inbound(c: Arc<Cluster>, mut stream: TcpStream, peer: SocketAddr) {
     }
     let result = async {
         let hello = read_hello(&mut stream, &mut buf).await?;
+        if asks_to_join(&c, &hello, &mut stream, &mut buf).await? {
+            return Err(HandshakeError::Joined);
+        }
         let m = accept_member(&c, &hello)?;
         stream.write_all(&my_hello(&c)).await?;
         Ok::<_, HandshakeError>(m)
@@ -156,12 +166,53 @@ async fn inbound(c: Arc<Cluster>, mut stream: TcpStream, peer: SocketAddr) {
             tracing::info!(peer = %m.node_id, addr = %m.cluster_addr, "cluster peer connected");
             session(&c, stream, buf, m.cluster_addr).await;
         }
+        Err(HandshakeError::Joined) => {}
         Err(e) => tracing::warn!(%peer, "refused connection on cluster_listen: {e}"),
     }
 }
 
-async fn dial_loop(c: Arc<Cluster>, addr: SocketAddr) {
+/// A hello from a node this one does not know, followed by a join frame:
+/// answers the join ([`crate::join::answer`]) and returns true.
+async fn asks_to_join(
+    c: &Arc<Cluster>,
+    hello: &Hello,
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+) -> Result<bool, HandshakeError> {
+    let known = hello.cluster_addr.parse().ok().and_then(|a| c.peer_index(a)).is_some();
+    if known {
+        return Ok(false);
+    }
+    let read = async {
+        loop {
+            if let Some(frame) = wire::decode_frame(buf)? {
+                return Ok::<_, HandshakeError>(frame);
+            }
+            if stream.read_buf(buf).await? == 0 {
+                return Err(HandshakeError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+    };
+    let (kind, _) = tokio::time::timeout(HELLO_TIMEOUT, read).await.map_err(|_| HandshakeError::Timeout)??;
+    if kind != wire::KIND_JOIN {
+        let addr = &hello.cluster_addr;
+        return Err(HandshakeError::Refused(format!("{addr} is not a member of this site and did not ask to join")));
+    }
+    match crate::join::answer(c, stream, hello).await {
+        Ok(id) => tracing::info!(node = %hello.node_id, addr = %hello.cluster_addr, id, "node joined the site"),
+        Err(e) => tracing::warn!(node = %hello.node_id, addr = %hello.cluster_addr, "join refused: {e}"),
+    }
+    Ok(true)
+}
+
+/// Keeps a connection to member `i` (lower id than this node), at the
+/// address the site knows for it, until it is no longer a member.
+async fn dial_loop(c: Arc<Cluster>, i: usize) {
     loop {
+        let Some(addr) = c.known_addrs().into_iter().find(|(j, _)| *j == i).map(|(_, a)| a) else {
+            tracing::info!(member = i + 1, "no longer a member: not dialing it any more");
+            return;
+        };
         if c.is_isolated() {
             tokio::time::sleep(REDIAL_AFTER).await;
             continue;

@@ -15,6 +15,12 @@ pub const KIND_HELLO: u8 = 1;
 pub const KIND_PING: u8 = 2;
 pub const KIND_BATCH: u8 = 3;
 pub const KIND_ACK: u8 = 4;
+/// After its hello, a node that is not a member asks to join.
+pub const KIND_JOIN: u8 = 5;
+/// The answer to a join: [`JoinAnswer`].
+pub const KIND_JOINED: u8 = 6;
+/// A refused join: a UTF-8 reason.
+pub const KIND_REFUSED: u8 = 7;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {
@@ -38,6 +44,52 @@ pub struct Hello {
     pub cluster_addr: String,
     /// Address Redis clients use (what MOVED points to).
     pub client_addr: String,
+}
+
+/// What a member tells a node it let join: its node id and every member's
+/// (node id, cluster address).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinAnswer {
+    pub id: u64,
+    pub members: Vec<(u64, String)>,
+}
+
+impl JoinAnswer {
+    pub fn encode(&self, out: &mut BytesMut) {
+        let mut p = BytesMut::new();
+        p.put_u64_le(self.id);
+        p.put_u16_le(self.members.len().min(u16::MAX as usize) as u16);
+        for (id, addr) in self.members.iter().take(u16::MAX as usize) {
+            p.put_u64_le(*id);
+            put_str(&mut p, addr);
+        }
+        encode_frame(KIND_JOINED, &p, out);
+    }
+
+    pub fn decode(mut p: Bytes) -> Result<JoinAnswer, WireError> {
+        let bad = || WireError::Malformed("join answer");
+        if p.remaining() < 10 {
+            return Err(bad());
+        }
+        let id = p.get_u64_le();
+        let n = p.get_u16_le() as usize;
+        // Each member takes at least 10 bytes: a count past that is a lie.
+        if n > p.remaining() / 10 {
+            return Err(bad());
+        }
+        let mut members = Vec::with_capacity(n);
+        for _ in 0..n {
+            if p.remaining() < 8 {
+                return Err(bad());
+            }
+            let mid = p.get_u64_le();
+            members.push((mid, get_str(&mut p).map_err(|_| bad())?));
+        }
+        if p.has_remaining() {
+            return Err(bad());
+        }
+        Ok(JoinAnswer { id, members })
+    }
 }
 
 /// Why a frame header is refused.
@@ -126,7 +178,13 @@ impl Hello {
             return Err(WireError::Version(version));
         }
         let site_id = p.get_u16_le();
-        Ok(Hello { version, site_id, node_id: get_str(&mut p)?, cluster_addr: get_str(&mut p)?, client_addr: get_str(&mut p)? })
+        Ok(Hello {
+            version,
+            site_id,
+            node_id: get_str(&mut p)?,
+            cluster_addr: get_str(&mut p)?,
+            client_addr: get_str(&mut p)?,
+        })
     }
 }
 
@@ -195,6 +253,24 @@ mod tests {
             if let Ok(Some((kind, p))) = decode_frame(&mut buf) {
                 let _ = Hello::decode(kind, p);
             }
+        }
+
+        #[test]
+        fn join_answers_round_trip_and_garbage_never_panics(
+            id in any::<u64>(),
+            members in proptest::collection::vec((any::<u64>(), "[0-9.:]{0,21}"), 0..8),
+            data in proptest::collection::vec(any::<u8>(), 0..120),
+        ) {
+            let answer = JoinAnswer { id, members };
+            let mut out = BytesMut::new();
+            answer.encode(&mut out);
+            let (kind, p) = decode_frame(&mut out).unwrap().unwrap();
+            prop_assert_eq!(kind, KIND_JOINED);
+            prop_assert_eq!(JoinAnswer::decode(p.clone()).unwrap(), answer);
+            for cut in 0..p.len() {
+                prop_assert!(JoinAnswer::decode(p.slice(..cut)).is_err());
+            }
+            let _ = JoinAnswer::decode(Bytes::from(data));
         }
 
         #[test]

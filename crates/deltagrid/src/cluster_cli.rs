@@ -1,5 +1,5 @@
 //! `deltagrid cluster ...`: site administration through a node's admin
-//! HTTP endpoint (`/status`).
+//! HTTP endpoint (`/status`, `/cluster/leave`).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -36,13 +36,14 @@ pub fn status(admin: &str) -> anyhow::Result<()> {
         return Ok(());
     };
     println!(
-        "site {} ({}), formed: {}, partition table epoch {}, metadata leader: {}, primary changes seen: {}",
+        "site {} ({}), formed: {}, partition table epoch {}, metadata leader: {}, primary changes seen: {}, migrating: {}",
         v["site"]["id"],
         v["site"]["name"].as_str().unwrap_or(""),
         site["formed"],
         site["epoch"],
         site["leader"].as_str().unwrap_or("none"),
         site["primary_changes"],
+        site["migrating"],
     );
     println!();
     println!(
@@ -65,5 +66,11 @@ pub fn status(admin: &str) -> anyhow::Result<()> {
         );
     }
     println!("\n(* = the node answering; counts are partitions)");
+    Ok(())
+}
+
+pub fn leave(admin: &str, node: &str) -> anyhow::Result<()> {
+    let body = http_request(admin, "POST", &format!("/cluster/leave?node={node}"))?;
+    print!("{body}");
     Ok(())
 }

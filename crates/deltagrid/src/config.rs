@@ -117,7 +117,9 @@ impl TryFrom<SizeRepr> for Size {
     fn try_from(r: SizeRepr) -> Result<Self, String> {
         match r {
             SizeRepr::Int(n) => Ok(Size(n)),
-            SizeRepr::Text(s) => parse_size(&s).map(Size).ok_or_else(|| format!("invalid size {s:?} (use e.g. \"4GiB\", \"512mb\")")),
+            SizeRepr::Text(s) => {
+                parse_size(&s).map(Size).ok_or_else(|| format!("invalid size {s:?} (use e.g. \"4GiB\", \"512mb\")"))
+            }
         }
     }
 }
@@ -188,12 +190,13 @@ impl ConfigFile {
             (None, Some(_)) => bail!("node.cluster_listen is set but site.seeds is not"),
             (Some(_), None) => bail!("site.seeds is set but node.cluster_listen is not"),
             (Some(seeds), Some(cluster_listen)) => {
-                if !seeds.contains(&cluster_listen) {
-                    bail!("node.cluster_listen {cluster_listen} is not one of site.seeds");
+                if seeds.is_empty() {
+                    bail!("site.seeds is empty: list the site's first members (this node joins them if it is not one)");
                 }
                 s.cluster = Some(cluster::ClusterSettings {
                     cluster_listen,
                     seeds,
+                    joined: None,
                     backups: site.backups.unwrap_or(1),
                     replication: match site.replication.unwrap_or(ReplicationMode::Sync) {
                         ReplicationMode::Sync => cluster::Replication::Sync,
@@ -217,7 +220,11 @@ impl ConfigFile {
 
 fn backup_schedule(b: BackupSection) -> anyhow::Result<Option<backup::schedule::Schedule>> {
     let every = |name: &str, v: Option<String>| -> anyhow::Result<Option<std::time::Duration>> {
-        v.map(|v| parse_duration(&v).with_context(|| format!("backup.{name} = {v:?}: use e.g. \"90s\", \"15m\", \"1h\", \"7d\""))).transpose()
+        v.map(|v| {
+            parse_duration(&v)
+                .with_context(|| format!("backup.{name} = {v:?}: use e.g. \"90s\", \"15m\", \"1h\", \"7d\""))
+        })
+        .transpose()
     };
     let full_every = every("full_every", b.full_every)?;
     let incremental_every = every("incremental_every", b.incremental_every)?;

@@ -18,7 +18,11 @@ use server::{Node, NodeSettings};
 static ALLOC: CountingAlloc = CountingAlloc;
 
 #[derive(Parser)]
-#[command(name = "deltagrid", version, about = "An in-memory data grid that speaks Redis and replicates between data centers")]
+#[command(
+    name = "deltagrid",
+    version,
+    about = "An in-memory data grid that speaks Redis and replicates between data centers"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -72,6 +76,16 @@ enum ClusterCommand {
         /// A node's admin address (its admin_listen)
         #[arg(long)]
         admin: String,
+    },
+    /// Drain a node out of the site: its partitions move to the others
+    /// while clients keep writing, then it is removed and its process ends
+    Leave {
+        /// A node's admin address (any member)
+        #[arg(long)]
+        admin: String,
+        /// The leaving node's name (node.id) or node id
+        #[arg(long)]
+        node: String,
     },
 }
 
@@ -183,6 +197,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::WanDelta(args)) => demo::wan_delta::run(&args),
         Command::Bench(BenchCommand::WanLoad(args)) => demo::wan_load::run(&args),
         Command::Cluster(ClusterCommand::Status { admin }) => cluster_cli::status(&admin),
+        Command::Cluster(ClusterCommand::Leave { admin, node }) => cluster_cli::leave(&admin, &node),
         Command::Backup(BackupCommand::Create(args)) => backup_cli::create(&args),
         Command::Backup(BackupCommand::List { from }) => backup_cli::list(&from),
         Command::Backup(BackupCommand::Verify { from, backup }) => backup_cli::verify(&from, backup.as_deref()),
@@ -217,10 +232,26 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
             ),
             None => None,
         };
+        let mut settings = settings;
+        if let Some(c) = settings.cluster.as_mut().filter(|c| !c.seeds.contains(&c.cluster_listen)) {
+            let client_addr = settings.listen.to_string();
+            let joined =
+                cluster::join::join(&c.seeds, settings.site_id, &settings.node_id, c.cluster_listen, &client_addr)
+                    .await
+                    .map_err(anyhow::Error::msg)?;
+            c.joined = Some(joined);
+        }
         let node = Node::new(settings).map_err(anyhow::Error::msg)?;
+        let left = async {
+            match &node.cluster {
+                Some(c) => c.left.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            _ = node.serve(listener, admin, peers) => {}
+            _ = node.clone().serve(listener, admin, peers) => {}
             _ = tokio::signal::ctrl_c() => tracing::info!("shutting down"),
+            _ = left => tracing::info!("this node left its site: shutting down"),
         }
         Ok(())
     })

@@ -45,6 +45,7 @@ async fn handle(node: Arc<Node>, mut stream: TcpStream) -> std::io::Result<()> {
             None => ("404 Not Found", "text/plain", "WAN replication is not configured on this node\n".to_string()),
         },
         ("POST", p) if p.starts_with("/wan/") => wan_control(&node, &p[5..], query),
+        ("POST", "/cluster/leave") => cluster_leave(&node, query).await,
         ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", node.metrics.render(&node.snapshot())),
         ("GET", "/health") => ("200 OK", "text/plain", "ok\n".to_string()),
         ("GET", "/status") => ("200 OK", "application/json", status_json(&node)),
@@ -81,6 +82,18 @@ fn wan_control(node: &Node, action: &str, query: &str) -> (&'static str, &'stati
     }
 }
 
+/// `POST /cluster/leave?node=NAME`: drains that member out of the site.
+async fn cluster_leave(node: &Node, query: &str) -> (&'static str, &'static str, String) {
+    let Some(c) = &node.cluster else {
+        return ("404 Not Found", "text/plain", "this node is not in a site\n".into());
+    };
+    let name = query.split('&').find_map(|kv| kv.strip_prefix("node=")).unwrap_or("");
+    match c.leave(name).await {
+        Ok(msg) => ("200 OK", "text/plain", format!("{msg}\n")),
+        Err(e) => ("409 Conflict", "text/plain", format!("{e}\n")),
+    }
+}
+
 fn status_json(node: &Node) -> String {
     let s = node.snapshot();
     serde_json::json!({
@@ -108,6 +121,7 @@ fn status_json(node: &Node) -> String {
 fn site_json(s: &cluster::SiteStatus) -> serde_json::Value {
     serde_json::json!({
         "formed": s.formed,
+        "migrating": s.migrating,
         "epoch": s.epoch,
         "leader": s.leader,
         "primary_changes": s.primary_changes,

@@ -100,7 +100,7 @@ impl Node {
             site_name: settings.site_name.clone(),
         });
         let run_id: String = (0..40).map(|_| format!("{:x}", rand_nibble())).collect();
-        Ok(Arc::new(Node {
+        let node = Arc::new(Node {
             runtime: Runtime::new(&settings),
             settings,
             ks,
@@ -115,7 +115,17 @@ impl Node {
             cluster,
             wan,
             backups,
-        }))
+        });
+        if let Some(c) = &node.cluster {
+            // A handover waits for every command already routed to finish.
+            let weak = Arc::downgrade(&node);
+            c.set_quiesce(Box::new(move || {
+                if let Some(n) = weak.upgrade() {
+                    drop(n.exec_gate.exclusive());
+                }
+            }));
+        }
+        Ok(node)
     }
 
     /// Microseconds since the epoch on the node's clock (TIME).

@@ -94,6 +94,9 @@ impl Session {
             out.error(&CmdError::unknown_command(args).to_string());
             return start;
         };
+        // Routing (in admit) and the command run under the exec gate, so a
+        // handover that takes the gate knows every routed command is done.
+        let shared = (spec.name != "exec").then(|| node.exec_gate.shared());
         if let Err(e) = self.admit(spec, args) {
             self.tx.dirty |= self.tx.in_multi();
             if e == CmdError::Oom {
@@ -111,9 +114,9 @@ impl Session {
                 out.error(&e.to_string());
             }
         } else {
-            let _shared = node.exec_gate.shared();
             self.run(spec, args, &mut out);
         }
+        drop(shared);
         *self.shared.last_cmd.lock() = spec.name;
         let end = Instant::now();
         self.node.metrics.command(spec, end - start);
@@ -395,11 +398,8 @@ impl Session {
     }
 
     fn unsubscribe(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
-        let channels: Vec<Bytes> = if a.len() > 1 {
-            a[1..].to_vec()
-        } else {
-            self.shared.channels.lock().iter().cloned().collect()
-        };
+        let channels: Vec<Bytes> =
+            if a.len() > 1 { a[1..].to_vec() } else { self.shared.channels.lock().iter().cloned().collect() };
         if channels.is_empty() {
             out.push(3);
             out.bulk(b"unsubscribe");
@@ -452,10 +452,15 @@ impl Session {
                 jobs.start_create(&url, &id, parent.filter(|p| p != "-"), (block_bytes, chunk_bytes))
             }
             ("restore", 5) => {
-                let order = text(4).unwrap_or_default().parse().map_err(|e: String| CmdError::other(format!("ERR {e}")))?;
+                let order =
+                    text(4).unwrap_or_default().parse().map_err(|e: String| CmdError::other(format!("ERR {e}")))?;
                 jobs.start_restore(&text(2).unwrap_or_default(), &text(3).unwrap_or_default(), order)
             }
-            _ => return Err(CmdError::other("ERR BACKUPJOB CREATE url id parent|- block-bytes chunk-bytes | RESTORE url id order | STATUS")),
+            _ => {
+                return Err(CmdError::other(
+                    "ERR BACKUPJOB CREATE url id parent|- block-bytes chunk-bytes | RESTORE url id order | STATUS",
+                ))
+            }
         };
         started.map_err(|e| CmdError::other(format!("ERR {e}")))?;
         out.simple("OK");

@@ -85,6 +85,13 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
     }
     let node = s.node.clone();
     let _exclusive = node.exec_gate.exclusive();
+    // Routing may have changed since the commands were queued (a slot was
+    // handed to another node): check again under the gate.
+    if let Some(cluster) = &node.cluster {
+        for (spec, args) in &queued {
+            cluster.check(spec, args, s.readonly)?;
+        }
+    }
     let changed = watched.iter().any(|(key, version)| {
         let now = node.ks.txn([&key[..]], s.id).get(key).map(|e| e.version);
         now != *version

@@ -342,6 +342,11 @@ impl Metadata {
         self.raft.metrics().borrow().current_leader
     }
 
+    /// The group's voters as this member knows them.
+    pub fn voters(&self) -> BTreeSet<NodeId> {
+        self.raft.metrics().borrow().membership_config.membership().voter_ids().collect()
+    }
+
     pub fn is_leader(&self) -> bool {
         self.leader() == Some(self.id)
     }

@@ -26,7 +26,7 @@ pub fn initial(partitions: u16, members: &[NodeId], backups: usize) -> Vec<Assig
         .iter()
         .map(|o| {
             let backups: Vec<NodeId> = o.backups.iter().map(|&i| members[i]).collect();
-            Assignment { primary: members[o.primary], in_sync: backups.clone(), backups, epoch: 1 }
+            Assignment { epoch: 1, ..Assignment::new(members[o.primary], backups.clone(), backups) }
         })
         .collect()
 }
@@ -77,6 +77,60 @@ pub fn failover_command(meta: &SiteMetadata) -> Option<Command> {
 pub fn rebalance_command(meta: &SiteMetadata, backups: usize) -> Option<Command> {
     let table = meta.table.as_ref()?;
     set_table(&table.partitions, rebalance(&table.partitions, &meta.active_members(), backups), table.epoch)
+}
+
+/// The next safe step from `current` towards [`rebalance`] over `members`
+/// (a join, a member leaving, a member back after a failure), for at most
+/// `max_moving` partitions at once. Per partition, in order:
+/// 1. every node the balanced table wants it on gets a copy first: it is
+///    added as a backup that is not in sync (its primary sends a snapshot);
+/// 2. a primary that should move hands over to a target that is in sync
+///    by now ([`Assignment::moving_to`]; the primary does the switch);
+/// 3. once every wanted backup is in sync, copies nobody wants are dropped.
+///
+/// Writes keep flowing throughout and no copy is dropped before its
+/// replacement has the data.
+pub fn migrate(current: &[Assignment], members: &[NodeId], backups: usize, max_moving: usize) -> Vec<Assignment> {
+    let target = rebalance(current, members, backups);
+    let busy = |a: &Assignment| a.moving_to.is_some() || a.backups.iter().any(|b| !a.in_sync.contains(b));
+    let mut moving = current.iter().filter(|a| busy(a)).count();
+    let mut next = current.to_vec();
+    for ((cur, want), out) in current.iter().zip(&target).zip(next.iter_mut()) {
+        if cur.moving_to.is_some() {
+            continue;
+        }
+        let missing: Vec<NodeId> =
+            std::iter::once(want.primary).chain(want.backups.iter().copied()).filter(|n| !cur.holds(*n)).collect();
+        if !missing.is_empty() {
+            if !busy(cur) && moving < max_moving {
+                out.backups.extend(missing);
+                moving += 1;
+            }
+        } else if want.primary != cur.primary {
+            if cur.in_sync.contains(&want.primary) {
+                out.moving_to = Some(want.primary);
+            }
+        } else if want.backups.iter().all(|b| cur.in_sync.contains(b)) {
+            out.backups.retain(|b| want.backups.contains(b));
+            out.in_sync.retain(|b| want.backups.contains(b));
+        }
+    }
+    next
+}
+
+/// The [`Command::SetTable`] for [`migrate`] over the active members, or
+/// None when there is nothing to do (or members are dead: failing over
+/// and repairing come first).
+pub fn migrate_command(meta: &SiteMetadata, backups: usize, max_moving: usize) -> Option<Command> {
+    let table = meta.table.as_ref()?;
+    if meta.members.values().any(|m| m.state == MemberState::Dead) {
+        return None;
+    }
+    let members = meta.active_members();
+    if members.is_empty() {
+        return None;
+    }
+    set_table(&table.partitions, migrate(&table.partitions, &members, backups, max_moving), table.epoch)
 }
 
 fn set_table(current: &[Assignment], next: Vec<Assignment>, epoch: u64) -> Option<Command> {
@@ -230,7 +284,7 @@ pub fn rebalance(current: &[Assignment], members: &[NodeId], backups: usize) -> 
             let added: Vec<NodeId> = keep.iter().copied().filter(|b| !backups.contains(b)).collect();
             backups.extend(added);
             let in_sync = a.in_sync.iter().copied().filter(|b| backups.contains(b)).collect();
-            Assignment { primary: members[np], backups, in_sync, epoch: a.epoch }
+            Assignment { epoch: a.epoch, ..Assignment::new(members[np], backups, in_sync) }
         })
         .collect()
 }
@@ -273,19 +327,16 @@ mod tests {
 
     #[test]
     fn failover_promotes_an_in_sync_backup() {
-        let a = Assignment { primary: 1, backups: vec![2, 3], in_sync: vec![3], epoch: 4 };
+        let a = Assignment { epoch: 4, ..Assignment::new(1, vec![2, 3], vec![3]) };
         let t = failover(&[a.clone()], &[2, 3]);
-        assert_eq!(t[0], Assignment { primary: 3, backups: vec![2], in_sync: vec![], epoch: 4 });
+        assert_eq!(t[0], Assignment { epoch: 4, ..Assignment::new(3, vec![2], vec![]) });
         assert!(t[0].safe_from(&a));
         // Nobody in sync: the best remaining copy, which safe_from reports.
         let t = failover(&[Assignment { in_sync: vec![], ..a.clone() }], &[2, 3]);
         assert_eq!(t[0].primary, 2);
         assert!(!t[0].safe_from(&Assignment { in_sync: vec![], ..a.clone() }));
         // No copy left: the partition stays with its dead primary.
-        assert_eq!(
-            failover(&[a.clone()], &[7])[0],
-            Assignment { primary: 1, backups: vec![], in_sync: vec![], epoch: 4 }
-        );
+        assert_eq!(failover(&[a.clone()], &[7])[0], Assignment { epoch: 4, ..Assignment::new(1, vec![], vec![]) });
         // Nothing lost: nothing changes.
         assert_eq!(failover(&[a.clone()], &[1, 2, 3]), vec![a]);
     }
@@ -346,6 +397,56 @@ mod tests {
         assert!(meta.table.as_ref().unwrap().partitions.iter().all(|a| a.backups.len() == 1));
         assert_eq!(rebalance_command(&meta, 1), None);
         meta.apply(&Command::RemoveMember { id: 3 }).unwrap();
+    }
+
+    /// Plays [`migrate`] to the end, doing what the nodes would: snapshots
+    /// finish (backups join the in-sync set), primaries hand over.
+    fn migrate_to_the_end(mut t: Vec<Assignment>, members: &[NodeId], k: usize) -> (Vec<Assignment>, usize) {
+        for step in 0..1000 {
+            let next = migrate(&t, members, k, 8);
+            for (o, n) in t.iter().zip(&next) {
+                // No copy goes before the one replacing it holds the data.
+                for gone in o.backups.iter().filter(|b| !n.holds(**b)) {
+                    assert!(o.in_sync.contains(gone) || !members.contains(gone));
+                    assert!(n.backups.iter().all(|b| n.in_sync.contains(b)), "dropped {gone} early");
+                }
+                assert_eq!(o.primary, n.primary, "migrate never switches primaries itself");
+            }
+            let mut after = next.clone();
+            for a in after.iter_mut() {
+                a.in_sync = a.backups.clone();
+                if let Some(to) = a.moving_to.take() {
+                    let old = a.primary;
+                    a.primary = to;
+                    a.backups = a.backups.iter().map(|b| if *b == to { old } else { *b }).collect();
+                    a.in_sync = a.backups.clone();
+                }
+            }
+            if after == t {
+                return (t, step);
+            }
+            t = after;
+        }
+        panic!("migration did not settle");
+    }
+
+    #[test]
+    fn a_join_and_a_leave_migrate_to_a_balanced_table() {
+        let t = initial(271, &[1, 2, 3], 1);
+        let (joined, steps) = migrate_to_the_end(t, &[1, 2, 3, 4], 1);
+        assert!(steps > 1);
+        let (p, b) = spread(&joined, &[1, 2, 3, 4]);
+        assert!(even(&p) && even(&b), "{p:?} {b:?}");
+        assert_eq!(rebalance(&joined, &[1, 2, 3, 4], 1), joined);
+        // 2 leaves: everything it held goes elsewhere.
+        let (left, _) = migrate_to_the_end(joined, &[1, 3, 4], 1);
+        assert!(left.iter().all(|a| !a.holds(2) && a.backups.len() == 1));
+        let (p, b) = spread(&left, &[1, 3, 4]);
+        assert!(even(&p) && even(&b), "{p:?} {b:?}");
+        // With no backups configured, copies are made only to move.
+        let (solo, _) = migrate_to_the_end(initial(12, &[1, 2], 0), &[1, 2, 3], 0);
+        assert!(solo.iter().all(|a| a.backups.is_empty()));
+        assert_eq!(spread(&solo, &[1, 2, 3]).0, vec![4, 4, 4]);
     }
 
     proptest! {

@@ -268,10 +268,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let set = Command::SetTable {
-            partitions: vec![Assignment { primary: 1, backups: vec![], in_sync: vec![], epoch: 0 }],
-            expected_epoch: 1,
-        };
+        let set = Command::SetTable { partitions: vec![Assignment::new(1, vec![], vec![])], expected_epoch: 1 };
         let mut out = BytesMut::new();
         encode_message(KIND_REQUEST, 1, &Request::Leader(LeaderOp::Propose(set.clone())), &mut out).unwrap();
         let (_, p) = decode_frame(&mut out).unwrap().unwrap();

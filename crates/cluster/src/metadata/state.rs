@@ -55,15 +55,36 @@ pub struct Assignment {
     /// failover may promote only one of these without losing writes.
     pub in_sync: Vec<NodeId>,
     pub epoch: u64,
+    /// A planned handover: the in-sync backup this partition's primary is
+    /// to hand it to. The primary fences writes, waits until its backups
+    /// have everything, and commits the switch itself (see
+    /// `cluster::handover`); anything that takes the node out of
+    /// `in_sync` cancels it.
+    #[serde(default)]
+    pub moving_to: Option<NodeId>,
 }
 
 impl Assignment {
+    pub fn new(primary: NodeId, backups: Vec<NodeId>, in_sync: Vec<NodeId>) -> Assignment {
+        Assignment { primary, backups, in_sync, epoch: 0, moving_to: None }
+    }
+
     pub fn holds(&self, node: NodeId) -> bool {
         self.primary == node || self.backups.contains(&node)
     }
 
     fn same_owners(&self, other: &Assignment) -> bool {
-        self.primary == other.primary && self.backups == other.backups && self.in_sync == other.in_sync
+        self.primary == other.primary
+            && self.backups == other.backups
+            && self.in_sync == other.in_sync
+            && self.moving_to == other.moving_to
+    }
+
+    /// A handover whose target is no longer an in-sync backup is void.
+    fn drop_void_handover(&mut self) {
+        if self.moving_to.is_some_and(|n| !self.in_sync.contains(&n)) {
+            self.moving_to = None;
+        }
     }
 
     /// Whether switching from `old` to `self` can be committed right away:
@@ -103,6 +124,15 @@ pub enum Command {
     /// active again).
     AddMember {
         id: NodeId,
+        name: String,
+        cluster_addr: SocketAddr,
+        client_addr: String,
+    },
+    /// A node that is not a seed asks to join: it gets the id of the
+    /// member with its cluster address if there is one (a restart), else
+    /// one above every current id (at most [`MAX_MEMBER_ID`]). The outcome
+    /// is that id, not an epoch.
+    Join {
         name: String,
         cluster_addr: SocketAddr,
         client_addr: String,
@@ -165,7 +195,13 @@ pub enum Refused {
     StillHolds(NodeId),
     #[error("partition {partition}: {reason}")]
     Invalid { partition: u16, reason: String },
+    #[error("the site has no free node id (ids go up to {MAX_MEMBER_ID})")]
+    Full,
 }
+
+/// The highest node id: per-member state (replication buffers, acks) is
+/// sized by it.
+pub const MAX_MEMBER_ID: NodeId = 32;
 
 /// What applying a command returns: the epoch it left (the partition's for
 /// partition commands, the table's otherwise; 0 before the site formed).
@@ -198,6 +234,24 @@ impl SiteMetadata {
                 self.members.insert(*id, member);
                 Ok(self.table_epoch())
             }
+            Command::Join { name, cluster_addr, client_addr } => {
+                if self.table.is_none() {
+                    return Err(Refused::NotFormed);
+                }
+                let known = self.members.iter().find(|(_, m)| m.cluster_addr == *cluster_addr).map(|(id, _)| *id);
+                let id = match known {
+                    Some(id) => id,
+                    None => self.members.keys().next_back().map_or(1, |id| id + 1),
+                };
+                if id > MAX_MEMBER_ID {
+                    return Err(Refused::Full);
+                }
+                let state = self.members.get(&id).map_or(MemberState::Active, |m| m.state);
+                let m =
+                    Member { name: name.clone(), cluster_addr: *cluster_addr, client_addr: client_addr.clone(), state };
+                self.members.insert(id, m);
+                Ok(id)
+            }
             Command::MarkLeaving { id } => {
                 let m = self.members.get_mut(id).ok_or(Refused::UnknownMember(*id))?;
                 if m.state == MemberState::Dead {
@@ -219,17 +273,20 @@ impl SiteMetadata {
             }
             Command::SetTable { partitions, expected_epoch } => self.set_table(partitions, *expected_epoch),
             Command::SetPartition { partition, primary, backups, in_sync, expected_epoch } => {
-                let proposed =
-                    Assignment { primary: *primary, backups: backups.clone(), in_sync: in_sync.clone(), epoch: 0 };
+                let proposed = Assignment::new(*primary, backups.clone(), in_sync.clone());
                 self.validate(*partition as usize, &proposed)?;
                 self.change_partition(*partition, *expected_epoch, |a| {
                     a.primary = proposed.primary;
                     a.backups = proposed.backups;
                     a.in_sync = proposed.in_sync;
+                    a.moving_to = None;
                 })
             }
             Command::RemoveFromInSync { partition, node, expected_epoch } => {
-                self.change_partition(*partition, *expected_epoch, |a| a.in_sync.retain(|n| n != node))
+                self.change_partition(*partition, *expected_epoch, |a| {
+                    a.in_sync.retain(|n| n != node);
+                    a.drop_void_handover();
+                })
             }
             Command::AddToInSync { partition, node, expected_epoch } => {
                 let a = self.assignment(*partition)?;
@@ -270,7 +327,7 @@ impl SiteMetadata {
         for (p, a) in partitions.iter().enumerate() {
             formed.validate(p, a)?;
         }
-        let partitions = partitions.iter().map(|a| Assignment { epoch: 1, ..a.clone() }).collect();
+        let partitions = partitions.iter().map(|a| Assignment { epoch: 1, moving_to: None, ..a.clone() }).collect();
         formed.table = Some(Table { epoch: 1, partitions });
         *self = formed;
         Ok(1)
@@ -284,6 +341,7 @@ impl SiteMetadata {
         let mut changed = false;
         for a in table.partitions.iter_mut().filter(|a| a.in_sync.contains(&id)) {
             a.in_sync.retain(|n| *n != id);
+            a.drop_void_handover();
             a.epoch = next;
             changed = true;
         }
@@ -308,8 +366,10 @@ impl SiteMetadata {
         let next = table.epoch + 1;
         let mut changed = false;
         for (cur, new) in table.partitions.iter_mut().zip(partitions) {
-            if !cur.same_owners(new) {
-                *cur = Assignment { epoch: next, ..new.clone() };
+            let mut new = new.clone();
+            new.drop_void_handover();
+            if !cur.same_owners(&new) {
+                *cur = Assignment { epoch: next, ..new };
                 changed = true;
             }
         }
@@ -384,7 +444,7 @@ mod tests {
     }
 
     fn assignment(primary: NodeId, backups: &[NodeId]) -> Assignment {
-        Assignment { primary, backups: backups.to_vec(), in_sync: backups.to_vec(), epoch: 0 }
+        Assignment::new(primary, backups.to_vec(), backups.to_vec())
     }
 
     /// Three members, two partitions: 1 (backup 2) and 2 (backup 3).
@@ -491,6 +551,41 @@ mod tests {
         assert_eq!(s.active_members(), vec![1, 2, 3]);
     }
 
+    #[test]
+    fn join_gives_the_next_id_or_the_old_one_and_stops_at_the_limit() {
+        let mut s = SiteMetadata::default();
+        let join = |port: u64| Command::Join {
+            name: format!("j{port}"),
+            cluster_addr: format!("127.0.0.1:{port}").parse().unwrap(),
+            client_addr: String::new(),
+        };
+        assert_eq!(s.apply(&join(9001)), Err(Refused::NotFormed));
+        let mut s = formed();
+        assert_eq!(s.apply(&join(9001)), Ok(4));
+        assert_eq!(s.apply(&join(9001)), Ok(4), "a restart keeps its id");
+        assert_eq!(s.apply(&join(17002)), Ok(2), "a seed's address keeps the seed's id");
+        assert_eq!(s.members[&2].name, "j17002");
+        for want in 5..=MAX_MEMBER_ID {
+            assert_eq!(s.apply(&join(9000 + want)), Ok(want));
+        }
+        let before = s.clone();
+        assert_eq!(s.apply(&join(1)), Err(Refused::Full));
+        assert_eq!(s, before);
+    }
+
+    #[test]
+    fn a_handover_is_void_once_its_target_is_not_in_sync() {
+        let mut s = formed();
+        let mut t = s.table.clone().unwrap().partitions;
+        t[0].moving_to = Some(2);
+        t[1].moving_to = Some(1); // not a backup of partition 1: void at once
+        assert_eq!(s.apply(&Command::SetTable { partitions: t, expected_epoch: 1 }), Ok(2));
+        let parts = &s.table.as_ref().unwrap().partitions;
+        assert_eq!((parts[0].moving_to, parts[1].moving_to, parts[1].epoch), (Some(2), None, 1));
+        assert_eq!(s.apply(&Command::MarkDead { id: 2 }), Ok(3));
+        assert_eq!(s.table.as_ref().unwrap().partitions[0].moving_to, None);
+    }
+
     fn arb_command() -> impl Strategy<Value = Command> {
         let node = 0u64..5;
         let nodes = proptest::collection::vec(0u64..5, 0..4);
@@ -501,6 +596,10 @@ mod tests {
             node.clone().prop_map(|id| {
                 let m = member(id);
                 Command::AddMember { id, name: m.name, cluster_addr: m.cluster_addr, client_addr: m.client_addr }
+            }),
+            node.clone().prop_map(|id| {
+                let m = member(id + 3);
+                Command::Join { name: m.name, cluster_addr: m.cluster_addr, client_addr: m.client_addr }
             }),
             (0u16..3, node.clone(), nodes.clone(), nodes, 0u64..6).prop_map(
                 |(partition, primary, backups, in_sync, expected_epoch)| {
@@ -538,6 +637,7 @@ mod tests {
                     prop_assert!(a.backups.iter().all(|b| s.members.contains_key(b) && *b != a.primary));
                     prop_assert!(a.in_sync.iter().all(|n| a.backups.contains(n)));
                     prop_assert!(a.in_sync.iter().all(|n| s.members[n].state != MemberState::Dead));
+                    prop_assert!(a.moving_to.is_none_or(|n| a.in_sync.contains(&n)));
                     prop_assert!(a.epoch <= t.epoch);
                     if a != o {
                         prop_assert!(a.epoch > o.epoch && a.epoch == t.epoch);

@@ -159,7 +159,7 @@ async fn three_members_form_a_site_and_see_every_change_alike() {
         .unwrap()
         .clone();
     let p0 = &seen.table.as_ref().unwrap().partitions[0];
-    assert_eq!(*p0, Assignment { primary: 2, backups: vec![3], in_sync: vec![], epoch: 3 });
+    assert_eq!(*p0, Assignment { epoch: 3, ..Assignment::new(2, vec![3], vec![]) });
     let table = site.all_at(3).await;
     assert_eq!(table.partitions[0], *p0);
     assert!(table.partitions[1..].iter().all(|a| a.epoch == 1));

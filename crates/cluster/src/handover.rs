@@ -1,0 +1,125 @@
+//! A planned handover of one partition from its primary (this node) to an
+//! in-sync backup, as the migration planner asks with
+//! [`crate::metadata::Assignment::moving_to`]:
+//!
+//! 1. fence: routing answers writes for the partition with `TRYAGAIN`, and
+//!    once every command already routed has finished (the exec gate) the
+//!    partition turns read-only here (no expiry either), so its log ends;
+//! 2. wait until every in-sync backup acknowledged the last seq, so every
+//!    copy is the same;
+//! 3. commit the switch (compare-and-set on the partition epoch): the target
+//!    becomes primary and this node an in-sync backup. Clients get `MOVED`
+//!    from here on.
+//!
+//! The whole partition moves at once, so no key is ever served by two
+//! primaries and Redis's per-key `ASK` redirection is never needed. Writes
+//! wait for one replication round trip and one Raft commit (milliseconds).
+//! If anything changes meanwhile (the target fails, the table moves on),
+//! the fence is lifted and the planner decides again.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cluster::Cluster;
+use crate::metadata::Command;
+
+const RETRY_AFTER: Duration = Duration::from_millis(200);
+
+/// Starts the handover of `p` to member `to` for partition epoch `epoch`,
+/// unless one is running for `p` already.
+pub(crate) fn start(c: &Cluster, p: usize, to: usize, epoch: u64) {
+    {
+        let mut running = c.handovers.lock();
+        if running.contains_key(&p) {
+            return;
+        }
+        running.insert(p, epoch);
+    }
+    let Some(c) = c.replicator.cluster() else { return };
+    tokio::spawn(async move {
+        run(&c, p, to, epoch).await;
+        c.handovers.lock().remove(&p);
+        // The table may have asked for another handover meanwhile.
+        match c.table().map(|t| t.owners(p).clone()) {
+            Some(o) if o.primary == c.my_index && o.moving_to.is_some() && o.epoch != epoch => {
+                start(&c, p, o.moving_to.unwrap_or(to), o.epoch)
+            }
+            _ => settle(&c, p),
+        }
+    });
+}
+
+/// Lifts a fence nobody needs any more: the installed table has this node
+/// as `p`'s primary with no handover asked and none running (a handover
+/// called off). Before the table that called it off arrives, the fence
+/// stays: the switch may have been committed.
+pub(crate) fn settle(c: &Cluster, p: usize) {
+    if !c.fenced[p].load(Ordering::Acquire) || c.handovers.lock().contains_key(&p) {
+        return;
+    }
+    let Some(t) = c.table() else { return };
+    let o = t.owners(p);
+    if o.primary == c.my_index && o.moving_to.is_none() {
+        c.keyspace().set_replica(p, false);
+        c.fenced[p].store(false, Ordering::Release);
+        tracing::info!(partition = p, "handover called off: serving writes again");
+    }
+}
+
+/// The handover is still what the table asks for.
+fn wanted(c: &Cluster, p: usize, to: usize, epoch: u64) -> bool {
+    c.table().is_some_and(|t| {
+        let o = t.owners(p);
+        o.primary == c.my_index && o.epoch == epoch && o.moving_to == Some(to) && o.in_sync.contains(&to)
+    })
+}
+
+/// Returns once the switch is committed or the table no longer asks for it.
+async fn run(c: &Arc<Cluster>, p: usize, to: usize, epoch: u64) {
+    let Some(md) = c.metadata.get() else { return };
+    c.fenced[p].store(true, Ordering::Release);
+    let quiesce = c.clone();
+    if tokio::task::spawn_blocking(move || quiesce.quiesce()).await.is_err() {
+        return;
+    }
+    c.keyspace().set_replica(p, true);
+    let last = c.keyspace().with_partition(p, |part, _| part.log.next_seq().saturating_sub(1));
+    tracing::info!(partition = p, to, seq = last, "handover: writes fenced, waiting for backups");
+    loop {
+        if !wanted(c, p, to, epoch) {
+            return;
+        }
+        if !c.replicator.wait(&[(p, last)]).await {
+            tokio::time::sleep(RETRY_AFTER).await;
+            continue;
+        }
+        let Some(table) = c.table() else { return };
+        let o = table.owners(p);
+        let id = |i: usize| i as u64 + 1;
+        let swap = |list: &[usize]| -> Vec<u64> {
+            list.iter().map(|&b| if b == to { id(c.my_index) } else { id(b) }).collect()
+        };
+        let cmd = Command::SetPartition {
+            partition: p as u16,
+            primary: id(to),
+            backups: swap(&o.backups),
+            in_sync: swap(&o.in_sync),
+            expected_epoch: epoch,
+        };
+        match md.propose(cmd).await {
+            Ok(new_epoch) => {
+                tracing::info!(partition = p, to, epoch = new_epoch, "handover committed");
+                return;
+            }
+            Err(crate::metadata::MetadataError::Refused(e)) => {
+                tracing::info!(partition = p, "handover refused: {e}");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(partition = p, "handover not committed yet: {e}");
+                tokio::time::sleep(RETRY_AFTER).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,149 @@
+"""Joining and leaving a site under write load: a node that is not a seed
+joins and receives its share of partitions (live migration: snapshot,
+catch-up, fenced handover), a member leaves with `deltagrid cluster leave`
+and its process ends once drained; every acknowledged write survives and
+clients follow MOVED to the new owners."""
+import re
+import subprocess
+import threading
+
+import pytest
+from redis.cluster import RedisCluster
+from redis.crc import key_slot
+
+from conftest import Server, binary, free_port
+from helpers import wait_until
+from helpers_net import RespConn
+from test_cluster import write_ledger
+
+pytestmark = pytest.mark.deltagrid_only
+
+PARTITIONS = 32
+
+
+def config(name, port, cluster_port, seed_ports, backups=1):
+    seeds = ", ".join(f'"127.0.0.1:{p}"' for p in seed_ports)
+    return f'''
+[node]
+id = "{name}"
+listen = "127.0.0.1:{port}"
+cluster_listen = "127.0.0.1:{cluster_port}"
+[site]
+id = 1
+name = "london"
+partitions = {PARTITIONS}
+seeds = [{seeds}]
+backups = {backups}
+'''
+
+
+def start(tmp_path, name, seed_ports, cluster_port=None):
+    port, cluster_port = free_port(), cluster_port or free_port()
+    d = tmp_path / name
+    d.mkdir()
+    node = Server(d, config=config(name, port, cluster_port, seed_ports), port=port)
+    node.name = name
+    return node
+
+
+def status(node):
+    out = subprocess.run([binary(), "cluster", "status", "--admin", f"127.0.0.1:{node.admin_port}"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    rows = {l.split()[0].rstrip("*"): l.split() for l in text.splitlines() if re.match(r"n\d", l)}
+    migrating = int(re.search(r"migrating: (\d+)", text).group(1))
+    return rows, migrating
+
+
+def settled(node, members):
+    """Every member up, active, with its even share, nothing migrating."""
+    rows, migrating = status(node)
+    if migrating or set(rows) != set(members):
+        return False
+    share = PARTITIONS // len(members)
+    return all(r[3] == "up" and r[4] == "active" and int(r[5]) in (share, share + 1)
+               and int(r[6]) in (share, share + 1) for r in rows.values())
+
+
+@pytest.fixture
+def seeds(tmp_path):
+    cluster_ports = [free_port() for _ in range(3)]
+    nodes = [start(tmp_path, f"n{i + 1}", cluster_ports, cluster_ports[i]) for i in range(3)]
+    try:
+        wait_until(lambda: settled(nodes[0], ["n1", "n2", "n3"]), timeout=20, message="site formed")
+        yield nodes, cluster_ports
+    finally:
+        for s in nodes:
+            s.stop()
+
+
+def test_a_node_joins_and_another_leaves_under_write_load(seeds, tmp_path):
+    nodes, cluster_ports = seeds
+    n1, n2, n3 = nodes
+    stop = threading.Event()
+    ledgers = [dict() for _ in range(4)]
+    errors = []
+    writers = [threading.Thread(target=write_ledger, args=(n1.port, stop, ledgers[i], errors, f"j{i}"))
+               for i in range(4)]
+    for t in writers:
+        t.start()
+    n4 = None
+    written = lambda: sum(len(l) for l in ledgers)
+    try:
+        wait_until(lambda: written() > 300, timeout=20, message="writers got going")
+        # A node that is not a seed joins through the seeds.
+        n4 = start(tmp_path, "n4", cluster_ports)
+        wait_until(lambda: settled(n1, ["n1", "n2", "n3", "n4"]), timeout=60,
+                   message="the joined node never got its share")
+        rows, _ = status(n4)
+        assert rows["n4"][3:5] == ["up", "active"]
+        at_join = written()
+        wait_until(lambda: written() > at_join + 300, timeout=20, message="writes after the join")
+
+        # A slot now served by n4: the others answer MOVED to it.
+        with RespConn.to(n1) as c:
+            ranges = c.call("CLUSTER", "SLOTS")
+        first = next(f for f, l, p, *_ in ranges if p[1] == n4.port)
+        key = next(f"m{i}" for i in range(1_000_000) if key_slot(f"m{i}".encode()) == first)
+        with RespConn.to(n1) as c:
+            assert c.cmd("SET", key, "x") == f"-MOVED {first} 127.0.0.1:{n4.port}\r\n".encode()
+
+        # n2 leaves: drained, removed, and its process ends by itself.
+        out = subprocess.run([binary(), "cluster", "leave", "--admin", f"127.0.0.1:{n1.admin_port}",
+                              "--node", "n2"], capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0 and "leaving" in out.stdout, out
+        assert n2.proc.wait(timeout=60) == 0
+        wait_until(lambda: settled(n1, ["n1", "n3", "n4"]), timeout=60,
+                   message="the site never settled after n2 left")
+        at_leave = written()
+        wait_until(lambda: written() > at_leave + 300, timeout=20, message="writes after the leave")
+    finally:
+        stop.set()
+        for t in writers:
+            t.join(timeout=30)
+    acked = {k: v for l in ledgers for k, v in l.items()}
+    rc = RedisCluster(host="127.0.0.1", port=n3.port, decode_responses=True)
+    missing = [k for k, v in acked.items() if rc.get(k) != v]
+    assert not missing, f"{len(missing)} of {len(acked)} acknowledged writes lost, e.g. {missing[:5]}"
+    log = n2.log_path.read_bytes()
+    assert b"left its site" in log
+    if n4 is not None:
+        n4.stop()
+
+
+def test_a_stranger_without_a_join_is_refused(seeds):
+    nodes, cluster_ports = seeds
+    import socket
+    import struct
+    # A well-formed hello from an unknown address, then no join frame.
+    def s(x):
+        return struct.pack("<H", len(x)) + x
+    payload = b"DGRD" + struct.pack("<HH", 1, 1) + s(b"x9") + s(b"127.0.0.1:1") + s(b"127.0.0.1:2")
+    frame = struct.pack("<I", len(payload) + 1) + bytes([1]) + payload
+    ping = struct.pack("<I", 1) + bytes([2])
+    with socket.create_connection(("127.0.0.1", cluster_ports[0]), timeout=10) as sock:
+        sock.sendall(frame + ping)
+        assert sock.recv(100) == b""  # closed without an answer
+    wait_until(lambda: b"not a member of this site and did not ask to join" in nodes[0].log_path.read_bytes(),
+               timeout=5, message="refusal logged")
