@@ -26,7 +26,7 @@ BENCH_PIDS=()
 stop_started() {
     local pid
     for pid in "${BENCH_PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
+        kill -INT "$pid" 2>/dev/null || true
     done
     for pid in "${BENCH_PIDS[@]}"; do
         wait "$pid" 2>/dev/null || true

@@ -13,6 +13,7 @@ before each test), `make_server`, `conn` (a RespConn on `server`) and `r` (a
 redis-py client on `server`, parametrized over RESP2/RESP3 x bytes/str).
 """
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -90,7 +91,8 @@ class Server:
 
     def stop(self):
         if self.proc.poll() is None:
-            self.proc.terminate()
+            # SIGINT stops at once; SIGTERM would first drain a site member.
+            self.proc.send_signal(signal.SIGINT)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:

@@ -268,9 +268,9 @@ def test_cluster_status_and_metrics_follow_a_failover(site):
     site[2].proc.wait()
     wait_until(lambda: " dead " in cluster_status(site[0]) and "down" in cluster_status(site[0]), timeout=20,
                message="status never showed the dead member")
-    text = cluster_status(site[0])
-    rows = {l.split()[0].rstrip("*"): l.split() for l in text.splitlines() if re.match(r"n\d", l)}
-    assert int(rows["n3"][5]) == 0, text  # no primaries left on the dead node
+    # The failover commits right after the member is marked dead.
+    wait_until(lambda: int(status_rows(site[0])["n3"][5]) == 0, timeout=20,
+               message="primaries left on the dead node")
     info = redis.Redis(port=site[0].port).info("replication")
     assert info["primary_changes"] > 0 and info["partition_table_epoch"] > 1
 

@@ -8,6 +8,7 @@ import subprocess
 import threading
 
 import pytest
+import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
@@ -118,6 +119,13 @@ def test_a_node_joins_and_another_leaves_under_write_load(seeds, tmp_path):
                    message="the site never settled after n2 left")
         at_leave = written()
         wait_until(lambda: written() > at_leave + 300, timeout=20, message="writes after the leave")
+
+        # SIGTERM drains too: n4 leaves, then its process ends.
+        n4.proc.terminate()
+        assert n4.proc.wait(timeout=60) == 0
+        wait_until(lambda: settled(n1, ["n1", "n3"]), timeout=60, message="the site never settled after SIGTERM")
+        at_term = written()
+        wait_until(lambda: written() > at_term + 300, timeout=20, message="writes after n4 drained")
     finally:
         stop.set()
         for t in writers:
@@ -126,10 +134,17 @@ def test_a_node_joins_and_another_leaves_under_write_load(seeds, tmp_path):
     rc = RedisCluster(host="127.0.0.1", port=n3.port, decode_responses=True)
     missing = [k for k, v in acked.items() if rc.get(k) != v]
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged writes lost, e.g. {missing[:5]}"
-    log = n2.log_path.read_bytes()
-    assert b"left its site" in log
-    if n4 is not None:
-        n4.stop()
+    assert b"left its site" in n2.log_path.read_bytes()
+    assert b"terminated: node n4" in n4.log_path.read_bytes()
+    # Handovers are counted; nothing is left migrating or lagging.
+    info = redis.Redis(port=n1.port).info("replication")
+    assert info["partitions_migrating"] == 0
+    handovers = sum(redis.Redis(port=s.port).info("replication")["handovers"] for s in (n1, n3))
+    assert handovers > 0
+    from helpers_net import http_get
+    metrics = http_get("127.0.0.1", n3.admin_port, "/metrics")[2].decode()
+    assert re.search(r"^deltagrid_partitions_migrating 0", metrics, re.M), metrics
+    assert re.search(r'^deltagrid_replication_lag_changes\{node="n1"\} 0', metrics, re.M), metrics
 
 
 def test_a_stranger_without_a_join_is_refused(seeds):

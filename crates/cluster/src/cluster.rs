@@ -83,6 +83,7 @@ pub struct Cluster {
     pub(crate) fenced: Box<[std::sync::atomic::AtomicBool]>,
     /// Handovers under way here: partition -> epoch.
     pub(crate) handovers: parking_lot::Mutex<std::collections::HashMap<usize, u64>>,
+    pub(crate) handovers_done: std::sync::atomic::AtomicU64,
     /// Waits until every command that passed routing has finished (the
     /// server's exec gate, taken exclusively for a moment).
     quiesce: OnceLock<Box<dyn Fn() + Send + Sync>>,
@@ -102,6 +103,8 @@ pub struct SiteStatus {
     pub primary_changes: u64,
     /// Partitions with a handover asked or a backup still loading.
     pub migrating: usize,
+    /// Handovers this node committed (partitions it handed to another).
+    pub handovers: u64,
     pub members: Vec<MemberStatus>,
 }
 
@@ -119,6 +122,8 @@ pub struct MemberStatus {
     pub in_sync: usize,
     /// Replication bytes this node has queued for the member.
     pub pending_bytes: usize,
+    /// Changes of this node's primaries the member has not acknowledged.
+    pub lag_changes: u64,
 }
 
 /// Derives a stable 40-hex-digit id from a node id: FNV-1a of the name,
@@ -201,6 +206,7 @@ impl Cluster {
             isolated: Default::default(),
             fenced: (0..partitions).map(|_| Default::default()).collect(),
             handovers: Default::default(),
+            handovers_done: Default::default(),
             quiesce: OnceLock::new(),
             left: tokio::sync::Notify::new(),
             left_flag: Default::default(),
@@ -356,10 +362,16 @@ impl Cluster {
             self.primary_changes.fetch_add(moved as u64, std::sync::atomic::Ordering::Relaxed);
         }
         let rejoining = self.rejoining.load(std::sync::atomic::Ordering::Acquire);
-        if rejoining
-            && !table.partitions.iter().any(|o| o.primary == self.my_index || o.backups.contains(&self.my_index))
-        {
+        // Partitions whose only copy was here cannot fail over: their data
+        // is gone with the old process, and they restart empty here.
+        let only_copy = |o: &PartitionOwners| o.primary == self.my_index && o.backups.is_empty();
+        let holds = |o: &PartitionOwners| o.primary == self.my_index || o.backups.contains(&self.my_index);
+        if rejoining && !table.partitions.iter().any(|o| holds(o) && !only_copy(o)) {
             self.rejoining.store(false, std::sync::atomic::Ordering::Release);
+            let lost = table.partitions.iter().filter(|o| only_copy(o)).count();
+            if lost > 0 {
+                tracing::warn!(partitions = lost, "rejoined: partitions that had no other copy restart empty");
+            }
             tracing::info!("rejoined: this node holds no copies any more and takes new work");
         }
         let rejoining = self.rejoining.load(std::sync::atomic::Ordering::Acquire);
@@ -432,6 +444,7 @@ impl Cluster {
             migrating: table.as_ref().map_or(0, |t| {
                 t.partitions.iter().filter(|o| o.moving_to.is_some() || o.backups.len() != o.in_sync.len()).count()
             }),
+            handovers: self.handovers_done.load(std::sync::atomic::Ordering::Relaxed),
             members: self
                 .known_addrs()
                 .into_iter()
@@ -455,6 +468,10 @@ impl Cluster {
                         backups: count(&|o| o.backups.contains(&i)),
                         in_sync: count(&|o| o.in_sync.contains(&i)),
                         pending_bytes: if i == self.my_index { 0 } else { self.replicator.pending_bytes(i) },
+                        lag_changes: match &table {
+                            Some(t) if i != self.my_index => self.replicator.lag(i, t),
+                            _ => 0,
+                        },
                     }
                 })
                 .collect(),

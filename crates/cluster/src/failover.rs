@@ -137,7 +137,17 @@ async fn detect_failures(c: Arc<Cluster>) {
         let meta = md.current();
         for (id, m) in &meta.members {
             let i = (*id as usize).saturating_sub(1);
-            if m.state == MemberState::Dead && i != c.my_index && c.down_for(i).is_none() && c.is_connected(i) {
+            // Back only once its copies failed over (it restarted without
+            // data): else the failover would see it alive and skip it.
+            let failed_over = meta.table.as_ref().is_none_or(|t| {
+                !t.partitions.iter().any(|a| a.holds(*id) && (a.primary != *id || !a.backups.is_empty()))
+            });
+            if m.state == MemberState::Dead
+                && failed_over
+                && i != c.my_index
+                && c.down_for(i).is_none()
+                && c.is_connected(i)
+            {
                 tracing::info!(node = %m.name, "dead member is reachable again: making it active");
                 let back = Command::AddMember {
                     id: *id,

@@ -109,6 +109,7 @@ async fn run(c: &Arc<Cluster>, p: usize, to: usize, epoch: u64) {
         };
         match md.propose(cmd).await {
             Ok(new_epoch) => {
+                c.handovers_done.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(partition = p, to, epoch = new_epoch, "handover committed");
                 return;
             }

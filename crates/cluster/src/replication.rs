@@ -98,7 +98,11 @@ impl Replicator {
             my_index,
             cluster,
             out: (0..members)
-                .map(|_| PeerOut { buf: Mutex::new(BytesMut::new()), ready: Notify::new(), broken: AtomicBool::new(false) })
+                .map(|_| PeerOut {
+                    buf: Mutex::new(BytesMut::new()),
+                    ready: Notify::new(),
+                    broken: AtomicBool::new(false),
+                })
                 .collect(),
             acked: (0..members).map(|_| (0..parts).map(|_| AtomicU64::new(0)).collect()).collect(),
             ack_notify: Notify::new(),
@@ -200,6 +204,22 @@ impl Replicator {
             }
         }
         done
+    }
+
+    /// Changes `peer` has not acknowledged yet, over the partitions this
+    /// node leads and `peer` backs up in `table` (replication lag).
+    pub fn lag(&self, peer: usize, table: &crate::placement::PartitionTable) -> u64 {
+        let Some(acked) = self.acked.get(peer) else { return 0 };
+        table
+            .partitions
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.primary == self.my_index && o.backups.contains(&peer))
+            .map(|(p, _)| {
+                let last = self.ks.with_partition(p, |part, _| part.log.next_seq().saturating_sub(1));
+                last.saturating_sub(acked[p].load(Ordering::Acquire))
+            })
+            .sum()
     }
 
     /// Bytes queued for `peer` and not yet shipped.

@@ -210,6 +210,28 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// How long SIGTERM waits for this node's partitions to move away.
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// SIGTERM: a member of a site leaves it first (its partitions move to the
+/// others while it keeps serving), then stops; SIGINT stops at once.
+async fn drain(node: &Node) {
+    let Some(c) = &node.cluster else {
+        tracing::info!("terminated: shutting down");
+        return;
+    };
+    match c.leave(&c.me.node_id).await {
+        Ok(msg) => {
+            tracing::info!("terminated: {msg}");
+            if tokio::time::timeout(DRAIN_TIMEOUT, c.left.notified()).await.is_err() {
+                tracing::warn!("partitions did not all move within {DRAIN_TIMEOUT:?}: shutting down anyway");
+            }
+        }
+        Err(e) => tracing::info!("terminated, not draining: {e}"),
+    }
+    tracing::info!("shutting down");
+}
+
 fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
@@ -248,10 +270,12 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
                 None => std::future::pending().await,
             }
         };
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = node.clone().serve(listener, admin, peers) => {}
-            _ = tokio::signal::ctrl_c() => tracing::info!("shutting down"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: shutting down"),
             _ = left => tracing::info!("this node left its site: shutting down"),
+            _ = async { terminate.recv().await; drain(&node).await } => {}
         }
         Ok(())
     })

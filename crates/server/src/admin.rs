@@ -122,6 +122,7 @@ fn site_json(s: &cluster::SiteStatus) -> serde_json::Value {
     serde_json::json!({
         "formed": s.formed,
         "migrating": s.migrating,
+        "handovers": s.handovers,
         "epoch": s.epoch,
         "leader": s.leader,
         "primary_changes": s.primary_changes,
@@ -136,6 +137,7 @@ fn site_json(s: &cluster::SiteStatus) -> serde_json::Value {
             "backups": m.backups,
             "in_sync": m.in_sync,
             "replication_pending_bytes": m.pending_bytes,
+            "replication_lag_changes": m.lag_changes,
         })).collect::<Vec<_>>(),
     })
 }

@@ -27,7 +27,11 @@ pub fn command(a: &[Bytes], out: Reply) -> Result<(), CmdError> {
         sub_arity(a.len() == 2, "count")?;
         out.int(TABLE.len() as i64);
     } else if is(sub, "INFO") {
-        let names: Vec<&[u8]> = if a.len() > 2 { a[2..].iter().map(|b| &b[..]).collect() } else { TABLE.iter().map(|c| c.name.as_bytes()).collect() };
+        let names: Vec<&[u8]> = if a.len() > 2 {
+            a[2..].iter().map(|b| &b[..]).collect()
+        } else {
+            TABLE.iter().map(|c| c.name.as_bytes()).collect()
+        };
         out.array(names.len());
         for n in names {
             match lookup(n) {
@@ -91,7 +95,21 @@ pub fn command(a: &[Bytes], out: Reply) -> Result<(), CmdError> {
 const SUBCOMMANDS: [(&str, &[&str]); 4] = [
     (
         "client",
-        &["caching", "getname", "getredir", "id", "info", "kill", "list", "no-evict", "no-touch", "setinfo", "setname", "tracking", "trackinginfo"],
+        &[
+            "caching",
+            "getname",
+            "getredir",
+            "id",
+            "info",
+            "kill",
+            "list",
+            "no-evict",
+            "no-touch",
+            "setinfo",
+            "setname",
+            "tracking",
+            "trackinginfo",
+        ],
     ),
     ("command", &["count", "docs", "info", "list"]),
     ("config", &["get", "resetstat", "rewrite", "set"]),
@@ -150,7 +168,8 @@ fn command_info(c: &CommandSpec, out: Reply) {
     out.array(0);
 }
 
-const SECTIONS: [&str; 8] = ["server", "clients", "memory", "persistence", "stats", "replication", "cluster", "keyspace"];
+const SECTIONS: [&str; 8] =
+    ["server", "clients", "memory", "persistence", "stats", "replication", "cluster", "keyspace"];
 
 pub fn info(s: &Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
     let wanted: Vec<String> = a[1..].iter().map(|x| String::from_utf8_lossy(x).to_ascii_lowercase()).collect();
@@ -241,10 +260,12 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
                 kv("partitions_primary", &me.map_or(0, |m| m.primaries));
                 kv("partitions_backup", &me.map_or(0, |m| m.backups));
                 kv("primary_changes", &site.primary_changes);
+                kv("partitions_migrating", &site.migrating);
+                kv("handovers", &site.handovers);
                 for m in site.members.iter().filter(|m| !m.myself) {
                     let line = format!(
-                        "state={},connected={},replication_pending_bytes={}",
-                        m.state, m.connected as u8, m.pending_bytes
+                        "state={},connected={},replication_pending_bytes={},lag_changes={}",
+                        m.state, m.connected as u8, m.pending_bytes, m.lag_changes
                     );
                     kv(&format!("peer_{}", m.node_id), &line);
                 }

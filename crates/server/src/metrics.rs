@@ -22,8 +22,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, Prometheu
 const META: Metadata<'static> = Metadata::new("deltagrid", Level::INFO, None);
 
 /// Latency buckets in seconds: 10 µs .. 1 s.
-const BUCKETS: [f64; 14] =
-    [1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 0.25, 1.0];
+const BUCKETS: [f64; 14] = [1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 0.25, 1.0];
 
 /// Calls and a fixed-bucket latency histogram for one command.
 #[derive(Default)]
@@ -52,10 +51,8 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let recorder = PrometheusBuilder::new()
-            .set_buckets(&BUCKETS)
-            .expect("bucket list is non-empty")
-            .build_recorder();
+        let recorder =
+            PrometheusBuilder::new().set_buckets(&BUCKETS).expect("bucket list is non-empty").build_recorder();
         let handle = recorder.handle();
         Metrics {
             recorder,
@@ -93,7 +90,13 @@ impl Metrics {
         let seen: Vec<(&str, Vec<u64>, u64)> = TABLE
             .iter()
             .zip(self.per_command.iter())
-            .map(|(spec, s)| (spec.name, s.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect::<Vec<u64>>(), s.sum_ns.load(Ordering::Relaxed)))
+            .map(|(spec, s)| {
+                (
+                    spec.name,
+                    s.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect::<Vec<u64>>(),
+                    s.sum_ns.load(Ordering::Relaxed),
+                )
+            })
             .filter(|(_, buckets, _)| buckets.iter().any(|&n| n > 0))
             .collect();
         let _ = writeln!(out, "# TYPE deltagrid_commands_total counter");
@@ -106,9 +109,13 @@ impl Metrics {
             for (i, n) in buckets.iter().enumerate() {
                 cumulative += n;
                 let le = BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
-                let _ = writeln!(out, "deltagrid_command_duration_seconds_bucket{{command=\"{name}\",le=\"{le}\"}} {cumulative}");
+                let _ = writeln!(
+                    out,
+                    "deltagrid_command_duration_seconds_bucket{{command=\"{name}\",le=\"{le}\"}} {cumulative}"
+                );
             }
-            let _ = writeln!(out, "deltagrid_command_duration_seconds_sum{{command=\"{name}\"}} {}", *sum_ns as f64 / 1e9);
+            let _ =
+                writeln!(out, "deltagrid_command_duration_seconds_sum{{command=\"{name}\"}} {}", *sum_ns as f64 / 1e9);
             let _ = writeln!(out, "deltagrid_command_duration_seconds_count{{command=\"{name}\"}} {cumulative}");
         }
     }
@@ -182,6 +189,8 @@ impl Metrics {
         if let Some(site) = &s.site {
             self.gauge("deltagrid_partition_table_epoch").set(site.epoch as f64);
             self.counter("deltagrid_primary_changes_total", vec![]).absolute(site.primary_changes);
+            self.gauge("deltagrid_partitions_migrating").set(site.migrating as f64);
+            self.counter("deltagrid_handovers_total", vec![]).absolute(site.handovers);
             for m in &site.members {
                 let g = |name: &'static str, v: f64| {
                     let labels = vec![Label::new("node", m.node_id.clone())];
@@ -193,6 +202,7 @@ impl Metrics {
                 g("deltagrid_partitions_in_sync", m.in_sync as f64);
                 if !m.myself {
                     g("deltagrid_replication_pending_bytes", m.pending_bytes as f64);
+                    g("deltagrid_replication_lag_changes", m.lag_changes as f64);
                 }
             }
         }
