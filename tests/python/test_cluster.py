@@ -18,8 +18,10 @@ from helpers_net import RespConn
 pytestmark = pytest.mark.deltagrid_only
 
 
-def site_config(i, ports, cluster_ports, backups=1):
-    seeds = ", ".join(f'"127.0.0.1:{p}"' for p in cluster_ports)
+def site_config(i, ports, cluster_ports, backups=1, seed_ports=None, partitions=271):
+    """Node i's config; `seed_ports` (default: all of `cluster_ports`) may
+    leave it out, and then it joins the site the seeds formed."""
+    seeds = ", ".join(f'"127.0.0.1:{p}"' for p in (seed_ports or cluster_ports))
     return f'''
 [node]
 id = "n{i + 1}"
@@ -28,6 +30,7 @@ cluster_listen = "127.0.0.1:{cluster_ports[i]}"
 [site]
 id = 1
 name = "london"
+partitions = {partitions}
 seeds = [{seeds}]
 backups = {backups}
 '''

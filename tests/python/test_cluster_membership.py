@@ -15,34 +15,21 @@ from redis.crc import key_slot
 from conftest import Server, binary, free_port
 from helpers import wait_until
 from helpers_net import RespConn
-from test_cluster import write_ledger
+from test_cluster import site_config, write_ledger
 
 pytestmark = pytest.mark.deltagrid_only
 
 PARTITIONS = 32
 
 
-def config(name, port, cluster_port, seed_ports, backups=1):
-    seeds = ", ".join(f'"127.0.0.1:{p}"' for p in seed_ports)
-    return f'''
-[node]
-id = "{name}"
-listen = "127.0.0.1:{port}"
-cluster_listen = "127.0.0.1:{cluster_port}"
-[site]
-id = 1
-name = "london"
-partitions = {PARTITIONS}
-seeds = [{seeds}]
-backups = {backups}
-'''
-
-
 def start(tmp_path, name, seed_ports, cluster_port=None):
-    port, cluster_port = free_port(), cluster_port or free_port()
+    """Node `name` ("n4"); a seed when its cluster port is among `seed_ports`."""
+    i = int(name[1:]) - 1
+    ports, cluster_ports = {i: free_port()}, {i: cluster_port or free_port()}
     d = tmp_path / name
     d.mkdir()
-    node = Server(d, config=config(name, port, cluster_port, seed_ports), port=port)
+    cfg = site_config(i, ports, cluster_ports, seed_ports=seed_ports, partitions=PARTITIONS)
+    node = Server(d, config=cfg, port=ports[i])
     node.name = name
     return node
 
