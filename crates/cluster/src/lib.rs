@@ -18,6 +18,7 @@ pub mod join;
 pub mod metadata;
 pub mod placement;
 pub mod replication;
+mod snapshot;
 pub mod transport;
 pub mod wire;
 

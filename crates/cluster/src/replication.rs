@@ -12,8 +12,10 @@
 //! backup of every partition it wrote has acknowledged those seqs. A backup
 //! that does not answer within [`SYNC_TIMEOUT`] makes the connection close
 //! without replying: the client learns nothing was acknowledged, which is
-//! never wrong. (Removing such a backup from the in-sync set, through Raft,
-//! is the next step.)
+//! never wrong. A backup that falls [`MAX_PENDING`] bytes behind is cut off
+//! and rebuilt from snapshots, leaving the in-sync set through Raft first.
+//! Snapshots stream in chunks ahead of the changes queued for the backup
+//! (`snapshot`), so a partition of any size can be copied.
 //!
 //! Entry: `partition u16 | seq u64 | len u32 | change (keyspace codec)`.
 //! Ack: `partition u16 | seq u64`, repeated.
@@ -38,6 +40,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::cluster::Cluster;
+use crate::snapshot::SnapshotStream;
 
 pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 pub const SNAPSHOT_DATA: u64 = 0;
@@ -59,6 +62,8 @@ struct PeerOut {
     buf: Mutex<BytesMut>,
     ready: Notify,
     broken: AtomicBool,
+    /// Snapshots for this backup, sent before anything in `buf`.
+    snapshots: Mutex<std::collections::VecDeque<SnapshotStream>>,
 }
 
 pub struct Replicator {
@@ -102,6 +107,7 @@ impl Replicator {
                     buf: Mutex::new(BytesMut::new()),
                     ready: Notify::new(),
                     broken: AtomicBool::new(false),
+                    snapshots: Mutex::new(Default::default()),
                 })
                 .collect(),
             acked: (0..members).map(|_| (0..parts).map(|_| AtomicU64::new(0)).collect()).collect(),
@@ -163,11 +169,7 @@ impl Replicator {
             snaps.insert((p, b), (epoch, false, false));
         }
         let peer = &self.out[b];
-        let mut keys = 0usize;
-        self.ks.with_partition(p, |part, _| {
-            let next = part.log.next_seq();
-            let mut buf = peer.buf.lock();
-            put_marker(&mut buf, p, SNAPSHOT_BEGIN, next);
+        let stream = self.ks.with_partition(p, |part, _| {
             // Entries, then tombstones (so older writes from other sites
             // keep losing on the new copy).
             let entries = part.iter().map(|(key, e)| Change {
@@ -175,22 +177,64 @@ impl Replicator {
                 version: e.version,
                 kind: keyspace::ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
             });
-            for change in entries.chain(part.tombstone_changes()) {
-                let mut body = Vec::with_capacity(codec::encoded_len(&change));
-                codec::encode(&change, &mut body);
-                buf.put_u16_le(p as u16);
-                buf.put_u64_le(SNAPSHOT_DATA);
-                buf.put_u32_le(body.len() as u32);
-                buf.put_slice(&body);
-                keys += 1;
-            }
-            put_marker(&mut buf, p, SNAPSHOT_END, next);
+            let entries: Vec<Change> = entries.chain(part.tombstone_changes()).collect();
             // The backup's acks start over from the snapshot.
             self.acked[b][p].store(0, Ordering::Release);
+            SnapshotStream::new(p, part.log.next_seq(), entries)
         });
+        let keys = stream.keys();
+        {
+            let mut queued = peer.snapshots.lock();
+            queued.retain(|s| s.partition != p);
+            queued.push_back(stream);
+        }
         tracing::info!(partition = p, backup = b, keys, "snapshot queued for a new backup");
         peer.ready.notify_one();
         true
+    }
+
+    /// Backup `b` fell [`MAX_PENDING`] bytes behind: what is queued for it
+    /// is dropped, and every copy it holds of this node's partitions is
+    /// rebuilt from a snapshot: an in-sync one is first taken out of the
+    /// in-sync set through the metadata group (which releases writes
+    /// waiting for it; the new table sends the snapshot), the others get
+    /// one at once. Until then nothing more is queued for it.
+    fn cut_off(&self, b: usize) {
+        if self.out[b].broken.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::error!(backup = b, "backup fell {MAX_PENDING} bytes behind: rebuilding its copies from snapshots");
+        let (Some(cluster), Ok(rt)) = (self.cluster.upgrade(), tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        rt.spawn(async move { cluster.replicator.rebuild(&cluster, b).await });
+    }
+
+    async fn rebuild(&self, cluster: &Cluster, b: usize) {
+        let peer = &self.out[b];
+        peer.buf.lock().clear();
+        peer.snapshots.lock().clear();
+        self.snapshots.lock().retain(|(_, to), _| *to != b);
+        let Some(table) = cluster.table() else { return };
+        peer.broken.store(false, Ordering::Release);
+        for (p, o) in table.partitions.iter().enumerate() {
+            if o.primary != self.my_index || !o.backups.contains(&b) {
+                continue;
+            }
+            if !o.in_sync.contains(&b) {
+                self.send_snapshot(p, b, o.epoch);
+                continue;
+            }
+            let Some(md) = cluster.metadata.get() else { continue };
+            let cmd = crate::metadata::Command::RemoveFromInSync {
+                partition: p as u16,
+                node: b as u64 + 1,
+                expected_epoch: o.epoch,
+            };
+            if let Err(e) = md.propose(cmd).await {
+                tracing::warn!(partition = p, backup = b, "could not take the backup out of the in-sync set: {e}");
+            }
+        }
     }
 
     /// Snapshots whose end the backup acknowledged and that nobody has
@@ -227,9 +271,22 @@ impl Replicator {
         self.out[peer].buf.lock().len()
     }
 
-    /// Takes everything queued for `peer` (one batch), or None.
+    /// The next batch for `peer`: a chunk of the snapshot it is loading,
+    /// or else everything queued; None when there is nothing.
     pub fn take_batch(&self, peer: usize) -> Option<BytesMut> {
-        let mut buf = self.out[peer].buf.lock();
+        let out = &self.out[peer];
+        let mut snapshots = out.snapshots.lock();
+        if let Some(s) = snapshots.front_mut() {
+            let mut chunk = BytesMut::new();
+            if s.next_chunk(&mut chunk) {
+                snapshots.pop_front();
+            }
+            // More to send: ask the connection to come back.
+            out.ready.notify_one();
+            return Some(chunk);
+        }
+        drop(snapshots);
+        let mut buf = out.buf.lock();
         (!buf.is_empty()).then(|| buf.split())
     }
 
@@ -377,7 +434,7 @@ impl Replicator {
     }
 }
 
-fn put_marker(buf: &mut BytesMut, p: usize, seq: u64, next: u64) {
+pub(crate) fn put_marker(buf: &mut BytesMut, p: usize, seq: u64, next: u64) {
     buf.put_u16_le(p as u16);
     buf.put_u64_le(seq);
     buf.put_u32_le(8);
@@ -401,10 +458,9 @@ impl ReplicationSink for Replicator {
         for &b in &owners.backups {
             let peer = &self.out[b];
             let mut buf = peer.buf.lock();
-            if buf.len() + body.len() > MAX_PENDING {
-                if !peer.broken.swap(true, Ordering::Relaxed) {
-                    tracing::error!(backup = b, "backup fell {MAX_PENDING} bytes behind; it needs a resync");
-                }
+            if buf.len() + body.len() > MAX_PENDING || peer.broken.load(Ordering::Relaxed) {
+                drop(buf);
+                self.cut_off(b);
                 continue;
             }
             buf.put_u16_le(partition as u16);
@@ -472,6 +528,48 @@ mod tests {
         assert_eq!(r.apply_batch(entry(9, 1, "k", "v").freeze()), Err(BatchError::Partition(9)));
         let other = (p + 1) % 4;
         assert_eq!(r.apply_batch(entry(other, 1, "k", "v").freeze()), Err(BatchError::Partition(other)));
+    }
+
+    #[test]
+    fn a_snapshot_larger_than_a_chunk_streams_ahead_of_queued_changes() {
+        let primary = replicator();
+        let key = |i: usize| format!("k{i}");
+        // About 6 MiB in one partition: six chunks.
+        let p = primary.ks.partition_of(b"k0");
+        primary.ks.set_replica(p, false);
+        let keys: Vec<String> = (0..40_000).map(key).filter(|k| primary.ks.partition_of(k.as_bytes()) == p).collect();
+        let mut live = BytesMut::new();
+        for (i, k) in keys.iter().enumerate() {
+            let value = Value::Str(Bytes::from(vec![b'x'; 600]));
+            let change = Change {
+                key: Bytes::copy_from_slice(k.as_bytes()),
+                version: Version { hlc: (i as u64 + 1) << 16, site: 1 },
+                kind: ChangeKind::Full { value, expire_at: 0 },
+            };
+            primary.ks.apply_batch(p, vec![change], 0).unwrap();
+        }
+        let next = primary.ks.with_partition(p, |part, _| part.log.next_seq());
+        assert!(primary.send_snapshot(p, 0, 7));
+        assert!(!primary.send_snapshot(p, 0, 7), "once per epoch");
+        // A change logged after the snapshot point, already queued.
+        live.extend_from_slice(&entry(p as u16, next, &keys[0], "after"));
+        primary.out[0].buf.lock().extend_from_slice(&live);
+
+        let backup = replicator();
+        let mut batches = 0;
+        let mut acks = Vec::new();
+        while let Some(batch) = primary.take_batch(0) {
+            assert!(batch.len() < 2 * crate::snapshot::CHUNK_BYTES);
+            acks.extend(backup.apply_batch(batch.freeze()).unwrap());
+            batches += 1;
+        }
+        assert!(batches > 4, "{batches} batches");
+        assert!(acks.contains(&(p as u16, SNAPSHOT_END)));
+        assert_eq!(acks.last(), Some(&(p as u16, next)), "the queued change came after the snapshot");
+        let (have, want) = (backup.ks.with_partition(p, |part, _| part.len()), keys.len());
+        assert_eq!(have, want);
+        let mut txn = backup.ks.txn([keys[0].as_bytes()], 0);
+        assert_eq!(txn.get(keys[0].as_bytes()).and_then(|e| e.as_str()).map(|b| b.to_vec()), Some(b"after".to_vec()));
     }
 
     proptest! {
