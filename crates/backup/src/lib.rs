@@ -20,8 +20,10 @@
 pub mod chunk;
 pub mod coordinate;
 pub mod create;
+pub mod framing;
 pub mod index;
 pub mod jobs;
+pub mod key_list;
 pub mod manifest;
 pub mod restore;
 pub mod schedule;
