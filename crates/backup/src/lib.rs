@@ -25,6 +25,7 @@ pub mod index;
 pub mod jobs;
 pub mod key_list;
 pub mod manifest;
+pub mod resolved;
 pub mod restore;
 pub mod schedule;
 pub mod store;
