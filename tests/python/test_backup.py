@@ -202,6 +202,75 @@ def test_a_damaged_chunk_or_a_missing_layer_fails_naming_the_object(make_server,
     assert dr.dbsize() == 2000 and summary["keys_applied"] == 2000
 
 
+def test_a_damaged_or_missing_resolved_object_fails_naming_it(make_server, tmp_path):
+    """A resolved object decides what a newest-first restore fetches from
+    older layers: verify and restore check it and name it when it is bad."""
+    store = tmp_path / "store"
+    url = f"file://{store}"
+    src = make_server()
+    r = redis.Redis(port=src.port)
+    for i in range(2000):
+        r.set(f"k{i}", f"v{i}" * 20)
+    create(src, url)
+    for i in range(0, 2000, 3):
+        r.set(f"k{i}", "changed")
+    mid = create(src, url, incremental=True)
+    r.delete("k1")
+    top = create(src, url, incremental=True)
+    want = digest(src)
+    assert len(list((store / top).glob("*.resolved"))) == PARTITIONS
+
+    dst = make_server()
+    dr = redis.Redis(port=dst.port)
+    victim = sorted((store / top).glob("*.resolved"))[200]
+    saved = victim.read_bytes()
+    corrupt(victim)
+    p = run("backup", "verify", "--from", url, check=False)
+    assert p.returncode != 0 and victim.name in p.stderr and "checksum" in p.stderr, p.stderr
+    _, p = restore(dst, url, tmp_path, check=False)
+    assert p.returncode != 0 and victim.name in p.stderr, p.stderr
+    assert dr.dbsize() == 0, "a failed restore leaves nothing behind"
+
+    victim.unlink()
+    p = run("backup", "verify", "--from", url, check=False)
+    assert p.returncode != 0 and victim.name in p.stderr and "missing" in p.stderr, p.stderr
+    _, p = restore(dst, url, tmp_path, check=False)
+    assert p.returncode != 0 and victim.name in p.stderr and "missing" in p.stderr, p.stderr
+    assert dr.dbsize() == 0
+    victim.write_bytes(saved)
+
+    # The middle layer's resolved objects are not read by a restore of the
+    # top (the top's name every live entry), but verify checks them.
+    (sorted((store / mid).glob("*.resolved"))[0]).unlink()
+    p = run("backup", "verify", "--from", url, check=False)
+    assert p.returncode != 0 and f"{mid}/p00000.resolved" in p.stderr, p.stderr
+    summary, _ = restore(dst, url, tmp_path, backup=top)
+    assert digest(dst) == want and summary["keys_applied"] == len(want)
+
+
+def test_a_backup_of_an_older_format_is_listed_but_not_restored(make_server, tmp_path):
+    store = tmp_path / "store"
+    url = f"file://{store}"
+    src = make_server()
+    redis.Redis(port=src.port).set("a", "1")
+    old = create(src, url)
+    manifest = store / old / "manifest.json"
+    m = json.loads(manifest.read_text())
+    m["format"] = 1
+    manifest.write_text(json.dumps(m))
+    assert old in run("backup", "list", "--from", url).stdout
+    for args in (["backup", "verify", "--from", url],
+                 ["backup", "create", "--admin", admin(src), "--to", url, "--incremental"]):
+        p = run(*args, check=False)
+        assert p.returncode != 0 and "older deltagrid" in p.stderr and "full backup" in p.stderr, p.stderr
+    _, p = restore(make_server(), url, tmp_path, check=False)
+    assert p.returncode != 0 and "older deltagrid" in p.stderr, p.stderr
+    # A new full backup starts a chain that restores.
+    create(src, url)
+    summary, _ = restore(make_server(), url, tmp_path)
+    assert summary["keys_applied"] == 1
+
+
 def slot_partition(key):
     from redis.crc import key_slot
     return key_slot(key.encode()) * PARTITIONS // 16384

@@ -6,14 +6,15 @@
 //!
 //! A block decompresses to changes in the keyspace codec (each a `Full`
 //! change: key, version, value, expiry). Opening one trusts nothing: its
-//! checksum and sizes must match the index, sizes are bounded, and every
-//! change must decode, be a full value, be the key the index lists at its
-//! place, and belong to the partition.
+//! checksum and sizes must match the index (or the resolved object that
+//! names it), sizes are bounded, and every change must decode, be a full
+//! value, be the key listed at its place, and belong to the partition.
 
 use bytes::Bytes;
 use keyspace::{codec, Change, ChangeKind};
 
 use crate::index::BlockInfo;
+use crate::resolved::LiveBlock;
 
 /// A block never decompresses past this, whatever its index says.
 pub const MAX_BLOCK_BYTES: u64 = 256 << 20;
@@ -101,35 +102,72 @@ pub fn build(entries: &[Change], block_bytes: usize, chunk_bytes: usize) -> (Vec
 /// Checks a stored block against its index entry and decodes its changes;
 /// `owns(key)` says whether a key belongs to the block's partition.
 pub fn open(stored: &[u8], info: &BlockInfo, owns: impl Fn(&[u8]) -> bool) -> Result<Vec<Change>, BlockError> {
-    if stored.len() as u64 != info.stored_bytes {
-        return Err(BlockError::Size { got: stored.len() as u64, want: info.stored_bytes });
+    let seal = Seal { stored_bytes: info.stored_bytes, checksum: info.checksum, raw_bytes: info.raw_bytes };
+    let changes = unseal(stored, &seal, info.keys.len())?;
+    for (c, key) in changes.iter().zip(&info.keys) {
+        if c.key[..] != key[..] || !owns(&c.key) {
+            return Err(BlockError::Key(String::from_utf8_lossy(&c.key).into_owned()));
+        }
     }
-    if xxhash_rust::xxh3::xxh3_64(stored) != info.checksum {
+    Ok(changes)
+}
+
+/// Checks a stored block against a resolved object's entry for it and
+/// returns only its live changes, each checked against the key listed.
+pub fn open_live(stored: &[u8], block: &LiveBlock, owns: impl Fn(&[u8]) -> bool) -> Result<Vec<Change>, BlockError> {
+    let seal = Seal { stored_bytes: block.stored_bytes, checksum: block.checksum, raw_bytes: block.raw_bytes };
+    let mut changes = unseal(stored, &seal, block.entries as usize)?.into_iter().enumerate();
+    let mut out = Vec::with_capacity(block.live.len());
+    for live in &block.live {
+        // Live positions are increasing (checked when decoded).
+        let c = changes.find(|(at, _)| *at == live.at as usize).map(|(_, c)| c);
+        match c {
+            Some(c) if c.key == live.key && owns(&c.key) => out.push(c),
+            Some(c) => return Err(BlockError::Key(String::from_utf8_lossy(&c.key).into_owned())),
+            None => return Err(BlockError::Change(format!("no entry {} in {} entries", live.at, block.entries))),
+        }
+    }
+    Ok(out)
+}
+
+/// What a block's index entry says of its stored bytes.
+struct Seal {
+    stored_bytes: u64,
+    checksum: u64,
+    raw_bytes: u64,
+}
+
+/// Checks a stored block's size and checksum, decompresses it (bounded)
+/// and decodes its `entries` changes, which must be full values.
+fn unseal(stored: &[u8], seal: &Seal, entries: usize) -> Result<Vec<Change>, BlockError> {
+    if stored.len() as u64 != seal.stored_bytes {
+        return Err(BlockError::Size { got: stored.len() as u64, want: seal.stored_bytes });
+    }
+    if xxhash_rust::xxh3::xxh3_64(stored) != seal.checksum {
         return Err(BlockError::Checksum);
     }
-    if info.raw_bytes > MAX_BLOCK_BYTES {
-        return Err(BlockError::Size { got: info.raw_bytes, want: MAX_BLOCK_BYTES });
+    if seal.raw_bytes > MAX_BLOCK_BYTES {
+        return Err(BlockError::Size { got: seal.raw_bytes, want: MAX_BLOCK_BYTES });
     }
-    let raw = decompress(stored, info.raw_bytes as usize).map_err(|e| BlockError::Compression(e.to_string()))?;
-    if raw.len() as u64 != info.raw_bytes {
-        return Err(BlockError::Size { got: raw.len() as u64, want: info.raw_bytes });
+    let raw = decompress(stored, seal.raw_bytes as usize).map_err(|e| BlockError::Compression(e.to_string()))?;
+    if raw.len() as u64 != seal.raw_bytes {
+        return Err(BlockError::Size { got: raw.len() as u64, want: seal.raw_bytes });
     }
     let mut rest = Bytes::from(raw);
-    let mut out = Vec::with_capacity(info.keys.len().min(1 << 16));
+    let mut out = Vec::with_capacity(entries.min(1 << 16));
     while !rest.is_empty() {
+        if out.len() == entries {
+            return Err(BlockError::Change(format!("more than the {entries} listed entries")));
+        }
         let (change, used) = codec::decode(&rest).map_err(|e| BlockError::Change(e.to_string()))?;
         rest = rest.slice(used..);
         if !matches!(change.kind, ChangeKind::Full { .. }) {
             return Err(BlockError::Change("not a full value".into()));
         }
-        let listed = info.keys.get(out.len()).is_some_and(|k| k[..] == change.key[..]);
-        if !listed || !owns(&change.key) {
-            return Err(BlockError::Key(String::from_utf8_lossy(&change.key).into_owned()));
-        }
         out.push(change);
     }
-    if out.len() != info.keys.len() {
-        return Err(BlockError::Change(format!("{} changes for {} listed keys", out.len(), info.keys.len())));
+    if out.len() != entries {
+        return Err(BlockError::Change(format!("{} changes for {entries} listed entries", out.len())));
     }
     Ok(out)
 }
@@ -174,6 +212,32 @@ mod tests {
     fn a_foreign_key_is_refused() {
         let (chunks, blocks) = build(&[entry(1, 10)], 1000, 1000);
         assert!(matches!(open(&chunks[0], &blocks[0], |_| false), Err(BlockError::Key(_))));
+    }
+
+    #[test]
+    fn a_live_block_opens_to_its_live_entries_only() {
+        let entries: Vec<_> = (0..5).map(|i| entry(i, 10)).collect();
+        let (chunks, blocks) = build(&entries, 1 << 20, 1 << 20);
+        let b = &blocks[0];
+        let live = |at: u32| crate::resolved::LiveEntry { at, key: entries[at as usize].key.clone() };
+        let block = LiveBlock {
+            stored_bytes: b.stored_bytes,
+            checksum: b.checksum,
+            raw_bytes: b.raw_bytes,
+            entries: 5,
+            live: vec![live(1), live(4)],
+            ..Default::default()
+        };
+        assert_eq!(open_live(&chunks[0], &block, |_| true).unwrap(), vec![entries[1].clone(), entries[4].clone()]);
+        // A key listed at the wrong place, a wrong entry count, a foreign key.
+        let swapped = LiveBlock {
+            live: vec![crate::resolved::LiveEntry { at: 1, key: entries[2].key.clone() }],
+            ..block.clone()
+        };
+        assert!(matches!(open_live(&chunks[0], &swapped, |_| true), Err(BlockError::Key(_))));
+        assert!(open_live(&chunks[0], &LiveBlock { entries: 4, ..block.clone() }, |_| true).is_err());
+        assert!(open_live(&chunks[0], &LiveBlock { entries: 6, ..block.clone() }, |_| true).is_err());
+        assert!(matches!(open_live(&chunks[0], &block, |_| false), Err(BlockError::Key(_))));
     }
 
     proptest! {

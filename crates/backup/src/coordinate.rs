@@ -99,6 +99,9 @@ pub async fn create(
         })?),
         false => None,
     };
+    if let Some(p) = &parent {
+        p.restorable()?;
+    }
     if let Some(p) = parent.as_ref().filter(|p| p.partitions != site.partitions) {
         return Err(Error::Refused(format!(
             "the newest backup {} has {} partitions and this site {}: take a full backup",

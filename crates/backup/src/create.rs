@@ -1,14 +1,20 @@
 //! A node's part of `backup create`: copies each partition it is primary
 //! for (consistent at one seq, see `Keyspace::backup_partition`), writes
-//! its chunks and then its index, and reports the partition's manifest
-//! entry. The coordinator writes the manifest once every partition has one.
+//! its chunks, its index and, when the copy holds only the changes since
+//! the parent, its resolved object (computed from the parent's index and
+//! resolved object, read back from the store: the parent may have been
+//! written by another node), and reports the partition's manifest entry.
+//! The coordinator writes the manifest once every partition has one.
+
+use std::collections::HashSet;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use parking_lot::Mutex;
 
 use crate::index::PartitionIndex;
-use crate::manifest::{chunk_object, index_object, Manifest, PartitionEntry};
+use crate::manifest::{chunk_object, index_object, resolved_object, Manifest, PartitionEntry};
+use crate::resolved::Resolved;
 use crate::{chunk, jobs::Progress, Error, Node, Store, PARALLEL};
 
 /// Default bytes per chunk object (compressed).
@@ -26,6 +32,7 @@ pub async fn run(
     progress: &Mutex<Progress>,
 ) -> Result<Vec<PartitionEntry>, Error> {
     if let Some(parent) = parent {
+        parent.restorable()?;
         if parent.partitions != node.ks.partitions() {
             return Err(Error::Refused(format!(
                 "parent backup {} has {} partitions, this site {}",
@@ -73,6 +80,14 @@ async fn partition(
     }
     let encoded = Bytes::from(index.encode());
     store.put(&index_object(id, p as u16), encoded.clone()).await?;
+    let resolved = match parent {
+        Some(parent) if !index.full => {
+            let r = Bytes::from(resolve(store, parent, &index).await?.encode());
+            store.put(&resolved_object(id, p as u16), r.clone()).await?;
+            Some(r)
+        }
+        _ => None,
+    };
     let entry = PartitionEntry {
         partition: p as u16,
         seq: index.seq,
@@ -81,15 +96,41 @@ async fn partition(
         blocks: index.blocks.len() as u64,
         keys: index.keys(),
         deleted: index.deleted.len() as u64,
-        bytes: bytes + encoded.len() as u64,
+        bytes: bytes + encoded.len() as u64 + resolved.as_ref().map_or(0, |r| r.len() as u64),
         index_bytes: encoded.len() as u64,
         index_checksum: format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&encoded)),
+        resolved_bytes: resolved.as_ref().map_or(0, |r| r.len() as u64),
+        resolved_checksum: resolved.map(|r| format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&r))),
     };
     let mut pr = progress.lock();
     pr.partitions_done += 1;
     pr.keys += entry.keys;
     pr.bytes += entry.bytes;
     Ok(entry)
+}
+
+/// The resolved object of `index`'s partition in a new layer on top of
+/// `parent`: what of the parent and older layers no key of `index` (written
+/// or deleted) replaces.
+async fn resolve(store: &Store, parent: &Manifest, index: &PartitionIndex) -> Result<Resolved, Error> {
+    let pe = &parent.entries[index.partition as usize];
+    let parent_index = PartitionIndex::read(store, &parent.id, pe).await?;
+    let parent_resolved = match pe.full {
+        true => None,
+        false => {
+            let r = Resolved::read(store, &parent.id, pe).await?;
+            if r.layers.first() != parent.parent.as_ref() {
+                return Err(Error::Corrupt {
+                    object: store.describe(&pe.resolved_object(&parent.id)),
+                    reason: format!("names layers {:?}, not starting at its parent", r.layers),
+                });
+            }
+            Some(r)
+        }
+    };
+    let changed: HashSet<&[u8], ahash::RandomState> =
+        index.blocks.iter().flat_map(|b| &b.keys).chain(&index.deleted).map(|k| &k[..]).collect();
+    Ok(Resolved::next(index.seq, &parent.id, &parent_index, parent_resolved.as_ref(), |k| changed.contains(k)))
 }
 
 /// The coordinator's last step: checks every partition has exactly one

@@ -9,11 +9,11 @@
 //! damaged or forged index is an error, never a panic or a huge
 //! allocation; keys are slices of the one decompressed buffer.
 
-use std::io::Read;
-
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::framing::{self, FrameError};
+use crate::key_list::{self, KeyReader};
 use crate::manifest::PartitionEntry;
 use crate::{Error, Store};
 
@@ -77,14 +77,8 @@ struct BlockHeader {
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IndexError {
-    #[error("not a deltagrid backup index (bad magic)")]
-    Magic,
-    #[error("index format version {0} is not supported (this build reads {VERSION})")]
-    Version(u8),
-    #[error("index does not decompress: {0}")]
-    Compression(String),
-    #[error("index is larger than {MAX_INDEX_BYTES} bytes")]
-    TooLarge,
+    #[error("index {0}")]
+    Frame(#[from] FrameError),
     #[error("index does not decode: {0}")]
     Decode(String),
 }
@@ -112,32 +106,16 @@ impl PartitionIndex {
         };
         let mut body = postcard::to_stdvec(&header).unwrap_or_default();
         for key in self.blocks.iter().flat_map(|b| &b.keys).chain(&self.deleted) {
-            put_varint(&mut body, key.len() as u64);
-            body.extend_from_slice(key);
+            key_list::put(&mut body, key);
         }
-        let mut out = MAGIC.to_vec();
-        out.push(VERSION);
-        out.extend_from_slice(&zstd::bulk::compress(&body, 3).unwrap_or_default());
-        out
+        framing::wrap(MAGIC, VERSION, &body)
     }
 
     pub fn decode(data: &[u8]) -> Result<PartitionIndex, IndexError> {
-        if data.len() < 5 || &data[..4] != MAGIC {
-            return Err(IndexError::Magic);
-        }
-        if data[4] != VERSION {
-            return Err(IndexError::Version(data[4]));
-        }
-        let decoder = zstd::stream::Decoder::new(&data[5..]).map_err(|e| IndexError::Compression(e.to_string()))?;
-        let mut body = Vec::new();
-        decoder.take(MAX_INDEX_BYTES + 1).read_to_end(&mut body).map_err(|e| IndexError::Compression(e.to_string()))?;
-        if body.len() as u64 > MAX_INDEX_BYTES {
-            return Err(IndexError::TooLarge);
-        }
-        let body = Bytes::from(body);
+        let body = Bytes::from(framing::unwrap(data, MAGIC, VERSION, MAX_INDEX_BYTES, "index")?);
         let (header, rest): (Header, _) =
             postcard::take_from_bytes(&body).map_err(|e| IndexError::Decode(e.to_string()))?;
-        let mut keys = KeyReader { buf: body.slice(body.len() - rest.len()..) };
+        let mut keys = KeyReader::new(body.slice(body.len() - rest.len()..));
         let blocks = header
             .blocks
             .into_iter()
@@ -148,13 +126,13 @@ impl PartitionIndex {
                     stored_bytes: b.stored_bytes,
                     checksum: b.checksum,
                     raw_bytes: b.raw_bytes,
-                    keys: keys.take(b.keys)?,
+                    keys: keys.take(b.keys).map_err(IndexError::Decode)?,
                 })
             })
             .collect::<Result<Vec<_>, IndexError>>()?;
-        let deleted = keys.take(header.deleted)?;
-        if !keys.buf.is_empty() {
-            return Err(IndexError::Decode(format!("{} bytes after the last key", keys.buf.len())));
+        let deleted = keys.take(header.deleted).map_err(IndexError::Decode)?;
+        if keys.remaining() != 0 {
+            return Err(IndexError::Decode(format!("{} bytes after the last key", keys.remaining())));
         }
         Ok(PartitionIndex {
             partition: header.partition,
@@ -193,50 +171,6 @@ impl PartitionIndex {
     /// Keys in this layer (in blocks), not counting deletes.
     pub fn keys(&self) -> u64 {
         self.blocks.iter().map(|b| b.keys.len() as u64).sum()
-    }
-}
-
-fn put_varint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push(n as u8 | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-/// Slices `varint length | bytes` keys off a buffer, checking every
-/// length against what is left (so a forged count allocates nothing big).
-struct KeyReader {
-    buf: Bytes,
-}
-
-impl KeyReader {
-    fn take(&mut self, n: u64) -> Result<Vec<Bytes>, IndexError> {
-        let short = || IndexError::Decode("keys run past the end".into());
-        // Every key takes at least its length byte.
-        if n > self.buf.len() as u64 {
-            return Err(short());
-        }
-        let mut out = Vec::with_capacity(n as usize);
-        for _ in 0..n {
-            let (mut len, mut shift, mut used) = (0u64, 0u32, 0usize);
-            loop {
-                let b = *self.buf.get(used).ok_or_else(short)?;
-                used += 1;
-                len |= u64::from(b & 0x7f) << shift;
-                if b < 0x80 {
-                    break;
-                }
-                shift += 7;
-                if shift > 63 {
-                    return Err(IndexError::Decode("bad key length".into()));
-                }
-            }
-            let end = (used as u64).checked_add(len).filter(|&e| e <= self.buf.len() as u64).ok_or_else(short)?;
-            out.push(self.buf.slice(used..end as usize));
-            self.buf = self.buf.slice(end as usize..);
-        }
-        Ok(out)
     }
 }
 

@@ -4,25 +4,29 @@
 //! included), zstd-compressed and checksummed, to a directory or an
 //! S3-compatible store; the manifest is written last.
 //!
-//! Restore walks the chain newest layer first and applies a key only from
-//! the newest layer that names it, tracking explicitly which keys are
-//! settled (applied, or deleted in a newer layer). A chunk whose keys are
-//! all settled is never downloaded, and a partition stops at its newest
-//! full layer. Each live key is applied once; partitions restore in
-//! parallel. `forward` order (base first, then each layer) exists to
-//! compare.
+//! Restore walks the chain newest layer first: it applies that layer in
+//! full, and from older layers only what its resolved object (computed at
+//! backup time) lists as still live, so an older block nobody needs is
+//! never downloaded and an older index is never read. Each live key is
+//! applied once; a partition stops at its newest full layer; partitions
+//! restore in parallel. `forward` order (base first, then each layer)
+//! exists to compare.
 //!
 //! The pieces: [`store`] (object_store behind a URL), [`manifest`] (what a
-//! backup holds, the chain), [`index`] and [`chunk`] (the stored formats),
-//! [`create`] and [`restore`] (what a node does), [`verify`] (reads a whole
-//! chain back), [`jobs`] (one running job per node, its progress).
+//! backup holds, the chain), [`index`], [`resolved`] and [`chunk`] (the
+//! stored formats, with [`framing`] and [`key_list`]), [`create`] and
+//! [`restore`] (what a node does), [`verify`] (reads a whole chain back),
+//! [`jobs`] (one running job per node, its progress).
 
 pub mod chunk;
 pub mod coordinate;
 pub mod create;
+pub mod framing;
 pub mod index;
 pub mod jobs;
+pub mod key_list;
 pub mod manifest;
+pub mod resolved;
 pub mod restore;
 pub mod schedule;
 pub mod store;

@@ -3,15 +3,24 @@
 //! interrupted one leaves objects that nothing refers to).
 //!
 //! Objects of backup `ID`: `ID/manifest.json`, and per partition
-//! `ID/pNNNNN.idx` (its [`crate::index::PartitionIndex`]) and
-//! `ID/pNNNNN-CCCC.chunk`.
+//! `ID/pNNNNN.idx` (its [`crate::index::PartitionIndex`]),
+//! `ID/pNNNNN-CCCC.chunk`, and for a partition the layer holds as changes
+//! only, `ID/pNNNNN.resolved` (its [`crate::resolved::Resolved`]).
+//!
+//! Format 2 added the resolved objects. Format 1 manifests still load (so
+//! `list` and retention see them), but a chain holding one is refused for
+//! restore, verify and as a parent: this build restores only through the
+//! resolved objects.
 
 use serde::{Deserialize, Serialize};
 
 use crate::store::Store;
 use crate::Error;
 
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
+/// The oldest format that still loads (listed, removed by retention, never
+/// restored).
+pub const OLDEST_LISTED: u32 = 1;
 /// Layers a chain may have; deeper is refused (and means a loop).
 pub const MAX_CHAIN: usize = 10_000;
 
@@ -47,16 +56,31 @@ pub struct PartitionEntry {
     pub index_bytes: u64,
     /// xxh3-64 of the index object, as 16 hex digits.
     pub index_checksum: String,
+    /// Stored bytes of the resolved object (0: none, the layer is full).
+    #[serde(default)]
+    pub resolved_bytes: u64,
+    /// xxh3-64 of the resolved object; None when the layer holds the
+    /// partition whole (and in format 1).
+    #[serde(default)]
+    pub resolved_checksum: Option<String>,
 }
 
 impl PartitionEntry {
     pub fn index_object(&self, id: &str) -> String {
         index_object(id, self.partition)
     }
+
+    pub fn resolved_object(&self, id: &str) -> String {
+        resolved_object(id, self.partition)
+    }
 }
 
 pub fn index_object(id: &str, partition: u16) -> String {
     format!("{id}/p{partition:05}.idx")
+}
+
+pub fn resolved_object(id: &str, partition: u16) -> String {
+    format!("{id}/p{partition:05}.resolved")
 }
 
 pub fn chunk_object(id: &str, partition: u16, chunk: usize) -> String {
@@ -80,10 +104,22 @@ impl Manifest {
         self.parent.is_none()
     }
 
+    /// Refuses a manifest older than [`FORMAT`] for anything but listing.
+    pub fn restorable(&self) -> Result<(), Error> {
+        if self.format == FORMAT {
+            return Ok(());
+        }
+        Err(Error::Refused(format!(
+            "backup {} was written by an older deltagrid (manifest format {}, without resolved objects); this build \
+             restores format {FORMAT} only: restore it with the version that wrote it, or take a new full backup",
+            self.id, self.format
+        )))
+    }
+
     /// Checks what the rest of the code relies on: one entry per
     /// partition, in order; a full backup has only full entries.
     fn check(&self) -> Result<(), String> {
-        if self.format != FORMAT {
+        if !(OLDEST_LISTED..=FORMAT).contains(&self.format) {
             return Err(format!("format {} is not supported (this build reads {FORMAT})", self.format));
         }
         if self.partitions == 0 || self.entries.len() != self.partitions as usize {
@@ -95,6 +131,9 @@ impl Manifest {
             }
             if self.parent.is_none() && !e.full {
                 return Err(format!("a backup with no parent has an incremental partition {i}"));
+            }
+            if self.format == FORMAT && e.full == e.resolved_checksum.is_some() {
+                return Err(format!("partition {i} is full and resolved, or neither"));
             }
         }
         if !valid_id(&self.id) {
@@ -162,7 +201,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 /// The chain ending at `id`, newest first: that backup, its parent, ...,
 /// down to its full base. A missing or damaged layer is an error naming
-/// its object.
+/// its object, and so is a layer of an older format.
 pub async fn chain(store: &Store, id: &str) -> Result<Vec<Manifest>, Error> {
     let mut out: Vec<Manifest> = Vec::new();
     let mut next = Some(id.to_string());
@@ -186,6 +225,7 @@ pub async fn chain(store: &Store, id: &str) -> Result<Vec<Manifest>, Error> {
                 )));
             }
         }
+        m.restorable()?;
         next = m.parent.clone();
         out.push(m);
     }

@@ -2,11 +2,13 @@
 //! that hold nothing yet. Layer by layer (so each layer's time can be
 //! reported), partitions in parallel:
 //!
-//! - `reverse` (default): newest layer first. A partition's set of
-//!   settled keys (applied, or deleted in a newer layer) decides what an
-//!   older layer still contributes: a chunk whose keys are all settled is
-//!   not downloaded, and a partition is complete at its newest full layer,
-//!   so older indexes are not read either. Each live key is applied once.
+//! - `reverse` (default): newest layer first. That layer is applied in
+//!   full (it holds every key it names at its last value; its deletes
+//!   need nothing in an empty partition), and its resolved object
+//!   ([`crate::resolved`]) says which entries of which older blocks are
+//!   still live: only those blocks are fetched, only those entries
+//!   applied, and no older index is read. Each live key is applied once
+//!   by construction; a partition is complete at its newest full layer.
 //! - `forward`: base first, then every layer in order, applying
 //!   everything (and deleting what a layer deleted); for comparison.
 //!
@@ -15,7 +17,6 @@
 //! are skipped. On any error the partitions are emptied again: nothing
 //! half restored stays.
 
-use std::collections::HashSet;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -24,9 +25,11 @@ use keyspace::{Change, ChangeKind, Write};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use crate::chunk::{self, BlockError};
 use crate::index::{BlockInfo, PartitionIndex};
-use crate::manifest::{self, chunk_object, Manifest, PartitionEntry};
-use crate::{chunk, jobs::Progress, Error, Node, Store, PARALLEL};
+use crate::manifest::{self, chunk_object, Manifest};
+use crate::resolved::{LiveBlock, Resolved};
+use crate::{jobs::Progress, Error, Node, Store, PARALLEL};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -52,6 +55,8 @@ pub struct LayerStats {
     pub id: String,
     pub seconds: f64,
     pub indexes_read: u64,
+    #[serde(default)]
+    pub resolved_read: u64,
     /// Chunk objects fetched from (wholly or in ranges) and not touched.
     pub chunks_read: u64,
     pub chunks_skipped: u64,
@@ -61,11 +66,11 @@ pub struct LayerStats {
     pub bytes_downloaded: u64,
 }
 
+/// Reverse order: a partition's progress through the chain.
 #[derive(Default)]
 struct PartitionState {
-    /// Keys applied or deleted by a newer layer (reverse), or applied at
-    /// least once (forward).
-    settled: HashSet<Bytes, ahash::RandomState>,
+    /// The newest layer's resolved object, less the older layers done.
+    resolved: Option<Resolved>,
     complete: bool,
 }
 
@@ -82,24 +87,29 @@ pub async fn run(node: &Node, store: &Store, id: &str, order: Order, progress: &
     if let Some(p) = mine.iter().find(|&&p| node.ks.with_partition(p, |part, _| !part.is_empty())) {
         return Err(Error::Refused(format!("partition {p} holds keys: restore needs an empty node or site")));
     }
-    let layers: Vec<&Manifest> = match order {
-        Order::Reverse => chain.iter().collect(),
-        Order::Forward => chain.iter().rev().collect(),
-    };
     progress.lock().partitions_total = mine.len();
     let states: Vec<Mutex<PartitionState>> = mine.iter().map(|_| Mutex::default()).collect();
     let result = async {
-        for (depth, layer) in layers.iter().enumerate() {
+        for depth in 0..chain.len() {
+            let layer = match order {
+                Order::Reverse => &chain[depth],
+                Order::Forward => &chain[chain.len() - 1 - depth],
+            };
             let started = Instant::now();
             progress.lock().layers.push(LayerStats { id: layer.id.clone(), ..Default::default() });
             futures::stream::iter(0..mine.len())
-                .map(|i| restore_partition(node, store, layer, &layer.entries[mine[i]], &states[i], order, progress))
+                .map(|i| restore_partition(node, store, &chain, depth, mine[i], &states[i], order, progress))
                 .buffer_unordered(PARALLEL)
                 .try_collect::<Vec<()>>()
                 .await?;
             let mut pr = progress.lock();
             pr.layers[depth].seconds = started.elapsed().as_secs_f64();
-            pr.partitions_done = states.iter().filter(|s| s.lock().complete).count();
+            pr.partitions_done = match order {
+                Order::Reverse => states.iter().filter(|s| s.lock().complete).count(),
+                // Forward: a partition is done only with the last layer.
+                Order::Forward if depth + 1 == chain.len() => mine.len(),
+                Order::Forward => 0,
+            };
         }
         Ok(())
     }
@@ -113,114 +123,182 @@ pub async fn run(node: &Node, store: &Store, id: &str, order: Order, progress: &
     result
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn restore_partition(
     node: &Node,
     store: &Store,
-    layer: &Manifest,
-    entry: &PartitionEntry,
+    chain: &[Manifest],
+    depth: usize,
+    p: usize,
     state: &Mutex<PartitionState>,
     order: Order,
     progress: &Mutex<Progress>,
 ) -> Result<(), Error> {
-    let p = entry.partition as usize;
-    if state.lock().complete {
-        return Ok(());
+    match order {
+        Order::Reverse if depth == 0 => newest(node, store, chain, p, state, progress).await,
+        Order::Reverse => older(node, store, chain, depth, p, state, progress).await,
+        Order::Forward => forward(node, store, &chain[chain.len() - 1 - depth], p, progress).await,
     }
+}
+
+/// Reverse, the newest layer: its resolved object (checked against the
+/// chain before anything is applied), then every block of its index.
+async fn newest(
+    node: &Node,
+    store: &Store,
+    chain: &[Manifest],
+    p: usize,
+    state: &Mutex<PartitionState>,
+    progress: &Mutex<Progress>,
+) -> Result<(), Error> {
+    let (layer, entry) = (&chain[0], &chain[0].entries[p]);
     let index = PartitionIndex::read(store, &layer.id, entry).await?;
     count(progress, |l| l.indexes_read += 1);
-    if order == Order::Forward && index.full {
-        // A full layer replaces whatever the partition held.
-        clear_partition(node, p);
+    if entry.full {
+        state.lock().complete = true;
+    } else {
+        let resolved = Resolved::read(store, &layer.id, entry).await?;
+        resolved
+            .check_chain(chain)
+            .map_err(|reason| Error::Corrupt { object: store.describe(&entry.resolved_object(&layer.id)), reason })?;
+        count(progress, |l| l.resolved_read += 1);
+        state.lock().resolved = Some(resolved);
     }
-    if order == Order::Reverse {
-        let mut st = state.lock();
-        if st.settled.is_empty() {
-            // The newest layer's size is a good guess at the final one.
-            st.settled.reserve(index.keys() as usize + index.deleted.len());
-        }
-        st.settled.extend(index.deleted.iter().cloned());
-    }
-    // A full layer is the partition's last: what it applies need not be
-    // remembered.
-    let remember = order == Order::Reverse && !index.full;
-    // The blocks still needed, by chunk object.
-    let mut needed: Vec<Vec<&BlockInfo>> = vec![Vec::new(); index.chunks as usize];
-    let mut skipped = 0;
-    {
-        let st = state.lock();
-        for b in &index.blocks {
-            let settled = order == Order::Reverse && b.keys.iter().all(|k| st.settled.contains(k));
-            match needed.get_mut(b.chunk as usize) {
-                Some(list) if !settled => list.push(b),
-                _ => skipped += 1,
-            }
-        }
+    apply_index(node, store, &layer.id, p, &index, progress).await
+}
+
+/// Reverse, an older layer (`depth` in the chain): only the blocks and
+/// entries the newest layer's resolved object names in it.
+async fn older(
+    node: &Node,
+    store: &Store,
+    chain: &[Manifest],
+    depth: usize,
+    p: usize,
+    state: &Mutex<PartitionState>,
+    progress: &Mutex<Progress>,
+) -> Result<(), Error> {
+    let Some(mut resolved) = state.lock().resolved.take() else {
+        return Ok(());
+    };
+    let (layer, entry) = (&chain[depth], &chain[depth].entries[p]);
+    // Blocks are in layer order and earlier layers' are gone: this
+    // layer's are the front.
+    let n = resolved.blocks.partition_point(|b| (b.layer as usize) < depth);
+    let blocks: Vec<LiveBlock> = resolved.blocks.drain(..n).collect();
+    let mut chunks_read = 0;
+    for run in blocks.chunk_by(|a, b| a.chunk == b.chunk) {
+        let object = chunk_object(&layer.id, p as u16, run[0].chunk as usize);
+        let places: Vec<(u64, u64)> = run.iter().map(|b| (b.offset, b.stored_bytes)).collect();
+        let owns = |k: &[u8]| node.ks.partition_of(k) == p;
+        apply_chunk(node, store, &object, p, &places, |i, bytes| chunk::open_live(bytes, &run[i], owns), progress)
+            .await?;
+        chunks_read += 1;
     }
     count(progress, |l| {
-        l.blocks_skipped += skipped;
-        l.chunks_skipped += needed.iter().filter(|n| n.is_empty()).count() as u64;
+        l.blocks_skipped += entry.blocks.saturating_sub(blocks.len() as u64);
+        l.chunks_skipped += u64::from(entry.chunks).saturating_sub(chunks_read);
     });
-    for (c, blocks) in needed.iter().enumerate().filter(|(_, b)| !b.is_empty()) {
-        let object = chunk_object(&layer.id, entry.partition, c);
-        let ranges = coalesce(blocks);
-        let stored = store.get_ranges(&object, &ranges).await?;
-        let corrupt = |reason: String| Error::Corrupt { object: store.describe(&object), reason };
-        let mut changes = Vec::new();
-        let mut keys = Vec::new();
-        let mut at = 0;
-        for b in blocks.iter() {
-            // The fetched range holding this block (blocks are in offset order).
-            while ranges.get(at).is_some_and(|r| r.end < b.offset.saturating_add(b.stored_bytes)) {
-                at += 1;
-            }
-            let (Some(range), Some(data)) = (ranges.get(at), stored.get(at)) else {
-                return Err(corrupt(format!("block at {} is out of order or past the end", b.offset)));
-            };
-            let start = b.offset.checked_sub(range.start).and_then(|s| usize::try_from(s).ok());
-            let bytes = start
-                .and_then(|s| data.get(s..s.saturating_add(b.stored_bytes as usize)))
-                .ok_or_else(|| corrupt(format!("block at {} runs past the object's end", b.offset)))?;
-            keys.extend(b.keys.iter().cloned());
-            changes.extend(
-                chunk::open(bytes, b, |k| node.ks.partition_of(k) == p)
-                    .map_err(|e| corrupt(format!("block at {}: {e}", b.offset)))?,
-            );
-        }
-        let downloaded: u64 = stored.iter().map(|b| b.len() as u64).sum();
-        count(progress, |l| {
-            l.chunks_read += 1;
-            l.blocks_read += blocks.len() as u64;
-            l.bytes_downloaded += downloaded;
-        });
-        let now = node.ks.now_ms();
-        let wanted: Vec<Change> = {
-            let mut st = state.lock();
-            // The index's key (a slice of the index) is what stays in the
-            // set, not the block's, whose buffer the value no longer needs.
-            changes
-                .into_iter()
-                .zip(keys)
-                .filter(|(_, k)| match order {
-                    Order::Forward => true,
-                    Order::Reverse if remember => st.settled.insert(k.clone()),
-                    Order::Reverse => !st.settled.contains(k),
-                })
-                .map(|(c, _)| c)
-                .filter(|c| !matches!(c.kind, ChangeKind::Full { expire_at, .. } if expire_at != 0 && expire_at <= now))
-                .collect()
-        };
-        let applied = wanted.len() as u64;
-        apply(node, p, wanted).await?;
-        count(progress, |l| l.keys_applied += applied);
-    }
-    if order == Order::Forward {
-        delete(node, &index.deleted).await?;
-    }
-    if order == Order::Reverse && index.full {
-        let mut st = state.lock();
+    let mut st = state.lock();
+    if depth == resolved.layers.len() {
         st.complete = true;
-        st.settled = HashSet::default();
+    } else {
+        st.resolved = Some(resolved);
     }
+    Ok(())
+}
+
+/// Forward: every block of the layer, then its deletes; a full layer
+/// first empties the partition.
+async fn forward(
+    node: &Node,
+    store: &Store,
+    layer: &Manifest,
+    p: usize,
+    progress: &Mutex<Progress>,
+) -> Result<(), Error> {
+    let index = PartitionIndex::read(store, &layer.id, &layer.entries[p]).await?;
+    count(progress, |l| l.indexes_read += 1);
+    if index.full {
+        clear_partition(node, p);
+    }
+    apply_index(node, store, &layer.id, p, &index, progress).await?;
+    delete(node, &index.deleted).await
+}
+
+/// Every block an index lists, a chunk object at a time.
+async fn apply_index(
+    node: &Node,
+    store: &Store,
+    id: &str,
+    p: usize,
+    index: &PartitionIndex,
+    progress: &Mutex<Progress>,
+) -> Result<(), Error> {
+    let mut by_chunk: Vec<Vec<&BlockInfo>> = vec![Vec::new(); index.chunks as usize];
+    for b in &index.blocks {
+        // PartitionIndex::read checked every chunk number.
+        if let Some(list) = by_chunk.get_mut(b.chunk as usize) {
+            list.push(b);
+        }
+    }
+    count(progress, |l| l.chunks_skipped += by_chunk.iter().filter(|b| b.is_empty()).count() as u64);
+    for (c, blocks) in by_chunk.iter().enumerate().filter(|(_, b)| !b.is_empty()) {
+        let object = chunk_object(id, p as u16, c);
+        let places: Vec<(u64, u64)> = blocks.iter().map(|b| (b.offset, b.stored_bytes)).collect();
+        let owns = |k: &[u8]| node.ks.partition_of(k) == p;
+        apply_chunk(node, store, &object, p, &places, |i, bytes| chunk::open(bytes, blocks[i], owns), progress).await?;
+    }
+    Ok(())
+}
+
+/// Fetches the blocks at `places` (offset, stored bytes; in offset order)
+/// of one chunk object, nearby ones in one read, opens each (`open(i,
+/// bytes)` for the i-th) and applies the live values they hold.
+async fn apply_chunk(
+    node: &Node,
+    store: &Store,
+    object: &str,
+    p: usize,
+    places: &[(u64, u64)],
+    open: impl Fn(usize, &[u8]) -> Result<Vec<Change>, BlockError>,
+    progress: &Mutex<Progress>,
+) -> Result<(), Error> {
+    let corrupt = |reason: String| Error::Corrupt { object: store.describe(object), reason };
+    let ranges = coalesce(places);
+    let stored = store.get_ranges(object, &ranges).await?;
+    let now = node.ks.now_ms();
+    let mut changes = Vec::with_capacity(places.len());
+    let mut at = 0;
+    for (i, &(offset, len)) in places.iter().enumerate() {
+        // The fetched range holding this block.
+        while ranges.get(at).is_some_and(|r| r.end < offset.saturating_add(len)) {
+            at += 1;
+        }
+        let (Some(range), Some(data)) = (ranges.get(at), stored.get(at)) else {
+            return Err(corrupt(format!("block at {offset} is out of order or past the end")));
+        };
+        let bytes = offset
+            .checked_sub(range.start)
+            .and_then(|s| usize::try_from(s).ok())
+            .and_then(|s| data.get(s..s.saturating_add(len as usize)))
+            .ok_or_else(|| corrupt(format!("block at {offset} runs past the object's end")))?;
+        let live = open(i, bytes).map_err(|e| corrupt(format!("block at {offset}: {e}")))?;
+        changes.extend(
+            live.into_iter().filter(
+                |c| !matches!(c.kind, ChangeKind::Full { expire_at, .. } if expire_at != 0 && expire_at <= now),
+            ),
+        );
+    }
+    let downloaded: u64 = stored.iter().map(|b| b.len() as u64).sum();
+    let applied = changes.len() as u64;
+    apply(node, p, changes).await?;
+    count(progress, |l| {
+        l.chunks_read += 1;
+        l.blocks_read += places.len() as u64;
+        l.bytes_downloaded += downloaded;
+        l.keys_applied += applied;
+    });
     Ok(())
 }
 
@@ -228,12 +306,12 @@ async fn restore_partition(
 /// cost less than another request).
 const GAP: u64 = 64 << 10;
 
-/// The byte ranges to fetch for `blocks` (in offset order): one per run of
-/// blocks with gaps under [`GAP`].
-fn coalesce(blocks: &[&BlockInfo]) -> Vec<std::ops::Range<u64>> {
+/// The byte ranges to fetch for `places` (offset, bytes; in offset order):
+/// one per run of blocks with gaps under [`GAP`].
+fn coalesce(places: &[(u64, u64)]) -> Vec<std::ops::Range<u64>> {
     let mut out: Vec<std::ops::Range<u64>> = Vec::new();
-    for b in blocks {
-        let r = b.offset..b.offset.saturating_add(b.stored_bytes);
+    for &(offset, len) in places {
+        let r = offset..offset.saturating_add(len);
         match out.last_mut() {
             Some(last) if r.start >= last.start && r.start <= last.end.saturating_add(GAP) => {
                 last.end = last.end.max(r.end)

@@ -100,6 +100,10 @@ async fn due(store: &Store, s: &Schedule) -> Result<Option<bool>, Error> {
             Err(Error::Missing { .. }) => continue, // interrupted: does not exist
             Err(e) => return Err(e),
         };
+        if newest.is_none() && m.format != manifest::FORMAT {
+            // Nothing restores on top of an older format: start a new chain.
+            return Ok(Some(false));
+        }
         let newest_age = *newest.get_or_insert(age(&m));
         if m.is_full() {
             if age(&m) >= s.full_every {

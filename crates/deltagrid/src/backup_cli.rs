@@ -178,10 +178,11 @@ pub fn verify(from: &str, id: Option<&str>) -> anyhow::Result<()> {
     let started = Instant::now();
     let r = rt.block_on(backup::verify::run(&store, &id)).with_context(|| format!("verifying backup {id}"))?;
     println!(
-        "backup {id}: ok ({} layers, {} partitions, {} chunks, {} blocks, {} keys, {} MB read in {:.2} s)",
+        "backup {id}: ok ({} layers, {} partitions, {} chunks, {} resolved objects, {} blocks, {} keys, {} MB read in {:.2} s)",
         r.layers,
         r.partitions,
         r.chunks,
+        r.resolved,
         r.blocks,
         r.keys,
         mb(r.bytes),
@@ -221,6 +222,7 @@ pub fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
             let t = &mut layers[i];
             t.seconds = t.seconds.max(l.seconds);
             t.indexes_read += l.indexes_read;
+            t.resolved_read += l.resolved_read;
             t.chunks_read += l.chunks_read;
             t.chunks_skipped += l.chunks_skipped;
             t.blocks_read += l.blocks_read;
@@ -230,15 +232,16 @@ pub fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
         }
     }
     println!(
-        "{:<26} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>12} {:>9}",
-        "layer", "seconds", "indexes", "chunks", "skipped", "blocks", "skipped", "keys applied", "MB read"
+        "{:<26} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>12} {:>9}",
+        "layer", "seconds", "indexes", "resolved", "chunks", "skipped", "blocks", "skipped", "keys applied", "MB read"
     );
     for l in &layers {
         println!(
-            "{:<26} {:>9.3} {:>8} {:>8} {:>8} {:>9} {:>9} {:>12} {:>9}",
+            "{:<26} {:>9.3} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>12} {:>9}",
             l.id,
             l.seconds,
             l.indexes_read,
+            l.resolved_read,
             l.chunks_read,
             l.chunks_skipped,
             l.blocks_read,
