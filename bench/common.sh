@@ -319,6 +319,19 @@ plot_python() {
     fi
 }
 
+# Runs the chart script bench/SCRIPT with ARGS under the python that has
+# matplotlib (plot_python), or says the charts were skipped.
+chart() {
+    local script=$1
+    shift
+    plot_python
+    if [[ -n $PY ]]; then
+        "$PY" "$BENCH_ROOT/bench/$script" "$@"
+    else
+        echo "charts skipped: no python with matplotlib"
+    fi
+}
+
 # Reads tab-separated rows (the first is the header) and prints a Markdown
 # table: first column left-aligned, the rest right-aligned.
 markdown_table() {

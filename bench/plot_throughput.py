@@ -70,6 +70,7 @@ def main() -> None:
         fig.text(0.5, 0.005, machine, ha="center", fontsize=7, color="#555555")
     fig.tight_layout(rect=(0, 0.02, 1, 0.97))
     fig.savefig(out, dpi=110)
+    print(f"chart: {out}")
 
 
 if __name__ == "__main__":

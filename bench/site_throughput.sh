@@ -70,11 +70,5 @@ done
 echo
 echo "CSV: $CSV"
 
-plot_python
-if [[ -n $PY ]]; then
-    "$PY" "$BENCH_ROOT/bench/plot_throughput.py" "$CSV" "$OUT/site_throughput.png" "$MACHINE" \
-        "3-node site throughput, backups 0 vs 1 sync, redis-benchmark --cluster -r 100000, loopback$( ((SMOKE)) && echo " [SMOKE RUN]")"
-    echo "chart: $OUT/site_throughput.png"
-else
-    echo "chart skipped: no python with matplotlib"
-fi
+chart plot_throughput.py "$CSV" "$OUT/site_throughput.png" "$MACHINE" \
+    "3-node site throughput, backups 0 vs 1 sync, redis-benchmark --cluster -r 100000, loopback$( ((SMOKE)) && echo " [SMOKE RUN]")"

@@ -133,12 +133,5 @@ echo
 echo
 echo "CSV: $CSV"
 
-CHART=$OUT/throughput.png
-plot_python
-if [[ -n $PY ]]; then
-    "$PY" "$BENCH_ROOT/bench/plot_throughput.py" "$CSV" "$CHART" "$MACHINE" \
-        "Single-node throughput: deltagrid vs Redis $REDIS_VERSION, redis-benchmark, loopback$( ((SMOKE)) && echo " [SMOKE RUN]")"
-    echo "chart: $CHART"
-else
-    echo "chart skipped: no python with matplotlib"
-fi
+chart plot_throughput.py "$CSV" "$OUT/throughput.png" "$MACHINE" \
+    "Single-node throughput: deltagrid vs Redis $REDIS_VERSION, redis-benchmark, loopback$( ((SMOKE)) && echo " [SMOKE RUN]")"

@@ -40,11 +40,6 @@ echo
 "${RUN[@]}" "${args[@]}"
 
 # Charts.
-plot_python
 echo
-if [[ -n $PY ]]; then
-    "$PY" "$BENCH_ROOT/bench/plot_wan_delta.py" "$OUT/wan_delta.json" "$OUT/wan_delta.csv" "$OUT"
-else
-    echo "charts skipped: no python with matplotlib"
-fi
+chart plot_wan_delta.py "$OUT/wan_delta.json" "$OUT/wan_delta.csv" "$OUT"
 echo "results: $OUT/wan_delta.json, $OUT/wan_delta.csv"

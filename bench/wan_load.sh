@@ -50,14 +50,11 @@ rc=0
 "${RUN[@]}" "${args[@]}" || rc=$?
 
 # Charts (also after a failed check, when the result files were written).
-plot_python
 echo
 if [[ ! -s $OUT/wan_load.json ]]; then
     echo "no results written ($OUT/wan_load.json missing)"
-elif [[ -n $PY ]]; then
-    "$PY" "$BENCH_ROOT/bench/plot_wan_load.py" "$OUT/wan_load.json" "$OUT/wan_load.csv" "$OUT"
 else
-    echo "charts skipped: no python with matplotlib"
+    chart plot_wan_load.py "$OUT/wan_load.json" "$OUT/wan_load.csv" "$OUT"
 fi
 echo "results: $OUT/wan_load.json, $OUT/wan_load.csv"
 exit "$rc"
