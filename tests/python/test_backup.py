@@ -153,8 +153,9 @@ def corrupt(path):
     path.write_bytes(bytes(data))
 
 
-def test_a_damaged_chunk_or_a_missing_layer_fails_naming_the_object(make_server, tmp_path):
-    store = tmp_path / "store"
+def three_layers(make_server, store):
+    """2,000 keys, a full backup, a third of them changed, an incremental,
+    one deleted, another incremental: (source, url, base, mid, top)."""
     url = f"file://{store}"
     src = make_server()
     r = redis.Redis(port=src.port)
@@ -166,6 +167,12 @@ def test_a_damaged_chunk_or_a_missing_layer_fails_naming_the_object(make_server,
     mid = create(src, url, incremental=True)
     r.delete("k1")
     top = create(src, url, incremental=True)
+    return src, url, base, mid, top
+
+
+def test_a_damaged_chunk_or_a_missing_layer_fails_naming_the_object(make_server, tmp_path):
+    store = tmp_path / "store"
+    src, url, base, mid, top = three_layers(make_server, store)
 
     # A damaged chunk of the base: verify and restore name it; nothing stays restored.
     chunk = sorted((store / base).glob("*.chunk"))[5]
@@ -206,17 +213,7 @@ def test_a_damaged_or_missing_resolved_object_fails_naming_it(make_server, tmp_p
     """A resolved object decides what a newest-first restore fetches from
     older layers: verify and restore check it and name it when it is bad."""
     store = tmp_path / "store"
-    url = f"file://{store}"
-    src = make_server()
-    r = redis.Redis(port=src.port)
-    for i in range(2000):
-        r.set(f"k{i}", f"v{i}" * 20)
-    create(src, url)
-    for i in range(0, 2000, 3):
-        r.set(f"k{i}", "changed")
-    mid = create(src, url, incremental=True)
-    r.delete("k1")
-    top = create(src, url, incremental=True)
+    src, url, _, mid, top = three_layers(make_server, store)
     want = digest(src)
     assert len(list((store / top).glob("*.resolved"))) == PARTITIONS
 

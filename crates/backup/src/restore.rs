@@ -66,6 +66,15 @@ pub struct LayerStats {
     pub bytes_downloaded: u64,
 }
 
+/// What every step of one restore reads: the node, the store, the chain
+/// (newest first) and the job's progress.
+struct Job<'a> {
+    node: &'a Node,
+    store: &'a Store,
+    chain: &'a [Manifest],
+    progress: &'a Mutex<Progress>,
+}
+
 /// Reverse order: a partition's progress through the chain.
 #[derive(Default)]
 struct PartitionState {
@@ -89,6 +98,7 @@ pub async fn run(node: &Node, store: &Store, id: &str, order: Order, progress: &
     }
     progress.lock().partitions_total = mine.len();
     let states: Vec<Mutex<PartitionState>> = mine.iter().map(|_| Mutex::default()).collect();
+    let job = Job { node, store, chain: &chain, progress };
     let result = async {
         for depth in 0..chain.len() {
             let layer = match order {
@@ -98,7 +108,7 @@ pub async fn run(node: &Node, store: &Store, id: &str, order: Order, progress: &
             let started = Instant::now();
             progress.lock().layers.push(LayerStats { id: layer.id.clone(), ..Default::default() });
             futures::stream::iter(0..mine.len())
-                .map(|i| restore_partition(node, store, &chain, depth, mine[i], &states[i], order, progress))
+                .map(|i| job.partition(depth, mine[i], &states[i], order))
                 .buffer_unordered(PARALLEL)
                 .try_collect::<Vec<()>>()
                 .await?;
@@ -123,183 +133,152 @@ pub async fn run(node: &Node, store: &Store, id: &str, order: Order, progress: &
     result
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn restore_partition(
-    node: &Node,
-    store: &Store,
-    chain: &[Manifest],
-    depth: usize,
-    p: usize,
-    state: &Mutex<PartitionState>,
-    order: Order,
-    progress: &Mutex<Progress>,
-) -> Result<(), Error> {
-    match order {
-        Order::Reverse if depth == 0 => newest(node, store, chain, p, state, progress).await,
-        Order::Reverse => older(node, store, chain, depth, p, state, progress).await,
-        Order::Forward => forward(node, store, &chain[chain.len() - 1 - depth], p, progress).await,
-    }
-}
-
-/// Reverse, the newest layer: its resolved object (checked against the
-/// chain before anything is applied), then every block of its index.
-async fn newest(
-    node: &Node,
-    store: &Store,
-    chain: &[Manifest],
-    p: usize,
-    state: &Mutex<PartitionState>,
-    progress: &Mutex<Progress>,
-) -> Result<(), Error> {
-    let (layer, entry) = (&chain[0], &chain[0].entries[p]);
-    let index = PartitionIndex::read(store, &layer.id, entry).await?;
-    count(progress, |l| l.indexes_read += 1);
-    if entry.full {
-        state.lock().complete = true;
-    } else {
-        let resolved = Resolved::read(store, &layer.id, entry).await?;
-        resolved
-            .check_chain(chain)
-            .map_err(|reason| Error::Corrupt { object: store.describe(&entry.resolved_object(&layer.id)), reason })?;
-        count(progress, |l| l.resolved_read += 1);
-        state.lock().resolved = Some(resolved);
-    }
-    apply_index(node, store, &layer.id, p, &index, progress).await
-}
-
-/// Reverse, an older layer (`depth` in the chain): only the blocks and
-/// entries the newest layer's resolved object names in it.
-async fn older(
-    node: &Node,
-    store: &Store,
-    chain: &[Manifest],
-    depth: usize,
-    p: usize,
-    state: &Mutex<PartitionState>,
-    progress: &Mutex<Progress>,
-) -> Result<(), Error> {
-    let Some(mut resolved) = state.lock().resolved.take() else {
-        return Ok(());
-    };
-    let (layer, entry) = (&chain[depth], &chain[depth].entries[p]);
-    // Blocks are in layer order and earlier layers' are gone: this
-    // layer's are the front.
-    let n = resolved.blocks.partition_point(|b| (b.layer as usize) < depth);
-    let blocks: Vec<LiveBlock> = resolved.blocks.drain(..n).collect();
-    let mut chunks_read = 0;
-    for run in blocks.chunk_by(|a, b| a.chunk == b.chunk) {
-        let object = chunk_object(&layer.id, p as u16, run[0].chunk as usize);
-        let places: Vec<(u64, u64)> = run.iter().map(|b| (b.offset, b.stored_bytes)).collect();
-        let owns = |k: &[u8]| node.ks.partition_of(k) == p;
-        apply_chunk(node, store, &object, p, &places, |i, bytes| chunk::open_live(bytes, &run[i], owns), progress)
-            .await?;
-        chunks_read += 1;
-    }
-    count(progress, |l| {
-        l.blocks_skipped += entry.blocks.saturating_sub(blocks.len() as u64);
-        l.chunks_skipped += u64::from(entry.chunks).saturating_sub(chunks_read);
-    });
-    let mut st = state.lock();
-    if depth == resolved.layers.len() {
-        st.complete = true;
-    } else {
-        st.resolved = Some(resolved);
-    }
-    Ok(())
-}
-
-/// Forward: every block of the layer, then its deletes; a full layer
-/// first empties the partition.
-async fn forward(
-    node: &Node,
-    store: &Store,
-    layer: &Manifest,
-    p: usize,
-    progress: &Mutex<Progress>,
-) -> Result<(), Error> {
-    let index = PartitionIndex::read(store, &layer.id, &layer.entries[p]).await?;
-    count(progress, |l| l.indexes_read += 1);
-    if index.full {
-        clear_partition(node, p);
-    }
-    apply_index(node, store, &layer.id, p, &index, progress).await?;
-    delete(node, &index.deleted).await
-}
-
-/// Every block an index lists, a chunk object at a time.
-async fn apply_index(
-    node: &Node,
-    store: &Store,
-    id: &str,
-    p: usize,
-    index: &PartitionIndex,
-    progress: &Mutex<Progress>,
-) -> Result<(), Error> {
-    let mut by_chunk: Vec<Vec<&BlockInfo>> = vec![Vec::new(); index.chunks as usize];
-    for b in &index.blocks {
-        // PartitionIndex::read checked every chunk number.
-        if let Some(list) = by_chunk.get_mut(b.chunk as usize) {
-            list.push(b);
+impl Job<'_> {
+    /// One partition's step at `depth`.
+    async fn partition(
+        &self,
+        depth: usize,
+        p: usize,
+        state: &Mutex<PartitionState>,
+        order: Order,
+    ) -> Result<(), Error> {
+        match order {
+            Order::Reverse if depth == 0 => self.newest(p, state).await,
+            Order::Reverse => self.older(depth, p, state).await,
+            Order::Forward => self.forward(&self.chain[self.chain.len() - 1 - depth], p).await,
         }
     }
-    count(progress, |l| l.chunks_skipped += by_chunk.iter().filter(|b| b.is_empty()).count() as u64);
-    for (c, blocks) in by_chunk.iter().enumerate().filter(|(_, b)| !b.is_empty()) {
-        let object = chunk_object(id, p as u16, c);
-        let places: Vec<(u64, u64)> = blocks.iter().map(|b| (b.offset, b.stored_bytes)).collect();
-        let owns = |k: &[u8]| node.ks.partition_of(k) == p;
-        apply_chunk(node, store, &object, p, &places, |i, bytes| chunk::open(bytes, blocks[i], owns), progress).await?;
-    }
-    Ok(())
-}
 
-/// Fetches the blocks at `places` (offset, stored bytes; in offset order)
-/// of one chunk object, nearby ones in one read, opens each (`open(i,
-/// bytes)` for the i-th) and applies the live values they hold.
-async fn apply_chunk(
-    node: &Node,
-    store: &Store,
-    object: &str,
-    p: usize,
-    places: &[(u64, u64)],
-    open: impl Fn(usize, &[u8]) -> Result<Vec<Change>, BlockError>,
-    progress: &Mutex<Progress>,
-) -> Result<(), Error> {
-    let corrupt = |reason: String| Error::Corrupt { object: store.describe(object), reason };
-    let ranges = coalesce(places);
-    let stored = store.get_ranges(object, &ranges).await?;
-    let now = node.ks.now_ms();
-    let mut changes = Vec::with_capacity(places.len());
-    let mut at = 0;
-    for (i, &(offset, len)) in places.iter().enumerate() {
-        // The fetched range holding this block.
-        while ranges.get(at).is_some_and(|r| r.end < offset.saturating_add(len)) {
-            at += 1;
+    /// Reverse, the newest layer: its resolved object (checked against the
+    /// chain before anything is applied), then every block of its index.
+    async fn newest(&self, p: usize, state: &Mutex<PartitionState>) -> Result<(), Error> {
+        let (store, chain) = (self.store, self.chain);
+        let (layer, entry) = (&chain[0], &chain[0].entries[p]);
+        let index = PartitionIndex::read(store, &layer.id, entry).await?;
+        count(self.progress, |l| l.indexes_read += 1);
+        if entry.full {
+            state.lock().complete = true;
+        } else {
+            let resolved = Resolved::read(store, &layer.id, entry).await?;
+            resolved.check_chain(chain).map_err(|reason| Error::Corrupt {
+                object: store.describe(&entry.resolved_object(&layer.id)),
+                reason,
+            })?;
+            count(self.progress, |l| l.resolved_read += 1);
+            state.lock().resolved = Some(resolved);
         }
-        let (Some(range), Some(data)) = (ranges.get(at), stored.get(at)) else {
-            return Err(corrupt(format!("block at {offset} is out of order or past the end")));
+        self.apply_index(&layer.id, p, &index).await
+    }
+
+    /// Reverse, an older layer (`depth` in the chain): only the blocks and
+    /// entries the newest layer's resolved object names in it.
+    async fn older(&self, depth: usize, p: usize, state: &Mutex<PartitionState>) -> Result<(), Error> {
+        let Some(mut resolved) = state.lock().resolved.take() else {
+            return Ok(());
         };
-        let bytes = offset
-            .checked_sub(range.start)
-            .and_then(|s| usize::try_from(s).ok())
-            .and_then(|s| data.get(s..s.saturating_add(len as usize)))
-            .ok_or_else(|| corrupt(format!("block at {offset} runs past the object's end")))?;
-        let live = open(i, bytes).map_err(|e| corrupt(format!("block at {offset}: {e}")))?;
-        changes.extend(
-            live.into_iter().filter(
-                |c| !matches!(c.kind, ChangeKind::Full { expire_at, .. } if expire_at != 0 && expire_at <= now),
-            ),
-        );
+        let (layer, entry) = (&self.chain[depth], &self.chain[depth].entries[p]);
+        // Blocks are in layer order and earlier layers' are gone: this
+        // layer's are the front.
+        let n = resolved.blocks.partition_point(|b| (b.layer as usize) < depth);
+        let blocks: Vec<LiveBlock> = resolved.blocks.drain(..n).collect();
+        let mut chunks_read = 0;
+        for run in blocks.chunk_by(|a, b| a.chunk == b.chunk) {
+            let object = chunk_object(&layer.id, p as u16, run[0].chunk as usize);
+            let places: Vec<(u64, u64)> = run.iter().map(|b| (b.offset, b.stored_bytes)).collect();
+            let owns = |k: &[u8]| self.node.ks.partition_of(k) == p;
+            self.apply_chunk(&object, p, &places, |i, bytes| chunk::open_live(bytes, &run[i], owns)).await?;
+            chunks_read += 1;
+        }
+        count(self.progress, |l| {
+            l.blocks_skipped += entry.blocks.saturating_sub(blocks.len() as u64);
+            l.chunks_skipped += u64::from(entry.chunks).saturating_sub(chunks_read);
+        });
+        let mut st = state.lock();
+        if depth == resolved.layers.len() {
+            st.complete = true;
+        } else {
+            st.resolved = Some(resolved);
+        }
+        Ok(())
     }
-    let downloaded: u64 = stored.iter().map(|b| b.len() as u64).sum();
-    let applied = changes.len() as u64;
-    apply(node, p, changes).await?;
-    count(progress, |l| {
-        l.chunks_read += 1;
-        l.blocks_read += places.len() as u64;
-        l.bytes_downloaded += downloaded;
-        l.keys_applied += applied;
-    });
-    Ok(())
+
+    /// Forward: every block of the layer, then its deletes; a full layer
+    /// first empties the partition.
+    async fn forward(&self, layer: &Manifest, p: usize) -> Result<(), Error> {
+        let index = PartitionIndex::read(self.store, &layer.id, &layer.entries[p]).await?;
+        count(self.progress, |l| l.indexes_read += 1);
+        if index.full {
+            clear_partition(self.node, p);
+        }
+        self.apply_index(&layer.id, p, &index).await?;
+        delete(self.node, &index.deleted).await
+    }
+
+    /// Every block an index lists, a chunk object at a time.
+    async fn apply_index(&self, id: &str, p: usize, index: &PartitionIndex) -> Result<(), Error> {
+        let mut by_chunk: Vec<Vec<&BlockInfo>> = vec![Vec::new(); index.chunks as usize];
+        for b in &index.blocks {
+            // PartitionIndex::read checked every chunk number.
+            if let Some(list) = by_chunk.get_mut(b.chunk as usize) {
+                list.push(b);
+            }
+        }
+        count(self.progress, |l| l.chunks_skipped += by_chunk.iter().filter(|b| b.is_empty()).count() as u64);
+        for (c, blocks) in by_chunk.iter().enumerate().filter(|(_, b)| !b.is_empty()) {
+            let object = chunk_object(id, p as u16, c);
+            let places: Vec<(u64, u64)> = blocks.iter().map(|b| (b.offset, b.stored_bytes)).collect();
+            let owns = |k: &[u8]| self.node.ks.partition_of(k) == p;
+            self.apply_chunk(&object, p, &places, |i, bytes| chunk::open(bytes, blocks[i], owns)).await?;
+        }
+        Ok(())
+    }
+
+    /// Fetches the blocks at `places` (offset, stored bytes; in offset
+    /// order) of one chunk object, nearby ones in one read, opens each
+    /// (`open(i, bytes)` for the i-th) and applies the live values they
+    /// hold.
+    async fn apply_chunk(
+        &self,
+        object: &str,
+        p: usize,
+        places: &[(u64, u64)],
+        open: impl Fn(usize, &[u8]) -> Result<Vec<Change>, BlockError>,
+    ) -> Result<(), Error> {
+        let corrupt = |reason: String| Error::Corrupt { object: self.store.describe(object), reason };
+        let ranges = coalesce(places);
+        let stored = self.store.get_ranges(object, &ranges).await?;
+        let now = self.node.ks.now_ms();
+        let mut changes = Vec::with_capacity(places.len());
+        let mut at = 0;
+        for (i, &(offset, len)) in places.iter().enumerate() {
+            // The fetched range holding this block.
+            while ranges.get(at).is_some_and(|r| r.end < offset.saturating_add(len)) {
+                at += 1;
+            }
+            let (Some(range), Some(data)) = (ranges.get(at), stored.get(at)) else {
+                return Err(corrupt(format!("block at {offset} is out of order or past the end")));
+            };
+            let bytes = offset
+                .checked_sub(range.start)
+                .and_then(|s| usize::try_from(s).ok())
+                .and_then(|s| data.get(s..s.saturating_add(len as usize)))
+                .ok_or_else(|| corrupt(format!("block at {offset} runs past the object's end")))?;
+            let live = open(i, bytes).map_err(|e| corrupt(format!("block at {offset}: {e}")))?;
+            changes.extend(live.into_iter().filter(
+                |c| !matches!(c.kind, ChangeKind::Full { expire_at, .. } if expire_at != 0 && expire_at <= now),
+            ));
+        }
+        let downloaded: u64 = stored.iter().map(|b| b.len() as u64).sum();
+        let applied = changes.len() as u64;
+        apply(self.node, p, changes).await?;
+        count(self.progress, |l| {
+            l.chunks_read += 1;
+            l.blocks_read += places.len() as u64;
+            l.bytes_downloaded += downloaded;
+            l.keys_applied += applied;
+        });
+        Ok(())
+    }
 }
 
 /// Blocks closer than this are fetched in one range (the bytes between

@@ -13,7 +13,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::{LiveBlock, LiveEntry, Resolved};
+use super::{Block, LiveEntry, Resolved};
 use crate::framing::{self, FrameError};
 use crate::key_list::{self, KeyReader};
 use crate::manifest::valid_id;
@@ -28,20 +28,9 @@ struct Header {
     partition: u16,
     seq: u64,
     layers: Vec<String>,
-    blocks: Vec<BlockHeader>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct BlockHeader {
-    layer: u32,
-    block: u32,
-    chunk: u32,
-    offset: u64,
-    stored_bytes: u64,
-    checksum: u64,
-    raw_bytes: u64,
-    entries: u32,
-    live: Vec<u32>,
+    /// Each block with the positions of its live entries (their keys
+    /// follow the header).
+    blocks: Vec<Block<Vec<u32>>>,
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -58,21 +47,7 @@ impl Resolved {
             partition: self.partition,
             seq: self.seq,
             layers: self.layers.clone(),
-            blocks: self
-                .blocks
-                .iter()
-                .map(|b| BlockHeader {
-                    layer: b.layer,
-                    block: b.block,
-                    chunk: b.chunk,
-                    offset: b.offset,
-                    stored_bytes: b.stored_bytes,
-                    checksum: b.checksum,
-                    raw_bytes: b.raw_bytes,
-                    entries: b.entries,
-                    live: b.live.iter().map(|e| e.at).collect(),
-                })
-                .collect(),
+            blocks: self.blocks.iter().map(|b| b.with_live(b.live.iter().map(|e| e.at).collect())).collect(),
         };
         let mut body = postcard::to_stdvec(&header).unwrap_or_default();
         for e in self.blocks.iter().flat_map(|b| &b.live) {
@@ -108,17 +83,8 @@ impl Resolved {
                 return Err(bad("a block's live entries are out of order or past its end"));
             }
             let live = keys.take(b.live.len() as u64).map_err(ResolvedError::Decode)?;
-            blocks.push(LiveBlock {
-                layer: b.layer,
-                block: b.block,
-                chunk: b.chunk,
-                offset: b.offset,
-                stored_bytes: b.stored_bytes,
-                checksum: b.checksum,
-                raw_bytes: b.raw_bytes,
-                entries: b.entries,
-                live: b.live.into_iter().zip(live).map(|(at, key)| LiveEntry { at, key }).collect(),
-            });
+            let entries = b.live.iter().zip(live).map(|(&at, key)| LiveEntry { at, key }).collect();
+            blocks.push(b.with_live(entries));
         }
         if keys.remaining() != 0 {
             return Err(ResolvedError::Decode(format!("{} bytes after the last key", keys.remaining())));
@@ -130,7 +96,10 @@ impl Resolved {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resolved::LiveBlock;
     use proptest::prelude::*;
+
+    type BlockHeader = Block<Vec<u32>>;
 
     /// Valid objects: what `encode` can be given by `Resolved::next`.
     fn resolved() -> impl Strategy<Value = Resolved> {

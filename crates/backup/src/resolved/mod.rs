@@ -44,9 +44,10 @@ pub struct Resolved {
 }
 
 /// A block of an older layer, where it is and how to check it (copied
-/// from that layer's index), and its live entries.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct LiveBlock {
+/// from that layer's index), and its live entries: [`LiveEntry`]s in
+/// memory, their positions alone in the stored header (`format`).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Block<L> {
     /// Position in [`Resolved::layers`].
     pub layer: u32,
     /// Position in that layer's index.
@@ -59,7 +60,26 @@ pub struct LiveBlock {
     /// Entries the block holds, live or not.
     pub entries: u32,
     /// The live ones, in block order.
-    pub live: Vec<LiveEntry>,
+    pub live: L,
+}
+
+pub type LiveBlock = Block<Vec<LiveEntry>>;
+
+impl<L> Block<L> {
+    /// The same block with another list of live entries.
+    pub fn with_live<M>(&self, live: M) -> Block<M> {
+        Block {
+            layer: self.layer,
+            block: self.block,
+            chunk: self.chunk,
+            offset: self.offset,
+            stored_bytes: self.stored_bytes,
+            checksum: self.checksum,
+            raw_bytes: self.raw_bytes,
+            entries: self.entries,
+            live,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
