@@ -436,6 +436,7 @@ impl Cluster {
         let leader = self.metadata.get().and_then(|m| m.leader());
         let members = self.members();
         let name = |i: usize| members.get(i).and_then(|m| m.as_ref()).map(|m| m.node_id.clone());
+        let lags = table.as_ref().map(|t| self.replicator.lags(t)).unwrap_or_default();
         SiteStatus {
             formed: table.is_some(),
             epoch: table.as_ref().map_or(0, |t| t.epoch),
@@ -468,10 +469,7 @@ impl Cluster {
                         backups: count(&|o| o.backups.contains(&i)),
                         in_sync: count(&|o| o.in_sync.contains(&i)),
                         pending_bytes: if i == self.my_index { 0 } else { self.replicator.pending_bytes(i) },
-                        lag_changes: match &table {
-                            Some(t) if i != self.my_index => self.replicator.lag(i, t),
-                            _ => 0,
-                        },
+                        lag_changes: lags.get(i).copied().unwrap_or(0),
                     }
                 })
                 .collect(),
@@ -543,11 +541,11 @@ impl Cluster {
         let Some(table) = table.as_ref() else {
             return Err(CmdError::other("CLUSTERDOWN The cluster is down"));
         };
-        let owners = table.owners(slot_partition(slot, self.partitions) as usize);
+        let p = slot_partition(slot, self.partitions) as usize;
+        let owners = table.owners(p);
         if owners.primary == self.my_index && self.rejoining.load(std::sync::atomic::Ordering::Acquire) {
             return Err(CmdError::other("TRYAGAIN this node restarted and is rejoining its site"));
         }
-        let p = slot_partition(slot, self.partitions) as usize;
         if owners.primary == self.my_index
             && self.fenced[p].load(std::sync::atomic::Ordering::Acquire)
             && !spec.flags.has(Flags::READONLY)

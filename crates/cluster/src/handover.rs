@@ -42,9 +42,10 @@ pub(crate) fn start(c: &Cluster, p: usize, to: usize, epoch: u64) {
         c.handovers.lock().remove(&p);
         // The table may have asked for another handover meanwhile.
         match c.table().map(|t| t.owners(p).clone()) {
-            Some(o) if o.primary == c.my_index && o.moving_to.is_some() && o.epoch != epoch => {
-                start(&c, p, o.moving_to.unwrap_or(to), o.epoch)
-            }
+            Some(o) if o.primary == c.my_index && o.epoch != epoch => match o.moving_to {
+                Some(next) => start(&c, p, next, o.epoch),
+                None => settle(&c, p),
+            },
             _ => settle(&c, p),
         }
     });

@@ -250,20 +250,23 @@ impl Replicator {
         done
     }
 
-    /// Changes `peer` has not acknowledged yet, over the partitions this
-    /// node leads and `peer` backs up in `table` (replication lag).
-    pub fn lag(&self, peer: usize, table: &crate::placement::PartitionTable) -> u64 {
-        let Some(acked) = self.acked.get(peer) else { return 0 };
-        table
-            .partitions
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| o.primary == self.my_index && o.backups.contains(&peer))
-            .map(|(p, _)| {
-                let last = self.ks.with_partition(p, |part, _| part.log.next_seq().saturating_sub(1));
-                last.saturating_sub(acked[p].load(Ordering::Acquire))
-            })
-            .sum()
+    /// Per member index: changes of this node's primaries in `table`
+    /// that member backs up and has not acknowledged yet (replication lag).
+    /// One pass over the partitions, each locked once.
+    pub fn lags(&self, table: &crate::placement::PartitionTable) -> Vec<u64> {
+        let mut lag = vec![0u64; self.acked.len()];
+        for (p, o) in table.partitions.iter().enumerate() {
+            if o.primary != self.my_index || o.backups.is_empty() {
+                continue;
+            }
+            let last = self.ks.with_partition(p, |part, _| part.log.next_seq().saturating_sub(1));
+            for &b in &o.backups {
+                if let (Some(l), Some(acked)) = (lag.get_mut(b), self.acked.get(b)) {
+                    *l += last.saturating_sub(acked[p].load(Ordering::Acquire));
+                }
+            }
+        }
+        lag
     }
 
     /// Bytes queued for `peer` and not yet shipped.
