@@ -129,9 +129,14 @@ async fn form(c: &Arc<Cluster>, md: &Metadata) {
 async fn detect_failures(c: Arc<Cluster>) {
     let Some(md) = c.metadata.get() else { return };
     let adding: Arc<Mutex<HashSet<NodeId>>> = Default::default();
+    // Metadata for which failover, repair and migration had nothing to do:
+    // they depend on nothing else, so they are not worked out again (each
+    // walks every partition) until the metadata changes.
+    let mut settled: Option<Arc<SiteMetadata>> = None;
     loop {
         tokio::time::sleep(CHECK_EVERY).await;
         if !md.is_leader() {
+            settled = None;
             continue;
         }
         let meta = md.current();
@@ -139,14 +144,16 @@ async fn detect_failures(c: Arc<Cluster>) {
             let i = (*id as usize).saturating_sub(1);
             // Back only once its copies failed over (it restarted without
             // data): else the failover would see it alive and skip it.
-            let failed_over = meta.table.as_ref().is_none_or(|t| {
-                !t.partitions.iter().any(|a| a.holds(*id) && (a.primary != *id || !a.backups.is_empty()))
-            });
+            let failed_over = || {
+                meta.table.as_ref().is_none_or(|t| {
+                    !t.partitions.iter().any(|a| a.holds(*id) && (a.primary != *id || !a.backups.is_empty()))
+                })
+            };
             if m.state == MemberState::Dead
-                && failed_over
                 && i != c.my_index
                 && c.down_for(i).is_none()
                 && c.is_connected(i)
+                && failed_over()
             {
                 tracing::info!(node = %m.name, "dead member is reachable again: making it active");
                 let back = Command::AddMember {
@@ -170,15 +177,18 @@ async fn detect_failures(c: Arc<Cluster>) {
                 }
             }
         }
+        let mut meta = md.current();
+        let quiet = settled.as_ref().is_some_and(|s| Arc::ptr_eq(s, &meta));
         // Promote in-sync backups wherever a dead member was primary (also
         // finishes a failover an earlier leader began).
-        if let Some(cmd) = rebalance::failover_command(&md.current()) {
+        if let Some(cmd) = (!quiet).then(|| rebalance::failover_command(&meta)).flatten() {
             match md.propose(cmd).await {
                 Ok(epoch) => tracing::warn!(epoch, "failover committed"),
                 Err(e) => tracing::warn!("failover not committed: {e}"),
             }
+            meta = md.current();
         }
-        if let Some(cmd) = repair(&md.current(), c.settings.backups) {
+        if let Some(cmd) = (!quiet).then(|| repair(&meta, c.settings.backups)).flatten() {
             match md.propose(cmd).await {
                 Ok(epoch) => tracing::info!(epoch, "new backups assigned"),
                 Err(e) => tracing::warn!("backup repair not committed: {e}"),
@@ -186,12 +196,17 @@ async fn detect_failures(c: Arc<Cluster>) {
             continue;
         }
         membership(&c, md, &adding).await;
-        if let Some(cmd) = rebalance::migrate_command(&md.current(), c.settings.backups, MAX_MOVING) {
+        if quiet {
+            continue;
+        }
+        if let Some(cmd) = rebalance::migrate_command(&meta, c.settings.backups, MAX_MOVING) {
             match md.propose(cmd).await {
                 Ok(epoch) => tracing::info!(epoch, "migration step committed"),
                 Err(e) => tracing::warn!("migration step not committed: {e}"),
             }
+            continue;
         }
+        settled = Some(meta);
     }
 }
 

@@ -126,35 +126,39 @@ impl Replicator {
         let _ = self.wan.set(w);
     }
 
-    /// Tells partition `p`'s backups that remote site `target` applied
-    /// its changes up to `seq` (a primary's WAN publisher calls this).
-    pub fn share_wan_applied(&self, p: usize, target: &str, seq: u64) {
-        self.send_named_marker(p, WAN_APPLIED, seq, target);
+    /// Tells each partition's backups that remote site `target` applied
+    /// its changes up to the seq given with it (a primary's WAN publisher
+    /// calls this now and then with every partition that advanced).
+    pub fn share_wan_applied(&self, target: &str, applied: &[(usize, u64)]) {
+        self.send_named_markers(applied, WAN_APPLIED, target);
     }
 
-    /// Queues a marker `kind` with body `seq u64 | name` for partition
-    /// `p`'s backups, when this node is its primary. A backup that fell too
-    /// far behind does not get it (it will be rebuilt from a snapshot).
-    fn send_named_marker(&self, p: usize, kind: u64, seq: u64, name: &str) {
+    /// Queues a marker `kind` with body `seq u64 | name` for each
+    /// (partition, seq)'s backups, where this node is the primary, taking
+    /// each backup's buffer once. A backup that fell too far behind does
+    /// not get them (it will be rebuilt from a snapshot).
+    fn send_named_markers(&self, marks: &[(usize, u64)], kind: u64, name: &str) {
         let Some(cluster) = self.cluster.upgrade() else { return };
         let Some(table) = cluster.table() else { return };
-        let owners = table.owners(p);
-        if owners.primary != self.my_index {
-            return;
-        }
-        for &b in &owners.backups {
-            let peer = &self.out[b];
+        for (b, peer) in self.out.iter().enumerate() {
             let mut buf = peer.buf.lock();
-            if buf.len() > MAX_PENDING {
-                continue;
+            let before = buf.len();
+            for &(p, seq) in marks {
+                let owners = table.owners(p);
+                if owners.primary != self.my_index || !owners.backups.contains(&b) || buf.len() > MAX_PENDING {
+                    continue;
+                }
+                buf.put_u16_le(p as u16);
+                buf.put_u64_le(kind);
+                buf.put_u32_le(8 + name.len() as u32);
+                buf.put_u64_le(seq);
+                buf.put_slice(name.as_bytes());
             }
-            buf.put_u16_le(p as u16);
-            buf.put_u64_le(kind);
-            buf.put_u32_le(8 + name.len() as u32);
-            buf.put_u64_le(seq);
-            buf.put_slice(name.as_bytes());
+            let queued = buf.len() > before;
             drop(buf);
-            peer.ready.notify_one();
+            if queued {
+                peer.ready.notify_one();
+            }
         }
     }
 
@@ -446,7 +450,7 @@ pub(crate) fn put_marker(buf: &mut BytesMut, p: usize, seq: u64, next: u64) {
 
 impl ReplicationSink for Replicator {
     fn backup_taken(&self, partition: usize, seq: u64, id: &str) {
-        self.send_named_marker(partition, BACKUP_TAKEN, seq, id);
+        self.send_named_markers(&[(partition, seq)], BACKUP_TAKEN, id);
     }
 
     fn logged(&self, partition: usize, seq: u64, change: &Change) {

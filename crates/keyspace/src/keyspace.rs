@@ -20,6 +20,7 @@ use crate::apply::{apply_change, ApplyError};
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::clock::Clock;
 use crate::delta::{self, StringOpError};
+use crate::expiring::Expiring;
 use crate::partition::Partition;
 use crate::slot;
 use crate::stats::ChangeStats;
@@ -151,6 +152,7 @@ pub struct Keyspace {
     sink: OnceLock<Arc<dyn ReplicationSink>>,
     listener: OnceLock<Arc<dyn LogListener>>,
     expire_cursor: AtomicUsize,
+    expiring: Arc<Expiring>,
     /// Bytes of all partition logs (each log keeps it in step).
     log_bytes: Arc<AtomicUsize>,
 }
@@ -165,6 +167,7 @@ impl Keyspace {
         };
         let changed_per_part = cfg.changed_keys_bytes / partitions as usize;
         let log_bytes = Arc::new(AtomicUsize::new(0));
+        let expiring = Arc::new(Expiring::new(partitions as usize));
         Keyspace {
             parts: (0..partitions)
                 .map(|p| {
@@ -172,6 +175,7 @@ impl Keyspace {
                         .with_tombstones(tomb_per_part, cfg.tombstone_ttl_ms)
                         .with_changed_keys(changed_per_part);
                     part.log.count_in(log_bytes.clone());
+                    part.count_expiring_in(expiring.clone());
                     Mutex::new(part)
                 })
                 .collect(),
@@ -184,6 +188,7 @@ impl Keyspace {
             sink: OnceLock::new(),
             listener: OnceLock::new(),
             expire_cursor: AtomicUsize::new(0),
+            expiring,
         }
     }
 
@@ -323,11 +328,22 @@ impl Keyspace {
     /// visiting partitions round-robin so every one gets its turn. Returns
     /// how many were removed (== max_keys means there may be more).
     pub fn expire_cycle(&self, max_keys: usize) -> usize {
-        let n = self.parts.len();
         let start = self.expire_cursor.load(Ordering::Relaxed);
+        let now = self.now_ms();
         let mut removed = 0;
-        for i in 0..n {
-            let p = (start + i) % n;
+        // Only partitions holding keys with a time to live are visited.
+        for p in self.expiring.marked_from(start) {
+            {
+                let part = self.parts[p].lock();
+                match part.next_expiry() {
+                    None => {
+                        self.expiring.clear(p);
+                        continue;
+                    }
+                    Some(at) if part.replica || at > now => continue,
+                    Some(_) => {}
+                }
+            }
             let mut txn = self.txn_partition(p, 0);
             if txn.guards[0].1.replica {
                 continue;
@@ -495,10 +511,7 @@ impl<'a> Txn<'a> {
 
     fn slot(&self, key: &[u8]) -> usize {
         let p = self.ks.partition_of(key);
-        self.guards
-            .iter()
-            .position(|(i, _)| *i == p)
-            .expect("a command touched a key outside the partitions it locked")
+        self.guards.iter().position(|(i, _)| *i == p).expect("a command touched a key outside the partitions it locked")
     }
 
     /// The live entry for `key`; an expired one is removed (and logged) here.
@@ -578,9 +591,7 @@ fn plan(old: Option<&Entry>, w: Write) -> Result<Option<(ChangeKind, usize)>, Wr
     let kind_and_saved = match w {
         Write::Set { value, expire_at } => {
             let delta = match (old, &value) {
-                (Some(e), Value::Str(new)) if e.expire_at == expire_at => {
-                    e.as_str().and_then(|o| delta::diff(o, new))
-                }
+                (Some(e), Value::Str(new)) if e.expire_at == expire_at => e.as_str().and_then(|o| delta::diff(o, new)),
                 _ => None,
             };
             match delta {

@@ -23,6 +23,7 @@ pub mod changed_keys;
 pub mod clock;
 pub mod codec;
 pub mod delta;
+pub mod expiring;
 pub mod glob;
 mod keyspace;
 pub mod partition;

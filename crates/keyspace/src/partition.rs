@@ -4,10 +4,12 @@
 //! here that keep the expiry index and the memory estimate in step.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use indexmap::IndexMap;
 
+use crate::expiring::Expiring;
 use crate::partition_log::PartitionLog;
 use crate::tombstones::Tombstones;
 use crate::value::Entry;
@@ -20,6 +22,8 @@ pub struct Partition {
     map: EntryMap,
     /// (expire_at, key) for every key with a time to live.
     expires: BTreeSet<(u64, Bytes)>,
+    /// Told when `expires` stops being empty.
+    expiring: Option<Arc<Expiring>>,
     pub log: PartitionLog,
     footprint: usize,
     /// Held as a backup: changed only by the primary's changes.
@@ -34,6 +38,7 @@ impl Partition {
             id,
             map: EntryMap::default(),
             expires: BTreeSet::new(),
+            expiring: None,
             log: PartitionLog::new(log_retain_bytes),
             footprint: 0,
             replica: false,
@@ -45,6 +50,20 @@ impl Partition {
     pub fn with_tombstones(mut self, bytes: usize, ttl_ms: u64) -> Self {
         self.tombstones = Tombstones::new(bytes, ttl_ms);
         self
+    }
+
+    /// Marks this partition in `expiring` whenever it holds keys with a
+    /// time to live.
+    pub fn count_expiring_in(&mut self, expiring: Arc<Expiring>) {
+        if !self.expires.is_empty() {
+            expiring.mark(self.id as usize);
+        }
+        self.expiring = Some(expiring);
+    }
+
+    /// The earliest expiry of a key held, if any key has a time to live.
+    pub fn next_expiry(&self) -> Option<u64> {
+        self.expires.first().map(|(at, _)| *at)
     }
 
     /// Remembers up to `bytes` of keys changed since the last backup to
@@ -104,7 +123,7 @@ impl Partition {
         }
         self.footprint += entry.footprint(key.len());
         if entry.expire_at != 0 {
-            self.expires.insert((entry.expire_at, key.clone()));
+            self.index_expiry(entry.expire_at, key.clone());
         }
         self.map.insert(key, entry);
     }
@@ -128,10 +147,19 @@ impl Partition {
                 self.expires.remove(&(old_expire, k.clone()));
             }
             if new_expire != 0 {
-                self.expires.insert((new_expire, k));
+                self.index_expiry(new_expire, k);
             }
         }
         Some(r)
+    }
+
+    fn index_expiry(&mut self, at: u64, key: Bytes) {
+        if self.expires.is_empty() {
+            if let Some(e) = &self.expiring {
+                e.mark(self.id as usize);
+            }
+        }
+        self.expires.insert((at, key));
     }
 
     fn forget(&mut self, key: &Bytes, old: &Entry) {

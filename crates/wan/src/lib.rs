@@ -163,9 +163,12 @@ impl Target {
         self.state.store(s as u8, Ordering::Relaxed);
     }
 
-    fn mark(&self, p: usize) {
+    /// Marks partition `p`'s log as grown; `wake` wakes the publisher
+    /// (changes it ships), else it looks at its next tick (changes it only
+    /// reads past), so a passive site's publishers do not wake per change.
+    fn mark(&self, p: usize, wake: bool) {
         let bit = 1u64 << (p % 64);
-        if self.dirty[p / 64].fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+        if self.dirty[p / 64].fetch_or(bit, Ordering::AcqRel) & bit == 0 && wake {
             self.wake.notify_one();
         }
     }
@@ -223,7 +226,7 @@ impl LogListener for Wan {
                 if local {
                     t.stats.events_queued.fetch_add(1, Ordering::Relaxed);
                 }
-                t.mark(partition);
+                t.mark(partition, local);
             }
         }
     }

@@ -46,6 +46,10 @@ const WINDOW_MAX: usize = 64;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How often a primary tells its backups how far each target applied
+/// (after a failover the new primary re-sends at most this much, which the
+/// target's watermarks skip).
+const SHARE_EVERY: Duration = Duration::from_millis(500);
 /// A batch not received in this long means the link is gone.
 const STALL: Duration = Duration::from_secs(10);
 
@@ -109,6 +113,9 @@ struct Publisher {
     journal: Option<Journal>,
     /// Next journal record to send.
     journal_read: u64,
+    /// Per spill into the journal: the id after its last record and the
+    /// time of its oldest change, so the lag counts the journal too.
+    spill_ages: VecDeque<(u64, u64)>,
     conn: Option<Conn>,
     batch_id: u64,
     batch_max: usize,
@@ -124,6 +131,7 @@ struct Publisher {
     /// Partitions whose applied seq advanced since it was last shared
     /// with their backups.
     to_share: BTreeSet<usize>,
+    last_share: Instant,
     last_status: Instant,
 }
 
@@ -147,6 +155,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         journal_dir,
         journal: None,
         journal_read: 0,
+        spill_ages: VecDeque::new(),
         conn: None,
         batch_id: 0,
         batch_max: 64 << 10,
@@ -159,6 +168,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         next_connect: Instant::now(),
         dirty: Vec::new(),
         to_share: BTreeSet::new(),
+        last_share: Instant::now(),
         last_status: Instant::now() - Duration::from_secs(10),
     };
     // Publishers of one site start at different endpoints, so the remote
@@ -210,7 +220,10 @@ impl Publisher {
                     self.target.set_state(PublisherState::Paused);
                 }
                 Control::Stop => {
-                    tracing::warn!(target_site = name, "WAN publisher stopped: changes are neither queued nor sent; resume re-syncs");
+                    tracing::warn!(
+                        target_site = name,
+                        "WAN publisher stopped: changes are neither queued nor sent; resume re-syncs"
+                    );
                     self.target.set_state(PublisherState::Stopped);
                     self.drop_backlog();
                 }
@@ -240,6 +253,7 @@ impl Publisher {
             }
             self.journal_read = j.next_id();
         }
+        self.spill_ages.clear();
         self.spilled.iter_mut().for_each(|s| *s = 0);
         self.outbox.clear();
         self.pending.clear();
@@ -337,7 +351,10 @@ impl Publisher {
                         }
                         Ok(_) => {}
                         Err(e) => {
-                            tracing::error!(target_site = self.target.settings.name, "WAN journal unreadable, re-syncing: {e}");
+                            tracing::error!(
+                                target_site = self.target.settings.name,
+                                "WAN journal unreadable, re-syncing: {e}"
+                            );
                             self.drop_backlog();
                             self.target.set_state(PublisherState::NeedsResync);
                             return;
@@ -600,6 +617,9 @@ impl Publisher {
     fn trim_journal(&mut self) {
         let Some(j) = self.journal.as_mut() else { return };
         let oldest_unapplied = self.in_flight.iter().filter_map(|b| b.journal).min().unwrap_or(self.journal_read);
+        while self.spill_ages.front().is_some_and(|&(end, _)| end <= oldest_unapplied) {
+            self.spill_ages.pop_front();
+        }
         // Every record applied: drop the active segment too (truncate_before
         // keeps it), or journal_bytes and the disk budget would keep counting
         // a delivered backlog of up to a whole segment.
@@ -658,10 +678,14 @@ impl Publisher {
             self.disconnected("no acknowledgement in time");
         }
         if let Some(c) = &self.wan.cluster {
-            for p in std::mem::take(&mut self.to_share) {
-                if self.owned[p] {
-                    c.replicator.share_wan_applied(p, &self.target.settings.name, self.acked[p]);
-                }
+            if self.last_share.elapsed() >= SHARE_EVERY {
+                self.last_share = Instant::now();
+                let applied: Vec<(usize, u64)> = std::mem::take(&mut self.to_share)
+                    .into_iter()
+                    .filter(|&p| self.owned[p])
+                    .map(|p| (p, self.acked[p]))
+                    .collect();
+                c.replicator.share_wan_applied(&self.target.settings.name, &applied);
             }
         }
         // The budget first: connecting to a site that is down can take
@@ -744,7 +768,10 @@ impl Publisher {
                     self.journal = Some(j);
                 }
                 Err(e) => {
-                    tracing::error!(target_site = self.target.settings.name, "cannot open the WAN journal, re-syncing instead: {e}");
+                    tracing::error!(
+                        target_site = self.target.settings.name,
+                        "cannot open the WAN journal, re-syncing instead: {e}"
+                    );
                     self.drop_backlog();
                     self.target.set_state(PublisherState::NeedsResync);
                     return;
@@ -753,6 +780,7 @@ impl Publisher {
         }
         let owned: Vec<usize> = (0..self.parts).filter(|&p| self.owned[p]).collect();
         let mut spilled_any = false;
+        let mut oldest_ms = u64::MAX;
         for p in owned {
             // Re-spill from what was applied: entries in flight from memory
             // go to the journal too, so the journal always precedes the log.
@@ -769,6 +797,7 @@ impl Publisher {
                     if change.version.site == site {
                         put_change(&mut body, p as u16, seq, change, delta, part, stats);
                         add(&stats.spilled_events, 1);
+                        oldest_ms = oldest_ms.min(change.version.millis());
                     }
                 }
                 Some(())
@@ -782,7 +811,10 @@ impl Publisher {
                 let Some(j) = self.journal.as_mut() else { return };
                 let len = body.len() as u64;
                 if let Err(e) = append_chunked(j, &body.freeze()) {
-                    tracing::error!(target_site = self.target.settings.name, "WAN journal write failed, re-syncing instead: {e}");
+                    tracing::error!(
+                        target_site = self.target.settings.name,
+                        "WAN journal write failed, re-syncing instead: {e}"
+                    );
                     self.drop_backlog();
                     self.target.set_state(PublisherState::NeedsResync);
                     return;
@@ -796,6 +828,9 @@ impl Publisher {
             spilled_any = true;
         }
         if let Some(j) = self.journal.as_mut() {
+            if oldest_ms != u64::MAX {
+                self.spill_ages.push_back((j.next_id(), oldest_ms));
+            }
             let _ = j.flush();
             if spilled_any && j.disk_bytes() > self.wan.settings.disk_budget {
                 tracing::error!(
@@ -824,16 +859,13 @@ impl Publisher {
             rtt_us: self.rtt_ewma_us,
             ..Default::default()
         };
-        for p in 0..self.parts {
+        // Only the partitions this node is primary for are visited; the
+        // backups' copies are the rest of the logs' running total.
+        for p in (0..self.parts).filter(|&p| self.owned[p]) {
             let acked = self.acked[p];
-            let owned = self.owned[p];
             self.wan.ks.with_partition(p, |part, _| {
-                if part.replica {
-                    s.queue_bytes_backup += part.log.bytes() as u64;
-                    return;
-                }
                 s.queue_bytes_primary += part.log.bytes() as u64;
-                if owned {
+                {
                     // Only changes that originated here are queued for the
                     // site; past a scan budget, every unacknowledged entry
                     // counts (an upper bound), so a status never holds a
@@ -861,6 +893,10 @@ impl Publisher {
                     }
                 }
             });
+        }
+        s.queue_bytes_backup = (self.wan.ks.log_bytes() as u64).saturating_sub(s.queue_bytes_primary);
+        if let Some(&(_, oldest)) = self.spill_ages.front() {
+            s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(oldest));
         }
         if self.state() == PublisherState::Stopped {
             s.queue_events = 0;

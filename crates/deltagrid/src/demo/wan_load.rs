@@ -140,6 +140,27 @@ pub struct RunSpec {
     pub outage: bool,
 }
 
+impl RunSpec {
+    /// `wan-off[-N]`, `on-apply-N`, `pipelined-N` or `outage-N`.
+    fn parse(name: &str) -> Option<RunSpec> {
+        let (kind, partitions) = match name.rsplit_once('-') {
+            Some((kind, n)) if n.bytes().all(|b| b.is_ascii_digit()) => (kind, n.parse::<u16>().ok()?),
+            _ => (name, 271),
+        };
+        if partitions == 0 || partitions > keyspace::slot::SLOTS {
+            return None;
+        }
+        let (wan, ack, outage) = match kind {
+            "wan-off" => (false, None, false),
+            "on-apply" => (true, Some("on-apply"), false),
+            "pipelined" => (true, Some("pipelined"), false),
+            "outage" => (true, Some("pipelined"), true),
+            _ => return None,
+        };
+        Some(RunSpec { name: name.to_string(), wan, ack, partitions, outage })
+    }
+}
+
 /// Backlog: at least this many events queued for site 2 (all site-1 nodes;
 /// ~7 MB, a quarter second of a 200 Mbit/s link). Publish lag is no guide:
 /// `lag_ms` reads 0 while the backlog sits in the journal.
@@ -302,9 +323,8 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
         partitions: 271,
         outage: false,
     });
-    let partitions = args.partitions.clone().unwrap_or_else(|| {
-        if smoke { vec![271, 2048] } else { vec![271, 2048, 5120, 16384] }
-    });
+    let partitions =
+        args.partitions.clone().unwrap_or_else(|| if smoke { vec![271, 2048] } else { vec![271, 2048, 5120, 16384] });
     for &p in &partitions {
         specs.push(RunSpec {
             name: format!("pipelined-{p}"),
@@ -324,10 +344,13 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
         });
     }
     if !args.runs.is_empty() {
-        specs.retain(|r| args.runs.contains(&r.name));
-        if specs.is_empty() {
-            bail!("--runs {:?} names no run", args.runs);
-        }
+        // Named runs, in the order given; any partition count may be named
+        // (`wan-off-16384` is the client rate without WAN at 16,384).
+        specs = args
+            .runs
+            .iter()
+            .map(|name| RunSpec::parse(name).with_context(|| format!("--runs: no run named {name:?}")))
+            .collect::<anyhow::Result<_>>()?;
     }
 
     let date = super::result_files::utc_now();
@@ -865,7 +888,6 @@ fn print_run(r: &RunResult, link_bps: Option<f64>) {
 }
 
 fn print_table(results: &[RunResult], _link_bps: Option<f64>) {
-    let off = results.iter().find(|r| !r.spec.wan).map(|r| r.site1_ops_per_s);
     println!(
         "{:<16} {:>9} {:>8} {:>9} {:>9} {:>13} {:>10} {:>9} {:>9} {:>11} {:>8} {:>8} {:>9} {:>9} {:>9}",
         "run",
@@ -886,7 +908,8 @@ fn print_table(results: &[RunResult], _link_bps: Option<f64>) {
     );
     for r in results {
         let rss = r.node_end.iter().map(|n| n.peak_rss_kib).max().unwrap_or(0) / 1024;
-        let vs = off.map_or("-".into(), |o| format!("{:.0}%", r.site1_ops_per_s / o * 100.0));
+        let vs = off_run(results, r.spec.partitions)
+            .map_or("-".into(), |o| format!("{:.0}%", r.site1_ops_per_s / o.site1_ops_per_s * 100.0));
         if !r.spec.wan {
             println!(
                 "{:<16} {:>9.0} {:>8} {:>9} {:>9} {:>13} {:>10} {:>9} {:>9} {:>11} {:>8} {:>8} {:>9} {:>9} {:>9}",
@@ -1018,8 +1041,7 @@ fn targets(results: &[RunResult]) -> Vec<Target> {
             .join("; "),
         met: (!wan.is_empty()).then(|| wan.iter().all(|r| !r.lost())),
     });
-    let off = find(results, "wan-off");
-    out.push(match (off, p271) {
+    out.push(match (off_run(results, 271), p271) {
         (Some(off), Some(on)) => {
             let ratio = on.site1_ops_per_s / off.site1_ops_per_s.max(1e-9);
             Target {
@@ -1038,6 +1060,12 @@ fn targets(results: &[RunResult]) -> Vec<Target> {
         }
     });
     out
+}
+
+/// The WAN-off run at `partitions` partitions, else any WAN-off run.
+fn off_run(results: &[RunResult], partitions: u16) -> Option<&RunResult> {
+    let off = || results.iter().filter(|r| !r.spec.wan);
+    off().find(|r| r.spec.partitions == partitions).or_else(|| off().next())
 }
 
 fn met(m: Option<bool>) -> &'static str {
