@@ -588,7 +588,8 @@ def test_bad_input_on_the_wan_port_is_refused_and_the_link_keeps_working(sites):
     a.set("after", "2")
     a.hset("after:h", "f", "v")
     wait_key(newyork.nodes[0], b"after", b"2")
-    assert b.hget("after:h", "f") == b"v"
+    # Two keys, two partitions: no order between them, so wait for each.
+    wait_until(lambda: b.hget("after:h", "f") == b"v", timeout=15, message="after:h replicated")
     # (The status snapshot is refreshed twice a second.)
     wait_until(lambda: target_status(london.nodes[0], "newyork")["connected"], timeout=5,
                message="site 1's link to site 2 is up")

@@ -50,6 +50,10 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// (after a failover the new primary re-sends at most this much, which the
 /// target's watermarks skip).
 const SHARE_EVERY: Duration = Duration::from_millis(500);
+/// Small batches (the writes of a quiet moment) leave at most this often,
+/// so a target's fixed work per batch is shared by more changes; a backlog
+/// fills whole batches, which are not held.
+const SMALL_BATCH_EVERY: Duration = Duration::from_millis(5);
 /// A batch not received in this long means the link is gone.
 const STALL: Duration = Duration::from_secs(10);
 
@@ -107,8 +111,14 @@ struct Publisher {
     outbox: VecDeque<(Bytes, Vec<(u16, u64)>)>,
     in_flight: VecDeque<InFlight>,
     /// A small batch read from the logs is on its way and not yet
-    /// received: more changes wait for it to fill the next batch (Nagle).
+    /// applied: more changes wait for it to fill the next batch (Nagle).
+    /// Waiting for the apply rather than the receipt makes a batch carry
+    /// what was written during one apply at the target, so the target's
+    /// work per batch (routing, a backup round trip) is shared by many
+    /// changes; a backlog fills whole batches, which pipeline as before.
     small_in_flight: Option<u64>,
+    /// No small batch before this: at most one per [`SMALL_BATCH_EVERY`].
+    hold_until: Option<Instant>,
     journal_dir: PathBuf,
     journal: Option<Journal>,
     /// Next journal record to send.
@@ -152,6 +162,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         outbox: VecDeque::new(),
         in_flight: VecDeque::new(),
         small_in_flight: None,
+        hold_until: None,
         journal_dir,
         journal: None,
         journal_read: 0,
@@ -184,6 +195,12 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         p.run_controls();
         p.fill();
         let target = p.target.clone();
+        let hold = async {
+            match p.hold_until {
+                Some(t) => tokio::time::sleep_until(t.into()).await,
+                None => std::future::pending().await,
+            }
+        };
         let frame = async {
             match p.conn.as_mut() {
                 Some(c) => c.rx.recv().await,
@@ -196,6 +213,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
                 None => p.disconnected("connection closed"),
             },
             _ = target.wake.notified() => {}
+            _ = hold => {}
             _ = tick.tick() => p.on_tick().await,
         }
     }
@@ -324,6 +342,9 @@ impl Publisher {
 
     /// Sends while the window has room.
     fn fill(&mut self) {
+        if self.hold_until.is_some_and(|t| Instant::now() >= t) {
+            self.hold_until = None;
+        }
         if self.state() == PublisherState::NeedsResync && self.connected() {
             self.begin_resync();
         }
@@ -362,7 +383,7 @@ impl Publisher {
                     }
                 }
             }
-            if self.small_in_flight.is_some() {
+            if self.small_in_flight.is_some() || self.hold_until.is_some() {
                 break;
             }
             let (body, seqs) = self.read_logs(self.batch_max);
@@ -378,6 +399,7 @@ impl Publisher {
             self.send(body, seqs, None, None);
             if small {
                 self.small_in_flight = Some(self.batch_id);
+                self.hold_until = Some(Instant::now() + SMALL_BATCH_EVERY);
             }
         }
     }
@@ -547,9 +569,6 @@ impl Publisher {
             Frame::Received(id) => {
                 let now = Instant::now();
                 let was_full = self.window_full();
-                if self.small_in_flight.is_some_and(|s| s <= id) {
-                    self.small_in_flight = None;
-                }
                 if let Some(b) = self.in_flight.iter_mut().find(|b| b.id == id) {
                     b.received = true;
                     let rtt = now.duration_since(b.sent).as_micros() as u64;
@@ -566,6 +585,9 @@ impl Publisher {
                 }
             }
             Frame::Applied(id) => {
+                if self.small_in_flight.is_some_and(|s| s <= id) {
+                    self.small_in_flight = None;
+                }
                 let Some(pos) = self.in_flight.iter().position(|b| b.id == id) else { return };
                 let Some(b) = self.in_flight.remove(pos) else { return };
                 add(&self.target.stats.events_distributed, b.events);
@@ -645,6 +667,7 @@ impl Publisher {
         // first, the journal from its oldest unapplied record, the logs
         // from what was applied (or spilled).
         self.small_in_flight = None;
+        self.hold_until = None;
         self.inflight.iter_mut().for_each(|n| *n = 0);
         let mut kept: Vec<(Bytes, Vec<(u16, u64)>)> = Vec::new();
         for b in self.in_flight.drain(..) {
