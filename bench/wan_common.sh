@@ -1,6 +1,11 @@
 # Shared by the WAN benchmark scripts (wan_delta.sh, wan_load.sh); source
 # after common.sh and netns.sh. Functions, no side effects on sourcing.
 
+# "A" or "A-B", for taskset -c.
+cpu_range() {
+    if (($1 == $2)); then echo "$1"; else echo "$1-$2"; fi
+}
+
 # Where the two sites run. As root, in two network namespaces joined by an
 # emulated link (bench/netns.sh), removed again on exit; otherwise, or if
 # they cannot be made, on loopback, and the output says so loudly. Sets
@@ -30,5 +35,18 @@ wan_placement() {
         echo "*** Both sites run on 127.0.0.1 with no delay, jitter or rate limit; WAN figures are loopback figures."
         echo
         RUN+=(--link "loopback, no emulation ($why)")
+    fi
+    # WAN_PIN_SITES=1: each site on its own CPUs, as two data centers are on
+    # their own machines (site 1's nodes, its clients and the benchmark on
+    # WAN_SITE1_CPUS, site 2's nodes and clients on WAN_SITE2_CPUS).
+    if [[ ${WAN_PIN_SITES:-0} == 1 ]]; then
+        local half=$(( $(nproc) / 2 ))
+        if ((half < 1)) || ! command -v taskset >/dev/null; then
+            echo "*** WAN_PIN_SITES=1 needs taskset and 2 CPUs or more: not pinned."
+        else
+            local c1=${WAN_SITE1_CPUS:-$(cpu_range 0 $((half - 1)))} c2=${WAN_SITE2_CPUS:-$(cpu_range $half $(($(nproc) - 1)))}
+            echo "CPUs: site 1 (nodes, clients, benchmark) $c1; site 2 (nodes, clients) $c2"
+            RUN=(taskset -c "$c1" "${RUN[@]}" --site1-cpus "$c1" --site2-cpus "$c2")
+        fi
     fi
 }

@@ -16,6 +16,7 @@
 # docs/bench; --smoke and --out: see bench/common.sh).
 #
 # Environment: WAN_DELAY [10ms], WAN_JITTER [1ms], WAN_RATE [200mbit] (bench/netns.sh);
+#   WAN_PIN_SITES=1: each site on half the CPUs (bench/wan_common.sh);
 #   WAN_NETNS=0 forces loopback; DELTAGRID_BIN, DELTAGRID_BUILD=0 as in
 #   bench/common.sh (the binary is looked for under $CARGO_TARGET_DIR when set);
 #   PLOT_PYTHON: a python with matplotlib (default: bench/.venv, then

@@ -138,7 +138,7 @@ pub fn run(args: &WanDeltaArgs) -> anyhow::Result<()> {
         if args.smoke { " (smoke run)" } else { "" }
     );
     for (i, s) in placement.sites.iter().enumerate() {
-        println!("site {}: {} {}", i + 1, s.ip, s.netns.as_deref().map_or("(this namespace)".into(), |n| format!("(netns {n})")));
+        println!("site {}: {}", i + 1, s.describe());
     }
     println!("link: {link}");
     let mut results = Vec::new();

@@ -368,12 +368,7 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
         if smoke { " (smoke run)" } else { "" }
     );
     for (i, p) in placement.sites.iter().enumerate() {
-        println!(
-            "site {}: {} {}",
-            i + 1,
-            p.ip,
-            p.netns.as_deref().map_or("(this namespace)".into(), |n| format!("(netns {n})"))
-        );
+        println!("site {}: {}", i + 1, p.describe());
     }
     println!("link: {link}");
     println!(

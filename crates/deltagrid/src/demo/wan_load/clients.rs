@@ -8,7 +8,7 @@
 //! goes to its key's primary).
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -144,14 +144,7 @@ pub struct Readers {
 impl Readers {
     pub fn start(nodes: &[Node], placement: &Placement, threads: usize, mix: Mix) -> anyhow::Result<Readers> {
         let exe = std::env::current_exe()?;
-        let mut cmd = match &placement.sites[1].netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(exe);
-                c
-            }
-            None => Command::new(exe),
-        };
+        let mut cmd = placement.sites[1].command(&exe);
         cmd.args(["bench", "wan-load", "--reader-child", "--reader-urls"])
             .arg(site_urls(nodes, 2).join(","))
             .args(["--keys", &mix.keys.to_string(), "--site2-threads", &threads.to_string()])
