@@ -45,7 +45,11 @@ const WINDOW_MIN: usize = 2;
 const WINDOW_MAX: usize = 64;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Between connection attempts at most: a link that comes back is used
+/// within about this long (an attempt is one SYN, cheap to repeat).
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// How often "remote site unreachable" is logged while it stays so.
+const UNREACHABLE_LOG_EVERY: Duration = Duration::from_secs(30);
 /// How often a primary tells its backups how far each target applied
 /// (after a failover the new primary re-sends at most this much, which the
 /// target's watermarks skip).
@@ -137,6 +141,7 @@ struct Publisher {
     remote_incarnation: Option<u64>,
     backoff: Duration,
     next_connect: Instant,
+    unreachable_logged: Option<Instant>,
     dirty: Vec<usize>,
     /// Partitions whose applied seq advanced since it was last shared
     /// with their backups.
@@ -177,6 +182,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         remote_incarnation: None,
         backoff: Duration::from_millis(100),
         next_connect: Instant::now(),
+        unreachable_logged: None,
         dirty: Vec::new(),
         to_share: BTreeSet::new(),
         last_share: Instant::now(),
@@ -733,6 +739,7 @@ impl Publisher {
         match open(&self.wan, &self.target, &endpoint).await {
             Ok((conn, applied, incarnation)) => {
                 tracing::info!(target_site = self.target.settings.name, endpoint, "WAN link up");
+                self.unreachable_logged = None;
                 add(&self.target.stats.connects, 1);
                 let restarted = incarnation != 0 && self.remote_incarnation.is_some_and(|i| i != incarnation);
                 if incarnation != 0 {
@@ -764,7 +771,9 @@ impl Publisher {
             }
             Err(e) => {
                 tracing::debug!(target_site = self.target.settings.name, endpoint, "WAN connect failed: {e}");
-                if self.backoff >= BACKOFF_MAX {
+                let log_due = self.unreachable_logged.is_none_or(|t| t.elapsed() >= UNREACHABLE_LOG_EVERY);
+                if self.backoff >= BACKOFF_MAX && log_due {
+                    self.unreachable_logged = Some(Instant::now());
                     tracing::warn!(target_site = self.target.settings.name, endpoint, "remote site unreachable: {e}");
                 }
                 self.next_connect = Instant::now() + self.backoff;
@@ -1024,11 +1033,12 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(C
     let stats_target = target.clone();
     tokio::spawn(async move {
         let mut out = BytesMut::new();
+        let mut lz4 = wire::Lz4Probe::default();
         while let Some(f) = out_rx.recv().await {
             out.clear();
-            wire::encode(&f, &mut out);
+            wire::encode_with(&f, &mut lz4, &mut out);
             while let Ok(f) = out_rx.try_recv() {
-                wire::encode(&f, &mut out);
+                wire::encode_with(&f, &mut lz4, &mut out);
                 if out.len() > 4 << 20 {
                     break;
                 }

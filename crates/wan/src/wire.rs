@@ -133,8 +133,40 @@ fn need(b: &Bytes, n: usize, what: &'static str) -> Result<(), WireError> {
     }
 }
 
+/// When a batch is worth trying to compress: while batches shrink, every
+/// one; after one that shrank by less than an eighth (random or encrypted
+/// values), the next [`Lz4Probe::SKIP`] go raw and then one is tried again,
+/// so incompressible data costs no compression work.
+#[derive(Debug, Default)]
+pub struct Lz4Probe {
+    skip: u32,
+}
+
+impl Lz4Probe {
+    const SKIP: u32 = 31;
+
+    fn should_try(&mut self) -> bool {
+        if self.skip == 0 {
+            return true;
+        }
+        self.skip -= 1;
+        false
+    }
+
+    fn record(&mut self, raw: usize, compressed: usize) {
+        if compressed > raw - raw / 8 {
+            self.skip = Self::SKIP;
+        }
+    }
+}
+
 /// Appends one encoded frame to `out`.
 pub fn encode(frame: &Frame, out: &mut BytesMut) {
+    encode_with(frame, &mut Lz4Probe::default(), out)
+}
+
+/// [`encode`], compressing batches as `probe` advises.
+pub fn encode_with(frame: &Frame, probe: &mut Lz4Probe, out: &mut BytesMut) {
     let start = out.len();
     out.put_u32_le(0);
     match frame {
@@ -166,8 +198,15 @@ pub fn encode(frame: &Frame, out: &mut BytesMut) {
         Frame::Batch { id, body } => {
             out.put_u8(KIND_BATCH);
             out.put_u64_le(*id);
-            let compressed = lz4_flex::block::compress(body);
-            if compressed.len() < body.len() {
+            let compressed = match probe.should_try() {
+                true => {
+                    let c = lz4_flex::block::compress(body);
+                    probe.record(body.len(), c.len());
+                    Some(c)
+                }
+                false => None,
+            };
+            if let Some(compressed) = compressed.filter(|c| c.len() < body.len()) {
                 out.put_u8(FLAG_LZ4);
                 out.put_u32_le(body.len() as u32);
                 out.put_slice(&compressed);
@@ -448,6 +487,34 @@ mod tests {
         }
         let nf = Frame::NeedFull(vec![(4, Bytes::from_static(b"k1")), (5, Bytes::new())]);
         assert_eq!(round_trip(&nf), nf);
+    }
+
+    #[test]
+    fn incompressible_batches_go_raw_and_compression_is_retried_later() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let random: Vec<u8> = (0..4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect();
+        let random = Bytes::from(random);
+        let repeated = Bytes::from(vec![b'x'; 4096]);
+        let mut probe = Lz4Probe::default();
+        let mut sizes = Vec::new();
+        for body in std::iter::once(&random).chain(std::iter::repeat_n(&repeated, Lz4Probe::SKIP as usize + 1)) {
+            let mut out = BytesMut::new();
+            encode_with(&Frame::Batch { id: 1, body: body.clone() }, &mut probe, &mut out);
+            sizes.push(out.len());
+            let Some(Frame::Batch { body: got, .. }) = decode(&mut out).unwrap() else { panic!("not a batch") };
+            assert_eq!(&got, body);
+        }
+        // The random batch went raw, the next SKIP ones too (compressible or
+        // not), then compression was tried again and paid off.
+        assert!(sizes[..=Lz4Probe::SKIP as usize].iter().all(|&n| n > 4096), "{sizes:?}");
+        assert!(*sizes.last().unwrap() < 200, "{sizes:?}");
     }
 
     #[test]

@@ -31,7 +31,9 @@ pub fn machine() -> serde_json::Value {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     serde_json::json!({
-        "nproc": std::thread::available_parallelism().map(|n| n.get()).ok(),
+        // The machine's CPUs, whatever this process is pinned to (taskset).
+        "nproc": Some(cpuinfo.lines().filter(|l| l.starts_with("processor")).count()).filter(|&n| n > 0),
+        "cpus_available": std::thread::available_parallelism().map(|n| n.get()).ok(),
         "mem_total_kib": mem_kib,
         "cpu": cpu,
         "kernel": kernel.trim(),
