@@ -275,6 +275,10 @@ fn a_delete_older_than_a_hash_removes_only_the_older_fields() {
 
 #[test]
 fn a_string_delta_on_a_wrong_base_needs_the_full_value_which_then_applies() {
+    // A local SET at d older than every write at a: done first, since the
+    // test clocks read the system time and never go back.
+    let d = keyspace(3);
+    local_set(&d, "s", "other");
     let a = keyspace(1);
     let bb = keyspace(2);
     let v1 = local_set(&a, "s", "hello");
@@ -299,8 +303,6 @@ fn a_string_delta_on_a_wrong_base_needs_the_full_value_which_then_applies() {
     assert_eq!(apply(&c, &first[0]), Applied);
     assert_eq!(apply(&c, &append), Applied);
     assert_eq!(string(&c, "s"), Some(b("hello world")));
-    let d = keyspace(3);
-    local_set(&d, "s", "other");
     assert_eq!(apply(&d, &append), NeedFull, "a local SET older than the APPEND");
     let e = keyspace(3);
     let newer = e.hlc().tick() + (1 << 40);
