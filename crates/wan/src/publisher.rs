@@ -897,32 +897,30 @@ impl Publisher {
             let acked = self.acked[p];
             self.wan.ks.with_partition(p, |part, _| {
                 s.queue_bytes_primary += part.log.bytes() as u64;
-                {
-                    // Only changes that originated here are queued for the
-                    // site; past a scan budget, every unacknowledged entry
-                    // counts (an upper bound), so a status never holds a
-                    // partition lock for long.
-                    let unacked = part.log.next_seq().saturating_sub(acked + 1);
-                    let Some(it) = part.log.read_from(acked + 1) else {
-                        s.queue_events += unacked;
-                        return;
-                    };
-                    if unacked > scan_budget {
-                        s.queue_events += unacked;
-                        if let Some((_, c)) = it.take(1000).find(|(_, c)| c.version.site == site) {
-                            s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(c.version.millis()));
-                        }
-                        return;
+                // Only changes that originated here are queued for the
+                // site; past a scan budget, every unacknowledged entry
+                // counts (an upper bound), so a status never holds a
+                // partition lock for long.
+                let unacked = part.log.next_seq().saturating_sub(acked + 1);
+                let Some(it) = part.log.read_from(acked + 1) else {
+                    s.queue_events += unacked;
+                    return;
+                };
+                if unacked > scan_budget {
+                    s.queue_events += unacked;
+                    if let Some((_, c)) = it.take(1000).find(|(_, c)| c.version.site == site) {
+                        s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(c.version.millis()));
                     }
-                    scan_budget -= unacked;
-                    let mut first = true;
-                    for (_, c) in it.filter(|(_, c)| c.version.site == site) {
-                        if first {
-                            s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(c.version.millis()));
-                            first = false;
-                        }
-                        s.queue_events += 1;
+                    return;
+                }
+                scan_budget -= unacked;
+                let mut first = true;
+                for (_, c) in it.filter(|(_, c)| c.version.site == site) {
+                    if first {
+                        s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(c.version.millis()));
+                        first = false;
                     }
+                    s.queue_events += 1;
                 }
             });
         }

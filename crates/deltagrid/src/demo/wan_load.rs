@@ -315,43 +315,26 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
         Some(dev) => OutageMethod::Link { dev: dev.clone(), netns: args.outage_netns.clone() },
         None => OutageMethod::Pause,
     };
-    let mut specs = vec![RunSpec { name: "wan-off".into(), wan: false, ack: None, partitions: 271, outage: false }];
-    specs.push(RunSpec {
-        name: "on-apply-271".into(),
-        wan: true,
-        ack: Some("on-apply"),
-        partitions: 271,
-        outage: false,
-    });
-    let partitions =
-        args.partitions.clone().unwrap_or_else(|| if smoke { vec![271, 2048] } else { vec![271, 2048, 5120, 16384] });
-    for &p in &partitions {
-        specs.push(RunSpec {
-            name: format!("pipelined-{p}"),
-            wan: true,
-            ack: Some("pipelined"),
-            partitions: p,
-            outage: false,
-        });
-    }
-    for &p in &args.outage_partitions {
-        specs.push(RunSpec {
-            name: format!("outage-{p}"),
-            wan: true,
-            ack: Some("pipelined"),
-            partitions: p,
-            outage: true,
-        });
-    }
-    if !args.runs.is_empty() {
-        // Named runs, in the order given; any partition count may be named
-        // (`wan-off-16384` is the client rate without WAN at 16,384).
-        specs = args
-            .runs
-            .iter()
-            .map(|name| RunSpec::parse(name).with_context(|| format!("--runs: no run named {name:?}")))
-            .collect::<anyhow::Result<_>>()?;
-    }
+    // The default runs unless --runs names others (in the order given; any
+    // partition count may be named: `wan-off-16384` is the client rate
+    // without WAN at 16,384 partitions).
+    let names: Vec<String> = if args.runs.is_empty() {
+        let partitions =
+            args.partitions
+                .clone()
+                .unwrap_or_else(|| if smoke { vec![271, 2048] } else { vec![271, 2048, 5120, 16384] });
+        ["wan-off".to_string(), "on-apply-271".to_string()]
+            .into_iter()
+            .chain(partitions.iter().map(|p| format!("pipelined-{p}")))
+            .chain(args.outage_partitions.iter().map(|p| format!("outage-{p}")))
+            .collect()
+    } else {
+        args.runs.clone()
+    };
+    let specs: Vec<RunSpec> = names
+        .iter()
+        .map(|name| RunSpec::parse(name).with_context(|| format!("no run named {name:?} (wan-off[-N], on-apply-N, pipelined-N, outage-N)")))
+        .collect::<anyhow::Result<_>>()?;
 
     let date = super::result_files::utc_now();
     let dir = std::env::temp_dir().join(format!("deltagrid-bench-wan-load-{}", std::process::id()));
