@@ -200,6 +200,9 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
     loop {
         p.run_controls();
         p.fill();
+        if p.target.set_quiet(!p.can_send_logs()) {
+            continue;
+        }
         let target = p.target.clone();
         let hold = async {
             match p.hold_until {
@@ -344,6 +347,16 @@ impl Publisher {
             AckMode::OnApply => !self.in_flight.is_empty(),
             AckMode::Pipelined => self.in_flight.iter().filter(|f| !f.received).count() >= self.window,
         }
+    }
+
+    /// Whether a change written now would be sent at once: otherwise
+    /// writes need not wake this publisher.
+    fn can_send_logs(&self) -> bool {
+        self.state() == PublisherState::Replicating
+            && self.connected()
+            && self.small_in_flight.is_none()
+            && self.hold_until.is_none()
+            && !self.window_full()
     }
 
     /// Sends while the window has room.
