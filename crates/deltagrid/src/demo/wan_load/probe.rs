@@ -133,6 +133,15 @@ pub fn proc_cpu_seconds(pid: u32) -> Option<f64> {
     Some(ticks as f64 / clock_ticks() as f64)
 }
 
+/// Seconds of CPU time the hypervisor gave to others, all CPUs together
+/// (the `steal` column of /proc/stat's `cpu` line).
+pub fn steal_seconds() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = s.lines().find(|l| l.starts_with("cpu "))?;
+    let steal: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    Some(steal as f64 / clock_ticks() as f64)
+}
+
 fn clock_ticks() -> u64 {
     static TCK: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *TCK.get_or_init(|| {
