@@ -11,7 +11,10 @@
 # bench/common.sh). Loopback only.
 #
 # Environment: N [100000; smoke 2000], CLIENTS [50], TESTS ["set,get,incr,hset"],
-# PIPELINE [1]; DELTAGRID_BIN / DELTAGRID_BUILD / PLOT_PYTHON as in bench/common.sh.
+# PIPELINE [1], ROUNDS [1]: with more, backups = 0 and 1 alternate ROUNDS
+# times on fresh sites and the table gives each round's cost and the median
+# (one pair is at the mercy of this machine's noise);
+# DELTAGRID_BIN / DELTAGRID_BUILD / PLOT_PYTHON as in bench/common.sh.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 bench_args "$@"
@@ -20,6 +23,7 @@ N=${N:-$( ((SMOKE)) && echo 2000 || echo 100000)}
 CLIENTS=${CLIENTS:-50}
 TESTS=${TESTS:-set,get,incr,hset}
 PIPELINE=${PIPELINE:-1}
+ROUNDS=${ROUNDS:-1}
 command -v redis-benchmark >/dev/null || die "redis-benchmark not found (apt-get install redis-tools)"
 need_deltagrid
 
@@ -31,10 +35,12 @@ echo "Machine: $MACHINE"
 echo
 echo "date,test,d,P,clients,requests,target,status,rps,avg_latency_ms,min_latency_ms,p50_latency_ms,p95_latency_ms,p99_latency_ms,max_latency_ms" >"$CSV"
 declare -A RPS
+for ((round = 1; round <= ROUNDS; round++)); do
 for backups in 0 1; do
     target="backups=$backups"
     ((backups == 0)) || target+=" sync"
-    start_site "b$backups" "$backups" 3
+    ((ROUNDS == 1)) || target+=" round $round"
+    start_site "b$backups-r$round" "$backups" 3
     # Header names, not positions: "test","rps",...,"p50_latency_ms",...
     redis-benchmark --cluster -p "${SITE_PORTS[0]}" -t "$TESTS" -n "$N" -c "$CLIENTS" -P "$PIPELINE" \
         -r 100000 --csv >"$BENCH_WORK/rb.csv" 2>"$BENCH_WORK/rb.err" || true
@@ -47,7 +53,7 @@ for backups in 0 1; do
         "$BENCH_WORK/rb.csv" >>"$CSV"
     got=0
     while IFS=, read -r _ test _ _ _ _ _ _ rps _; do
-        RPS[$backups,$test]=$rps
+        RPS[$round,$backups,$test]=$rps
         got=$((got + 1))
     done < <(grep ",$target,ok," "$CSV")
     if ((got == 0)); then
@@ -55,15 +61,24 @@ for backups in 0 1; do
     fi
     stop_started
 done
+done
 {
-    printf 'test\tbackups=0 ops/s\tbackups=1 sync ops/s\tcost of sync\n'
+    printf 'test\tround\tbackups=0 ops/s\tbackups=1 sync ops/s\tcost of sync\n'
     for test in $(echo "$TESTS" | tr ',' ' ' | tr '[:lower:]' '[:upper:]'); do
-        a=${RPS[0,$test]:-} b=${RPS[1,$test]:-}
-        if [[ -n $a && -n $b ]]; then
-            cost=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f%%", (1 - b / a) * 100 }')
-            printf '%s\t%.0f\t%.0f\t%s\n' "$test" "$a" "$b" "$cost"
-        else
-            printf '%s\t%s\t%s\tnot measured\n' "$test" "${a:-error}" "${b:-error}"
+        costs=()
+        for ((round = 1; round <= ROUNDS; round++)); do
+            a=${RPS[$round,0,$test]:-} b=${RPS[$round,1,$test]:-}
+            if [[ -n $a && -n $b ]]; then
+                cost=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", (1 - b / a) * 100 }')
+                costs+=("$cost")
+                printf '%s\t%s\t%.0f\t%.0f\t%.0f%%\n' "$test" "$round" "$a" "$b" "$cost"
+            else
+                printf '%s\t%s\t%s\t%s\tnot measured\n' "$test" "$round" "${a:-error}" "${b:-error}"
+            fi
+        done
+        if ((ROUNDS > 1 && ${#costs[@]} > 0)); then
+            median=$(printf '%s\n' "${costs[@]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%.0f%%", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+            printf '%s\tmedian\t\t\t%s\n' "$test" "$median"
         fi
     done
 } | markdown_table

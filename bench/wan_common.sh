@@ -6,6 +6,27 @@ cpu_range() {
     if (($1 == $2)); then echo "$1"; else echo "$1-$2"; fi
 }
 
+# "0-2,5" -> hex CPU mask "27" (for rps_cpus).
+cpu_mask() {
+    local mask=0 part a b
+    for part in ${1//,/ }; do
+        a=${part%-*} b=${part#*-}
+        for ((c = a; c <= b; c++)); do mask=$((mask | (1 << c))); done
+    done
+    printf '%x' "$mask"
+}
+
+# Receive packet steering: the packets a site's veth end receives are
+# processed on that site's CPUs. Without it a veth hands each packet to the
+# receiving stack on the sending CPU, and site 1 pays for site 2's TCP
+# receive work (separate machines would each do their own).
+steer_receive() {
+    local ns=$1 dev=$2 cpus=$3 q
+    for q in $(ip netns exec "$ns" sh -c "ls -d /sys/class/net/$dev/queues/rx-*" 2>/dev/null); do
+        ip netns exec "$ns" sh -c "echo $(cpu_mask "$cpus") > $q/rps_cpus" 2>/dev/null || return 1
+    done
+}
+
 # Where the two sites run. As root, in two network namespaces joined by an
 # emulated link (bench/netns.sh), removed again on exit; otherwise, or if
 # they cannot be made, on loopback, and the output says so loudly. Sets
@@ -46,6 +67,13 @@ wan_placement() {
         else
             local c1=${WAN_SITE1_CPUS:-$(cpu_range 0 $((half - 1)))} c2=${WAN_SITE2_CPUS:-$(cpu_range $half $(($(nproc) - 1)))}
             echo "CPUs: site 1 (nodes, clients, benchmark) $c1; site 2 (nodes, clients) $c2"
+            if ((WAN_NETNS_UP)); then
+                if steer_receive "$NETNS1" "$NETNS_VETH1" "$c1" && steer_receive "$NETNS2" "$NETNS_VETH2" "$c2"; then
+                    echo "receive processing: $NETNS_VETH1 on CPUs $c1, $NETNS_VETH2 on CPUs $c2 (rps_cpus)"
+                else
+                    echo "*** could not set rps_cpus: each site's packets are received on the sender's CPU."
+                fi
+            fi
             RUN=(taskset -c "$c1" "${RUN[@]}" --site1-cpus "$c1" --site2-cpus "$c2")
         fi
     fi

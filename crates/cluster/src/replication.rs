@@ -460,20 +460,32 @@ impl ReplicationSink for Replicator {
         if owners.primary != self.my_index || owners.backups.is_empty() {
             return;
         }
-        let mut body = Vec::with_capacity(codec::encoded_len(change));
-        codec::encode(change, &mut body);
-        for &b in &owners.backups {
+        // Encoded straight into the first backup's buffer (no allocation
+        // per change with one backup), copied from there for the others.
+        let len = codec::encoded_len(change);
+        let mut encoded: Option<Vec<u8>> = None;
+        for (i, &b) in owners.backups.iter().enumerate() {
             let peer = &self.out[b];
             let mut buf = peer.buf.lock();
-            if buf.len() + body.len() > MAX_PENDING || peer.broken.load(Ordering::Relaxed) {
+            if buf.len() + len > MAX_PENDING || peer.broken.load(Ordering::Relaxed) {
                 drop(buf);
                 self.cut_off(b);
                 continue;
             }
             buf.put_u16_le(partition as u16);
             buf.put_u64_le(seq);
-            buf.put_u32_le(body.len() as u32);
-            buf.put_slice(&body);
+            buf.put_u32_le(len as u32);
+            match &encoded {
+                Some(e) => buf.put_slice(e),
+                None => {
+                    let at = buf.len();
+                    codec::encode(change, &mut *buf);
+                    debug_assert_eq!(buf.len() - at, len, "codec::encoded_len disagrees with codec::encode");
+                    if i + 1 < owners.backups.len() {
+                        encoded = Some(buf[at..].to_vec());
+                    }
+                }
+            }
             drop(buf);
             peer.ready.notify_one();
         }

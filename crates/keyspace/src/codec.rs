@@ -48,7 +48,7 @@ fn varint_len(mut n: u64) -> usize {
     len
 }
 
-fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+fn put_varint(out: &mut impl BufMut, mut n: u64) {
     while n >= 0x80 {
         out.put_u8((n as u8) | 0x80);
         n >>= 7;
@@ -68,7 +68,7 @@ fn bytes_len(b: &[u8]) -> usize {
     varint_len(b.len() as u64) + b.len()
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+fn put_bytes(out: &mut impl BufMut, b: &[u8]) {
     put_varint(out, b.len() as u64);
     out.put_slice(b);
 }
@@ -77,7 +77,7 @@ fn version_len(v: &Version) -> usize {
     varint_len(v.hlc) + varint_len(v.site as u64)
 }
 
-fn put_version(out: &mut Vec<u8>, v: &Version) {
+fn put_version(out: &mut impl BufMut, v: &Version) {
     put_varint(out, v.hlc);
     put_varint(out, v.site as u64);
 }
@@ -124,7 +124,7 @@ fn op_len(op: &DeltaOp) -> usize {
     }
 }
 
-pub fn encode(c: &Change, out: &mut Vec<u8>) {
+pub fn encode(c: &Change, out: &mut impl BufMut) {
     put_bytes(out, &c.key);
     put_version(out, &c.version);
     match &c.kind {
@@ -143,7 +143,7 @@ pub fn encode(c: &Change, out: &mut Vec<u8>) {
     }
 }
 
-fn encode_value(v: &Value, out: &mut Vec<u8>) {
+fn encode_value(v: &Value, out: &mut impl BufMut) {
     match v {
         Value::Str(b) => {
             out.put_u8(STR);
@@ -161,7 +161,7 @@ fn encode_value(v: &Value, out: &mut Vec<u8>) {
     }
 }
 
-fn encode_op(op: &DeltaOp, out: &mut Vec<u8>) {
+fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
     match op {
         DeltaOp::Splice { offset, remove, insert } => {
             out.put_u8(SPLICE);

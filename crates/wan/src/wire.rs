@@ -336,12 +336,14 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
 /// Appends one entry to a batch body; returns the bytes it took.
 pub fn put_entry(body: &mut BytesMut, partition: u16, seq: u64, change: &Change) -> usize {
     let start = body.len();
-    let mut encoded = Vec::with_capacity(codec::encoded_len(change));
-    codec::encode(change, &mut encoded);
+    let len = codec::encoded_len(change);
+    body.reserve(len + 22);
     body.put_u16_le(partition);
     put_varint(body, seq);
-    put_varint(body, encoded.len() as u64);
-    body.put_slice(&encoded);
+    put_varint(body, len as u64);
+    let at = body.len();
+    codec::encode(change, body);
+    debug_assert_eq!(body.len() - at, len, "codec::encoded_len disagrees with codec::encode");
     body.len() - start
 }
 
