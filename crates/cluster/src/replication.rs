@@ -140,13 +140,20 @@ impl Replicator {
     fn send_named_markers(&self, marks: &[(usize, u64)], kind: u64, name: &str) {
         let Some(cluster) = self.cluster.upgrade() else { return };
         let Some(table) = cluster.table() else { return };
-        for (b, peer) in self.out.iter().enumerate() {
+        let mut per_backup: Vec<Vec<(usize, u64)>> = vec![Vec::new(); self.out.len()];
+        for &(p, seq) in marks {
+            let owners = table.owners(p);
+            if owners.primary == self.my_index {
+                for &b in &owners.backups {
+                    per_backup[b].push((p, seq));
+                }
+            }
+        }
+        for (peer, marks) in self.out.iter().zip(&per_backup).filter(|(_, m)| !m.is_empty()) {
             let mut buf = peer.buf.lock();
-            let before = buf.len();
             for &(p, seq) in marks {
-                let owners = table.owners(p);
-                if owners.primary != self.my_index || !owners.backups.contains(&b) || buf.len() > MAX_PENDING {
-                    continue;
+                if buf.len() > MAX_PENDING {
+                    break;
                 }
                 buf.put_u16_le(p as u16);
                 buf.put_u64_le(kind);
@@ -154,11 +161,8 @@ impl Replicator {
                 buf.put_u64_le(seq);
                 buf.put_slice(name.as_bytes());
             }
-            let queued = buf.len() > before;
             drop(buf);
-            if queued {
-                peer.ready.notify_one();
-            }
+            peer.ready.notify_one();
         }
     }
 

@@ -20,8 +20,8 @@ use crate::apply::{apply_change, ApplyError};
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::clock::Clock;
 use crate::delta::{self, StringOpError};
-use crate::expiring::Expiring;
 use crate::partition::Partition;
+use crate::partition_bits::PartitionBits;
 use crate::slot;
 use crate::stats::ChangeStats;
 use crate::value::{Entry, Value};
@@ -152,7 +152,8 @@ pub struct Keyspace {
     sink: OnceLock<Arc<dyn ReplicationSink>>,
     listener: OnceLock<Arc<dyn LogListener>>,
     expire_cursor: AtomicUsize,
-    expiring: Arc<Expiring>,
+    /// Partitions holding keys with a time to live.
+    expiring: Arc<PartitionBits>,
     /// Bytes of all partition logs (each log keeps it in step).
     log_bytes: Arc<AtomicUsize>,
 }
@@ -167,7 +168,7 @@ impl Keyspace {
         };
         let changed_per_part = cfg.changed_keys_bytes / partitions as usize;
         let log_bytes = Arc::new(AtomicUsize::new(0));
-        let expiring = Arc::new(Expiring::new(partitions as usize));
+        let expiring = Arc::new(PartitionBits::new(partitions as usize));
         Keyspace {
             parts: (0..partitions)
                 .map(|p| {
@@ -332,12 +333,12 @@ impl Keyspace {
         let now = self.now_ms();
         let mut removed = 0;
         // Only partitions holding keys with a time to live are visited.
-        for p in self.expiring.marked_from(start) {
+        for p in self.expiring.members_from(start) {
             {
                 let part = self.parts[p].lock();
                 match part.next_expiry() {
                     None => {
-                        self.expiring.clear(p);
+                        self.expiring.remove(p);
                         continue;
                     }
                     Some(at) if part.replica || at > now => continue,

@@ -23,10 +23,10 @@ pub mod changed_keys;
 pub mod clock;
 pub mod codec;
 pub mod delta;
-pub mod expiring;
 pub mod glob;
 mod keyspace;
 pub mod partition;
+pub mod partition_bits;
 pub mod partition_log;
 pub mod slot;
 pub mod stats;
@@ -42,6 +42,7 @@ pub use keyspace::{
     ReplicationSink, Txn, Write, WriteError,
 };
 pub use partition::Partition;
+pub use partition_bits::PartitionBits;
 pub use partition_log::PartitionLog;
 pub use stats::ChangeStats;
 pub use tombstones::Tombstones;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use indexmap::IndexMap;
 
-use crate::expiring::Expiring;
+use crate::partition_bits::PartitionBits;
 use crate::partition_log::PartitionLog;
 use crate::tombstones::Tombstones;
 use crate::value::Entry;
@@ -23,7 +23,7 @@ pub struct Partition {
     /// (expire_at, key) for every key with a time to live.
     expires: BTreeSet<(u64, Bytes)>,
     /// Told when `expires` stops being empty.
-    expiring: Option<Arc<Expiring>>,
+    expiring: Option<Arc<PartitionBits>>,
     pub log: PartitionLog,
     footprint: usize,
     /// Held as a backup: changed only by the primary's changes.
@@ -54,9 +54,9 @@ impl Partition {
 
     /// Marks this partition in `expiring` whenever it holds keys with a
     /// time to live.
-    pub fn count_expiring_in(&mut self, expiring: Arc<Expiring>) {
+    pub fn count_expiring_in(&mut self, expiring: Arc<PartitionBits>) {
         if !self.expires.is_empty() {
-            expiring.mark(self.id as usize);
+            expiring.insert(self.id as usize);
         }
         self.expiring = Some(expiring);
     }
@@ -156,7 +156,7 @@ impl Partition {
     fn index_expiry(&mut self, at: u64, key: Bytes) {
         if self.expires.is_empty() {
             if let Some(e) = &self.expiring {
-                e.mark(self.id as usize);
+                e.insert(self.id as usize);
             }
         }
         self.expires.insert((at, key));

@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
-use keyspace::{Change, Keyspace, LogListener};
+use keyspace::{Change, Keyspace, LogListener, PartitionBits};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
@@ -126,8 +126,8 @@ pub struct Target {
     pub settings: TargetSettings,
     state: AtomicU8,
     pub stats: PublisherStats,
-    /// One bit per partition: its log grew.
-    dirty: Box<[AtomicU64]>,
+    /// The partitions whose log grew.
+    dirty: PartitionBits,
     wake: Notify,
     /// The publisher cannot send what a write adds (a small batch is held,
     /// the window is full, the link is down, it is paused): writes only
@@ -152,7 +152,7 @@ impl Target {
             settings,
             state: AtomicU8::new(PublisherState::Replicating as u8),
             stats: PublisherStats::default(),
-            dirty: (0..(partitions as usize).div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            dirty: PartitionBits::new(partitions as usize),
             wake: Notify::new(),
             quiet: AtomicBool::new(false),
             control: Mutex::new(Vec::new()),
@@ -174,10 +174,9 @@ impl Target {
     /// unless it is quiet (changes from other sites only have to be read
     /// past, so a passive site's publishers do not wake per change).
     fn mark(&self, p: usize, wake: bool) {
-        let bit = 1u64 << (p % 64);
         // SeqCst pairs with `set_quiet(false)`: either the publisher sees
-        // this bit after leaving quiet, or this sees it not quiet.
-        if self.dirty[p / 64].fetch_or(bit, Ordering::SeqCst) & bit == 0 && wake && !self.quiet.load(Ordering::SeqCst) {
+        // this mark after leaving quiet, or this sees it not quiet.
+        if self.dirty.insert(p) && wake && !self.quiet.load(Ordering::SeqCst) {
             self.wake.notify_one();
         }
     }
@@ -187,19 +186,7 @@ impl Target {
     /// quiet, the publisher then reads them instead of waiting).
     fn set_quiet(&self, quiet: bool) -> bool {
         self.quiet.store(quiet, Ordering::SeqCst);
-        !quiet && self.dirty.iter().any(|w| w.load(Ordering::SeqCst) != 0)
-    }
-
-    /// Takes the set of partitions marked since the last call.
-    fn take_dirty(&self, into: &mut Vec<usize>) {
-        for (w, word) in self.dirty.iter().enumerate() {
-            let mut bits = word.swap(0, Ordering::AcqRel);
-            while bits != 0 {
-                let b = bits.trailing_zeros() as usize;
-                into.push(w * 64 + b);
-                bits &= bits - 1;
-            }
-        }
+        !quiet && !self.dirty.is_empty()
     }
 
     pub fn control(&self, c: Control) {

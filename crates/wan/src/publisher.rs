@@ -427,7 +427,7 @@ impl Publisher {
     /// partitions, in seq order per partition; returns the batch body and
     /// the highest seq read per partition.
     fn read_logs(&mut self, max: usize) -> (Bytes, Vec<(u16, u64)>) {
-        self.target.take_dirty(&mut self.dirty);
+        self.target.dirty.take(&mut self.dirty);
         for p in self.dirty.drain(..) {
             if self.owned.get(p).copied().unwrap_or(false) {
                 self.pending.insert(p);
