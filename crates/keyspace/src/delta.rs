@@ -36,16 +36,16 @@ pub fn diff(old: &[u8], new: &[u8]) -> Option<DeltaOp> {
         return None;
     }
     let budget = new.len() / 4;
-    let splice = splice(old, new);
-    let best = if old.len() == new.len() {
-        match patch(old, new, budget) {
-            Some(p) if op_payload_len(&p) < op_payload_len(&splice) => p,
-            _ => splice,
+    // A patch, when there is one, is never larger than the splice: its
+    // ranges are at least MERGE_GAP apart, and each gap costs the splice
+    // more than a range header costs the patch. So one pass suffices.
+    if old.len() == new.len() {
+        if let Some(p) = patch(old, new, budget) {
+            return (op_payload_len(&p) <= budget).then_some(p);
         }
-    } else {
-        splice
-    };
-    (op_payload_len(&best) <= budget).then_some(best)
+    }
+    let splice = splice(old, new);
+    (op_payload_len(&splice) <= budget).then_some(splice)
 }
 
 /// Chunk compared with one slice equality (memcmp) before looking at bytes.
@@ -195,7 +195,6 @@ pub fn itoa_bytes(n: i64) -> Vec<u8> {
     itoa::Buffer::new().format(n).as_bytes().to_vec()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +250,18 @@ mod tests {
             let max = a.len().min(b.len()) - prefix;
             let suffix = a.iter().rev().zip(b.iter().rev()).take(max).take_while(|(x, y)| x == y).count();
             prop_assert_eq!(common_suffix(&a, &b, max), suffix);
+        }
+
+        #[test]
+        fn a_patch_is_never_larger_than_the_splice(
+            old in proptest::collection::vec(0u8..4, 128..600),
+            edits in proptest::collection::vec((0usize..600, 0u8..4), 0..40),
+        ) {
+            let mut new = old.clone();
+            for (i, b) in edits { if i < new.len() { new[i] = b; } }
+            if let Some(p) = patch(&old, &new, usize::MAX) {
+                prop_assert!(op_payload_len(&p) < op_payload_len(&splice(&old, &new)));
+            }
         }
 
         #[test]

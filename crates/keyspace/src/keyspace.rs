@@ -111,7 +111,10 @@ pub enum ReplicaError {
 #[derive(Debug)]
 pub enum Write {
     /// Replace the whole value; a similar old string makes this a delta.
-    Set { value: Value, expire_at: u64 },
+    Set {
+        value: Value,
+        expire_at: u64,
+    },
     /// A string operation (Splice, Patch, IncrBy) on the current string;
     /// on a missing key it applies to "" (or 0 for IncrBy).
     Str(DeltaOp),
@@ -511,6 +514,11 @@ impl<'a> Txn<'a> {
     }
 
     fn slot(&self, key: &[u8]) -> usize {
+        // Most commands lock one partition: no need to hash the key again.
+        if self.guards.len() == 1 {
+            debug_assert_eq!(self.guards[0].0, self.ks.partition_of(key), "a key outside the locked partition");
+            return 0;
+        }
         let p = self.ks.partition_of(key);
         self.guards.iter().position(|(i, _)| *i == p).expect("a command touched a key outside the partitions it locked")
     }
@@ -548,13 +556,24 @@ impl<'a> Txn<'a> {
             Some((k, e)) => (Some(k.clone()), Some(e)),
             None => (None, None),
         };
-        let Some((kind, saved)) = plan(old, w)? else {
+        let Some(Planned { kind, saved, new_value }) = plan(old, w)? else {
             return Ok(());
         };
         // An existing key's bytes are shared, not copied, into the change.
         let key = stored_key.unwrap_or_else(|| Bytes::copy_from_slice(key));
         let change = Change { key, version: self.ks.version(), kind };
-        apply_change(part, &change)?;
+        match new_value {
+            // A SET logged as a delta: the value is at hand, so it is stored
+            // as it is instead of rebuilt from the old one.
+            Some(value) => {
+                let version = change.version;
+                part.update(&change.key, |e| {
+                    e.value = value;
+                    e.version = version;
+                });
+            }
+            None => apply_change(part, &change)?,
+        }
         if self.notify {
             self.touched.push(change.key.clone());
         }
@@ -585,9 +604,17 @@ impl Drop for Txn<'_> {
     }
 }
 
-/// Turns an intended write into the change to log, and the bytes a delta
-/// saves over shipping the full value. None: nothing to change.
-fn plan(old: Option<&Entry>, w: Write) -> Result<Option<(ChangeKind, usize)>, WriteError> {
+/// What a write changes: the change to log, the bytes a delta saves over
+/// shipping the full value, and for a SET logged as a delta the value the
+/// entry takes (the same as applying the delta to the old value).
+struct Planned {
+    kind: ChangeKind,
+    saved: usize,
+    new_value: Option<Value>,
+}
+
+/// Turns an intended write into the change to log. None: nothing to change.
+fn plan(old: Option<&Entry>, w: Write) -> Result<Option<Planned>, WriteError> {
     let base = old.map_or(Version::ZERO, |e| e.version);
     let kind_and_saved = match w {
         Write::Set { value, expire_at } => {
@@ -595,13 +622,13 @@ fn plan(old: Option<&Entry>, w: Write) -> Result<Option<(ChangeKind, usize)>, Wr
                 (Some(e), Value::Str(new)) if e.expire_at == expire_at => e.as_str().and_then(|o| delta::diff(o, new)),
                 _ => None,
             };
-            match delta {
+            return Ok(Some(match delta {
                 Some(op) => {
                     let saved = value.payload_len().saturating_sub(delta::op_payload_len(&op));
-                    (ChangeKind::Delta { base, op }, saved)
+                    Planned { kind: ChangeKind::Delta { base, op }, saved, new_value: Some(value) }
                 }
-                None => (ChangeKind::Full { value, expire_at }, 0),
-            }
+                None => Planned { kind: ChangeKind::Full { value, expire_at }, saved: 0, new_value: None },
+            }));
         }
         Write::Str(op) => match old {
             Some(e) => {
@@ -646,7 +673,8 @@ fn plan(old: Option<&Entry>, w: Write) -> Result<Option<(ChangeKind, usize)>, Wr
             (ChangeKind::Delete, 0)
         }
     };
-    Ok(Some(kind_and_saved))
+    let (kind, saved) = kind_and_saved;
+    Ok(Some(Planned { kind, saved, new_value: None }))
 }
 
 #[path = "backup_copy.rs"]

@@ -48,23 +48,40 @@ impl PartitionLog {
         let size = codec::encoded_len(&change);
         self.changed.touch(&change.key, seq);
         self.bytes += size;
-        self.total.fetch_add(size, Ordering::Relaxed);
         self.entries.push_back((seq, change, size));
-        self.trim();
+        // One update of the node's total for both (often none: with nobody
+        // consuming, a change in is about a change out).
+        let trimmed = self.trim_local();
+        if size > trimmed {
+            self.total.fetch_add(size - trimmed, Ordering::Relaxed);
+        } else if trimmed > size {
+            self.total.fetch_sub(trimmed - size, Ordering::Relaxed);
+        }
         (seq, size)
     }
 
     fn trim(&mut self) {
-        while self.bytes > self.retain_bytes {
-            match self.entries.front() {
-                Some((seq, _, size)) if self.needed_from.is_none_or(|n| *seq < n) => {
-                    self.bytes -= *size;
-                    self.total.fetch_sub(*size, Ordering::Relaxed);
-                    self.entries.pop_front();
-                }
-                _ => break,
-            }
+        let trimmed = self.trim_local();
+        if trimmed > 0 {
+            self.total.fetch_sub(trimmed, Ordering::Relaxed);
         }
+    }
+
+    /// Drops the oldest changes nobody needs while over `retain_bytes`;
+    /// returns their bytes, not yet taken off `total`.
+    fn trim_local(&mut self) -> usize {
+        let (mut n, mut trimmed) = (0, 0);
+        for (seq, _, size) in &self.entries {
+            if self.bytes - trimmed <= self.retain_bytes || self.needed_from.is_some_and(|needed| *seq >= needed) {
+                break;
+            }
+            trimmed += size;
+            n += 1;
+        }
+        // Dropped in place (pop_front would move each one out first).
+        self.entries.drain(..n);
+        self.bytes -= trimmed;
+        trimmed
     }
 
     /// Starts an empty log at `seq` (a copy that begins after the primary's

@@ -4,9 +4,9 @@
 //! its own shard (padded to its own cache line), and EXEC takes all shards
 //! in order. Sections under the gate never await.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::thread_shard::thread_shard;
 
 const SHARDS: usize = 16;
 
@@ -19,18 +19,10 @@ pub struct ExecGate {
     shards: [Shard; SHARDS],
 }
 
-fn my_shard() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
-    }
-    SHARD.with(|s| *s)
-}
-
 impl ExecGate {
     /// Held while one command runs.
     pub fn shared(&self) -> RwLockReadGuard<'_, ()> {
-        self.shards[my_shard()].0.read()
+        self.shards[thread_shard(SHARDS)].0.read()
     }
 
     /// Held while a transaction runs: no other command runs meanwhile.

@@ -241,7 +241,7 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
             let m = &node.metrics;
             let st = node.ks.stats();
             kv("total_connections_received", &m.connections_received.load(Relaxed));
-            kv("total_commands_processed", &m.commands_processed.load(Relaxed));
+            kv("total_commands_processed", &m.commands_processed());
             kv("rejected_connections", &m.rejected_connections.load(Relaxed));
             kv("expired_keys", &st.count(3));
             kv("tracking_total_keys", &node.tracking.tracked_keys());

@@ -16,6 +16,7 @@ pub mod pubsub;
 pub mod session;
 pub mod settings;
 pub mod tracking;
+pub mod thread_shard;
 pub mod transaction;
 
 pub use node::Node;
