@@ -38,10 +38,30 @@ pub fn decode_request(
     buf: &mut BytesMut,
     limits: &Limits,
 ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    let mut args = Vec::new();
+    Ok(decode_request_into(buf, limits, &mut args)?.then_some(args))
+}
+
+/// [`decode_request`] into a caller's vector (cleared first), so a server
+/// reuses one allocation for every request of a connection. `Ok(true)`: a
+/// request was consumed and `args` holds it (empty for a blank request);
+/// `Ok(false)`: incomplete. Same invariants as [`decode_request`].
+pub fn decode_request_into(
+    buf: &mut BytesMut,
+    limits: &Limits,
+    args: &mut Vec<Bytes>,
+) -> Result<bool, ProtocolError> {
+    args.clear();
     match buf.first() {
-        None => Ok(None),
-        Some(b'*') => decode_array(buf, limits),
-        Some(_) => inline::decode_inline(buf, limits),
+        None => Ok(false),
+        Some(b'*') => decode_array(buf, limits, args),
+        Some(_) => Ok(match inline::decode_inline(buf, limits)? {
+            Some(inline) => {
+                *args = inline;
+                true
+            }
+            None => false,
+        }),
     }
 }
 
@@ -58,40 +78,66 @@ pub fn encode_request(args: &[&[u8]], out: &mut BytesMut) {
     }
 }
 
-fn decode_array(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+/// Arguments whose places the first walk remembers, so that a request of
+/// at most this many arguments (nearly all) is walked once.
+const REMEMBERED_ARGS: usize = 8;
+
+fn decode_array(
+    buf: &mut BytesMut,
+    limits: &Limits,
+    args: &mut Vec<Bytes>,
+) -> Result<bool, ProtocolError> {
     let (count, args_start) = match find_crlf(buf, 1, limits.max_inline_len) {
         LineEnd::Crlf(cr) => {
             let count = parse_i64(&buf[1..cr]).ok_or(ProtocolError::InvalidMultibulkLength)?;
             (count, cr + 2)
         }
-        LineEnd::Incomplete => return Ok(None),
+        LineEnd::Incomplete => return Ok(false),
         LineEnd::TooLong => return Err(ProtocolError::TooBigMbulkCountString),
         LineEnd::BareCr => return Err(ProtocolError::InvalidMultibulkLength),
     };
     if count <= 0 {
         // Redis treats "*0" and "*-1" (any count <= 0) as an empty request.
         buf.advance(args_start);
-        return Ok(Some(Vec::new()));
+        return Ok(true);
     }
     let count = usize::try_from(count)
         .ok()
         .filter(|&count| count <= limits.max_multibulk_len)
         .ok_or(ProtocolError::InvalidMultibulkLength)?;
 
-    // First walk: validate and find the end, allocating nothing.
-    let Some(end) = walk_bulks(buf, args_start, count, limits, |_, _| {})? else {
-        return Ok(None);
+    // First walk: validate and find the end, allocating nothing; the first
+    // few arguments' places are kept on the stack.
+    let mut places = [(0usize, 0usize); REMEMBERED_ARGS];
+    let mut seen = 0;
+    let Some(end) = walk_bulks(buf, args_start, count, limits, |start, len| {
+        if seen < REMEMBERED_ARGS {
+            places[seen] = (start, len);
+        }
+        seen += 1;
+    })?
+    else {
+        return Ok(false);
     };
-    // Second walk over the same bytes with the same limits takes the same
-    // path, now slicing the frozen request. `count` is safe to preallocate
-    // here: every one of those elements is in hand, at least 6 bytes each.
+    // `count` is safe to preallocate here: every one of those elements is
+    // in hand, at least 6 bytes each.
     let request = buf.split_to(end).freeze();
-    let mut args = Vec::with_capacity(count);
-    walk_bulks(&request, args_start, count, limits, |start, len| {
-        args.push(request.slice(start..start + len));
-    })?;
+    args.reserve_exact(count);
+    if count <= REMEMBERED_ARGS {
+        args.extend(
+            places[..count]
+                .iter()
+                .map(|&(start, len)| request.slice(start..start + len)),
+        );
+    } else {
+        // A second walk over the same bytes with the same limits takes the
+        // same path, now slicing the frozen request.
+        walk_bulks(&request, args_start, count, limits, |start, len| {
+            args.push(request.slice(start..start + len));
+        })?;
+    }
     debug_assert_eq!(args.len(), count);
-    Ok(Some(args))
+    Ok(true)
 }
 
 /// Walk `count` bulk strings starting at `pos`, calling `visit(start, len)`
@@ -410,6 +456,26 @@ mod tests {
                 prop_assert_eq!(decode_request(&mut buf, &limits), Ok(None));
                 prop_assert_eq!(buf, before, "an incomplete request consumes nothing");
             }
+        }
+
+        #[test]
+        fn one_reused_vector_decodes_short_and_long_requests(
+            pipeline in prop::collection::vec(
+                prop::collection::vec(prop::collection::vec(any::<u8>(), 0..6), 1..(3 * REMEMBERED_ARGS)),
+                1..6,
+            )
+        ) {
+            let mut buf = BytesMut::new();
+            for request in &pipeline {
+                buf.extend(encoded(request));
+            }
+            let mut args = vec![Bytes::from_static(b"left over")];
+            for request in &pipeline {
+                prop_assert_eq!(decode_request_into(&mut buf, &Limits::default(), &mut args), Ok(true));
+                prop_assert_eq!(&args, request);
+            }
+            prop_assert_eq!(decode_request_into(&mut buf, &Limits::default(), &mut args), Ok(false));
+            prop_assert!(args.is_empty());
         }
 
         #[test]

@@ -5,19 +5,57 @@
 //! maxmemory check never fires.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
-static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+/// The count is kept in shards, a thread adding to its own (a single
+/// counter written by every core on every allocation bounces its cache
+/// line between them). A block freed by another thread than the one that
+/// allocated it makes one shard go down and another up; only the sum means
+/// anything.
+const SHARDS: usize = 16;
+
+#[repr(align(128))]
+struct Shard(AtomicIsize);
+
+static COUNTS: [Shard; SHARDS] = [const { Shard(AtomicIsize::new(0)) }; SHARDS];
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    // Const-initialised and without a destructor: usable inside the
+    // allocator (it never allocates, and is never torn down).
+    static MY_SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+fn count() -> &'static AtomicIsize {
+    let i = MY_SHARD
+        .try_with(|s| {
+            if s.get() == usize::MAX {
+                s.set(NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS);
+            }
+            s.get()
+        })
+        .unwrap_or(0);
+    &COUNTS[i].0
+}
+
+fn add(bytes: usize) {
+    count().fetch_add(bytes as isize, Ordering::Relaxed);
+}
+
+fn sub(bytes: usize) {
+    count().fetch_sub(bytes as isize, Ordering::Relaxed);
+}
 
 pub struct CountingAlloc;
 
 // SAFETY: every method forwards to the system allocator unchanged and only
-// adds bookkeeping on a relaxed atomic.
+// adds bookkeeping on relaxed atomics (which never allocates).
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = System.alloc(layout);
         if !p.is_null() {
-            ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+            add(layout.size());
         }
         p
     }
@@ -25,23 +63,23 @@ unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let p = System.alloc_zeroed(layout);
         if !p.is_null() {
-            ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+            add(layout.size());
         }
         p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         System.dealloc(ptr, layout);
-        ALLOCATED.fetch_sub(layout.size(), Ordering::Relaxed);
+        sub(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let p = System.realloc(ptr, layout, new_size);
         if !p.is_null() {
             if new_size > layout.size() {
-                ALLOCATED.fetch_add(new_size - layout.size(), Ordering::Relaxed);
+                add(new_size - layout.size());
             } else {
-                ALLOCATED.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+                sub(layout.size() - new_size);
             }
         }
         p
@@ -50,7 +88,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
 /// Bytes currently allocated through [`CountingAlloc`].
 pub fn allocated() -> usize {
-    ALLOCATED.load(Ordering::Relaxed)
+    COUNTS.iter().map(|s| s.0.load(Ordering::Relaxed)).sum::<isize>().max(0) as usize
 }
 
 /// Parses "4GiB", "512mb", "100k", "1048576" into bytes (Redis and IEC units).

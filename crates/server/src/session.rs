@@ -35,6 +35,8 @@ pub struct Session {
     pub tx: TxState,
     /// READONLY: reads of partitions this node backs up are served here.
     pub readonly: bool,
+    /// The request being run; one allocation for the connection's life.
+    args: Vec<Bytes>,
 }
 
 pub type Reply<'a, 'b> = &'a mut ReplyWriter<'b>;
@@ -55,6 +57,7 @@ impl Session {
             subscriptions: 0,
             tx: TxState::default(),
             readonly: false,
+            args: Vec::new(),
         }
     }
 
@@ -66,24 +69,29 @@ impl Session {
         node.clock.refresh();
         // One clock read per command: a command's end is the next one's start.
         let mut start = Instant::now();
-        loop {
-            match resp::decode_request(inbuf, &limits) {
-                Ok(None) => return false,
-                Ok(Some(args)) if args.is_empty() => continue,
-                Ok(Some(args)) => {
+        let mut args = std::mem::take(&mut self.args);
+        let close = loop {
+            match resp::decode_request_into(inbuf, &limits, &mut args) {
+                Ok(false) => break false,
+                Ok(true) if args.is_empty() => continue,
+                Ok(true) => {
                     start = self.execute(&node, &args, out, start);
                     if self.closing {
-                        return true;
+                        break true;
                     }
                 }
                 Err(e) => {
                     self.node.metrics.protocol_errors.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(client = self.id, addr = %self.shared.addr, "protocol error: {e}");
                     ReplyWriter::new(out, self.resp3).error(&format!("ERR {e}"));
-                    return true;
+                    break true;
                 }
             }
-        }
+        };
+        // No argument may keep the read buffer's memory alive.
+        args.clear();
+        self.args = args;
+        close
     }
 
     /// Runs one command; returns the time it ended.
