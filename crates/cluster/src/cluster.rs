@@ -14,7 +14,7 @@ use parking_lot::RwLock;
 use keyspace::Keyspace;
 
 use crate::metadata::Metadata;
-use crate::placement::{PartitionOwners, PartitionTable};
+use crate::placement::{PartitionOwners, PartitionTable, SharedTable};
 use crate::replication::Replicator;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +61,9 @@ pub struct Cluster {
     addrs: RwLock<Vec<Option<SocketAddr>>>,
     /// Per member index: None until that member said hello.
     members: RwLock<Vec<Option<Member>>>,
-    table: RwLock<Option<Arc<PartitionTable>>>,
+    /// Read by every command (routing) and every change (replication):
+    /// an ArcSwap, so readers write no shared cache line.
+    table: SharedTable,
     ks: Arc<Keyspace>,
     pub replicator: Arc<Replicator>,
     /// The site's metadata (Raft); the partition table comes from it.
@@ -187,6 +189,7 @@ impl Cluster {
         let n = MAX_MEMBERS;
         let mut members = vec![None; n];
         members[my_index] = Some(me.clone());
+        let table = SharedTable::default();
         let cluster = Arc::new_cyclic(|weak| Cluster {
             settings,
             site_id,
@@ -195,8 +198,8 @@ impl Cluster {
             me,
             addrs: RwLock::new(addrs),
             members: RwLock::new(members),
-            table: RwLock::new(None),
-            replicator: Arc::new(Replicator::new(ks.clone(), weak.clone(), n, my_index)),
+            table: table.clone(),
+            replicator: Arc::new(Replicator::new(ks.clone(), weak.clone(), table, n, my_index)),
             ks: ks.clone(),
             metadata: OnceLock::new(),
             data_dir,
@@ -225,7 +228,7 @@ impl Cluster {
     }
 
     pub fn table(&self) -> Option<Arc<PartitionTable>> {
-        self.table.read().clone()
+        self.table.load_full()
     }
 
     /// Records a member's hello; false when it is not a known member
@@ -356,7 +359,7 @@ impl Cluster {
     /// node's primaries accept writes, its backups take changes only from
     /// their primary, and writers waiting for acks re-check.
     pub fn install_table(&self, table: PartitionTable) {
-        let old = self.table.read().clone();
+        let old = self.table.load_full();
         if let Some(old) = &old {
             let moved = old.partitions.iter().zip(&table.partitions).filter(|(a, b)| a.primary != b.primary).count();
             self.primary_changes.fetch_add(moved as u64, std::sync::atomic::Ordering::Relaxed);
@@ -387,7 +390,7 @@ impl Cluster {
         }
         tracing::info!(epoch = table.epoch, "partition table installed");
         let table = Arc::new(table);
-        *self.table.write() = Some(table.clone());
+        self.table.store(Some(table.clone()));
         self.replicator.table_changed();
         // A backup that is not in sync gets a snapshot from its primary;
         // a planned handover starts here.
@@ -524,7 +527,7 @@ impl Cluster {
     }
 
     pub fn is_up(&self) -> bool {
-        self.table.read().is_some()
+        self.table.load().is_some()
     }
 
     /// Redis Cluster routing for one command: every key in one slot, and
@@ -537,7 +540,7 @@ impl Cluster {
         if positions.any(|i| key_slot(&args[i]) != slot) {
             return Err(CmdError::other("CROSSSLOT Keys in request don't hash to the same slot"));
         }
-        let table = self.table.read();
+        let table = self.table.load();
         let Some(table) = table.as_ref() else {
             return Err(CmdError::other("CLUSTERDOWN The cluster is down"));
         };
@@ -571,7 +574,7 @@ impl Cluster {
     /// Whether this node is primary for `partition` (commands without keys
     /// such as KEYS and SCAN still see only this node's data, as in Redis).
     pub fn owns(&self, partition: usize) -> bool {
-        self.table.read().as_ref().is_some_and(|t| t.owners(partition).primary == self.my_index)
+        self.table.load().as_ref().is_some_and(|t| t.owners(partition).primary == self.my_index)
     }
 }
 

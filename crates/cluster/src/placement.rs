@@ -21,6 +21,10 @@ pub struct PartitionOwners {
     pub moving_to: Option<usize>,
 }
 
+/// The current table, shared by the cluster and its replicator: readers
+/// `load()` it without writing any shared cache line.
+pub type SharedTable = std::sync::Arc<arc_swap::ArcSwapOption<PartitionTable>>;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionTable {
     pub epoch: u64,

@@ -40,6 +40,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::cluster::Cluster;
+use crate::placement::SharedTable;
 use crate::snapshot::SnapshotStream;
 
 pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
@@ -70,6 +71,8 @@ pub struct Replicator {
     ks: Arc<Keyspace>,
     my_index: usize,
     cluster: std::sync::Weak<Cluster>,
+    /// The cluster's table, read here without upgrading `cluster`.
+    table: SharedTable,
     out: Vec<PeerOut>,
     /// acked[member][partition]: highest seq that member acknowledged.
     acked: Vec<Box<[AtomicU64]>>,
@@ -96,12 +99,19 @@ pub enum BatchError {
 }
 
 impl Replicator {
-    pub fn new(ks: Arc<Keyspace>, cluster: std::sync::Weak<Cluster>, members: usize, my_index: usize) -> Self {
+    pub fn new(
+        ks: Arc<Keyspace>,
+        cluster: std::sync::Weak<Cluster>,
+        table: SharedTable,
+        members: usize,
+        my_index: usize,
+    ) -> Self {
         let parts = ks.partitions() as usize;
         Replicator {
             ks,
             my_index,
             cluster,
+            table,
             out: (0..members)
                 .map(|_| PeerOut {
                     buf: Mutex::new(BytesMut::new()),
@@ -138,8 +148,8 @@ impl Replicator {
     /// each backup's buffer once. A backup that fell too far behind does
     /// not get them (it will be rebuilt from a snapshot).
     fn send_named_markers(&self, marks: &[(usize, u64)], kind: u64, name: &str) {
-        let Some(cluster) = self.cluster.upgrade() else { return };
-        let Some(table) = cluster.table() else { return };
+        let table = self.table.load();
+        let Some(table) = table.as_ref() else { return };
         let mut per_backup: Vec<Vec<(usize, u64)>> = vec![Vec::new(); self.out.len()];
         for &(p, seq) in marks {
             let owners = table.owners(p);
@@ -412,8 +422,8 @@ impl Replicator {
     }
 
     fn all_acked(&self, writes: &[(usize, u64)]) -> bool {
-        let Some(cluster) = self.cluster.upgrade() else { return false };
-        let Some(table) = cluster.table() else { return false };
+        let table = self.table.load();
+        let Some(table) = table.as_ref() else { return false };
         writes.iter().all(|&(p, seq)| {
             let owners = table.owners(p);
             // A partition this node no longer leads: whether the write
@@ -432,14 +442,17 @@ impl Replicator {
     /// Waits until every in-sync backup of each written partition
     /// acknowledged the seq; false on timeout.
     pub async fn wait(&self, writes: &[(usize, u64)]) -> bool {
-        let deadline = tokio::time::Instant::now() + SYNC_TIMEOUT;
+        // One timer per wait, not one per wake-up.
+        let timeout = tokio::time::sleep(SYNC_TIMEOUT);
+        tokio::pin!(timeout);
         loop {
             let notified = self.ack_notify.notified();
             if self.all_acked(writes) {
                 return true;
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return self.all_acked(writes);
+            tokio::select! {
+                _ = notified => {}
+                _ = &mut timeout => return self.all_acked(writes),
             }
         }
     }
@@ -458,8 +471,8 @@ impl ReplicationSink for Replicator {
     }
 
     fn logged(&self, partition: usize, seq: u64, change: &Change) {
-        let Some(cluster) = self.cluster.upgrade() else { return };
-        let Some(table) = cluster.table() else { return };
+        let table = self.table.load();
+        let Some(table) = table.as_ref() else { return };
         let owners = table.owners(partition);
         if owners.primary != self.my_index || owners.backups.is_empty() {
             return;
@@ -510,7 +523,7 @@ mod tests {
         for p in 0..4 {
             ks.set_replica(p, true);
         }
-        Replicator::new(ks, std::sync::Weak::new(), 2, 1)
+        Replicator::new(ks, std::sync::Weak::new(), SharedTable::default(), 2, 1)
     }
 
     fn entry(p: u16, seq: u64, key: &str, value: &str) -> BytesMut {
