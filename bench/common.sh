@@ -131,6 +131,7 @@ redis_up() {
         --daemonize no --logfile "$BENCH_WORK/$name.log" "$@" &
     local pid=$!
     BENCH_PIDS+=("$pid")
+    REDIS_PID=$pid
     if ! wait_ready "$pid" "$port" 10; then
         say "error: redis-server ($name) did not come up on 127.0.0.1:$port:"
         tail -5 "$BENCH_WORK/$name.log" >&2 || true
@@ -141,6 +142,16 @@ redis_up() {
 }
 
 # Sets REDIS_PORT: a redis-server alone.
+# cpu_ticks PID: user + system CPU time of a process, in clock ticks.
+cpu_ticks() {
+    awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+# us_per_op TICKS OPS: CPU microseconds per operation.
+us_per_op() {
+    awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { if (n > 0) printf "%.2f", t * 1e6 / hz / n }'
+}
+
 start_redis() {
     REDIS_PORT=$(free_port)
     redis_up redis "$REDIS_PORT"
@@ -196,6 +207,7 @@ start_deltagrid() {
         >"$BENCH_WORK/deltagrid.log" 2>&1 &
     local pid=$! rc=0
     BENCH_PIDS+=("$pid")
+    DG_PID=$pid
     wait_ready "$pid" "$DG_PORT" 15 || rc=$?
     case $rc in
         0) DG_UP=1; DG_STATUS="up"

@@ -7,7 +7,10 @@
 # (-P 1, 16), with 50 clients, it runs
 #   redis-benchmark -h 127.0.0.1 -p PORT -t TEST -d D -c 50 -P P -n N --csv
 # against redis-server and deltagrid, alternating which goes first, and
-# prints: test | d | P | redis ops/s | deltagrid ops/s | ratio | p50s.
+# prints: test | d | P | redis ops/s | deltagrid ops/s | ratio | p50s |
+# server CPU µs per op (user + system time of the server process over the
+# run, divided by the requests: steadier than ops/s on a shared machine,
+# where redis-benchmark and other load take the same cores).
 # INCR sends no value, so its -d rows repeat the same command.
 #
 # usage: bash bench/throughput.sh [--out DIR] [--smoke]
@@ -41,13 +44,13 @@ bench_start_servers
 
 STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
 CSV=$OUT/throughput.csv
-echo "date,test,d,P,clients,requests,target,status,rps,avg_latency_ms,min_latency_ms,p50_latency_ms,p95_latency_ms,p99_latency_ms,max_latency_ms" >"$CSV"
+echo "date,test,d,P,clients,requests,target,status,rps,avg_latency_ms,min_latency_ms,p50_latency_ms,p95_latency_ms,p99_latency_ms,max_latency_ms,server_cpu_us_per_op" >"$CSV"
 
 MACHINE=$(machine_line)
 say "machine: $MACHINE"
 say "redis-benchmark: $(redis-benchmark --version)"
 
-declare -A RPS P50
+declare -A RPS P50 CPU
 
 csv_quote() { local v=${1//\"/\"\"}; printf '"%s"' "$v"; }
 
@@ -56,8 +59,15 @@ run_one() {
     local target=$1 port=$2 test=$3 d=$4 p=$5 n=$6
     local out=$BENCH_WORK/rb.out err=$BENCH_WORK/rb.err rc=0 status=ok
     local cmd=(redis-benchmark -h 127.0.0.1 -p "$port" -t "$test" -d "$d" -c "$CLIENTS" -P "$p" -n "$n" --csv)
+    local pid=$REDIS_PID
+    [[ $target == deltagrid ]] && pid=$DG_PID
     say "  $target: ${cmd[*]}"
+    local ticks0 ticks1
+    ticks0=$(cpu_ticks "$pid")
     timeout "$RUN_TIMEOUT" "${cmd[@]}" >"$out" 2>"$err" || rc=$?
+    ticks1=$(cpu_ticks "$pid")
+    local cpu
+    cpu=$(us_per_op $((ticks1 - ticks0)) "$n")
     # Header names, not positions: "test","rps",...,"p50_latency_ms",...
     local row
     row=$(awk -F, '
@@ -76,11 +86,13 @@ run_one() {
     if [[ $status != ok ]]; then
         say "    $target: $status"
         row=",,,,,,"
+        cpu=
     else
+        CPU[$test,$d,$p,$target]=$cpu
         RPS[$test,$d,$p,$target]=${row%%,*}
         P50[$test,$d,$p,$target]=$(cut -d, -f4 <<<"$row")
     fi
-    echo "$STAMP,$test,$d,$p,$CLIENTS,$n,$target,$(csv_quote "$status"),$row" >>"$CSV"
+    echo "$STAMP,$test,$d,$p,$CLIENTS,$n,$target,$(csv_quote "$status"),$row,$cpu" >>"$CSV"
 }
 
 i=0
@@ -99,7 +111,7 @@ for test in $TESTS; do
                 elif ((DG_UP)); then
                     run_one deltagrid "$DG_PORT" "$test" "$d" "$p" "$n"
                 else
-                    echo "$STAMP,$test,$d,$p,$CLIENTS,$n,deltagrid,$(csv_quote "not measured: $DG_STATUS"),,,,,,," >>"$CSV"
+                    echo "$STAMP,$test,$d,$p,$CLIENTS,$n,deltagrid,$(csv_quote "not measured: $DG_STATUS"),,,,,,,," >>"$CSV"
                 fi
             done
         done
@@ -115,7 +127,8 @@ echo "Machine: $MACHINE"
 echo
 {
     printf '%s\t' test d P "redis ops/s" "deltagrid ops/s" "ratio (deltagrid/redis)" "redis p50 ms"
-    printf '%s\n' "deltagrid p50 ms"
+    printf '%s\t' "deltagrid p50 ms" "redis CPU µs/op"
+    printf '%s\n' "deltagrid CPU µs/op"
     for test in $TESTS; do
         for d in $SIZES; do
             for p in $PIPELINES; do
@@ -123,9 +136,10 @@ echo
                 g=${RPS[$test,$d,$p,deltagrid]:-}
                 ratio=
                 [[ -n $r && -n $g ]] && ratio=$(awk -v g="$g" -v r="$r" 'BEGIN { if (r > 0) printf "%.2f", g / r }')
-                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
                     "${test^^}" "$d" "$p" "$(cell "${r%.*}")" "$(cell "${g%.*}")" "$(cell "$ratio")" \
-                    "$(cell "${P50[$test,$d,$p,redis]:-}")" "$(cell "${P50[$test,$d,$p,deltagrid]:-}")"
+                    "$(cell "${P50[$test,$d,$p,redis]:-}")" "$(cell "${P50[$test,$d,$p,deltagrid]:-}")" \
+                    "$(cell "${CPU[$test,$d,$p,redis]:-}")" "$(cell "${CPU[$test,$d,$p,deltagrid]:-}")"
             done
         done
     done
