@@ -57,7 +57,7 @@ const SHARE_EVERY: Duration = Duration::from_millis(500);
 /// Small batches (the writes of a quiet moment) leave at most this often,
 /// so a target's fixed work per batch is shared by more changes; a backlog
 /// fills whole batches, which are not held.
-const SMALL_BATCH_EVERY: Duration = Duration::from_millis(10);
+const SMALL_BATCH_EVERY: Duration = Duration::from_millis(20);
 /// A batch not received in this long means the link is gone.
 const STALL: Duration = Duration::from_secs(10);
 
