@@ -122,6 +122,7 @@ wait_ready() {
 
 # redis_up NAME PORT [redis-server options...]: starts redis-server on
 # 127.0.0.1:PORT without persistence and waits for PING; exits on failure.
+# REDIS_PID: the process started last.
 redis_up() {
     local name=$1 port=$2 server=${REDIS_SERVER:-redis-server}
     shift 2
@@ -141,7 +142,6 @@ redis_up() {
     say "redis-server $REDIS_VERSION ($name) up on 127.0.0.1:$port (pid $pid)"
 }
 
-# Sets REDIS_PORT: a redis-server alone.
 # cpu_ticks PID: user + system CPU time of a process, in clock ticks.
 cpu_ticks() {
     awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
@@ -152,6 +152,7 @@ us_per_op() {
     awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { if (n > 0) printf "%.2f", t * 1e6 / hz / n }'
 }
 
+# Sets REDIS_PORT: a redis-server alone.
 start_redis() {
     REDIS_PORT=$(free_port)
     redis_up redis "$REDIS_PORT"
@@ -198,6 +199,7 @@ need_deltagrid() {
     say "deltagrid binary: $DG_BIN"
 }
 
+# Sets DG_UP, DG_PORT, DG_ADMIN_PORT, DG_PID: one deltagrid node.
 start_deltagrid() {
     DG_UP=0
     DG_PORT=$(free_port)

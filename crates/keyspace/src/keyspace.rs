@@ -111,10 +111,7 @@ pub enum ReplicaError {
 #[derive(Debug)]
 pub enum Write {
     /// Replace the whole value; a similar old string makes this a delta.
-    Set {
-        value: Value,
-        expire_at: u64,
-    },
+    Set { value: Value, expire_at: u64 },
     /// A string operation (Splice, Patch, IncrBy) on the current string;
     /// on a missing key it applies to "" (or 0 for IncrBy).
     Str(DeltaOp),
@@ -562,17 +559,18 @@ impl<'a> Txn<'a> {
         // An existing key's bytes are shared, not copied, into the change.
         let key = stored_key.unwrap_or_else(|| Bytes::copy_from_slice(key));
         let change = Change { key, version: self.ks.version(), kind };
-        match new_value {
-            // A SET logged as a delta: the value is at hand, so it is stored
-            // as it is instead of rebuilt from the old one.
-            Some(value) => {
+        match (new_value, index) {
+            // A SET logged as a delta (against the entry at `index`): the
+            // value is at hand, so it is stored as it is instead of rebuilt
+            // from the old one.
+            (Some(value), Some(i)) => {
                 let version = change.version;
-                part.update(&change.key, |e| {
+                part.update_at(i, |e| {
                     e.value = value;
                     e.version = version;
                 });
             }
-            None => apply_change(part, &change)?,
+            _ => apply_change(part, &change)?,
         }
         if self.notify {
             self.touched.push(change.key.clone());

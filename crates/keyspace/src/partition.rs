@@ -136,13 +136,22 @@ impl Partition {
 
     /// Mutates an entry in place, keeping index and footprint right.
     pub(crate) fn update<R>(&mut self, key: &[u8], f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
-        let (_, k, entry) = self.map.get_full_mut(key)?;
+        let i = self.map.get_index_of(key)?;
+        self.update_at(i, f)
+    }
+
+    /// [`Partition::update`] for the entry at `index` (from
+    /// [`Partition::index_of`]), without hashing the key again.
+    pub(crate) fn update_at<R>(&mut self, index: usize, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+        let (k, entry) = self.map.get_index_mut(index)?;
         let (old_expire, old_size) = (entry.expire_at, entry.footprint(k.len()));
         let r = f(entry);
         let (new_expire, new_size) = (entry.expire_at, entry.footprint(k.len()));
-        let k = k.clone();
+        // The key is only needed (and its count only touched) when the
+        // expiry index changes.
+        let moved = (old_expire != new_expire).then(|| k.clone());
         self.footprint = self.footprint + new_size - old_size;
-        if old_expire != new_expire {
+        if let Some(k) = moved {
             if old_expire != 0 {
                 self.expires.remove(&(old_expire, k.clone()));
             }

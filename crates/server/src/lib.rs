@@ -15,8 +15,8 @@ pub mod node;
 pub mod pubsub;
 pub mod session;
 pub mod settings;
-pub mod tracking;
 pub mod thread_shard;
+pub mod tracking;
 pub mod transaction;
 
 pub use node::Node;

@@ -5,8 +5,9 @@
 //! maxmemory check never fires.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use crate::thread_shard::thread_shard;
 
 /// The count is kept in shards, a thread adding to its own (a single
 /// counter written by every core on every allocation bounces its cache
@@ -19,24 +20,9 @@ const SHARDS: usize = 16;
 struct Shard(AtomicIsize);
 
 static COUNTS: [Shard; SHARDS] = [const { Shard(AtomicIsize::new(0)) }; SHARDS];
-static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    // Const-initialised and without a destructor: usable inside the
-    // allocator (it never allocates, and is never torn down).
-    static MY_SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
-}
 
 fn count() -> &'static AtomicIsize {
-    let i = MY_SHARD
-        .try_with(|s| {
-            if s.get() == usize::MAX {
-                s.set(NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS);
-            }
-            s.get()
-        })
-        .unwrap_or(0);
-    &COUNTS[i].0
+    &COUNTS[thread_shard(SHARDS)].0
 }
 
 fn add(bytes: usize) {

@@ -17,11 +17,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use commands::{CommandSpec, TABLE};
-
-use crate::thread_shard::thread_shard;
 use keyspace::ChangeKind;
 use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+
+use crate::thread_shard::thread_shard;
 
 const META: Metadata<'static> = Metadata::new("deltagrid", Level::INFO, None);
 
