@@ -141,7 +141,7 @@ def test_a_stranger_without_a_join_is_refused(seeds):
     # A well-formed hello from an unknown address, then no join frame.
     def s(x):
         return struct.pack("<H", len(x)) + x
-    payload = b"DGRD" + struct.pack("<HH", 1, 1) + s(b"x9") + s(b"127.0.0.1:1") + s(b"127.0.0.1:2")
+    payload = b"DGRD" + struct.pack("<HH", 2, 1) + s(b"x9") + s(b"127.0.0.1:1") + s(b"127.0.0.1:2")
     frame = struct.pack("<I", len(payload) + 1) + bytes([1]) + payload
     ping = struct.pack("<I", 1) + bytes([2])
     with socket.create_connection(("127.0.0.1", cluster_ports[0]), timeout=10) as sock:

@@ -10,6 +10,7 @@
 //! partition table live in a Raft group ([`metadata`]). See
 //! docs/architecture.md, "Site".
 
+mod ack_wait;
 mod cluster;
 pub mod cluster_cmd;
 pub mod failover;

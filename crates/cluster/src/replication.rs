@@ -9,8 +9,9 @@
 //! partition touched by the batch.
 //!
 //! With `replication = "sync"` a connection holds its replies until every
-//! backup of every partition it wrote has acknowledged those seqs. A backup
-//! that does not answer within [`SYNC_TIMEOUT`] makes the connection close
+//! backup of every partition it wrote has acknowledged those seqs (woken by
+//! the answer to the batch holding its writes, [`crate::ack_wait`]). A
+//! backup that does not answer within [`SYNC_TIMEOUT`] makes the connection close
 //! without replying: the client learns nothing was acknowledged, which is
 //! never wrong. A backup that falls [`MAX_PENDING`] bytes behind is cut off
 //! and rebuilt from snapshots, leaving the in-sync set through Raft first.
@@ -32,18 +33,21 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use keyspace::{codec, Change, Keyspace, ReplicaError, ReplicationSink};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use crate::ack_wait::AckWaiters;
 use crate::cluster::Cluster;
 use crate::placement::SharedTable;
 use crate::snapshot::SnapshotStream;
 
 pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often waiting writes check their [`SYNC_TIMEOUT`].
+pub const SWEEP_EVERY: Duration = Duration::from_millis(250);
 pub const SNAPSHOT_DATA: u64 = 0;
 pub const SNAPSHOT_BEGIN: u64 = u64::MAX;
 pub const SNAPSHOT_END: u64 = u64::MAX - 1;
@@ -61,6 +65,12 @@ const ENTRY_HEADER: usize = 2 + 8 + 4;
 
 struct PeerOut {
     buf: Mutex<BytesMut>,
+    /// Bytes of this peer's stream taken out of `buf` so far (batches
+    /// sent, or dropped when the peer was cut off); with `buf.len()`, the
+    /// stream position. Changed only under the `buf` lock.
+    taken: AtomicU64,
+    /// Writes waiting for this peer, by stream position.
+    acks: AckWaiters,
     ready: Notify,
     broken: AtomicBool,
     /// Snapshots for this backup, sent before anything in `buf`.
@@ -76,7 +86,11 @@ pub struct Replicator {
     out: Vec<PeerOut>,
     /// acked[member][partition]: highest seq that member acknowledged.
     acked: Vec<Box<[AtomicU64]>>,
+    /// Wakes writes whose backups all answered but whose acks did not
+    /// cover them yet (rare: see [`Self::wait`]).
     ack_notify: Notify,
+    /// Bumped on every partition table change.
+    table_generation: AtomicU64,
     /// Snapshots queued: (partition, backup) -> (partition epoch it was
     /// sent for, end acknowledged, reported).
     snapshots: Mutex<HashMap<(usize, usize), (u64, bool, bool)>>,
@@ -115,6 +129,8 @@ impl Replicator {
             out: (0..members)
                 .map(|_| PeerOut {
                     buf: Mutex::new(BytesMut::new()),
+                    taken: AtomicU64::new(0),
+                    acks: AckWaiters::default(),
                     ready: Notify::new(),
                     broken: AtomicBool::new(false),
                     snapshots: Mutex::new(Default::default()),
@@ -122,6 +138,7 @@ impl Replicator {
                 .collect(),
             acked: (0..members).map(|_| (0..parts).map(|_| AtomicU64::new(0)).collect()).collect(),
             ack_notify: Notify::new(),
+            table_generation: AtomicU64::new(0),
             snapshots: Mutex::new(HashMap::new()),
             wan: std::sync::OnceLock::new(),
         }
@@ -230,7 +247,11 @@ impl Replicator {
 
     async fn rebuild(&self, cluster: &Cluster, b: usize) {
         let peer = &self.out[b];
-        peer.buf.lock().clear();
+        {
+            let mut buf = peer.buf.lock();
+            peer.taken.fetch_add(buf.len() as u64, Ordering::Relaxed);
+            buf.clear();
+        }
         peer.snapshots.lock().clear();
         self.snapshots.lock().retain(|(_, to), _| *to != b);
         let Some(table) = cluster.table() else { return };
@@ -293,8 +314,9 @@ impl Replicator {
     }
 
     /// The next batch for `peer`: a chunk of the snapshot it is loading,
-    /// or else everything queued; None when there is nothing.
-    pub fn take_batch(&self, peer: usize) -> Option<BytesMut> {
+    /// or else everything queued; None when there is nothing. With it, the
+    /// stream position where it ends, for [`Self::answered`].
+    pub fn take_batch(&self, peer: usize) -> Option<(BytesMut, u64)> {
         let out = &self.out[peer];
         let mut snapshots = out.snapshots.lock();
         if let Some(s) = snapshots.front_mut() {
@@ -304,11 +326,21 @@ impl Replicator {
             }
             // More to send: ask the connection to come back.
             out.ready.notify_one();
-            return Some(chunk);
+            return Some((chunk, out.taken.load(Ordering::Relaxed)));
         }
         drop(snapshots);
         let mut buf = out.buf.lock();
-        (!buf.is_empty()).then(|| buf.split())
+        if buf.is_empty() {
+            return None;
+        }
+        let end = out.taken.fetch_add(buf.len() as u64, Ordering::Relaxed) + buf.len() as u64;
+        Some((buf.split(), end))
+    }
+
+    /// `peer` answered the batch ending at stream position `end` (after
+    /// [`Self::acked_by`] took in its acks): wakes the writes it covers.
+    pub fn answered(&self, peer: usize, end: u64) {
+        self.out[peer].acks.answered(end);
     }
 
     pub async fn batch_ready(&self, peer: usize) {
@@ -436,25 +468,71 @@ impl Replicator {
     /// The partition table changed (a backup left the in-sync set, a
     /// primary moved): waiting writers re-check against it.
     pub fn table_changed(&self) {
+        self.table_generation.fetch_add(1, Ordering::AcqRel);
         self.ack_notify.notify_waiters();
+        self.out.iter().for_each(|peer| peer.acks.wake_all());
+    }
+
+    /// Per in-sync backup of the written partitions: the position of its
+    /// stream now, which (the writes being queued already) covers them.
+    fn targets(&self, writes: &[(usize, u64)]) -> Vec<(usize, u64)> {
+        let table = self.table.load();
+        let Some(table) = table.as_ref() else { return Vec::new() };
+        let mut targets: Vec<(usize, u64)> = Vec::new();
+        for &(p, _) in writes {
+            for &b in &table.owners(p).in_sync {
+                if !targets.iter().any(|&(t, _)| t == b) {
+                    let peer = &self.out[b];
+                    let buf = peer.buf.lock();
+                    targets.push((b, peer.taken.load(Ordering::Relaxed) + buf.len() as u64));
+                }
+            }
+        }
+        targets
     }
 
     /// Waits until every in-sync backup of each written partition
     /// acknowledged the seq; false on timeout.
+    ///
+    /// It sleeps until the backups answered the batches holding the writes
+    /// ([`AckWaiters`]); only when they did and the acks still do not cover
+    /// the writes (a backup that refused a change, a new in-sync backup)
+    /// does it wait for any ack or table change.
+    ///
+    /// The timeout needs no timer per write: [`Self::sweep`] wakes every
+    /// waiter now and then, and a waiter past [`SYNC_TIMEOUT`] gives up.
     pub async fn wait(&self, writes: &[(usize, u64)]) -> bool {
-        // One timer per wait, not one per wake-up.
-        let timeout = tokio::time::sleep(SYNC_TIMEOUT);
-        tokio::pin!(timeout);
+        if self.all_acked(writes) {
+            return true;
+        }
+        let targets = self.targets(writes);
+        let started = Instant::now();
         loop {
+            let generation = self.table_generation.load(Ordering::Acquire);
             let notified = self.ack_notify.notified();
             if self.all_acked(writes) {
                 return true;
             }
-            tokio::select! {
-                _ = notified => {}
-                _ = &mut timeout => return self.all_acked(writes),
+            if started.elapsed() >= SYNC_TIMEOUT {
+                return false;
+            }
+            match targets.iter().find(|&&(b, target)| !self.out[b].acks.has_answered(target)) {
+                Some(&(b, target)) => {
+                    let changed = || {
+                        self.table_generation.load(Ordering::Acquire) != generation || started.elapsed() >= SYNC_TIMEOUT
+                    };
+                    self.out[b].acks.reached(target, changed).await
+                }
+                None => notified.await,
             }
         }
+    }
+
+    /// Wakes every waiting write, so that those past [`SYNC_TIMEOUT`] give
+    /// up; the site runs it every [`SWEEP_EVERY`].
+    pub fn sweep(&self) {
+        self.ack_notify.notify_waiters();
+        self.out.iter().for_each(|peer| peer.acks.wake_all());
     }
 }
 
@@ -594,7 +672,7 @@ mod tests {
         let backup = replicator();
         let mut batches = 0;
         let mut acks = Vec::new();
-        while let Some(batch) = primary.take_batch(0) {
+        while let Some((batch, _)) = primary.take_batch(0) {
             assert!(batch.len() < 2 * crate::snapshot::CHUNK_BYTES);
             acks.extend(backup.apply_batch(batch.freeze()).unwrap());
             batches += 1;

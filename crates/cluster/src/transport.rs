@@ -23,9 +23,18 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 const PING_EVERY: Duration = Duration::from_secs(1);
 const DEAD_AFTER: Duration = Duration::from_secs(5);
 const REDIAL_AFTER: Duration = Duration::from_millis(300);
+/// Replication batches sent to a peer and not yet answered. While one is
+/// in flight, changes gather in the peer's buffer and leave as one batch
+/// when the answer comes: batches grow with the load by themselves (the
+/// way Nagle's algorithm does it, without its timer), so the per-batch
+/// cost (a send and a wake-up here, a read, an apply and an ack there) is
+/// shared by more writes the busier the node, and an idle node's write
+/// still leaves at once.
+const MAX_BATCHES_IN_FLIGHT: usize = 1;
 
 pub async fn run(cluster: Arc<Cluster>, listener: TcpListener) {
     tokio::spawn(crate::failover::run(cluster.clone()));
+    tokio::spawn(sweep_waiting_writes(Arc::downgrade(&cluster)));
     for (i, _) in cluster.known_addrs() {
         if i < cluster.my_index {
             tokio::spawn(dial_loop(cluster.clone(), i));
@@ -44,6 +53,17 @@ pub async fn run(cluster: Arc<Cluster>, listener: TcpListener) {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
+    }
+}
+
+/// Lets writes waiting for backups notice their timeout
+/// ([`Replicator::sweep`]), for as long as the site lives.
+async fn sweep_waiting_writes(c: std::sync::Weak<Cluster>) {
+    let mut every = tokio::time::interval(crate::replication::SWEEP_EVERY);
+    while let Some(c) = c.upgrade() {
+        c.replicator.sweep();
+        drop(c);
+        every.tick().await;
     }
 }
 
@@ -243,7 +263,9 @@ async fn dial_loop(c: Arc<Cluster>, i: usize) {
 
 /// Carries pings, replication batches to the peer (when it backs up our
 /// partitions) and acks back; returns when the connection breaks or the
-/// peer goes silent.
+/// peer goes silent. Every batch frame is answered by one ack frame (empty
+/// when the batch held no change, e.g. only snapshot data), which is what
+/// [`MAX_BATCHES_IN_FLIGHT`] counts.
 async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: SocketAddr) {
     let Some(peer) = c.peer_index(addr) else { return };
     c.set_connected(addr, true);
@@ -251,18 +273,18 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
     let (mut rd, mut wr) = stream.into_split();
     let mut ping = tokio::time::interval(PING_EVERY);
     let mut last_heard = tokio::time::Instant::now();
+    // Where each batch in flight ends in the peer's stream, oldest first.
+    let mut in_flight: std::collections::VecDeque<u64> = Default::default();
+    let mut out = BytesMut::new();
     loop {
         tokio::select! {
-            _ = c.replicator.batch_ready(peer) => {
+            _ = c.replicator.batch_ready(peer), if in_flight.len() < MAX_BATCHES_IN_FLIGHT => {
                 if c.is_isolated() {
                     break;
                 }
-                if let Some(batch) = c.replicator.take_batch(peer) {
-                    let mut out = BytesMut::with_capacity(batch.len() + 5);
+                if let Some((batch, end)) = c.replicator.take_batch(peer) {
                     wire::encode_frame(wire::KIND_BATCH, &batch, &mut out);
-                    if wr.write_all(&out).await.is_err() {
-                        break;
-                    }
+                    in_flight.push_back(end);
                 }
             }
             _ = ping.tick() => {
@@ -273,11 +295,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
                     tracing::warn!(%addr, "cluster peer silent for {DEAD_AFTER:?}");
                     break;
                 }
-                let mut out = BytesMut::new();
                 wire::encode_frame(wire::KIND_PING, &[], &mut out);
-                if wr.write_all(&out).await.is_err() {
-                    break;
-                }
             }
             read = rd.read_buf(&mut buf) => {
                 match read {
@@ -286,13 +304,18 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
                     Ok(_) => {}
                 }
                 let mut acks = BytesMut::new();
+                let mut answered = false;
                 loop {
                     match wire::decode_frame(&mut buf) {
                         Ok(Some((kind, payload))) => {
                             last_heard = tokio::time::Instant::now();
                             match kind {
                                 wire::KIND_BATCH => match c.replicator.apply_batch(payload) {
-                                    Ok(applied) => Replicator::encode_acks(&applied, &mut acks),
+                                    Ok(applied) => {
+                                        acks.clear();
+                                        Replicator::encode_acks(&applied, &mut acks);
+                                        wire::encode_frame(wire::KIND_ACK, &acks, &mut out);
+                                    }
                                     Err(e) => {
                                         tracing::warn!(%addr, "bad replication batch: {e}");
                                         c.set_connected(addr, false);
@@ -300,8 +323,11 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
                                     }
                                 },
                                 wire::KIND_ACK => {
+                                    answered = true;
                                     c.replicator.acked_by(peer, payload);
-                                    c.report_finished_snapshots();
+                                    if let Some(end) = in_flight.pop_front() {
+                                        c.replicator.answered(peer, end);
+                                    }
                                 }
                                 _ => {}
                             }
@@ -314,14 +340,24 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
                         }
                     }
                 }
-                if !acks.is_empty() {
-                    let mut out = BytesMut::new();
-                    wire::encode_frame(wire::KIND_ACK, &acks, &mut out);
-                    if wr.write_all(&out).await.is_err() {
-                        break;
+                if answered {
+                    c.report_finished_snapshots();
+                    // What gathered while the batch was out leaves now,
+                    // in the same write as any acks of ours.
+                    if in_flight.len() < MAX_BATCHES_IN_FLIGHT && !c.is_isolated() {
+                        if let Some((batch, end)) = c.replicator.take_batch(peer) {
+                            wire::encode_frame(wire::KIND_BATCH, &batch, &mut out);
+                            in_flight.push_back(end);
+                        }
                     }
                 }
             }
+        }
+        if !out.is_empty() {
+            if wr.write_all(&out).await.is_err() {
+                break;
+            }
+            out.clear();
         }
     }
     c.set_connected(addr, false);

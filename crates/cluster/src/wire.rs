@@ -8,7 +8,8 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 pub const MAGIC: &[u8; 4] = b"DGRD";
-pub const PROTOCOL_VERSION: u16 = 1;
+/// 2: every replication batch is answered by one ack frame.
+pub const PROTOCOL_VERSION: u16 = 2;
 pub const MAX_FRAME: usize = 64 << 20;
 
 pub const KIND_HELLO: u8 = 1;

@@ -44,12 +44,20 @@ pub enum ApplyError {
 }
 
 pub fn apply_change(part: &mut Partition, change: &Change) -> Result<(), ApplyError> {
+    apply_change_at(part, None, change)
+}
+
+/// [`apply_change`] when the caller already knows where the partition's map
+/// holds the change's key (`at`, from [`Partition::index_of`]; None: not
+/// known), so that the key is not hashed and probed for again.
+pub fn apply_change_at(part: &mut Partition, at: Option<usize>, change: &Change) -> Result<(), ApplyError> {
     let key = &change.key;
+    debug_assert!(at.is_none_or(|i| part.get_index(i).is_some_and(|(k, _)| k == key)), "index of another key");
     match &change.kind {
         ChangeKind::Full { value, expire_at } => {
             let mut version = change.version;
             if part.tombstones.enabled() {
-                match (part.get(key).map(|e| (e.as_str().is_some(), e.version)), value) {
+                match (held(part, at, key).map(|e| (e.as_str().is_some(), e.version)), value) {
                     // A hash replacing a string: the string's overwrite
                     // still holds older fields back.
                     (Some((true, old)), Value::Hash(_)) => part.tombstones.deleted(key, old),
@@ -60,12 +68,19 @@ pub fn apply_change(part: &mut Partition, change: &Change) -> Result<(), ApplyEr
                     version = version.max(part.tombstones.take_hash(key).unwrap_or_default());
                 }
             }
-            part.put(key.clone(), Entry { value: value.clone(), version, expire_at: *expire_at });
+            let entry = Entry { value: value.clone(), version, expire_at: *expire_at };
+            match at {
+                Some(i) => {
+                    part.update_at(i, |e| *e = entry);
+                }
+                None => part.put(key.clone(), entry),
+            }
         }
         ChangeKind::Delete | ChangeKind::Expire => remove_older(part, key, change.version),
         ChangeKind::Delta { base, op: op @ (DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_)) } => {
-            // One lookup; the closure checks before it changes anything.
-            let applied = part.update(key, |e| {
+            // One lookup at most; the closure checks before it changes
+            // anything.
+            let applied = update_held(part, at, key, |e| {
                 if e.version != *base {
                     return Err(ApplyError::BaseMismatch { want: *base, have: Some(e.version) });
                 }
@@ -77,17 +92,19 @@ pub fn apply_change(part: &mut Partition, change: &Change) -> Result<(), ApplyEr
             applied.unwrap_or(Err(ApplyError::BaseMismatch { want: *base, have: None }))?;
         }
         ChangeKind::Delta { op: DeltaOp::HashSet { fields }, .. } => {
-            match part.get(key) {
+            let mut at = at;
+            match held(part, at, key) {
                 Some(e) if e.as_hash().is_none() => return Err(ApplyError::WrongType),
                 Some(_) => {}
                 None => {
                     // A hash that lost its last field and comes back keeps
                     // its version.
                     let version = change.version.max(part.tombstones.take_hash(key).unwrap_or_default());
-                    part.put(key.clone(), Entry { value: Value::Hash(HashValue::new()), version, expire_at: 0 })
+                    part.put(key.clone(), Entry { value: Value::Hash(HashValue::new()), version, expire_at: 0 });
+                    at = None;
                 }
             }
-            part.update(key, |e| {
+            update_held(part, at, key, |e| {
                 if let Value::Hash(h) = &mut e.value {
                     for (f, v) in fields {
                         h.set(f.clone(), v.clone(), change.version);
@@ -132,14 +149,29 @@ pub fn apply_change(part: &mut Partition, change: &Change) -> Result<(), ApplyEr
                 part.tombstones.hash_seen(key, held);
             }
         }
-        ChangeKind::Delta { op: DeltaOp::SetExpiry(at), .. } => {
-            part.update(key, |e| {
-                e.expire_at = *at;
+        ChangeKind::Delta { op: DeltaOp::SetExpiry(expire_at), .. } => {
+            update_held(part, at, key, |e| {
+                e.expire_at = *expire_at;
                 e.version = e.version.max(change.version);
             });
         }
     }
     Ok(())
+}
+
+/// The entry for `key`, at index `at` when that is known.
+fn held<'p>(part: &'p Partition, at: Option<usize>, key: &[u8]) -> Option<&'p Entry> {
+    match at {
+        Some(i) => part.get_index(i).map(|(_, e)| e),
+        None => part.get(key),
+    }
+}
+
+fn update_held<R>(part: &mut Partition, at: Option<usize>, key: &[u8], f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+    match at {
+        Some(i) => part.update_at(i, f),
+        None => part.update(key, f),
+    }
 }
 
 /// A Delete/Expire at `version`: removes what the key holds that is older.

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 
-use crate::apply::{apply_change, ApplyError};
+use crate::apply::{apply_change, apply_change_at, ApplyError};
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::clock::Clock;
 use crate::delta::{self, StringOpError};
@@ -111,7 +111,10 @@ pub enum ReplicaError {
 #[derive(Debug)]
 pub enum Write {
     /// Replace the whole value; a similar old string makes this a delta.
-    Set { value: Value, expire_at: u64 },
+    Set {
+        value: Value,
+        expire_at: u64,
+    },
     /// A string operation (Splice, Patch, IncrBy) on the current string;
     /// on a missing key it applies to "" (or 0 for IncrBy).
     Str(DeltaOp),
@@ -268,7 +271,7 @@ impl Keyspace {
     fn txn_partitions(&self, sorted: SmallVec<[usize; 2]>, origin: u64) -> Txn<'_> {
         let guards = sorted.into_iter().map(|p| (p, self.parts[p].lock())).collect();
         let notify = self.observer().is_some();
-        Txn { ks: self, guards, now: self.now_ms(), origin, touched: Vec::new(), notify }
+        Txn { ks: self, guards, now: self.now_ms(), origin, touched: Vec::new(), notify, found: None }
     }
 
     /// Read-only access to one partition, with the current time.
@@ -499,6 +502,10 @@ pub struct Txn<'a> {
     origin: u64,
     touched: Vec<Bytes>,
     notify: bool,
+    /// (guard slot, map index) of the key [`Txn::get`] found last, so that
+    /// a write of the same key that follows (INCR, HSET...) does not hash
+    /// and probe for it again. Cleared whenever the map changes.
+    found: Option<(usize, usize)>,
 }
 
 impl<'a> Txn<'a> {
@@ -523,13 +530,26 @@ impl<'a> Txn<'a> {
     /// The live entry for `key`; an expired one is removed (and logged) here.
     pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
         let s = self.slot(key);
-        if self.guards[s].1.get(key)?.is_expired(self.now) {
-            if !self.guards[s].1.replica {
+        let i = self.guards[s].1.index_of(key)?;
+        let part = &self.guards[s].1;
+        if part.get_index(i)?.1.is_expired(self.now) {
+            if !part.replica {
                 self.expire_key(s, key);
             }
             return None;
         }
-        self.guards[s].1.get(key)
+        self.found = Some((s, i));
+        self.guards[s].1.get_index(i).map(|(_, e)| e)
+    }
+
+    /// Where the map holds `key`: from the last [`Txn::get`] when that
+    /// found this key, else by lookup.
+    fn index_of(&self, s: usize, key: &[u8]) -> Option<usize> {
+        let part = &self.guards[s].1;
+        match self.found {
+            Some((fs, i)) if fs == s && part.get_index(i).is_some_and(|(k, _)| k[..] == *key) => Some(i),
+            _ => part.index_of(key),
+        }
     }
 
     pub fn exists(&mut self, key: &[u8]) -> bool {
@@ -540,8 +560,9 @@ impl<'a> Txn<'a> {
     pub fn write(&mut self, key: &[u8], w: Write) -> Result<(), WriteError> {
         let s = self.slot(key);
         let now = self.now;
-        // One hashed lookup: later reads go by index.
-        let mut index = self.guards[s].1.index_of(key);
+        // One hashed lookup at most: later reads go by index.
+        let mut index = self.index_of(s, key);
+        self.found = None;
         if let Some(i) = index {
             if self.guards[s].1.get_index(i).is_some_and(|(_, e)| e.is_expired(now)) {
                 self.expire_key(s, key);
@@ -570,7 +591,7 @@ impl<'a> Txn<'a> {
                     e.version = version;
                 });
             }
-            _ => apply_change(part, &change)?,
+            _ => apply_change_at(part, index, &change)?,
         }
         if self.notify {
             self.touched.push(change.key.clone());
@@ -580,6 +601,7 @@ impl<'a> Txn<'a> {
     }
 
     fn expire_key(&mut self, s: usize, key: &[u8]) {
+        self.found = None;
         let change = Change { key: Bytes::copy_from_slice(key), version: self.ks.version(), kind: ChangeKind::Expire };
         let part = &mut self.guards[s].1;
         // Removing a key cannot fail.

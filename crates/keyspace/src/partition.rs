@@ -113,19 +113,22 @@ impl Partition {
         self.expires.iter().take_while(|(at, _)| *at <= now_ms).take(max).map(|(_, k)| k.clone()).collect()
     }
 
+    /// Stores `entry` under `key`, replacing what it held (one lookup).
     pub(crate) fn put(&mut self, key: Bytes, entry: Entry) {
-        if let Some(old) = self.map.get(&key) {
-            let (expire_at, size) = (old.expire_at, old.footprint(key.len()));
-            self.footprint -= size;
-            if expire_at != 0 {
-                self.expires.remove(&(expire_at, key.clone()));
+        match self.map.entry(key) {
+            indexmap::map::Entry::Occupied(held) => {
+                let i = held.index();
+                self.update_at(i, |e| *e = entry);
+            }
+            indexmap::map::Entry::Vacant(slot) => {
+                self.footprint += entry.footprint(slot.key().len());
+                let expiring = (entry.expire_at != 0).then(|| (entry.expire_at, slot.key().clone()));
+                slot.insert(entry);
+                if let Some((at, key)) = expiring {
+                    self.index_expiry(at, key);
+                }
             }
         }
-        self.footprint += entry.footprint(key.len());
-        if entry.expire_at != 0 {
-            self.index_expiry(entry.expire_at, key.clone());
-        }
-        self.map.insert(key, entry);
     }
 
     pub(crate) fn remove(&mut self, key: &[u8]) -> Option<Entry> {
