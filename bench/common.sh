@@ -147,6 +147,15 @@ cpu_ticks() {
     awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 
+# site_cpu_ticks: cpu_ticks summed over the nodes of the last start_site.
+site_cpu_ticks() {
+    local pid sum=0
+    for pid in "${SITE_PIDS[@]}"; do
+        sum=$((sum + $(cpu_ticks "$pid")))
+    done
+    echo "$sum"
+}
+
 # us_per_op TICKS OPS: CPU microseconds per operation.
 us_per_op() {
     awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { if (n > 0) printf "%.2f", t * 1e6 / hz / n }'
@@ -297,6 +306,7 @@ TOML
     say "site $name: $nodes nodes, backups = $backups, replication = sync, client ports ${ports[*]}"
     SITE_PORTS=("${ports[@]}")
     SITE_ADMIN_PORTS=("${aports[@]}")
+    SITE_PIDS=("${BENCH_PIDS[@]: -nodes}")
 }
 
 local_tag() {  # a hash tag whose slot node at port $1 serves
