@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use keyspace::{codec, Change, Keyspace, ReplicaError, ReplicationSink};
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use tokio::sync::Notify;
 
 use crate::ack_wait::AckWaiters;
@@ -469,16 +470,15 @@ impl Replicator {
     /// primary moved): waiting writers re-check against it.
     pub fn table_changed(&self) {
         self.table_generation.fetch_add(1, Ordering::AcqRel);
-        self.ack_notify.notify_waiters();
-        self.out.iter().for_each(|peer| peer.acks.wake_all());
+        self.sweep();
     }
 
     /// Per in-sync backup of the written partitions: the position of its
     /// stream now, which (the writes being queued already) covers them.
-    fn targets(&self, writes: &[(usize, u64)]) -> Vec<(usize, u64)> {
+    fn targets(&self, writes: &[(usize, u64)]) -> SmallVec<[(usize, u64); 2]> {
+        let mut targets = SmallVec::new();
         let table = self.table.load();
-        let Some(table) = table.as_ref() else { return Vec::new() };
-        let mut targets: Vec<(usize, u64)> = Vec::new();
+        let Some(table) = table.as_ref() else { return targets };
         for &(p, _) in writes {
             for &b in &table.owners(p).in_sync {
                 if !targets.iter().any(|&(t, _)| t == b) {
@@ -502,9 +502,6 @@ impl Replicator {
     /// The timeout needs no timer per write: [`Self::sweep`] wakes every
     /// waiter now and then, and a waiter past [`SYNC_TIMEOUT`] gives up.
     pub async fn wait(&self, writes: &[(usize, u64)]) -> bool {
-        if self.all_acked(writes) {
-            return true;
-        }
         let targets = self.targets(writes);
         let started = Instant::now();
         loop {

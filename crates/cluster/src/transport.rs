@@ -7,6 +7,7 @@
 //! the hello both sides ping every second, which is what failure detection
 //! and replication will ride on.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -274,7 +275,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
     let mut ping = tokio::time::interval(PING_EVERY);
     let mut last_heard = tokio::time::Instant::now();
     // Where each batch in flight ends in the peer's stream, oldest first.
-    let mut in_flight: std::collections::VecDeque<u64> = Default::default();
+    let mut in_flight: VecDeque<u64> = VecDeque::new();
     let mut out = BytesMut::new();
     loop {
         tokio::select! {
@@ -282,10 +283,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
                 if c.is_isolated() {
                     break;
                 }
-                if let Some((batch, end)) = c.replicator.take_batch(peer) {
-                    wire::encode_frame(wire::KIND_BATCH, &batch, &mut out);
-                    in_flight.push_back(end);
-                }
+                queue_next_batch(c, peer, &mut out, &mut in_flight);
             }
             _ = ping.tick() => {
                 if c.is_isolated() {
@@ -345,10 +343,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
                     // What gathered while the batch was out leaves now,
                     // in the same write as any acks of ours.
                     if in_flight.len() < MAX_BATCHES_IN_FLIGHT && !c.is_isolated() {
-                        if let Some((batch, end)) = c.replicator.take_batch(peer) {
-                            wire::encode_frame(wire::KIND_BATCH, &batch, &mut out);
-                            in_flight.push_back(end);
-                        }
+                        queue_next_batch(c, peer, &mut out, &mut in_flight);
                     }
                 }
             }
@@ -362,4 +357,13 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
     }
     c.set_connected(addr, false);
     tracing::info!(%addr, "cluster peer disconnected");
+}
+
+/// Frames the peer's next batch, if any, into `out` and remembers where it
+/// ends in the peer's stream.
+fn queue_next_batch(c: &Cluster, peer: usize, out: &mut BytesMut, in_flight: &mut VecDeque<u64>) {
+    if let Some((batch, end)) = c.replicator.take_batch(peer) {
+        wire::encode_frame(wire::KIND_BATCH, &batch, out);
+        in_flight.push_back(end);
+    }
 }

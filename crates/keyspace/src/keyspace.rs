@@ -111,10 +111,7 @@ pub enum ReplicaError {
 #[derive(Debug)]
 pub enum Write {
     /// Replace the whole value; a similar old string makes this a delta.
-    Set {
-        value: Value,
-        expire_at: u64,
-    },
+    Set { value: Value, expire_at: u64 },
     /// A string operation (Splice, Patch, IncrBy) on the current string;
     /// on a missing key it applies to "" (or 0 for IncrBy).
     Str(DeltaOp),
