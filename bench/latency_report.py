@@ -88,6 +88,13 @@ def tables(rows, labels):
     print("\nColumns: " + "; ".join(f"{SHORT[s]} = {labels[s]}" for s in series))
     by = {(r["series"], r["workload"], r["rate"]): r for r in rows}
     costs = [c for c in COSTS if c[1] in labels and c[2] in labels]
+    # A synchronous write waits, after the primary has it, for one round
+    # trip to its backup; here that link is as fast as the client's, whose
+    # round trip the echo floor is. So no design adds less than floor / b0.
+    bound = all(s in labels for s in (ECHO, "dg-b0", "dg-b1"))
+    if bound:
+        print("\nleast sync can add = one more round trip of the echo floor, over deltagrid b=0 (the backup is as far "
+              "from the primary as the client: one loopback hop); beyond it = b=1 - b=0 - floor")
     for stat, title in [("avg_best_80_us", "average of the best 80% (GigaSpaces' figure)"), ("p50_us", "p50")]:
         print(f"\nLatency per op, {title}, µs:\n")
         body = []
@@ -98,8 +105,13 @@ def tables(rows, labels):
             for _, a, b in costs:
                 va, vb = by.get((a, w, rate)), by.get((b, w, rate))
                 row.append(f"{(vb[stat] / va[stat] - 1) * 100:+.0f}%" if va and vb else "-")
+            if bound:
+                floor, b0, b1 = (by.get((s, w, rate)) for s in (ECHO, "dg-b0", "dg-b1"))
+                row.append(f"{floor[stat] / b0[stat] * 100:+.0f}%" if floor and b0 else "-")
+                row.append(f"{b1[stat] - b0[stat] - floor[stat]:+.1f}" if floor and b0 and b1 else "-")
             body.append(row)
-        markdown(["workload", "rate"] + [SHORT[s] for s in series] + [c[0] for c in costs], body)
+        markdown(["workload", "rate"] + [SHORT[s] for s in series] + [c[0] for c in costs]
+                 + (["least sync can add", "deltagrid sync adds beyond it, µs"] if bound else []), body)
     print("\nGigaSpaces (theirs, REFERENCE.md #4, 1 Gbps LAN, ping 208 µs), average of the best 80%: "
           + "; ".join(f"{w}: {a} -> {b} µs sync replicated ({(b / a - 1) * 100:+.0f}%)" for w, (a, b) in THEIRS.items()))
     print("\nEvery statistic, µs:\n")

@@ -35,9 +35,10 @@ def main() -> None:
     rps = {(r["test"], r["d"], int(r["P"]), r["target"]): float(r["rps"]) for r in rows if r["rps"]}
     configs = list(dict.fromkeys((r["test"], r["d"]) for r in rows))
     sizes = {d for _, d in configs}
-    clients = rows[0]["clients"]
+    counts = list(dict.fromkeys(r["clients"] for r in rows))
+    clients = f"{counts[0]} clients" if len(counts) == 1 else "clients as in the legend"
 
-    fig, axes = plt.subplots(len(pipelines), 1, figsize=(11, 4.2 * len(pipelines)), squeeze=False)
+    fig, axes = plt.subplots(len(pipelines), 1, figsize=(11, (4.2 if len(targets) <= 4 else 5.2) * len(pipelines)), squeeze=False)
     width = 0.8 / len(targets)
     for ax, p in zip(axes[:, 0], pipelines):
         xs = range(len(configs))
@@ -58,11 +59,14 @@ def main() -> None:
             ax.set_xticklabels([t.upper() for t, _ in configs])
             ax.set_xlabel(f"redis-benchmark test (-d {next(iter(sizes))} bytes)")
         ax.set_ylabel("throughput (requests/s)")
-        ax.set_title(f"pipeline -P {p}, {clients} clients")
+        ax.set_title(f"pipeline -P {p}, {clients}")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:.0f}k"))
         top = max([rps.get((t, d, p, tg), 0.0) for t, d in configs for tg in targets] + [1.0])
         ax.set_ylim(0, top * 1.3)  # headroom so the legend never covers a bar label
-        ax.legend(loc="upper left", ncol=len(targets))
+        if len(targets) <= 4:
+            ax.legend(loc="upper left", ncol=len(targets))
+        else:  # below the panel, where any number of targets fits
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, fontsize=8)
         ax.grid(axis="y", alpha=0.3)
 
     fig.suptitle(f"{title} ({rows[0]['date']})")
