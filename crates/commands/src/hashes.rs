@@ -30,26 +30,28 @@ fn check_hash(txn: &mut keyspace::Txn, key: &[u8]) -> Result<(), CmdError> {
     }
 }
 
+/// The field/value pairs of HSET/HMSET, copied out of the request: the
+/// names in one allocation, the values in another (when small, see
+/// [`keyspace::value::copy_packed`]), so that replacing every value later
+/// frees the old values' buffer while the names stay.
 fn pairs(a: &[Bytes], name: &str) -> Result<Vec<(Bytes, Bytes)>, CmdError> {
     if a.len() % 2 != 0 {
         return Err(CmdError::WrongArity(name.into()));
     }
-    Ok(a.chunks(2).map(|p| (owned(&p[0]), owned(&p[1]))).collect())
+    let names = keyspace::value::copy_packed(a.iter().step_by(2).map(|b| &b[..]));
+    let values = keyspace::value::copy_packed(a.iter().skip(1).step_by(2).map(|b| &b[..]));
+    Ok(names.into_iter().zip(values).collect())
 }
 
 fn set_fields(ctx: &mut Ctx, key: &Bytes, fields: Vec<(Bytes, Bytes)>) -> Result<usize, CmdError> {
     let mut txn = ctx.ks.txn([&key[..]], ctx.client_id);
     check_hash(&mut txn, key)?;
-    let held = txn.get(key).and_then(|e| e.as_hash());
-    let mut added = 0;
-    for (i, (f, _)) in fields.iter().enumerate() {
-        let seen_before = fields[..i].iter().any(|(g, _)| g == f);
-        if !seen_before && held.is_none_or(|h| h.get(f).is_none()) {
-            added += 1;
-        }
-    }
+    // Setting fields only adds or replaces: the new ones are what the
+    // hash grew by (a name given twice counts once, as in Redis).
+    let len = |txn: &mut keyspace::Txn| txn.get(key).and_then(|e| e.as_hash()).map_or(0, HashValue::len);
+    let before = len(&mut txn);
     txn.write(key, Write::HashSet(fields))?;
-    Ok(added)
+    Ok(len(&mut txn).saturating_sub(before))
 }
 
 pub fn hset(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {

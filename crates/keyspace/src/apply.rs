@@ -107,7 +107,7 @@ pub fn apply_change_at(part: &mut Partition, at: Option<usize>, change: &Change)
             update_held(part, at, key, |e| {
                 if let Value::Hash(h) = &mut e.value {
                     for (f, v) in fields {
-                        h.set(f.clone(), v.clone(), change.version);
+                        h.set_ref(f, v.clone(), change.version);
                     }
                 }
                 e.version = e.version.max(change.version);

@@ -4,12 +4,14 @@
 //!
 //! The decoder reads bytes from peers and files: every length is checked
 //! against what is left before anything is allocated, and every error is a
-//! [`DecodeError`], never a panic.
+//! [`DecodeError`], never a panic. What it returns owns its bytes (copied,
+//! small hash fields packed): a decoded change is stored, and must not keep
+//! the batch or block it came from alive.
 
 use bytes::{BufMut, Bytes};
 
 use crate::change::{Change, ChangeKind, DeltaOp};
-use crate::value::{HashValue, Value};
+use crate::value::{copy_packed, HashValue, Value};
 use crate::version::Version;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -205,11 +207,11 @@ fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
 
 /// Reads from a byte slice; `Bytes` fields are zero-copy slices of `buf`.
 struct Reader<'a> {
-    buf: &'a Bytes,
+    buf: &'a [u8],
     pos: usize,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     fn u8(&mut self) -> Result<u8, DecodeError> {
         let b = *self.buf.get(self.pos).ok_or(DecodeError::Truncated)?;
         self.pos += 1;
@@ -235,15 +237,40 @@ impl Reader<'_> {
         u32::try_from(self.varint()?).map_err(|_| DecodeError::OutOfRange)
     }
 
-    fn bytes(&mut self) -> Result<Bytes, DecodeError> {
+    /// A length-prefixed byte string, borrowed from the input.
+    fn slice(&mut self) -> Result<&'a [u8], DecodeError> {
         let len = self.varint()?;
         let left = (self.buf.len() - self.pos) as u64;
         if len > left {
             return Err(DecodeError::Truncated);
         }
-        let b = self.buf.slice(self.pos..self.pos + len as usize);
+        let b = &self.buf[self.pos..self.pos + len as usize];
         self.pos += len as usize;
         Ok(b)
+    }
+
+    /// A length-prefixed byte string, copied: what is decoded is stored
+    /// (keys, values), and must not keep the whole input (a replication or
+    /// WAN batch, a backup block) alive with it.
+    fn bytes(&mut self) -> Result<Bytes, DecodeError> {
+        self.slice().map(Bytes::copy_from_slice)
+    }
+
+    /// `n` pairs of byte strings (hash field names and values), each side
+    /// copied with [`copy_packed`]; `versioned`: a version follows each pair.
+    #[allow(clippy::type_complexity)]
+    fn pairs(&mut self, n: usize, versioned: bool) -> Result<(Vec<Bytes>, Vec<Bytes>, Vec<Version>), DecodeError> {
+        let mut names = Vec::with_capacity(n);
+        let mut values = Vec::with_capacity(n);
+        let mut versions = Vec::with_capacity(if versioned { n } else { 0 });
+        for _ in 0..n {
+            names.push(self.slice()?);
+            values.push(self.slice()?);
+            if versioned {
+                versions.push(self.version()?);
+            }
+        }
+        Ok((copy_packed(names.iter().copied()), copy_packed(values.iter().copied()), versions))
     }
 
     fn version(&mut self) -> Result<Version, DecodeError> {
@@ -266,7 +293,7 @@ impl Reader<'_> {
 
 /// Decodes one change from the front of `buf`; returns it and the bytes used.
 pub fn decode(buf: &Bytes) -> Result<(Change, usize), DecodeError> {
-    let mut r = Reader { buf, pos: 0 };
+    let mut r = Reader { buf: &buf[..], pos: 0 };
     let key = r.bytes()?;
     let version = r.version()?;
     let kind = match r.u8()? {
@@ -290,11 +317,9 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
         STR => Ok(Value::Str(r.bytes()?)),
         HASH => {
             let n = r.count(4)?;
+            let (names, values, versions) = r.pairs(n, true)?;
             let mut h = HashValue::new();
-            for _ in 0..n {
-                let f = r.bytes()?;
-                let v = r.bytes()?;
-                let version = r.version()?;
+            for ((f, v), version) in names.into_iter().zip(values).zip(versions) {
                 h.set(f, v, version);
             }
             Ok(Value::Hash(h))
@@ -317,11 +342,8 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
         INCRBY => DeltaOp::IncrBy(unzigzag(r.varint()?)),
         HSET => {
             let n = r.count(2)?;
-            let mut fields = Vec::with_capacity(n);
-            for _ in 0..n {
-                fields.push((r.bytes()?, r.bytes()?));
-            }
-            DeltaOp::HashSet { fields }
+            let (names, values, _) = r.pairs(n, false)?;
+            DeltaOp::HashSet { fields: names.into_iter().zip(values).collect() }
         }
         HDEL => {
             let n = r.count(1)?;
@@ -385,6 +407,43 @@ pub(crate) mod tests {
             Just(ChangeKind::Expire),
         ];
         (bytes(), version(), kind).prop_map(|(key, version, kind)| Change { key, version, kind })
+    }
+
+    #[test]
+    fn decoded_changes_do_not_point_into_their_input() {
+        let fields = vec![
+            (Bytes::from_static(b"count"), Bytes::from_static(b"7")),
+            (Bytes::from_static(b"big"), Bytes::from(vec![1u8; 2000])),
+        ];
+        let ops = [
+            ChangeKind::Full { value: Value::Str(Bytes::from_static(b"value")), expire_at: 0 },
+            ChangeKind::Delta { base: Version::ZERO, op: DeltaOp::HashSet { fields: fields.clone() } },
+            ChangeKind::Delta {
+                base: Version::ZERO,
+                op: DeltaOp::Splice { offset: 1, remove: 0, insert: Bytes::from_static(b"ab") },
+            },
+        ];
+        for kind in ops {
+            let c = Change { key: Bytes::from_static(b"key"), version: Version::ZERO, kind };
+            let mut buf = Vec::new();
+            encode(&c, &mut buf);
+            let input = Bytes::from(buf);
+            let (back, _) = decode(&input).unwrap();
+            assert_eq!(back, c);
+            let range = input.as_ptr() as usize..input.as_ptr() as usize + input.len();
+            let mut held: Vec<Bytes> = vec![back.key.clone()];
+            match &back.kind {
+                ChangeKind::Full { value: Value::Str(v), .. } => held.push(v.clone()),
+                ChangeKind::Delta { op: DeltaOp::HashSet { fields }, .. } => {
+                    held.extend(fields.iter().flat_map(|(f, v)| [f.clone(), v.clone()]))
+                }
+                ChangeKind::Delta { op: DeltaOp::Splice { insert, .. }, .. } => held.push(insert.clone()),
+                _ => unreachable!(),
+            }
+            for b in held {
+                assert!(!range.contains(&(b.as_ptr() as usize)), "{b:?} points into the decoded buffer");
+            }
+        }
     }
 
     proptest! {
