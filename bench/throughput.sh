@@ -24,6 +24,9 @@
 #   N_PIPELINED [10*N]    requests per run with -P 16 (runs are ~10x faster)
 #   CLIENTS [50]  TESTS ["set get hset incr"]  SIZES ["100 1024"]  PIPELINES ["1 16"]
 #   RUN_TIMEOUT [300]     seconds before one redis-benchmark run is killed
+#   ROUNDS [1]    runs of every row; with more, the table gives medians (the
+#                 ratio: the median of each round's ratio), as this machine
+#                 moves a row by ±30% between runs
 #   DELTAGRID_BIN, DELTAGRID_BUILD, REDIS_SERVER, PLOT_PYTHON: see bench/common.sh
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -37,6 +40,7 @@ TESTS=${TESTS:-"set get hset incr"}
 SIZES=${SIZES:-"100 1024"}
 PIPELINES=${PIPELINES:-"1 16"}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
+ROUNDS=${ROUNDS:-1}
 
 command -v redis-benchmark >/dev/null || { say "error: redis-benchmark not found (apt-get install redis-tools)"; exit 1; }
 
@@ -88,14 +92,15 @@ run_one() {
         row=",,,,,,"
         cpu=
     else
-        CPU[$test,$d,$p,$target]=$cpu
-        RPS[$test,$d,$p,$target]=${row%%,*}
-        P50[$test,$d,$p,$target]=$(cut -d, -f4 <<<"$row")
+        CPU[$test,$d,$p,$target]+=" $cpu"
+        RPS[$test,$d,$p,$target]+=" ${row%%,*}"
+        P50[$test,$d,$p,$target]+=" $(cut -d, -f4 <<<"$row")"
     fi
     echo "$STAMP,$test,$d,$p,$CLIENTS,$n,$target,$(csv_quote "$status"),$row,$cpu" >>"$CSV"
 }
 
 i=0
+for ((round = 1; round <= ROUNDS; round++)); do
 for test in $TESTS; do
     for d in $SIZES; do
         for p in $PIPELINES; do
@@ -104,7 +109,7 @@ for test in $TESTS; do
             # Alternate who goes first so drift in machine load hits both.
             if ((i % 2 == 0)); then order="redis deltagrid"; else order="deltagrid redis"; fi
             i=$((i + 1))
-            say "$test -d $d -P $p -n $n:"
+            say "$test -d $d -P $p -n $n$( ((ROUNDS > 1)) && echo ", round $round"):"
             for target in $order; do
                 if [[ $target == redis ]]; then
                     run_one redis "$REDIS_PORT" "$test" "$d" "$p" "$n"
@@ -117,6 +122,12 @@ for test in $TESTS; do
         done
     done
 done
+done
+
+# med "v1 v2 ...": the median; ratios "g1 g2 ..." "r1 r2 ...": each round's g/r.
+med() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+med2() { local m; m=$(med "$1"); [[ -z $m ]] || printf '%.2f' "$m"; }
+ratios() { paste -d' ' <(tr ' ' '\n' <<<"$1" | grep .) <(tr ' ' '\n' <<<"$2" | grep .) | awk '$2 > 0 { printf " %.4f", $1 / $2 }'; }
 
 # The table (Markdown, pastes into docs/benchmarks.md).
 cell() { local v=${1:-}; [[ -n $v ]] && printf '%s' "$v" || printf 'n/a'; }
@@ -132,19 +143,27 @@ echo
     for test in $TESTS; do
         for d in $SIZES; do
             for p in $PIPELINES; do
-                r=${RPS[$test,$d,$p,redis]:-}
-                g=${RPS[$test,$d,$p,deltagrid]:-}
+                r=$(med "${RPS[$test,$d,$p,redis]:-}")
+                g=$(med "${RPS[$test,$d,$p,deltagrid]:-}")
                 ratio=
-                [[ -n $r && -n $g ]] && ratio=$(awk -v g="$g" -v r="$r" 'BEGIN { if (r > 0) printf "%.2f", g / r }')
+                if [[ -n $r && -n $g ]]; then
+                    ratio=$(med "$(ratios "${RPS[$test,$d,$p,deltagrid]}" "${RPS[$test,$d,$p,redis]}")")
+                    ratio=$(awk -v x="$ratio" 'BEGIN { printf "%.2f", x }')
+                    echo "$ratio" >>"$BENCH_WORK/ratios"
+                fi
                 printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
                     "${test^^}" "$d" "$p" "$(cell "${r%.*}")" "$(cell "${g%.*}")" "$(cell "$ratio")" \
-                    "$(cell "${P50[$test,$d,$p,redis]:-}")" "$(cell "${P50[$test,$d,$p,deltagrid]:-}")" \
-                    "$(cell "${CPU[$test,$d,$p,redis]:-}")" "$(cell "${CPU[$test,$d,$p,deltagrid]:-}")"
+                    "$(cell "$(med "${P50[$test,$d,$p,redis]:-}")")" "$(cell "$(med "${P50[$test,$d,$p,deltagrid]:-}")")" \
+                    "$(cell "$(med2 "${CPU[$test,$d,$p,redis]:-}")")" "$(cell "$(med2 "${CPU[$test,$d,$p,deltagrid]:-}")")"
             done
         done
     done
 } | markdown_table
 echo
+if [[ -s $BENCH_WORK/ratios ]]; then
+    at_least=$(awk '$1 >= 1.00' "$BENCH_WORK/ratios" | wc -l)
+    echo "Target (deltagrid at least matches Redis on every row$( ((ROUNDS > 1)) && echo ", median of $ROUNDS rounds")): $at_least of $(wc -l <"$BENCH_WORK/ratios") rows at or above 1.00"
+fi
 echo "CSV: $CSV"
 
 chart plot_throughput.py "$CSV" "$OUT/throughput.png" "$MACHINE" \
