@@ -25,23 +25,20 @@ where
     I::IntoIter: Clone,
 {
     let parts = parts.into_iter();
-    let total: usize = parts.clone().map(<[u8]>::len).sum();
-    if total > PACK_LIMIT {
+    let (count, total) = parts.clone().fold((0, 0), |(n, t), p| (n + 1, t + p.len()));
+    if count < 2 || total > PACK_LIMIT {
         return parts.map(Bytes::copy_from_slice).collect();
     }
     let mut buf = BytesMut::with_capacity(total);
-    let ends: Vec<usize> = parts
-        .map(|p| {
-            buf.extend_from_slice(p);
-            buf.len()
-        })
-        .collect();
+    for p in parts.clone() {
+        buf.extend_from_slice(p);
+    }
     let all = buf.freeze();
     let mut start = 0;
-    ends.into_iter()
-        .map(|end| {
-            let part = all.slice(start..end);
-            start = end;
+    parts
+        .map(|p| {
+            let part = all.slice(start..start + p.len());
+            start += p.len();
             part
         })
         .collect()
