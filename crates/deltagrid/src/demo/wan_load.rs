@@ -230,6 +230,9 @@ pub struct RunResult {
     pub wan_received_per_s_max: f64,
     /// Events applied at site 2 per second, from the clients' start until caught up.
     pub events_distributed_per_s: f64,
+    /// Events per batch site 1's publishers sent (all batches, re-sent
+    /// ones and copies included): what a batch's fixed cost is shared by.
+    pub events_per_batch: f64,
     /// One-second intervals with a backlog (>= BACKLOG_EVENTS queued at
     /// both ends) and the link up, and bytes site 2 received per second /
     /// link rate over them.
@@ -779,6 +782,7 @@ fn summarize(x: SummaryInput) -> RunResult {
         events_distributed_per_s: sum(&site1, last, |n| n.events_distributed)
             .saturating_sub(sum(&site1, first, |n| n.events_distributed)) as f64
             / dist_span,
+        events_per_batch: events_distributed as f64 / sum(&site1, last, |n| n.batches).max(1) as f64,
         backlog_seconds: util.len(),
         link_utilization_backlog: (!util.is_empty()).then(|| util.iter().sum::<f64>() / util.len() as f64),
         link_utilization_backlog_max: util.iter().copied().reduce(f64::max),
@@ -842,12 +846,13 @@ fn print_run(r: &RunResult, link_bps: Option<f64>) {
         println!("WAN off: nothing replicated, sites not compared");
     } else {
         println!(
-            "WAN bytes/s sent by site 1: mean {} max {}; received by site 2: mean {} max {}; events applied {:.0}/s",
+            "WAN bytes/s sent by site 1: mean {} max {}; received by site 2: mean {} max {}; events applied {:.0}/s, {:.1} per batch",
             mb(r.wan_bytes_per_s_mean),
             mb(r.wan_bytes_per_s_max),
             mb(r.wan_received_per_s_mean),
             mb(r.wan_received_per_s_max),
-            r.events_distributed_per_s
+            r.events_distributed_per_s,
+            r.events_per_batch
         );
         println!(
             "backlog (>= {BACKLOG_EVENTS} events queued, link up): {} s, link utilization then {} (max {}); draining: {} s, utilization {}, {} B/s{}",

@@ -25,6 +25,8 @@ pub struct NodeSample {
     pub bytes_received: u64,
     pub events_queued: u64,
     pub events_distributed: u64,
+    /// Batches the publishers sent.
+    pub batches: u64,
     pub queue_events: u64,
     pub queue_bytes_primary: u64,
     pub queue_bytes_backup: u64,
@@ -87,6 +89,7 @@ fn fetch(n: &Node, prev: &NodeSample) -> NodeSample {
         out.bytes_sent += num(&t["bytes_sent"]);
         out.events_queued += num(&t["events_queued"]);
         out.events_distributed += num(&t["events_distributed"]);
+        out.batches += num(&t["batches"]);
         out.queue_events += num(&t["queue_events"]);
         out.queue_bytes_primary += num(&t["queue_bytes_primary"]);
         out.queue_bytes_backup += num(&t["queue_bytes_backup"]);
