@@ -38,6 +38,9 @@ fn pairs(a: &[Bytes], name: &str) -> Result<Vec<(Bytes, Bytes)>, CmdError> {
     if a.len() % 2 != 0 {
         return Err(CmdError::WrongArity(name.into()));
     }
+    if let [field, value] = a {
+        return Ok(vec![(owned(field), owned(value))]);
+    }
     let names = keyspace::value::copy_packed(a.iter().step_by(2).map(|b| &b[..]));
     let values = keyspace::value::copy_packed(a.iter().skip(1).step_by(2).map(|b| &b[..]));
     Ok(names.into_iter().zip(values).collect())
