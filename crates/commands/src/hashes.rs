@@ -30,20 +30,13 @@ fn check_hash(txn: &mut keyspace::Txn, key: &[u8]) -> Result<(), CmdError> {
     }
 }
 
-/// The field/value pairs of HSET/HMSET, copied out of the request: the
-/// names in one allocation, the values in another (when small, see
-/// [`keyspace::value::copy_packed`]), so that replacing every value later
-/// frees the old values' buffer while the names stay.
+/// The field/value pairs of HSET/HMSET, copied out of the request
+/// ([`keyspace::value::copy_pairs`]).
 fn pairs(a: &[Bytes], name: &str) -> Result<Vec<(Bytes, Bytes)>, CmdError> {
     if a.len() % 2 != 0 {
         return Err(CmdError::WrongArity(name.into()));
     }
-    if let [field, value] = a {
-        return Ok(vec![(owned(field), owned(value))]);
-    }
-    let names = keyspace::value::copy_packed(a.iter().step_by(2).map(|b| &b[..]));
-    let values = keyspace::value::copy_packed(a.iter().skip(1).step_by(2).map(|b| &b[..]));
-    Ok(names.into_iter().zip(values).collect())
+    Ok(keyspace::value::copy_pairs(a.chunks_exact(2).map(|p| (&p[0][..], &p[1][..]))))
 }
 
 fn set_fields(ctx: &mut Ctx, key: &Bytes, fields: Vec<(Bytes, Bytes)>) -> Result<usize, CmdError> {

@@ -11,7 +11,7 @@
 use bytes::{BufMut, Bytes};
 
 use crate::change::{Change, ChangeKind, DeltaOp};
-use crate::value::{copy_packed, HashValue, Value};
+use crate::value::{copy_pairs, HashValue, Value};
 use crate::version::Version;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -205,7 +205,10 @@ fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
     }
 }
 
-/// Reads from a byte slice; `Bytes` fields are zero-copy slices of `buf`.
+/// Hash field name/value pairs.
+type HashFields = Vec<(Bytes, Bytes)>;
+
+/// Reads from a byte slice; what it returns as `Bytes` is copied out of it.
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
@@ -256,21 +259,18 @@ impl<'a> Reader<'a> {
         self.slice().map(Bytes::copy_from_slice)
     }
 
-    /// `n` pairs of byte strings (hash field names and values), each side
-    /// copied with [`copy_packed`]; `versioned`: a version follows each pair.
-    #[allow(clippy::type_complexity)]
-    fn pairs(&mut self, n: usize, versioned: bool) -> Result<(Vec<Bytes>, Vec<Bytes>, Vec<Version>), DecodeError> {
-        let mut names = Vec::with_capacity(n);
-        let mut values = Vec::with_capacity(n);
+    /// `n` hash field name/value pairs, copied with [`copy_pairs`];
+    /// `versioned`: a version follows each pair.
+    fn pairs(&mut self, n: usize, versioned: bool) -> Result<(HashFields, Vec<Version>), DecodeError> {
+        let mut pairs = Vec::with_capacity(n);
         let mut versions = Vec::with_capacity(if versioned { n } else { 0 });
         for _ in 0..n {
-            names.push(self.slice()?);
-            values.push(self.slice()?);
+            pairs.push((self.slice()?, self.slice()?));
             if versioned {
                 versions.push(self.version()?);
             }
         }
-        Ok((copy_packed(names.iter().copied()), copy_packed(values.iter().copied()), versions))
+        Ok((copy_pairs(pairs.iter().copied()), versions))
     }
 
     fn version(&mut self) -> Result<Version, DecodeError> {
@@ -317,9 +317,9 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
         STR => Ok(Value::Str(r.bytes()?)),
         HASH => {
             let n = r.count(4)?;
-            let (names, values, versions) = r.pairs(n, true)?;
+            let (fields, versions) = r.pairs(n, true)?;
             let mut h = HashValue::new();
-            for ((f, v), version) in names.into_iter().zip(values).zip(versions) {
+            for ((f, v), version) in fields.into_iter().zip(versions) {
                 h.set(f, v, version);
             }
             Ok(Value::Hash(h))
@@ -342,8 +342,7 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
         INCRBY => DeltaOp::IncrBy(unzigzag(r.varint()?)),
         HSET => {
             let n = r.count(2)?;
-            let (names, values, _) = r.pairs(n, false)?;
-            DeltaOp::HashSet { fields: names.into_iter().zip(values).collect() }
+            DeltaOp::HashSet { fields: r.pairs(n, false)?.0 }
         }
         HDEL => {
             let n = r.count(1)?;

@@ -44,6 +44,25 @@ where
         .collect()
 }
 
+/// Owned copies of the field/value pairs of one hash write: the names
+/// packed together and the values packed together by [`copy_packed`], so
+/// that replacing every value later frees the old values' buffer while the
+/// names stay. One pair is two plain copies.
+pub fn copy_pairs<'a, I>(pairs: I) -> Vec<(Bytes, Bytes)>
+where
+    I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    I::IntoIter: Clone,
+{
+    let pairs = pairs.into_iter();
+    let mut first_two = pairs.clone();
+    if let (Some((f, v)), None) = (first_two.next(), first_two.next()) {
+        return vec![(Bytes::copy_from_slice(f), Bytes::copy_from_slice(v))];
+    }
+    let names = copy_packed(pairs.clone().map(|(f, _)| f));
+    let values = copy_packed(pairs.map(|(_, v)| v));
+    names.into_iter().zip(values).collect()
+}
+
 pub type FieldMap = IndexMap<Bytes, Field, ahash::RandomState>;
 
 #[derive(Clone, Debug, PartialEq)]
