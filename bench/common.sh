@@ -214,7 +214,9 @@ start_deltagrid() {
     DG_PORT=$(free_port)
     DG_ADMIN_PORT=$(free_port)
     find_deltagrid || return 0
-    "$DG_BIN" server --listen "127.0.0.1:$DG_PORT" --admin-listen "127.0.0.1:$DG_ADMIN_PORT" \
+    local threads=()
+    [[ -z ${DG_THREADS:-} ]] || threads=(--threads "$DG_THREADS")
+    "$DG_BIN" server --listen "127.0.0.1:$DG_PORT" --admin-listen "127.0.0.1:$DG_ADMIN_PORT" "${threads[@]}" \
         >"$BENCH_WORK/deltagrid.log" 2>&1 &
     local pid=$! rc=0
     BENCH_PIDS+=("$pid")
@@ -222,7 +224,7 @@ start_deltagrid() {
     wait_ready "$pid" "$DG_PORT" 15 || rc=$?
     case $rc in
         0) DG_UP=1; DG_STATUS="up"
-           say "deltagrid up on 127.0.0.1:$DG_PORT, admin 127.0.0.1:$DG_ADMIN_PORT (pid $pid, $DG_BIN)" ;;
+           say "deltagrid up on 127.0.0.1:$DG_PORT, admin 127.0.0.1:$DG_ADMIN_PORT (pid $pid, $DG_BIN, threads: ${DG_THREADS:-one per CPU})" ;;
         1) rc=0; wait "$pid" 2>/dev/null || rc=$?
            forget_pid "$pid"
            DG_STATUS="$DG_BIN server exited with code $rc before answering PING on 127.0.0.1:$DG_PORT; last output: $(tail -3 "$BENCH_WORK/deltagrid.log" | tr '\n' ' ')" ;;

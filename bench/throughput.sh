@@ -27,6 +27,9 @@
 #   ROUNDS [1]    runs of every row; with more, the table gives medians (the
 #                 ratio: the median of each round's ratio), as this machine
 #                 moves a row by ±30% between runs
+#   DG_THREADS    deltagrid's worker threads (`server --threads`; default one
+#                 per CPU). Redis serves clients on one thread; DG_THREADS=1
+#                 gives deltagrid the same while redis-benchmark has the other core
 #   DELTAGRID_BIN, DELTAGRID_BUILD, REDIS_SERVER, PLOT_PYTHON: see bench/common.sh
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"

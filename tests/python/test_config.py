@@ -1,4 +1,5 @@
 """The TOML config file and the command line: what a node reads at start."""
+import os
 import subprocess
 
 import pytest
@@ -54,3 +55,15 @@ def test_version_and_help():
     assert out.returncode == 0 and out.stdout.startswith("deltagrid ")
     out = subprocess.run([binary(), "--help"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and "server" in out.stdout
+
+
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_threads_sets_the_worker_count(make_server, how):
+    if how == "flag":
+        srv = make_server(extra_args=["--threads", "3"])
+    else:
+        srv = make_server(config="[node]\nthreads = 3\n")
+    c = redis.Redis(port=srv.port)
+    assert c.info("server")["threads"] == 3
+    default = make_server()
+    assert redis.Redis(port=default.port).info("server")["threads"] == len(os.sched_getaffinity(0))

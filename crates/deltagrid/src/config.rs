@@ -72,6 +72,9 @@ pub struct NodeSection {
     pub maxmemory: Option<Size>,
     pub requirepass: Option<String>,
     pub maxclients: Option<usize>,
+    /// Worker threads serving clients, replication and WAN (0 or unset:
+    /// one per CPU).
+    pub threads: Option<usize>,
     pub proto_max_bulk_len: Option<Size>,
     pub client_query_buffer_limit: Option<Size>,
     pub log_memory: Option<Size>,
@@ -153,6 +156,9 @@ impl ConfigFile {
         }
         if let Some(v) = n.maxclients {
             s.maxclients = v;
+        }
+        if let Some(v) = n.threads {
+            s.threads = v;
         }
         if let Some(v) = n.proto_max_bulk_len {
             s.proto_max_bulk_len = v.0 as usize;
@@ -308,6 +314,7 @@ mod tests {
             admin_listen = "127.0.0.1:9001"
             data_dir = "/var/lib/deltagrid/n1"
             maxmemory = "4GiB"
+            threads = 1
             [site]
             id = 1
             name = "london"
@@ -320,6 +327,7 @@ mod tests {
         assert_eq!(s.maxmemory, 4 << 30);
         assert_eq!(s.site_name, "london");
         assert_eq!(s.listen.port(), 7001);
+        assert_eq!(s.threads, 1);
     }
 
     #[test]

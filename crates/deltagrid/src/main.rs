@@ -147,6 +147,9 @@ struct ServerArgs {
     requirepass: Option<String>,
     #[arg(long)]
     maxclients: Option<usize>,
+    /// Worker threads (default: one per CPU)
+    #[arg(long)]
+    threads: Option<usize>,
     /// Allow DEBUG (CLOCK-ADVANCE, SET-ACTIVE-EXPIRE): for tests
     #[arg(long)]
     enable_debug_command: bool,
@@ -178,6 +181,9 @@ impl ServerArgs {
         }
         if let Some(v) = self.maxclients {
             s.maxclients = v;
+        }
+        if let Some(v) = self.threads {
+            s.threads = v;
         }
         s.enable_debug_command |= self.enable_debug_command;
         Ok(s)
@@ -233,7 +239,11 @@ async fn drain(node: &Node) {
 }
 
 fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if settings.threads > 0 {
+        rt.worker_threads(settings.threads);
+    }
+    let rt = rt.enable_all().build()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await

@@ -214,6 +214,9 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
             kv("site_id", &node.settings.site_id);
             kv("site_name", &node.settings.site_name);
             kv("partitions", &node.settings.partitions);
+            // Worker threads of the runtime serving this node (node.threads).
+            let workers = tokio::runtime::Handle::try_current().map_or(0, |h| h.metrics().num_workers());
+            kv("threads", &workers);
         }
         "clients" => {
             kv("connected_clients", &node.clients.len());

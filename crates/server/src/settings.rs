@@ -16,6 +16,8 @@ pub struct NodeSettings {
     pub maxmemory: u64,
     pub requirepass: Option<String>,
     pub maxclients: usize,
+    /// Worker threads of the node's runtime; 0: one per CPU.
+    pub threads: usize,
     pub proto_max_bulk_len: usize,
     pub client_query_buffer_limit: usize,
     pub enable_debug_command: bool,
@@ -46,6 +48,7 @@ impl Default for NodeSettings {
             maxmemory: 0,
             requirepass: None,
             maxclients: 10_000,
+            threads: 0,
             proto_max_bulk_len: 512 << 20,
             client_query_buffer_limit: 1 << 30,
             enable_debug_command: false,
