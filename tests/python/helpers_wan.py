@@ -3,6 +3,8 @@ more real nodes on loopback with a [wan] section, the admin endpoints of
 the publishers and receivers, a digest of a site's whole contents, RSS of a
 process, and raw WAN protocol frames for the bad-input tests.
 """
+import hashlib
+import hmac
 import struct
 import time
 import urllib.error
@@ -32,8 +34,10 @@ class WanSite:
     Ports are chosen up front so peers can list this site's WAN endpoints
     before it runs and a node restarts on the same ports."""
 
-    def __init__(self, tmp_path, site_id, name, size=1, memory_budget=None, disk_budget=None, backups=1):
+    def __init__(self, tmp_path, site_id, name, size=1, memory_budget=None, disk_budget=None, backups=1,
+                 secret=None):
         self.tmp_path = tmp_path
+        self.secret = secret
         self.id, self.name, self.size = site_id, name, size
         self.memory_budget, self.disk_budget, self.backups = memory_budget, disk_budget, backups
         self.ports = [fresh_port() for _ in range(size)]
@@ -69,6 +73,8 @@ class WanSite:
             lines.append(f'memory_budget = "{self.memory_budget}"')
         if self.disk_budget:
             lines.append(f'disk_budget = "{self.disk_budget}"')
+        if self.secret:
+            lines.append(f'secret = "{self.secret}"')
         for other, delta, ack in self.targets:
             eps = ", ".join(f'"{e}"' for e in other.endpoints)
             lines += ["[[wan.targets]]", f'name = "{other.name}"', f"endpoints = [{eps}]",
@@ -337,10 +343,31 @@ def wstr(s):
     return struct.pack("<H", len(s)) + s
 
 
-def hello(site_id, site_name, version=1, magic=b"DGWN", partitions=PARTITIONS, node_id="intruder",
-          incarnation=7):
+def hello(site_id, site_name, version=2, magic=b"DGWN", partitions=PARTITIONS, node_id="intruder",
+          incarnation=7, nonce=b"N" * 16):
     return frame(1, magic + struct.pack("<HH", version, site_id) + wstr(site_name)
-                 + struct.pack("<H", partitions) + wstr(node_id) + struct.pack("<Q", incarnation))
+                 + struct.pack("<H", partitions) + wstr(node_id) + struct.pack("<Q", incarnation) + nonce)
+
+
+def proof_frame(proof):
+    return frame(8, proof)
+
+
+def welcome_challenge(body):
+    """A welcome frame body's challenge: (nonce, proof) or None."""
+    n = struct.unpack_from("<H", body, 2)[0]
+    at = 4 + n
+    pairs = struct.unpack_from("<I", body, at)[0]
+    at += 4 + 10 * pairs + 8
+    if body[at] == 0:
+        return None
+    return body[at + 1:at + 17], body[at + 17:at + 49]
+
+
+def wan_proof(secret, role, publisher_nonce, receiver_nonce):
+    """HMAC-SHA256 proof of wan.secret, as crates/wan/src/auth.rs computes it."""
+    label = b"deltagrid wan receiver\0" if role == "receiver" else b"deltagrid wan publisher"
+    return hmac.new(secret.encode(), label + publisher_nonce + receiver_nonce, hashlib.sha256).digest()
 
 
 def batch(batch_id, body, flags=0, raw_len=None):

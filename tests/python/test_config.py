@@ -22,6 +22,7 @@ def run_with_config(tmp_path, text):
     ('[nodes]\nid = "x"\n', "nodes"),
     ('[node]\nmaxmemory = "lots"\n', "lots"),
     ('[site]\npartitions = 20000\n', "partitions"),
+    ('[wan]\nsecret = ""\n', "wan.secret"),
 ])
 def test_bad_config_names_the_key_and_exits_nonzero(tmp_path, text, named):
     r = run_with_config(tmp_path, text)

@@ -9,6 +9,7 @@ refused without harming the real link."""
 import os
 import random
 import socket
+import struct
 import subprocess
 
 import pytest
@@ -19,9 +20,9 @@ from conftest import binary
 from helpers import wait_until
 from helpers_net import RespConn
 from helpers_wan import (WanSite, batch, client, delete_change, entry, hello,
-                         link_all, metric, partition_of, read_frames, refusal_text, rss_bytes,
+                         link_all, metric, partition_of, proof_frame, read_frames, refusal_text, rss_bytes,
                          source_status, target_status, wait_converged, wait_drained, wait_state,
-                         wan_control, wan_status, write_pipelined)
+                         wan_control, wan_proof, wan_status, welcome_challenge, write_pipelined)
 
 pytestmark = pytest.mark.deltagrid_only
 
@@ -594,3 +595,93 @@ def test_bad_input_on_the_wan_port_is_refused_and_the_link_keeps_working(sites):
     wait_until(lambda: target_status(london.nodes[0], "newyork")["connected"], timeout=5,
                message="site 1's link to site 2 is up")
     assert b"WAN link down" not in london.logs()
+
+
+# -- wan.secret ----------------------------------------------------------------
+
+def recv_frame(sock, timeout=5.0):
+    """One whole frame from the peer: (kind, body)."""
+    sock.settimeout(timeout)
+    buf = b""
+    while len(buf) < 4 or len(buf) < 4 + struct.unpack_from("<I", buf)[0]:
+        data = sock.recv(65536)
+        assert data, f"closed after {buf!r}"
+        buf += data
+    n = struct.unpack_from("<I", buf)[0]
+    assert len(buf) == 4 + n, "more than one frame"
+    return buf[4], buf[5:4 + n]
+
+
+def test_sites_prove_the_shared_secret_before_anything_is_replicated(sites):
+    london = sites(1, "london", secret="s3cret")
+    newyork = sites(2, "newyork", secret="s3cret")
+    paris = sites(3, "paris", secret="not-it")
+    london.target(newyork)
+    newyork.target(london).target(paris)
+    paris.target(newyork)
+    for s in (london, newyork, paris):
+        s.start()
+    a, b, c = client(london.nodes[0]), client(newyork.nodes[0]), client(paris.nodes[0])
+    ny = newyork.nodes[0]
+
+    # Same secret: replicates.
+    a.set("from:london", "1")
+    wait_key(ny, b"from:london", b"1")
+
+    # Another secret: both ends refuse, say why, and nothing crosses.
+    c.set("from:paris", "1")
+    wait_until(lambda: source_status(ny, "paris")["refused"] >= 1, timeout=15, message="paris refused at newyork")
+    assert "authentication failed: its proof does not match wan.secret" in ny.log_path.read_text()
+    wait_until(lambda: b"the remote site's proof does not match wan.secret" in paris.logs(), timeout=15,
+               message="paris says why")
+    assert not target_status(paris.nodes[0], "newyork")["connected"]
+    assert source_status(ny, "paris")["events_received"] == 0
+    assert b.exists("from:paris") == 0
+
+    # The handshake by hand: the receiver's proof is HMAC-SHA256 as documented,
+    # and only a proof made with the secret opens the link.
+    port = newyork.wan_ports[0]
+    key = b"forged:by:hand"
+    b.set(key, "x")
+
+    def handshake(nonce):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(hello(1, "london", nonce=nonce))
+        kind, body = recv_frame(s)
+        assert kind == 2, (kind, body)
+        challenge = welcome_challenge(body)
+        assert challenge is not None
+        theirs, proof = challenge
+        assert proof == wan_proof("s3cret", "receiver", nonce, theirs)
+        return s, theirs
+
+    cases = [
+        ("wrong secret", lambda mine, theirs: proof_frame(wan_proof("guess", "publisher", mine, theirs)),
+         "does not match wan.secret"),
+        ("receiver's own proof reflected", lambda mine, theirs: proof_frame(wan_proof("s3cret", "receiver", mine, theirs)),
+         "does not match wan.secret"),
+        ("a batch instead", lambda mine, theirs: batch(1, entry(partition_of(key), 1, delete_change(key, 1 << 60, 1))),
+         "a batch instead of a proof"),
+    ]
+    for name, answer, why in cases:
+        refused = source_status(ny, "london")["refused"]
+        mine = bytes(range(16))
+        s, theirs = handshake(mine)
+        with s:
+            s.sendall(answer(mine, theirs))
+            frames, closed = read_frames(s, timeout=5)
+        assert closed and why in (refusal_text(frames) or ""), (name, frames)
+        wait_until(lambda: source_status(ny, "london")["refused"] == refused + 1, timeout=5, message=f"{name} counted")
+    assert b.get(key) == b"x"
+
+    mine = b"\x01" * 16
+    s, theirs = handshake(mine)
+    with s:
+        s.sendall(proof_frame(wan_proof("s3cret", "publisher", mine, theirs))
+                  + batch(1, entry(partition_of(key), 1, delete_change(key, 1 << 60, 1))))
+        kind, _ = recv_frame(s)
+        assert kind == 5  # received
+    wait_key(ny, key, None)
+    # The real links still work.
+    a.set("after", "2")
+    wait_key(ny, b"after", b"2")

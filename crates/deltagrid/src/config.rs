@@ -42,6 +42,9 @@ pub struct WanSection {
     pub listen: Option<SocketAddr>,
     pub memory_budget: Option<Size>,
     pub disk_budget: Option<Size>,
+    /// Shared by all sites: a link is up only when both ends prove they
+    /// know it.
+    pub secret: Option<String>,
     #[serde(default)]
     pub targets: Vec<WanTarget>,
 }
@@ -279,8 +282,12 @@ fn wan_settings(w: WanSection, s: &NodeSettings) -> anyhow::Result<wan::WanSetti
             bail!("wan.targets {:?}: endpoints is empty", t.name);
         }
     }
+    if w.secret.as_deref() == Some("") {
+        bail!("wan.secret is empty: leave it out, or give every site the same non-empty secret");
+    }
     Ok(wan::WanSettings {
         listen: w.listen,
+        secret: w.secret,
         memory_budget: w.memory_budget.map_or(256 << 20, |v| v.0),
         disk_budget: w.disk_budget.map_or(10 << 30, |v| v.0),
         targets: w

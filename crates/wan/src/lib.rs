@@ -16,6 +16,7 @@
 //! replicated to backups (waited for when replication is sync), near caches
 //! invalidated.
 
+pub mod auth;
 pub mod local;
 pub mod publisher;
 pub mod receiver;
@@ -64,6 +65,10 @@ pub struct WanSettings {
     pub targets: Vec<TargetSettings>,
     /// Where the journals live (`<data_dir>/wan`).
     pub dir: PathBuf,
+    /// Shared by the sites: both ends of a link prove they know it
+    /// ([`auth`]). None: this node accepts any publisher that reaches
+    /// `listen` and sends to any receiver.
+    pub secret: Option<String>,
 }
 
 /// What the node around the WAN tells it: its identity and how to reach

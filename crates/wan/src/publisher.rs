@@ -34,6 +34,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
+use crate::auth::{self, Role};
 use crate::stats::{add, get};
 use crate::wire::{self, Frame, Hello};
 use crate::{AckMode, Control, PublisherState, Target, Wan};
@@ -1003,6 +1004,7 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(C
     let _ = stream.set_nodelay(true);
     let (mut rd, mut wr) = stream.into_split();
     let mut out = BytesMut::new();
+    let nonce = auth::nonce();
     wire::encode(
         &Frame::Hello(Hello {
             version: wire::PROTOCOL_VERSION,
@@ -1011,6 +1013,7 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(C
             partitions: wan.ks.partitions(),
             node_id: wan.local.node_id.clone(),
             incarnation: wan.incarnation,
+            nonce,
         }),
         &mut out,
     );
@@ -1033,6 +1036,7 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(C
             if target.settings.name != w.site_name {
                 return Err(format!("endpoint {endpoint} is site {:?}, not {:?}", w.site_name, target.settings.name));
             }
+            authenticate(wan, &mut wr, &nonce, w.challenge.as_ref()).await?;
             (w.applied, w.data_incarnation)
         }
         Frame::Refuse(why) => return Err(format!("refused: {why}")),
@@ -1082,6 +1086,35 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(C
         }
     });
     Ok((Conn { tx, rx, endpoint: endpoint.to_string() }, applied, incarnation))
+}
+
+/// Answers the receiver's challenge and checks its proof: a node with
+/// `wan.secret` sends nothing to a site that cannot prove it knows it.
+async fn authenticate(
+    wan: &Wan,
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    nonce: &auth::Nonce,
+    challenge: Option<&wire::Challenge>,
+) -> Result<(), String> {
+    let secret = wan.settings.secret.as_deref().map(str::as_bytes);
+    match (secret, challenge) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => Err("authentication failed: the remote site asks for wan.secret, which this node does not have".into()),
+        (Some(_), None) => Err(
+            "authentication failed: the remote site has no wan.secret, so it cannot prove it is one of ours; not sending".into(),
+        ),
+        (Some(secret), Some(c)) => {
+            // Ours first, even if theirs is wrong: their log then says why.
+            let mut out = BytesMut::new();
+            wire::encode(&Frame::Proof(auth::proof(secret, Role::Publisher, nonce, &c.nonce)), &mut out);
+            wr.write_all(&out).await.map_err(|e| e.to_string())?;
+            if auth::verify(secret, Role::Receiver, nonce, &c.nonce, &c.proof) {
+                Ok(())
+            } else {
+                Err("authentication failed: the remote site's proof does not match wan.secret".into())
+            }
+        }
+    }
 }
 
 impl crate::PublisherStats {

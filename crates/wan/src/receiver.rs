@@ -2,7 +2,9 @@
 //!
 //! A connection must open with a [`Hello`] from a site this node lists as a
 //! target (by name), with another site id than its own and the id it used
-//! before; anything else is refused with a log line and counted. Each batch
+//! before; anything else is refused with a log line and counted. With
+//! `wan.secret`, the welcome challenges the publisher, whose next frame must
+//! prove it knows the secret ([`crate::auth`]). Each batch
 //! is acknowledged as received at once, then decoded (a malformed batch
 //! closes that connection only), filtered by the applied watermarks, applied
 //! at this site's primaries ([`crate::local`]) and acknowledged as applied.
@@ -17,9 +19,10 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+use crate::auth::{self, Role};
 use crate::local::{LocalRouter, Outcome};
 use crate::stats::add;
-use crate::wire::{self, Frame, Hello, Welcome};
+use crate::wire::{self, Challenge, Frame, Hello, Welcome};
 use crate::Wan;
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -27,6 +30,11 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 const APPLY_QUEUE: usize = 8;
 
 pub async fn serve(wan: Arc<Wan>, listener: TcpListener) {
+    if let (None, Ok(addr)) = (&wan.settings.secret, listener.local_addr()) {
+        if !addr.ip().is_loopback() {
+            tracing::warn!(%addr, "wan.listen has no wan.secret: any host that reaches it can write to this site");
+        }
+    }
     loop {
         match listener.accept().await {
             Ok((stream, addr)) => {
@@ -116,7 +124,11 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
         .filter(|((s, i, _), _)| *s == source && *i == inc)
         .map(|((_, _, p), seq)| (*p, *seq))
         .collect();
-    tracing::info!(%addr, site = hello.site_name, node = hello.node_id, "WAN publisher connected");
+    let secret = wan.settings.secret.as_deref().map(str::as_bytes);
+    let challenge = secret.map(|secret| {
+        let nonce = auth::nonce();
+        Challenge { nonce, proof: auth::proof(secret, Role::Receiver, &hello.nonce, &nonce) }
+    });
     let (tx, mut rx) = mpsc::unbounded_channel::<Frame>();
     let _ = tx.send(Frame::Welcome(Welcome {
         site_id: wan.local.site_id,
@@ -126,6 +138,7 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
         // several nodes keeps its data while any copy survives; losing all
         // of them is not detected here yet.
         data_incarnation: if wan.cluster.is_none() { wan.incarnation } else { 0 },
+        challenge: challenge.clone(),
     }));
     let writer = tokio::spawn(async move {
         let mut out = BytesMut::new();
@@ -140,6 +153,28 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
             }
         }
     });
+    if let (Some(secret), Some(c)) = (secret, &challenge) {
+        let answer = tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut rd, &mut buf, None)).await;
+        let why = match answer {
+            Ok(Ok(Some(Frame::Proof(p)))) if auth::verify(secret, Role::Publisher, &hello.nonce, &c.nonce, &p) => None,
+            Ok(Ok(Some(Frame::Proof(_)))) => Some("authentication failed: its proof does not match wan.secret".into()),
+            Ok(Ok(Some(other))) => {
+                Some(format!("authentication failed: {} instead of a proof of wan.secret", other.name()))
+            }
+            Ok(Ok(None)) => Some("authentication failed: closed without proving it knows wan.secret".into()),
+            Ok(Err(e)) => Some(format!("authentication failed: {e}")),
+            Err(_) => Some("authentication failed: no proof of wan.secret in time".into()),
+        };
+        if let Some(why) = why {
+            tracing::warn!(%addr, site = hello.site_name, node = hello.node_id, "refused WAN connection: {why}");
+            add(&stats.refused, 1);
+            let _ = tx.send(Frame::Refuse(why));
+            drop(tx);
+            let _ = writer.await;
+            return;
+        }
+    }
+    tracing::info!(%addr, site = hello.site_name, node = hello.node_id, authenticated = challenge.is_some(), "WAN publisher connected");
     let (batch_tx, batch_rx) = mpsc::channel(APPLY_QUEUE);
     let applier = tokio::spawn(apply_loop(wan.clone(), hello.clone(), batch_rx, tx.clone()));
     loop {

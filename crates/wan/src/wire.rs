@@ -4,7 +4,8 @@
 //! their own magic, so a WAN port never mistakes a site peer or a Redis
 //! client for a remote site.
 //!
-//! Publisher -> receiver: [`Hello`], then [`Frame::Batch`]es.
+//! Publisher -> receiver: [`Hello`], [`Frame::Proof`] when the receiver
+//! asked for one (`wan.secret`, see [`crate::auth`]), then [`Frame::Batch`]es.
 //! Receiver -> publisher: [`Welcome`] or a refusal, then `Received` (the
 //! batch is in: opens the window), `Applied` (every change of it is applied
 //! at its site's primaries: the publisher may let its log go) and `NeedFull`
@@ -18,8 +19,11 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use keyspace::{codec, slot, Change};
 
+use crate::auth::{Nonce, Proof};
+
 pub const MAGIC: &[u8; 4] = b"DGWN";
-pub const PROTOCOL_VERSION: u16 = 1;
+/// 2: nonces in the hello, an optional challenge in the welcome, `Proof`.
+pub const PROTOCOL_VERSION: u16 = 2;
 /// Largest frame on the wire and largest batch once decompressed.
 pub const MAX_FRAME: usize = 64 << 20;
 /// Keys a single NeedFull frame may list.
@@ -32,6 +36,7 @@ const KIND_BATCH: u8 = 4;
 const KIND_RECEIVED: u8 = 5;
 const KIND_APPLIED: u8 = 6;
 const KIND_NEED_FULL: u8 = 7;
+const KIND_PROOF: u8 = 8;
 
 const FLAG_LZ4: u8 = 1;
 
@@ -68,6 +73,16 @@ pub struct Hello {
     /// numbers its logs from 1 again, so watermarks are kept per
     /// incarnation and a new one starts with none.
     pub incarnation: u64,
+    /// Fresh per connection: the receiver's proof covers it.
+    pub nonce: Nonce,
+}
+
+/// A receiver with a secret challenges the publisher: its nonce, and its
+/// proof that it knows the secret too.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Challenge {
+    pub nonce: Nonce,
+    pub proof: Proof,
 }
 
 /// The receiver's answer: who it is, and for each source partition the
@@ -81,6 +96,9 @@ pub struct Welcome {
     /// Changes when the receiving site starts over without its data (0:
     /// not tracked): a publisher that saw another value re-syncs.
     pub data_incarnation: u64,
+    /// Set when the receiver has a secret: the publisher must answer with
+    /// a [`Frame::Proof`] before any batch.
+    pub challenge: Option<Challenge>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -94,6 +112,24 @@ pub enum Frame {
     Applied(u64),
     /// (source partition, key) whose full value the receiver needs.
     NeedFull(Vec<(u16, Bytes)>),
+    /// The publisher's answer to a [`Challenge`].
+    Proof(Proof),
+}
+
+impl Frame {
+    /// What the frame is, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Frame::Hello(_) => "a hello",
+            Frame::Welcome(_) => "a welcome",
+            Frame::Refuse(_) => "a refusal",
+            Frame::Batch { .. } => "a batch",
+            Frame::Received(_) => "a receipt",
+            Frame::Applied(_) => "an applied ack",
+            Frame::NeedFull(_) => "a full-value request",
+            Frame::Proof(_) => "a proof",
+        }
+    }
 }
 
 /// One change in a batch.
@@ -103,6 +139,14 @@ pub struct Entry {
     /// 0: not a log entry (fallback or re-sync copy).
     pub seq: u64,
     pub change: Change,
+}
+
+/// A fixed-size field (a nonce, a proof).
+fn get_array<const N: usize>(b: &mut Bytes, what: &'static str) -> Result<[u8; N], WireError> {
+    need(b, N, what)?;
+    let mut a = [0u8; N];
+    b.copy_to_slice(&mut a);
+    Ok(a)
 }
 
 fn put_str(out: &mut BytesMut, s: &[u8]) {
@@ -179,6 +223,7 @@ pub fn encode_with(frame: &Frame, probe: &mut Lz4Probe, out: &mut BytesMut) {
             out.put_u16_le(h.partitions);
             put_str(out, h.node_id.as_bytes());
             out.put_u64_le(h.incarnation);
+            out.put_slice(&h.nonce);
         }
         Frame::Welcome(w) => {
             out.put_u8(KIND_WELCOME);
@@ -190,6 +235,18 @@ pub fn encode_with(frame: &Frame, probe: &mut Lz4Probe, out: &mut BytesMut) {
                 out.put_u64_le(*seq);
             }
             out.put_u64_le(w.data_incarnation);
+            match &w.challenge {
+                None => out.put_u8(0),
+                Some(c) => {
+                    out.put_u8(1);
+                    out.put_slice(&c.nonce);
+                    out.put_slice(&c.proof);
+                }
+            }
+        }
+        Frame::Proof(p) => {
+            out.put_u8(KIND_PROOF);
+            out.put_slice(p);
         }
         Frame::Refuse(reason) => {
             out.put_u8(KIND_REFUSE);
@@ -265,7 +322,8 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
             let node_id = get_string(&mut b)?;
             need(&b, 8, "hello")?;
             let incarnation = b.get_u64_le();
-            Frame::Hello(Hello { version, site_id, site_name, partitions, node_id, incarnation })
+            let nonce = get_array(&mut b, "hello nonce")?;
+            Frame::Hello(Hello { version, site_id, site_name, partitions, node_id, incarnation, nonce })
         }
         KIND_WELCOME => {
             need(&b, 2, "welcome")?;
@@ -278,7 +336,23 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
             let applied = (0..n).map(|_| (b.get_u16_le(), b.get_u64_le())).collect();
             need(&b, 8, "welcome")?;
             let data_incarnation = b.get_u64_le();
-            Frame::Welcome(Welcome { site_id, site_name, applied, data_incarnation })
+            need(&b, 1, "welcome")?;
+            let challenge = match b.get_u8() {
+                0 => None,
+                1 => Some(Challenge {
+                    nonce: get_array(&mut b, "welcome challenge")?,
+                    proof: get_array(&mut b, "welcome challenge")?,
+                }),
+                _ => return Err(WireError::Malformed("welcome challenge flag")),
+            };
+            Frame::Welcome(Welcome { site_id, site_name, applied, data_incarnation, challenge })
+        }
+        KIND_PROOF => {
+            let proof: Proof = get_array(&mut b, "proof")?;
+            if !b.is_empty() {
+                return Err(WireError::Malformed("proof length"));
+            }
+            Frame::Proof(proof)
         }
         KIND_REFUSE => Frame::Refuse(String::from_utf8_lossy(&get_str(&mut b)?).into_owned()),
         KIND_BATCH => {
@@ -480,11 +554,20 @@ mod tests {
             partitions: 271,
             node_id: "n1".into(),
             incarnation: 42,
+            nonce: [7; 16],
         });
         assert_eq!(round_trip(&hello), hello);
-        let welcome = Frame::Welcome(Welcome { site_id: 2, site_name: "ny".into(), applied: vec![(1, 5), (270, 9)], data_incarnation: 3 });
-        assert_eq!(round_trip(&welcome), welcome);
-        for f in [Frame::Received(9), Frame::Applied(10), Frame::Refuse("no".into())] {
+        let mut welcome = Welcome {
+            site_id: 2,
+            site_name: "ny".into(),
+            applied: vec![(1, 5), (270, 9)],
+            data_incarnation: 3,
+            challenge: None,
+        };
+        assert_eq!(round_trip(&Frame::Welcome(welcome.clone())), Frame::Welcome(welcome.clone()));
+        welcome.challenge = Some(Challenge { nonce: [1; 16], proof: [2; 32] });
+        assert_eq!(round_trip(&Frame::Welcome(welcome.clone())), Frame::Welcome(welcome));
+        for f in [Frame::Received(9), Frame::Applied(10), Frame::Refuse("no".into()), Frame::Proof([3; 32])] {
             assert_eq!(round_trip(&f), f);
         }
         let nf = Frame::NeedFull(vec![(4, Bytes::from_static(b"k1")), (5, Bytes::new())]);
@@ -560,12 +643,24 @@ mod tests {
                 partitions: 1,
                 node_id: "n".into(),
                 incarnation: 1,
+                nonce: [0; 16],
             }),
             &mut out,
         );
         assert_eq!(decode(&mut out), Err(WireError::Version(9)));
         let mut out = BytesMut::from(&b"\x09\x00\x00\x00\x01DGRD\x01\x00\x01\x00"[..]);
         assert_eq!(decode(&mut out), Err(WireError::BadMagic));
+        // A proof of the wrong length.
+        let mut out = BytesMut::new();
+        out.put_u32_le(1 + 31);
+        out.put_u8(KIND_PROOF);
+        out.put_slice(&[0; 31]);
+        assert_eq!(decode(&mut out), Err(WireError::Malformed("proof")));
+        let mut out = BytesMut::new();
+        out.put_u32_le(1 + 33);
+        out.put_u8(KIND_PROOF);
+        out.put_slice(&[0; 33]);
+        assert_eq!(decode(&mut out), Err(WireError::Malformed("proof length")));
         // A batch claiming a huge decompressed size.
         let mut out = BytesMut::new();
         out.put_u32_le(1 + 8 + 1 + 4 + 3);
