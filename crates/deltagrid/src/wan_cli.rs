@@ -47,6 +47,10 @@ pub fn status(admin: &str) -> anyhow::Result<()> {
                 t["events_distributed"],
                 t["resyncs"],
             );
+            let down = t["connected"].as_bool() != Some(true);
+            if let Some(e) = t["last_error"].as_str().filter(|e| down && !e.is_empty()) {
+                println!("{:<22}   {} link: {e}", "", t["name"].as_str().unwrap_or("?"));
+            }
         }
         for s in v["sources"].as_array().into_iter().flatten() {
             println!(

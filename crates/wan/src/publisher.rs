@@ -79,6 +79,10 @@ pub struct Snapshot {
     pub window: usize,
     pub batch_bytes: usize,
     pub rtt_us: u64,
+    /// Why the link is down, when it is (empty while it is up): the last
+    /// failed connect ("authentication failed: ...", "connect timed out")
+    /// or disconnect.
+    pub last_error: String,
 }
 
 struct InFlight {
@@ -149,6 +153,8 @@ struct Publisher {
     to_share: BTreeSet<usize>,
     last_share: Instant,
     last_status: Instant,
+    /// See [`Snapshot::last_error`].
+    last_error: String,
 }
 
 pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
@@ -188,6 +194,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         to_share: BTreeSet::new(),
         last_share: Instant::now(),
         last_status: Instant::now() - Duration::from_secs(10),
+        last_error: String::new(),
     };
     // Publishers of one site start at different endpoints, so the remote
     // site's receivers share the work.
@@ -680,6 +687,7 @@ impl Publisher {
     }
 
     fn disconnected(&mut self, why: &str) {
+        self.last_error = format!("link down: {why}");
         if self.conn.take().is_some() {
             tracing::warn!(target_site = self.target.settings.name, "WAN link down ({why}); will reconnect");
         }
@@ -754,6 +762,7 @@ impl Publisher {
             Ok((conn, applied, incarnation)) => {
                 tracing::info!(target_site = self.target.settings.name, endpoint, "WAN link up");
                 self.unreachable_logged = None;
+                self.last_error.clear();
                 add(&self.target.stats.connects, 1);
                 let restarted = incarnation != 0 && self.remote_incarnation.is_some_and(|i| i != incarnation);
                 if incarnation != 0 {
@@ -785,6 +794,7 @@ impl Publisher {
             }
             Err(e) => {
                 tracing::debug!(target_site = self.target.settings.name, endpoint, "WAN connect failed: {e}");
+                self.last_error = format!("{endpoint}: {e}");
                 let log_due = self.unreachable_logged.is_none_or(|t| t.elapsed() >= UNREACHABLE_LOG_EVERY);
                 if self.backoff >= BACKOFF_MAX && log_due {
                     self.unreachable_logged = Some(Instant::now());
@@ -903,6 +913,7 @@ impl Publisher {
             window: self.window,
             batch_bytes: self.batch_max,
             rtt_us: self.rtt_ewma_us,
+            last_error: self.last_error.clone(),
             ..Default::default()
         };
         // Only the partitions this node is primary for are visited; the
