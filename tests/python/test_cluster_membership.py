@@ -22,14 +22,22 @@ pytestmark = pytest.mark.deltagrid_only
 PARTITIONS = 32
 
 
-def start(tmp_path, name, seed_ports, cluster_port=None):
-    """Node `name` ("n4"); a seed when its cluster port is among `seed_ports`."""
+def node_config(name, seed_ports, cluster_port=None, secret=None):
+    """(client port, config) of node `name` ("n4")."""
     i = int(name[1:]) - 1
     ports, cluster_ports = {i: free_port()}, {i: cluster_port or free_port()}
+    cfg = site_config(i, ports, cluster_ports, seed_ports=seed_ports, partitions=PARTITIONS)
+    if secret:
+        cfg += f'secret = "{secret}"\n'  # [site] is the last table
+    return ports[i], cfg
+
+
+def start(tmp_path, name, seed_ports, cluster_port=None, secret=None):
+    """Node `name` ("n4"); a seed when its cluster port is among `seed_ports`."""
+    port, cfg = node_config(name, seed_ports, cluster_port, secret)
     d = tmp_path / name
     d.mkdir()
-    cfg = site_config(i, ports, cluster_ports, seed_ports=seed_ports, partitions=PARTITIONS)
-    node = Server(d, config=cfg, port=ports[i])
+    node = Server(d, config=cfg, port=port)
     node.name = name
     return node
 
@@ -149,3 +157,50 @@ def test_a_stranger_without_a_join_is_refused(seeds):
         assert sock.recv(100) == b""  # closed without an answer
     wait_until(lambda: b"not a member of this site and did not ask to join" in nodes[0].log_path.read_bytes(),
                timeout=5, message="refusal logged")
+
+
+def test_a_site_with_a_secret_admits_only_nodes_that_know_it(tmp_path):
+    import socket
+    import struct
+    cluster_ports = [free_port() for _ in range(3)]
+    nodes = [start(tmp_path, f"n{i + 1}", cluster_ports, cluster_ports[i], secret="s3cret") for i in range(3)]
+    try:
+        wait_until(lambda: settled(nodes[0], ["n1", "n2", "n3"]), timeout=30, message="site formed with a secret")
+        rc = RedisCluster(host="127.0.0.1", port=nodes[0].port, socket_timeout=20)
+        for i in range(64):
+            rc.set(f"k{i}", i)
+        assert [rc.get(f"k{i}") for i in range(64)] == [str(i).encode() for i in range(64)]
+
+        # A node with another secret cannot join: it says why and exits.
+        cfg_path = tmp_path / "n4.toml"
+        cfg_path.write_text(node_config("n4", cluster_ports, secret="guess")[1])
+        out = subprocess.run([binary(), "server", "--config", str(cfg_path)],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0
+        assert "authentication failed" in out.stdout + out.stderr, out.stdout + out.stderr
+        wait_until(lambda: b"refused connection on cluster_listen: authentication failed"
+                   in nodes[0].log_path.read_bytes(), timeout=5, message="refusal logged at the seed")
+
+        # A stranger that speaks the protocol but not the secret gets the
+        # challenge and nothing else.
+        def s(x):
+            return struct.pack("<H", len(x)) + x
+        payload = b"DGRD" + struct.pack("<HH", 2, 1) + s(b"x9") + s(b"127.0.0.1:1") + s(b"127.0.0.1:2")
+        hello = struct.pack("<I", len(payload) + 1) + bytes([1]) + payload
+        before = nodes[1].log_path.read_bytes().count(b"does not match site.secret")
+        with socket.create_connection(("127.0.0.1", cluster_ports[1]), timeout=10) as sock:
+            challenge = b""
+            while len(challenge) < 20:
+                challenge += sock.recv(20 - len(challenge))
+            assert challenge[:4] == b"DGAU"
+            sock.sendall(hello.ljust(48, b"\0"))
+            assert sock.recv(100) == b""  # closed without an answer
+        wait_until(lambda: nodes[1].log_path.read_bytes().count(b"does not match site.secret") == before + 1,
+                   timeout=5, message="stranger refused and logged")
+
+        rows, _ = status(nodes[0])
+        assert set(rows) == {"n1", "n2", "n3"}
+        assert rc.get("k7") == b"7"
+    finally:
+        for n in nodes:
+            n.stop()

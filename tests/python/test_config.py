@@ -23,6 +23,7 @@ def run_with_config(tmp_path, text):
     ('[node]\nmaxmemory = "lots"\n', "lots"),
     ('[site]\npartitions = 20000\n', "partitions"),
     ('[wan]\nsecret = ""\n', "wan.secret"),
+    ('[node]\ncluster_listen = "127.0.0.1:1"\n[site]\nseeds = ["127.0.0.1:1"]\nsecret = ""\n', "site.secret"),
 ])
 def test_bad_config_names_the_key_and_exits_nonzero(tmp_path, text, named):
     r = run_with_config(tmp_path, text)

@@ -35,6 +35,10 @@ pub struct ClusterSettings {
     /// Set by [`crate::join::join`] before the node starts, for a node that
     /// is not a seed: its place in the site and the members it was told of.
     pub joined: Option<crate::join::Joined>,
+    /// Shared by the site's nodes: every node-to-node connection starts by
+    /// both ends proving they know it ([`crate::auth`]). None: anyone who
+    /// reaches `cluster_listen` may speak the protocol.
+    pub secret: Option<String>,
 }
 
 /// Member slots (node ids 1..=MAX_MEMBERS are indexes 0..MAX_MEMBERS).
@@ -335,6 +339,11 @@ impl Cluster {
             md.set_isolated(on);
         }
         tracing::warn!(isolated = on, "fault injection: node-to-node links {}", if on { "cut" } else { "restored" });
+    }
+
+    /// `site.secret`, as the handshake wants it.
+    pub fn secret(&self) -> Option<&[u8]> {
+        self.settings.secret.as_deref().map(str::as_bytes)
     }
 
     pub fn is_isolated(&self) -> bool {

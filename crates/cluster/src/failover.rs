@@ -36,7 +36,8 @@ const CHECK_EVERY: Duration = Duration::from_millis(250);
 const MAX_MOVING: usize = 8;
 
 pub async fn run(c: Arc<Cluster>) {
-    let config = MetadataConfig::new(c.my_index as u64 + 1, c.site_id, c.data_dir.join("metadata"));
+    let mut config = MetadataConfig::new(c.my_index as u64 + 1, c.site_id, c.data_dir.join("metadata"));
+    config.secret = c.settings.secret.as_deref().map(|s| Arc::from(s.as_bytes()));
     let md = match Metadata::start(config, None).await {
         Ok(md) => md,
         Err(e) => {

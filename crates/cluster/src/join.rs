@@ -39,6 +39,7 @@ pub async fn join(
     node_id: &str,
     cluster_addr: SocketAddr,
     client_addr: &str,
+    secret: Option<&str>,
 ) -> Result<Joined, String> {
     let hello = Hello {
         version: wire::PROTOCOL_VERSION,
@@ -51,10 +52,15 @@ pub async fn join(
     let mut last = String::from("no seed answered");
     loop {
         for seed in seeds {
-            match tokio::time::timeout(ASK_TIMEOUT, ask(*seed, &hello)).await {
+            match tokio::time::timeout(ASK_TIMEOUT, ask(*seed, &hello, secret)).await {
                 Ok(Ok(joined)) => {
                     tracing::info!(%seed, node = joined.index + 1, "joined the site");
                     return Ok(joined);
+                }
+                // A secret the site does not share will not become right
+                // by asking again.
+                Ok(Err(e)) if e.starts_with("authentication failed") => {
+                    return Err(format!("could not join the site through {seed}: {e}"));
                 }
                 Ok(Err(e)) => last = format!("{seed}: {e}"),
                 Err(_) => last = format!("{seed}: no answer within {ASK_TIMEOUT:?}"),
@@ -68,8 +74,9 @@ pub async fn join(
     }
 }
 
-async fn ask(seed: SocketAddr, hello: &Hello) -> Result<Joined, String> {
+async fn ask(seed: SocketAddr, hello: &Hello, secret: Option<&str>) -> Result<Joined, String> {
     let mut stream = TcpStream::connect(seed).await.map_err(|e| e.to_string())?;
+    crate::auth::initiate(&mut stream, secret.map(str::as_bytes)).await?;
     let mut out = BytesMut::new();
     hello.encode(&mut out);
     wire::encode_frame(wire::KIND_JOIN, &[], &mut out);

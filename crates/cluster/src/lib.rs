@@ -11,6 +11,7 @@
 //! docs/architecture.md, "Site".
 
 mod ack_wait;
+pub mod auth;
 mod cluster;
 pub mod cluster_cmd;
 pub mod failover;

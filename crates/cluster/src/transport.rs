@@ -157,6 +157,10 @@ async fn inbound(c: Arc<Cluster>, mut stream: TcpStream, peer: SocketAddr) {
     if c.is_isolated() {
         return;
     }
+    if let Err(e) = crate::auth::accept(&mut stream, c.secret()).await {
+        tracing::warn!(%peer, "refused connection on cluster_listen: {e}");
+        return;
+    }
     let mut buf = BytesMut::with_capacity(1024);
     match sniff(&mut stream, &mut buf).await {
         Ok(true) => {
@@ -243,6 +247,7 @@ async fn dial_loop(c: Arc<Cluster>, i: usize) {
                 let _ = stream.set_nodelay(true);
                 let mut buf = BytesMut::with_capacity(1024);
                 let result = async {
+                    crate::auth::initiate(&mut stream, c.secret()).await.map_err(HandshakeError::Refused)?;
                     stream.write_all(&my_hello(&c)).await?;
                     let hello = read_hello(&mut stream, &mut buf).await?;
                     accept_member(&c, &hello)

@@ -97,6 +97,9 @@ pub struct SiteSection {
     pub seeds: Option<Vec<SocketAddr>>,
     pub backups: Option<usize>,
     pub replication: Option<ReplicationMode>,
+    /// Shared by the site's nodes: node-to-node connections open only
+    /// between nodes that prove they know it.
+    pub secret: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -202,7 +205,11 @@ impl ConfigFile {
                 if seeds.is_empty() {
                     bail!("site.seeds is empty: list the site's first members (this node joins them if it is not one)");
                 }
+                if site.secret.as_deref() == Some("") {
+                    bail!("site.secret is empty: leave it out, or give every node the same non-empty one");
+                }
                 s.cluster = Some(cluster::ClusterSettings {
+                    secret: site.secret.clone(),
                     cluster_listen,
                     seeds,
                     joined: None,

@@ -93,6 +93,9 @@ pub struct MetadataConfig {
     pub keep_behind_snapshot: u64,
     /// How long [`Metadata::propose`] keeps trying.
     pub propose_timeout: Duration,
+    /// `site.secret`: connections this node opens prove it
+    /// ([`crate::auth::initiate`]), as do those its own listener accepts.
+    pub secret: Option<Arc<[u8]>>,
 }
 
 impl MetadataConfig {
@@ -106,6 +109,7 @@ impl MetadataConfig {
             snapshot_every: 5000,
             keep_behind_snapshot: 1000,
             propose_timeout: Duration::from_secs(5),
+            secret: None,
         }
     }
 
@@ -177,14 +181,14 @@ impl Metadata {
         let (sm, state) = state_machine::StateMachine::load(db.clone())?;
         let me = Identity { site_id: config.site_id, node_id: config.node_id };
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let peers = Peers::new(me, shutdown_rx.clone());
+        let peers = Peers::new(me, shutdown_rx.clone(), config.secret.clone());
         let network = Network { peers: peers.clone() };
         let log = log_store::LogStore::new(db.clone());
         let raft = Raft::new(config.node_id, raft_config, network, log, sm)
             .await
             .map_err(|e| MetadataError::Raft(e.to_string()))?;
         if let Some(listener) = listener {
-            tokio::spawn(network::serve(listener, raft.clone(), me, shutdown_rx));
+            tokio::spawn(network::serve(listener, raft.clone(), me, shutdown_rx, config.secret.clone()));
         }
         Ok(Metadata {
             id: config.node_id,

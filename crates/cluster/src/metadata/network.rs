@@ -73,11 +73,13 @@ pub struct Peers {
     /// Fault injection: every call fails and every served connection
     /// drops, as if the network were cut.
     pub blocked: Arc<std::sync::atomic::AtomicBool>,
+    /// `site.secret`, proven on every connection this node opens.
+    secret: Option<Arc<[u8]>>,
 }
 
 impl Peers {
-    pub fn new(me: Identity, shutdown: watch::Receiver<bool>) -> Arc<Peers> {
-        Arc::new(Peers { me, slots: Mutex::new(HashMap::new()), shutdown, blocked: Default::default() })
+    pub fn new(me: Identity, shutdown: watch::Receiver<bool>, secret: Option<Arc<[u8]>>) -> Arc<Peers> {
+        Arc::new(Peers { me, slots: Mutex::new(HashMap::new()), shutdown, blocked: Default::default(), secret })
     }
 
     /// The live connection to `target` at `addr`, dialing if needed (one
@@ -103,6 +105,7 @@ impl Peers {
             .map_err(|_| unreachable("connect timed out".into()))?
             .map_err(|e| unreachable(e.to_string()))?;
         let _ = stream.set_nodelay(true);
+        crate::auth::initiate(&mut stream, self.secret.as_deref()).await.map_err(unreachable)?;
         let mut hello = BytesMut::new();
         Hello { site_id: self.me.site_id, from: self.me.node_id, to: target }.encode(&mut hello);
         stream.write_all(&hello).await.map_err(|e| unreachable(e.to_string()))?;
@@ -330,15 +333,28 @@ async fn stopped(shutdown: &mut watch::Receiver<bool>) {
 }
 
 /// Accepts metadata connections until shutdown.
-pub async fn serve(listener: TcpListener, raft: Raft, me: Identity, shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    raft: Raft,
+    me: Identity,
+    shutdown: watch::Receiver<bool>,
+    secret: Option<Arc<[u8]>>,
+) {
     let mut stop = shutdown.clone();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
+                Ok((mut stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    let buf = BytesMut::with_capacity(4096);
-                    tokio::spawn(serve_connection(stream, peer, buf, raft.clone(), me, shutdown.clone(), Default::default()));
+                    let (raft, shutdown, secret) = (raft.clone(), shutdown.clone(), secret.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = crate::auth::accept(&mut stream, secret.as_deref()).await {
+                            tracing::warn!(%peer, "refused metadata connection: {e}");
+                            return;
+                        }
+                        let buf = BytesMut::with_capacity(4096);
+                        serve_connection(stream, peer, buf, raft, me, shutdown, Default::default()).await
+                    });
                 }
                 Err(e) => {
                     tracing::warn!("metadata accept failed: {e}");

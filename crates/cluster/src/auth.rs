@@ -1,0 +1,175 @@
+//! Proof of a shared secret between two ends of a connection, without the
+//! secret crossing it: each side contributes a fresh nonce and answers with
+//! HMAC-SHA256 over both, under a label naming its role, so no proof can be
+//! replayed on another connection or reflected back to its sender.
+//!
+//! [`accept`] and [`initiate`] run this on a node-to-node connection
+//! (`site.secret`) before anything else is said; the WAN uses the same
+//! primitives in its hello/welcome (`wan::auth`). Only the peers are
+//! authenticated, not the frames after the handshake.
+
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub const NONCE_LEN: usize = 16;
+pub const PROOF_LEN: usize = 32;
+
+pub type Nonce = [u8; NONCE_LEN];
+pub type Proof = [u8; PROOF_LEN];
+
+/// What an accepting node sends first: this magic and its nonce.
+const CHALLENGE_MAGIC: &[u8; 4] = b"DGAU";
+/// How long each side waits for the other's part.
+const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+
+const ACCEPTOR: &[u8] = b"deltagrid site acceptor";
+const INITIATOR: &[u8] = b"deltagrid site initiator";
+
+/// A nonce from the operating system's random source.
+pub fn nonce() -> Nonce {
+    let mut n = [0u8; NONCE_LEN];
+    getrandom::fill(&mut n).expect("the operating system's random source");
+    n
+}
+
+fn mac(secret: &[u8], label: &[u8], first: &Nonce, second: &Nonce) -> Hmac<Sha256> {
+    let mut m = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length");
+    m.update(label);
+    m.update(first);
+    m.update(second);
+    m
+}
+
+/// The proof, under `label`, for these two nonces in this order.
+pub fn proof(secret: &[u8], label: &[u8], first: &Nonce, second: &Nonce) -> Proof {
+    mac(secret, label, first, second).finalize().into_bytes().into()
+}
+
+/// Whether `got` is that proof (constant-time compare).
+pub fn verify(secret: &[u8], label: &[u8], first: &Nonce, second: &Nonce, got: &[u8]) -> bool {
+    mac(secret, label, first, second).verify_slice(got).is_ok()
+}
+
+async fn step<T>(what: &str, f: impl std::future::Future<Output = std::io::Result<T>>) -> Result<T, String> {
+    match tokio::time::timeout(STEP_TIMEOUT, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(format!("authentication failed: {what}: {e}")),
+        Err(_) => Err(format!("authentication failed: no {what} within {STEP_TIMEOUT:?}")),
+    }
+}
+
+/// The accepting side: challenges, checks the answer, proves itself.
+/// Nothing happens without a secret.
+pub async fn accept(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(), String> {
+    let Some(secret) = secret else { return Ok(()) };
+    let mine = nonce();
+    let mut challenge = [0u8; 4 + NONCE_LEN];
+    challenge[..4].copy_from_slice(CHALLENGE_MAGIC);
+    challenge[4..].copy_from_slice(&mine);
+    step("sending the challenge", stream.write_all(&challenge)).await?;
+    let mut answer = [0u8; NONCE_LEN + PROOF_LEN];
+    step("answer to the challenge", stream.read_exact(&mut answer)).await?;
+    let theirs: Nonce = answer[..NONCE_LEN].try_into().expect("fixed size");
+    if !verify(secret, INITIATOR, &mine, &theirs, &answer[NONCE_LEN..]) {
+        return Err("authentication failed: the peer's proof does not match site.secret".into());
+    }
+    step("sending our proof", stream.write_all(&proof(secret, ACCEPTOR, &theirs, &mine))).await?;
+    Ok(())
+}
+
+/// The connecting side: answers the challenge, checks the acceptor's proof.
+/// Nothing happens without a secret.
+pub async fn initiate(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(), String> {
+    let Some(secret) = secret else { return Ok(()) };
+    let mut challenge = [0u8; 4 + NONCE_LEN];
+    step("challenge", stream.read_exact(&mut challenge)).await?;
+    if &challenge[..4] != CHALLENGE_MAGIC {
+        return Err("authentication failed: the peer did not ask for site.secret (has it none?)".into());
+    }
+    let theirs: Nonce = challenge[4..].try_into().expect("fixed size");
+    let mine = nonce();
+    let mut answer = [0u8; NONCE_LEN + PROOF_LEN];
+    answer[..NONCE_LEN].copy_from_slice(&mine);
+    answer[NONCE_LEN..].copy_from_slice(&proof(secret, INITIATOR, &theirs, &mine));
+    step("sending the answer", stream.write_all(&answer)).await?;
+    let mut got = [0u8; PROOF_LEN];
+    step("the peer's proof", stream.read_exact(&mut got)).await?;
+    if !verify(secret, ACCEPTOR, &mine, &theirs, &got) {
+        return Err("authentication failed: the peer's proof does not match site.secret".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    #[test]
+    fn a_proof_verifies_only_with_its_secret_label_and_nonces() {
+        let (a, b) = (nonce(), nonce());
+        assert_ne!(a, b);
+        let good = proof(b"s3cret", INITIATOR, &a, &b);
+        assert!(verify(b"s3cret", INITIATOR, &a, &b, &good));
+        assert!(!verify(b"other", INITIATOR, &a, &b, &good));
+        assert!(!verify(b"s3cret", ACCEPTOR, &a, &b, &good));
+        assert!(!verify(b"s3cret", INITIATOR, &b, &a, &good));
+        assert!(!verify(b"s3cret", INITIATOR, &a, &b, &good[..31]));
+    }
+
+    /// Runs both sides over a real loopback connection.
+    async fn handshake(
+        acceptor: Option<&'static [u8]>,
+        initiator: Option<&'static [u8]>,
+    ) -> (Result<(), String>, Result<(), String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let r = accept(&mut s, acceptor).await;
+            // Closing tells a waiting initiator it was refused.
+            drop(s);
+            r
+        });
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        let client = initiate(&mut c, initiator).await;
+        drop(c);
+        (server.await.unwrap(), client)
+    }
+
+    #[tokio::test]
+    async fn both_sides_must_hold_the_same_secret() {
+        assert_eq!(handshake(Some(b"s3cret"), Some(b"s3cret")).await, (Ok(()), Ok(())));
+        assert_eq!(handshake(None, None).await, (Ok(()), Ok(())));
+        let (a, i) = handshake(Some(b"s3cret"), Some(b"guess")).await;
+        assert!(a.unwrap_err().contains("does not match site.secret"));
+        assert!(i.unwrap_err().contains("authentication failed"));
+        // An acceptor with a secret refuses a peer that says something else.
+        let (a, _) = handshake(Some(b"s3cret"), None).await;
+        assert!(a.unwrap_err().contains("authentication failed"));
+    }
+
+    #[tokio::test]
+    async fn a_peer_without_the_secret_gets_no_further_than_the_challenge() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            accept(&mut s, Some(b"s3cret")).await
+        });
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        let mut challenge = [0u8; 20];
+        c.read_exact(&mut challenge).await.unwrap();
+        assert_eq!(&challenge[..4], b"DGAU");
+        c.write_all(&[0x42; 48]).await.unwrap();
+        let err = server.await.unwrap().unwrap_err();
+        assert!(err.contains("does not match site.secret"), "{err}");
+        // Nothing more is sent: the connection is closed.
+        let mut rest = Vec::new();
+        assert_eq!(c.read_to_end(&mut rest).await.unwrap_or(0), 0);
+    }
+}
