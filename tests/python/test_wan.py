@@ -331,6 +331,28 @@ def test_a_site_restarted_empty_gets_back_what_it_held(sites):
     wait_converged([london, newyork], timeout=5, min_keys=3)
 
 
+def test_a_site_of_three_nodes_formed_anew_gets_back_what_it_held(sites):
+    london = sites(1, "london")
+    newyork = sites(2, "newyork", size=3)
+    link_all([london, newyork])
+    london.start()
+    newyork.start()
+    a = client(london.nodes[0])
+    p = a.pipeline()
+    for i in range(200):
+        p.set(f"old:{i}", i)
+    p.hset("old:h", "f", "v")
+    p.execute()
+    wait_converged([london, newyork], min_keys=201)
+    # Every node of site 2 goes, and with them its data; the site forms
+    # again (fresh data directories), under another data incarnation.
+    newyork.stop()
+    a.set("new", "2")
+    newyork.start()
+    wait_converged([london, newyork], timeout=60, min_keys=202)
+    assert b"the remote site started over without its data: re-syncing it" in london.logs()
+
+
 # -- 5 -------------------------------------------------------------------------
 
 def test_a_killed_primarys_backlog_is_shipped_by_its_successor_exactly_once(sites):

@@ -114,6 +114,23 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
         let _ = wr.write_all(&out).await;
         return;
     }
+    // What the publisher compares to tell a site that started over without
+    // its data: this process for a lone node; for a site of several, the
+    // one chosen when it formed (its data lives while any copy does).
+    let data_incarnation = match &wan.cluster {
+        None => wan.incarnation,
+        Some(c) => c.metadata.get().map_or(0, |md| md.current().data_incarnation),
+    };
+    if data_incarnation == 0 {
+        // Taking batches now could let a publisher resume past what a site
+        // formed anew never had.
+        let why = "this site is not formed yet".to_string();
+        tracing::info!(%addr, site = hello.site_name, "refused WAN connection: {why}");
+        let mut out = BytesMut::new();
+        wire::encode(&Frame::Refuse(why), &mut out);
+        let _ = wr.write_all(&out).await;
+        return;
+    }
     let source = hello.site_id;
     *stats.name.lock() = hello.site_name.clone();
     let inc = hello.incarnation;
@@ -134,10 +151,7 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
         site_id: wan.local.site_id,
         site_name: wan.local.site_name.clone(),
         applied,
-        // A single node's data lives and dies with its process. A site of
-        // several nodes keeps its data while any copy survives; losing all
-        // of them is not detected here yet.
-        data_incarnation: if wan.cluster.is_none() { wan.incarnation } else { 0 },
+        data_incarnation,
         challenge: challenge.clone(),
     }));
     let writer = tokio::spawn(async move {

@@ -252,7 +252,9 @@ impl Metadata {
                 })
                 .collect();
             let order: Vec<NodeId> = seeds.iter().map(|s| s.id).collect();
-            let form = Command::Form { members, partitions: rebalance::initial(partitions, &order, backups) };
+            let incarnation = u64::from_le_bytes(crate::auth::nonce()[..8].try_into().expect("8 bytes"));
+            let partitions = rebalance::initial(partitions, &order, backups);
+            let form = Command::Form { members, partitions, data_incarnation: incarnation };
             match self.propose(form).await {
                 Ok(_) | Err(MetadataError::Refused(Refused::AlreadyFormed)) => {}
                 Err(e) => return Err(e),

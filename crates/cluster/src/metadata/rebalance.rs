@@ -381,7 +381,7 @@ mod tests {
         };
         assert_eq!(failover_command(&meta), None);
         let members = (1..=3).map(|n| (n, member(n))).collect();
-        meta.apply(&Command::Form { members, partitions: initial(12, &[1, 2, 3], 1) }).unwrap();
+        meta.apply(&Command::Form { members, partitions: initial(12, &[1, 2, 3], 1), data_incarnation: 7 }).unwrap();
         assert_eq!(failover_command(&meta), None);
         assert_eq!(rebalance_command(&meta, 1), None);
         meta.apply(&Command::MarkDead { id: 3 }).unwrap();

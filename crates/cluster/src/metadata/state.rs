@@ -109,6 +109,10 @@ pub struct Table {
 pub struct SiteMetadata {
     pub members: BTreeMap<NodeId, Member>,
     pub table: Option<Table>,
+    /// Random, chosen when the site forms: a site formed again (every node
+    /// started without its data) has another one, which tells remote
+    /// sites' WAN publishers to re-sync it. 0 until formed.
+    pub data_incarnation: u64,
 }
 
 /// A change to the metadata, proposed through Raft.
@@ -119,6 +123,8 @@ pub enum Command {
     Form {
         members: BTreeMap<NodeId, Member>,
         partitions: Vec<Assignment>,
+        /// The proposer's random pick; the first Form committed sets it.
+        data_incarnation: u64,
     },
     /// A new member, or a known one coming back (its addresses updated,
     /// active again).
@@ -223,7 +229,9 @@ impl SiteMetadata {
 
     pub fn apply(&mut self, cmd: &Command) -> Outcome {
         match cmd {
-            Command::Form { members, partitions } => self.form(members, partitions),
+            Command::Form { members, partitions, data_incarnation } => {
+                self.form(members, partitions, *data_incarnation)
+            }
             Command::AddMember { id, name, cluster_addr, client_addr } => {
                 let member = Member {
                     name: name.clone(),
@@ -314,7 +322,7 @@ impl SiteMetadata {
         table.partitions.get(partition as usize).ok_or(Refused::NoSuchPartition(partition))
     }
 
-    fn form(&mut self, members: &BTreeMap<NodeId, Member>, partitions: &[Assignment]) -> Outcome {
+    fn form(&mut self, members: &BTreeMap<NodeId, Member>, partitions: &[Assignment], incarnation: u64) -> Outcome {
         if self.table.is_some() {
             return Err(Refused::AlreadyFormed);
         }
@@ -322,7 +330,8 @@ impl SiteMetadata {
             let want = partitions.len().clamp(1, keyspace::slot::SLOTS as usize);
             return Err(Refused::PartitionCount { want, got: partitions.len() });
         }
-        let mut formed = SiteMetadata { members: self.members.clone(), table: None };
+        let mut formed =
+            SiteMetadata { members: self.members.clone(), table: None, data_incarnation: incarnation.max(1) };
         formed.members.extend(members.iter().map(|(id, m)| (*id, m.clone())));
         for (p, a) in partitions.iter().enumerate() {
             formed.validate(p, a)?;
@@ -451,7 +460,11 @@ mod tests {
     fn formed() -> SiteMetadata {
         let mut s = SiteMetadata::default();
         let members = (1..=3).map(|n| (n, member(n))).collect();
-        let out = s.apply(&Command::Form { members, partitions: vec![assignment(1, &[2]), assignment(2, &[3])] });
+        let out = s.apply(&Command::Form {
+            members,
+            partitions: vec![assignment(1, &[2]), assignment(2, &[3])],
+            data_incarnation: 7,
+        });
         assert_eq!(out, Ok(1));
         s
     }
@@ -460,13 +473,15 @@ mod tests {
     fn form_once() {
         let mut s = formed();
         assert_eq!(
-            s.apply(&Command::Form { members: BTreeMap::new(), partitions: vec![] }),
+            s.apply(&Command::Form { members: BTreeMap::new(), partitions: vec![], data_incarnation: 9 }),
             Err(Refused::AlreadyFormed)
         );
+        // The first Form committed chose the site's data incarnation.
+        assert_eq!(s.data_incarnation, 7);
         let t = s.table.as_ref().unwrap();
         assert!(t.partitions.iter().all(|a| a.epoch == 1));
         let mut fresh = SiteMetadata::default();
-        let bad = Command::Form { members: BTreeMap::new(), partitions: vec![assignment(1, &[])] };
+        let bad = Command::Form { members: BTreeMap::new(), partitions: vec![assignment(1, &[])], data_incarnation: 7 };
         assert_eq!(fresh.apply(&bad), Err(Refused::UnknownMember(1)));
         assert_eq!(fresh, SiteMetadata::default());
     }
