@@ -81,7 +81,13 @@ class WanSite:
                       f"delta = {'true' if delta else 'false'}", f'ack = "{ack}"']
         return "\n".join(lines) + "\n"
 
-    def start_node(self, i):
+    def start_node(self, i, same_dir=False):
+        """Node i in a new data directory, or (`same_dir`) in its last one,
+        as a restarted process finds it."""
+        if same_dir:
+            d = self.tmp_path / f"{self.name}-n{i + 1}-{self.incarnation[i] - 1}"
+            self.nodes[i] = Server(d, config=self.config(i), port=self.ports[i])
+            return self.nodes[i]
         d = self.tmp_path / f"{self.name}-n{i + 1}-{self.incarnation[i]}"
         self.incarnation[i] += 1
         d.mkdir()

@@ -353,6 +353,35 @@ def test_a_site_of_three_nodes_formed_anew_gets_back_what_it_held(sites):
     assert b"the remote site started over without its data: re-syncing it" in london.logs()
 
 
+def test_a_site_whose_every_node_restarted_comes_back_and_is_re_synced(sites):
+    london = sites(1, "london")
+    newyork = sites(2, "newyork", size=3)
+    link_all([london, newyork])
+    london.start()
+    newyork.start()
+    a = client(london.nodes[0])
+    p = a.pipeline()
+    for i in range(200):
+        p.set(f"old:{i}", i)
+    p.execute()
+    wait_converged([london, newyork], min_keys=200)
+    # kill -9 every node; they restart on their data directories: the
+    # metadata survives, the data does not.
+    for i in range(3):
+        newyork.kill_node(i)
+    a.set("new", "2")
+    for i in range(3):
+        newyork.start_node(i, same_dir=True)
+    # The site serves again (partitions with no surviving copy restart
+    # empty), tells remote sites so, and they deliver everything again.
+    wait_converged([london, newyork], timeout=90, min_keys=201)
+    assert b"new data incarnation, remote sites re-sync" in newyork.logs()
+    assert b"the remote site started over without its data: re-syncing it" in london.logs()
+    b = cluster_client(newyork)
+    b.set("after", "3")
+    wait_key(london.nodes[0], b"after", b"3")
+
+
 # -- 5 -------------------------------------------------------------------------
 
 def test_a_killed_primarys_backlog_is_shipped_by_its_successor_exactly_once(sites):

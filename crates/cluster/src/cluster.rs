@@ -374,6 +374,9 @@ impl Cluster {
             self.primary_changes.fetch_add(moved as u64, std::sync::atomic::Ordering::Relaxed);
         }
         let rejoining = self.rejoining.load(std::sync::atomic::Ordering::Acquire);
+        // What the partitions were set to under the old table: none was
+        // primary here while rejoining.
+        let was_rejoining = rejoining;
         // Partitions whose only copy was here cannot fail over: their data
         // is gone with the old process, and they restart empty here.
         let only_copy = |o: &PartitionOwners| o.primary == self.my_index && o.backups.is_empty();
@@ -388,7 +391,7 @@ impl Cluster {
         }
         let rejoining = self.rejoining.load(std::sync::atomic::Ordering::Acquire);
         for (p, owners) in table.partitions.iter().enumerate() {
-            let was_primary = old.as_ref().is_some_and(|t| t.owners(p).primary == self.my_index) && !rejoining;
+            let was_primary = old.as_ref().is_some_and(|t| t.owners(p).primary == self.my_index) && !was_rejoining;
             let primary = owners.primary == self.my_index && !rejoining;
             if primary != was_primary || old.is_none() {
                 self.ks.set_replica(p, !primary);

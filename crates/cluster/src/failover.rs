@@ -150,19 +150,36 @@ async fn detect_failures(c: Arc<Cluster>) {
                     !t.partitions.iter().any(|a| a.holds(*id) && (a.primary != *id || !a.backups.is_empty()))
                 })
             };
-            if m.state == MemberState::Dead
-                && i != c.my_index
-                && c.down_for(i).is_none()
-                && c.is_connected(i)
-                && failed_over()
-            {
+            // The leader itself counts as reachable: when every node of
+            // the site restarted, one of them leads and is dead too.
+            let reachable = i == c.my_index || (c.down_for(i).is_none() && c.is_connected(i));
+            if m.state == MemberState::Dead && reachable && failed_over() {
                 tracing::info!(node = %m.name, "dead member is reachable again: making it active");
+                // What it still holds had no other copy: those partitions
+                // restart empty, so remote sites must deliver them again.
+                let lost = meta.table.as_ref().map_or(0, |t| t.partitions.iter().filter(|a| a.holds(*id)).count());
                 let back = Command::AddMember {
                     id: *id,
                     name: m.name.clone(),
                     cluster_addr: m.cluster_addr,
                     client_addr: m.client_addr.clone(),
                 };
+                // First the incarnation: if the member came back and this
+                // were lost, nothing would bring it back.
+                if lost > 0 {
+                    let value = crate::metadata::random_incarnation();
+                    match md.propose(Command::NewDataIncarnation { value }).await {
+                        Ok(_) => tracing::warn!(
+                            node = %m.name,
+                            partitions = lost,
+                            "partitions restart empty (no copy survived): new data incarnation, remote sites re-sync"
+                        ),
+                        Err(e) => {
+                            tracing::warn!("new data incarnation not committed: {e}");
+                            continue;
+                        }
+                    }
+                }
                 if let Err(e) = md.propose(back).await {
                     tracing::warn!(node = %m.name, "could not reactivate: {e}");
                 }

@@ -26,6 +26,8 @@ use crate::wire::{self, Challenge, Frame, Hello, Welcome};
 use crate::Wan;
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often an idle connection checks its site's data incarnation.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// Batches read ahead of the one being applied.
 const APPLY_QUEUE: usize = 8;
 
@@ -114,13 +116,7 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
         let _ = wr.write_all(&out).await;
         return;
     }
-    // What the publisher compares to tell a site that started over without
-    // its data: this process for a lone node; for a site of several, the
-    // one chosen when it formed (its data lives while any copy does).
-    let data_incarnation = match &wan.cluster {
-        None => wan.incarnation,
-        Some(c) => c.metadata.get().map_or(0, |md| md.current().data_incarnation),
-    };
+    let data_incarnation = site_incarnation(&wan);
     if data_incarnation == 0 {
         // Taking batches now could let a publisher resume past what a site
         // formed anew never had.
@@ -192,7 +188,17 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
     let (batch_tx, batch_rx) = mpsc::channel(APPLY_QUEUE);
     let applier = tokio::spawn(apply_loop(wan.clone(), hello.clone(), batch_rx, tx.clone()));
     loop {
-        match read_frame(&mut rd, &mut buf, Some(&stats.bytes_received)).await {
+        // A timeout loses nothing: read_frame keeps what it read in `buf`.
+        let frame = tokio::time::timeout(CHECK_EVERY, read_frame(&mut rd, &mut buf, Some(&stats.bytes_received))).await;
+        if site_incarnation(&wan) != data_incarnation {
+            // Partitions restarted empty here: the publisher must see the
+            // new incarnation (and re-sync) rather than go on from its seqs.
+            tracing::warn!(%addr, site = hello.site_name, "this site's data incarnation changed: closing the WAN connection");
+            let _ = tx.send(Frame::Refuse("this site's data incarnation changed: reconnect".into()));
+            break;
+        }
+        let Ok(frame) = frame else { continue };
+        match frame {
             Ok(Some(Frame::Batch { id, body })) => {
                 add(&stats.batches, 1);
                 let _ = tx.send(Frame::Received(id));
@@ -232,6 +238,16 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
     drop(tx);
     let _ = writer.await;
     tracing::info!(%addr, site = hello.site_name, "WAN publisher disconnected");
+}
+
+/// What a publisher compares to tell a site that started over without its
+/// data: this process for a lone node; for a site of several, the one in its
+/// metadata (its data lives while any copy does). 0: not formed yet.
+fn site_incarnation(wan: &Wan) -> u64 {
+    match &wan.cluster {
+        None => wan.incarnation,
+        Some(c) => c.metadata.get().map_or(0, |md| md.current().data_incarnation),
+    }
 }
 
 async fn apply_loop(

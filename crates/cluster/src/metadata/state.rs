@@ -178,6 +178,11 @@ pub enum Command {
         node: NodeId,
         expected_epoch: u64,
     },
+    /// Partitions restarted empty (every copy was lost): the site's data
+    /// is not what remote sites delivered to it any more.
+    NewDataIncarnation {
+        value: u64,
+    },
 }
 
 /// Why a command changed nothing.
@@ -269,6 +274,13 @@ impl SiteMetadata {
                 Ok(self.table_epoch())
             }
             Command::MarkDead { id } => self.mark_dead(*id),
+            Command::NewDataIncarnation { value } => {
+                if self.table.is_none() {
+                    return Err(Refused::NotFormed);
+                }
+                self.data_incarnation = (*value).max(1);
+                Ok(self.table_epoch())
+            }
             Command::RemoveMember { id } => {
                 if !self.members.contains_key(id) {
                     return Err(Refused::UnknownMember(*id));
