@@ -331,29 +331,9 @@ def test_a_site_restarted_empty_gets_back_what_it_held(sites):
     wait_converged([london, newyork], timeout=5, min_keys=3)
 
 
-def test_a_site_of_three_nodes_formed_anew_gets_back_what_it_held(sites):
-    london = sites(1, "london")
-    newyork = sites(2, "newyork", size=3)
-    link_all([london, newyork])
-    london.start()
-    newyork.start()
-    a = client(london.nodes[0])
-    p = a.pipeline()
-    for i in range(200):
-        p.set(f"old:{i}", i)
-    p.hset("old:h", "f", "v")
-    p.execute()
-    wait_converged([london, newyork], min_keys=201)
-    # Every node of site 2 goes, and with them its data; the site forms
-    # again (fresh data directories), under another data incarnation.
-    newyork.stop()
-    a.set("new", "2")
-    newyork.start()
-    wait_converged([london, newyork], timeout=60, min_keys=202)
-    assert b"the remote site started over without its data: re-syncing it" in london.logs()
-
-
-def test_a_site_whose_every_node_restarted_comes_back_and_is_re_synced(sites):
+def one_and_three_nodes_holding_200_keys(sites):
+    """A 1-node site and a 3-node site, linked, holding 200 keys written at
+    the first."""
     london = sites(1, "london")
     newyork = sites(2, "newyork", size=3)
     link_all([london, newyork])
@@ -365,6 +345,22 @@ def test_a_site_whose_every_node_restarted_comes_back_and_is_re_synced(sites):
         p.set(f"old:{i}", i)
     p.execute()
     wait_converged([london, newyork], min_keys=200)
+    return london, newyork, a
+
+
+def test_a_site_of_three_nodes_formed_anew_gets_back_what_it_held(sites):
+    london, newyork, a = one_and_three_nodes_holding_200_keys(sites)
+    # Every node of site 2 goes, and with them its data; the site forms
+    # again (fresh data directories), under another data incarnation.
+    newyork.stop()
+    a.set("new", "2")
+    newyork.start()
+    wait_converged([london, newyork], timeout=60, min_keys=201)
+    assert b"the remote site started over without its data: re-syncing it" in london.logs()
+
+
+def test_a_site_whose_every_node_restarted_comes_back_and_is_re_synced(sites):
+    london, newyork, a = one_and_three_nodes_holding_200_keys(sites)
     # kill -9 every node; they restart on their data directories: the
     # metadata survives, the data does not.
     for i in range(3):
