@@ -255,7 +255,9 @@ backups = 1
                 .arg("server")
                 .arg("--config")
                 .arg(&cfg)
-                .env("RUST_LOG", "warn")
+                // Membership and table changes too: enough to tell why a
+                // site did not form.
+                .env("RUST_LOG", "warn,cluster=info")
                 .stdout(Stdio::from(log.try_clone()?))
                 .stderr(Stdio::from(log))
                 .spawn()
@@ -266,11 +268,10 @@ backups = 1
     let deadline = Instant::now() + Duration::from_secs(30);
     for n in &mut nodes {
         loop {
-            let ok = redis::Client::open(format!("redis://{}/", n.client))
+            let info = redis::Client::open(format!("redis://{}/", n.client))
                 .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
-                .and_then(|mut c| redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut c))
-                .is_ok_and(|info| info.contains("cluster_state:ok"));
-            if ok {
+                .and_then(|mut c| redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut c));
+            if info.as_ref().is_ok_and(|info| info.contains("cluster_state:ok")) {
                 break;
             }
             let log = dir.join(&n.id).join("server.log");
@@ -278,7 +279,11 @@ backups = 1
                 bail!("node {} exited ({status}) before joining its site (log: {})", n.id, log.display());
             }
             if Instant::now() > deadline {
-                bail!("node {} did not join its site in 30 s (log: {})", n.id, log.display());
+                let last = match &info {
+                    Ok(info) => info.lines().take(4).collect::<Vec<_>>().join(", "),
+                    Err(e) => e.to_string(),
+                };
+                bail!("node {} did not join its site in 30 s (CLUSTER INFO: {last}; log: {})", n.id, log.display());
             }
             std::thread::sleep(Duration::from_millis(100));
         }
