@@ -36,6 +36,11 @@ pub fn nonce() -> Nonce {
     n
 }
 
+/// A random u64 from the same source (incarnations).
+pub fn random_u64() -> u64 {
+    u64::from_le_bytes(nonce()[..8].try_into().expect("8 bytes"))
+}
+
 fn mac(secret: &[u8], label: &[u8], first: &Nonce, second: &Nonce) -> Hmac<Sha256> {
     let mut m = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length");
     m.update(label);

@@ -373,15 +373,13 @@ impl Cluster {
             let moved = old.partitions.iter().zip(&table.partitions).filter(|(a, b)| a.primary != b.primary).count();
             self.primary_changes.fetch_add(moved as u64, std::sync::atomic::Ordering::Relaxed);
         }
-        let rejoining = self.rejoining.load(std::sync::atomic::Ordering::Acquire);
-        // What the partitions were set to under the old table: none was
-        // primary here while rejoining.
-        let was_rejoining = rejoining;
+        // Under the old table no partition was primary here while rejoining.
+        let was_rejoining = self.rejoining.load(std::sync::atomic::Ordering::Acquire);
         // Partitions whose only copy was here cannot fail over: their data
         // is gone with the old process, and they restart empty here.
         let only_copy = |o: &PartitionOwners| o.primary == self.my_index && o.backups.is_empty();
         let holds = |o: &PartitionOwners| o.primary == self.my_index || o.backups.contains(&self.my_index);
-        if rejoining && !table.partitions.iter().any(|o| holds(o) && !only_copy(o)) {
+        if was_rejoining && !table.partitions.iter().any(|o| holds(o) && !only_copy(o)) {
             self.rejoining.store(false, std::sync::atomic::Ordering::Release);
             let lost = table.partitions.iter().filter(|o| only_copy(o)).count();
             if lost > 0 {

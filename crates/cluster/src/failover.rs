@@ -167,7 +167,7 @@ async fn detect_failures(c: Arc<Cluster>) {
                 // First the incarnation: if the member came back and this
                 // were lost, nothing would bring it back.
                 if lost > 0 {
-                    let value = crate::metadata::random_incarnation();
+                    let value = crate::auth::random_u64();
                     match md.propose(Command::NewDataIncarnation { value }).await {
                         Ok(_) => tracing::warn!(
                             node = %m.name,

@@ -205,9 +205,7 @@ impl ConfigFile {
                 if seeds.is_empty() {
                     bail!("site.seeds is empty: list the site's first members (this node joins them if it is not one)");
                 }
-                if site.secret.as_deref() == Some("") {
-                    bail!("site.secret is empty: leave it out, or give every node the same non-empty one");
-                }
+                check_secret("site.secret", &site.secret)?;
                 s.cluster = Some(cluster::ClusterSettings {
                     secret: site.secret.clone(),
                     cluster_listen,
@@ -232,6 +230,14 @@ impl ConfigFile {
         }
         Ok(())
     }
+}
+
+/// An empty secret would be a secret everyone knows.
+fn check_secret(key: &str, v: &Option<String>) -> anyhow::Result<()> {
+    if v.as_deref() == Some("") {
+        bail!("{key} is empty: leave it out, or give every node the same non-empty one");
+    }
+    Ok(())
 }
 
 fn backup_schedule(b: BackupSection) -> anyhow::Result<Option<backup::schedule::Schedule>> {
@@ -289,9 +295,7 @@ fn wan_settings(w: WanSection, s: &NodeSettings) -> anyhow::Result<wan::WanSetti
             bail!("wan.targets {:?}: endpoints is empty", t.name);
         }
     }
-    if w.secret.as_deref() == Some("") {
-        bail!("wan.secret is empty: leave it out, or give every site the same non-empty secret");
-    }
+    check_secret("wan.secret", &w.secret)?;
     Ok(wan::WanSettings {
         listen: w.listen,
         secret: w.secret,

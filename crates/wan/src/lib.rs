@@ -218,13 +218,6 @@ pub struct Wan {
     pub incarnation: u64,
 }
 
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-    h.finish()
-}
-
 impl LogListener for Wan {
     fn appended(&self, partition: usize, change: &Change) {
         // Changes from other sites are not shipped, but the publisher reads
@@ -265,7 +258,7 @@ impl Wan {
             targets,
             received: Mutex::new(HashMap::new()),
             watermarks: Mutex::new(HashMap::new()),
-            incarnation: random_u64(),
+            incarnation: cluster::auth::random_u64(),
         });
         ks.set_listener(wan.clone());
         if let Some(c) = &wan.cluster {

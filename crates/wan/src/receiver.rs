@@ -101,9 +101,7 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
             };
             tracing::warn!(%addr, "refused WAN connection: {why}");
             add(&wan.receiver_stats(0).refused, 1);
-            let mut out = BytesMut::new();
-            wire::encode(&Frame::Refuse(why), &mut out);
-            let _ = wr.write_all(&out).await;
+            refuse(&mut wr, why).await;
             return;
         }
     };
@@ -111,9 +109,7 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
     if let Err(why) = check_hello(&wan, &hello) {
         tracing::warn!(%addr, site = hello.site_name, "refused WAN connection: {why}");
         add(&stats.refused, 1);
-        let mut out = BytesMut::new();
-        wire::encode(&Frame::Refuse(why), &mut out);
-        let _ = wr.write_all(&out).await;
+        refuse(&mut wr, why).await;
         return;
     }
     let data_incarnation = site_incarnation(&wan);
@@ -122,9 +118,7 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
         // formed anew never had.
         let why = "this site is not formed yet".to_string();
         tracing::info!(%addr, site = hello.site_name, "refused WAN connection: {why}");
-        let mut out = BytesMut::new();
-        wire::encode(&Frame::Refuse(why), &mut out);
-        let _ = wr.write_all(&out).await;
+        refuse(&mut wr, why).await;
         return;
     }
     let source = hello.site_id;
@@ -238,6 +232,13 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
     drop(tx);
     let _ = writer.await;
     tracing::info!(%addr, site = hello.site_name, "WAN publisher disconnected");
+}
+
+/// Tells a publisher why it is refused, before the connection closes.
+async fn refuse(wr: &mut tokio::net::tcp::OwnedWriteHalf, why: String) {
+    let mut out = BytesMut::new();
+    wire::encode(&Frame::Refuse(why), &mut out);
+    let _ = wr.write_all(&out).await;
 }
 
 /// What a publisher compares to tell a site that started over without its

@@ -253,7 +253,7 @@ impl Metadata {
                 .collect();
             let order: Vec<NodeId> = seeds.iter().map(|s| s.id).collect();
             let partitions = rebalance::initial(partitions, &order, backups);
-            let form = Command::Form { members, partitions, data_incarnation: random_incarnation() };
+            let form = Command::Form { members, partitions, data_incarnation: crate::auth::random_u64() };
             match self.propose(form).await {
                 Ok(_) | Err(MetadataError::Refused(Refused::AlreadyFormed)) => {}
                 Err(e) => return Err(e),
@@ -414,9 +414,4 @@ impl Drop for Metadata {
             });
         }
     }
-}
-
-/// A new site data incarnation ([`SiteMetadata::data_incarnation`]).
-pub fn random_incarnation() -> u64 {
-    u64::from_le_bytes(crate::auth::nonce()[..8].try_into().expect("8 bytes"))
 }
