@@ -182,7 +182,7 @@ def test_a_site_with_a_secret_admits_only_nodes_that_know_it(tmp_path):
                    in nodes[0].log_path.read_bytes(), timeout=5, message="refusal logged at the seed")
 
         # A stranger that speaks the protocol but not the secret gets the
-        # challenge and nothing else.
+        # challenge and the refusal, nothing else.
         def s(x):
             return struct.pack("<H", len(x)) + x
         payload = b"DGRD" + struct.pack("<HH", 2, 1) + s(b"x9") + s(b"127.0.0.1:1") + s(b"127.0.0.1:2")
@@ -194,7 +194,10 @@ def test_a_site_with_a_secret_admits_only_nodes_that_know_it(tmp_path):
                 challenge += sock.recv(20 - len(challenge))
             assert challenge[:4] == b"DGAU"
             sock.sendall(hello.ljust(48, b"\0"))
-            assert sock.recv(100) == b""  # closed without an answer
+            rest = b""
+            while chunk := sock.recv(100):
+                rest += chunk
+            assert rest == b"DGNO: proof of site.secret wrong"  # then closed
         wait_until(lambda: nodes[1].log_path.read_bytes().count(b"does not match site.secret") == before + 1,
                    timeout=5, message="stranger refused and logged")
 

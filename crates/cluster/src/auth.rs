@@ -26,6 +26,15 @@ const CHALLENGE_MAGIC: &[u8; 4] = b"DGAU";
 /// How long each side waits for the other's part.
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What an acceptor sends in place of its proof when the initiator's
+/// proof is wrong, so the initiator can tell a refusal (final: the secrets
+/// differ) from a connection that broke off (worth another attempt).
+const REFUSAL: [u8; PROOF_LEN] = *b"DGNO: proof of site.secret wrong";
+
+/// How every error meaning "the secrets differ" starts; any other handshake
+/// error (reset, timeout) is the network's and worth retrying.
+pub const REFUSED: &str = "authentication failed";
+
 const ACCEPTOR: &[u8] = b"deltagrid site acceptor";
 const INITIATOR: &[u8] = b"deltagrid site initiator";
 
@@ -62,8 +71,8 @@ pub fn verify(secret: &[u8], label: &[u8], first: &Nonce, second: &Nonce, got: &
 async fn step<T>(what: &str, f: impl std::future::Future<Output = std::io::Result<T>>) -> Result<T, String> {
     match tokio::time::timeout(STEP_TIMEOUT, f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("authentication failed: {what}: {e}")),
-        Err(_) => Err(format!("authentication failed: no {what} within {STEP_TIMEOUT:?}")),
+        Ok(Err(e)) => Err(format!("site.secret handshake broke off: {what}: {e}")),
+        Err(_) => Err(format!("site.secret handshake broke off: no {what} within {STEP_TIMEOUT:?}")),
     }
 }
 
@@ -80,7 +89,8 @@ pub async fn accept(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(),
     step("answer to the challenge", stream.read_exact(&mut answer)).await?;
     let theirs: Nonce = answer[..NONCE_LEN].try_into().expect("fixed size");
     if !verify(secret, INITIATOR, &mine, &theirs, &answer[NONCE_LEN..]) {
-        return Err("authentication failed: the peer's proof does not match site.secret".into());
+        let _ = tokio::time::timeout(STEP_TIMEOUT, stream.write_all(&REFUSAL)).await;
+        return Err(format!("{REFUSED}: the peer's proof does not match site.secret"));
     }
     step("sending our proof", stream.write_all(&proof(secret, ACCEPTOR, &theirs, &mine))).await?;
     Ok(())
@@ -91,9 +101,14 @@ pub async fn accept(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(),
 pub async fn initiate(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(), String> {
     let Some(secret) = secret else { return Ok(()) };
     let mut challenge = [0u8; 4 + NONCE_LEN];
-    step("challenge", stream.read_exact(&mut challenge)).await?;
+    match tokio::time::timeout(STEP_TIMEOUT, stream.read_exact(&mut challenge)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(format!("site.secret handshake broke off: challenge: {e}")),
+        // An acceptor without a secret waits for us to speak first.
+        Err(_) => return Err(format!("{REFUSED}: no challenge within {STEP_TIMEOUT:?} (has the peer no site.secret?)")),
+    }
     if &challenge[..4] != CHALLENGE_MAGIC {
-        return Err("authentication failed: the peer did not ask for site.secret (has it none?)".into());
+        return Err(format!("{REFUSED}: the peer did not ask for site.secret (has it none?)"));
     }
     let theirs: Nonce = challenge[4..].try_into().expect("fixed size");
     let mine = nonce();
@@ -103,8 +118,11 @@ pub async fn initiate(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(
     step("sending the answer", stream.write_all(&answer)).await?;
     let mut got = [0u8; PROOF_LEN];
     step("the peer's proof", stream.read_exact(&mut got)).await?;
+    if got == REFUSAL {
+        return Err(format!("{REFUSED}: the peer refused our proof: site.secret differs"));
+    }
     if !verify(secret, ACCEPTOR, &mine, &theirs, &got) {
-        return Err("authentication failed: the peer's proof does not match site.secret".into());
+        return Err(format!("{REFUSED}: the peer's proof does not match site.secret"));
     }
     Ok(())
 }
@@ -152,10 +170,12 @@ mod tests {
         assert_eq!(handshake(None, None).await, (Ok(()), Ok(())));
         let (a, i) = handshake(Some(b"s3cret"), Some(b"guess")).await;
         assert!(a.unwrap_err().contains("does not match site.secret"));
-        assert!(i.unwrap_err().contains("authentication failed"));
-        // An acceptor with a secret refuses a peer that says something else.
+        let i = i.unwrap_err();
+        assert!(i.starts_with(REFUSED) && i.contains("refused our proof"), "{i}");
+        // An acceptor with a secret lets nothing through from a peer that
+        // does not answer its challenge.
         let (a, _) = handshake(Some(b"s3cret"), None).await;
-        assert!(a.unwrap_err().contains("authentication failed"));
+        assert!(a.unwrap_err().contains("handshake broke off: answer to the challenge"));
     }
 
     #[tokio::test]
@@ -173,8 +193,29 @@ mod tests {
         c.write_all(&[0x42; 48]).await.unwrap();
         let err = server.await.unwrap().unwrap_err();
         assert!(err.contains("does not match site.secret"), "{err}");
-        // Nothing more is sent: the connection is closed.
+        // Nothing more than the refusal is sent: the connection is closed.
         let mut rest = Vec::new();
-        assert_eq!(c.read_to_end(&mut rest).await.unwrap_or(0), 0);
+        c.read_to_end(&mut rest).await.unwrap();
+        assert_eq!(rest, REFUSAL);
+    }
+
+    #[tokio::test]
+    async fn a_handshake_that_breaks_off_is_not_a_refusal() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            // Challenges, then goes away without judging the answer.
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut challenge = [0u8; 20];
+            challenge[..4].copy_from_slice(CHALLENGE_MAGIC);
+            s.write_all(&challenge).await.unwrap();
+            let mut answer = [0u8; NONCE_LEN + PROOF_LEN];
+            s.read_exact(&mut answer).await.unwrap();
+        });
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        let err = initiate(&mut c, Some(b"s3cret")).await.unwrap_err();
+        server.await.unwrap();
+        assert!(!err.starts_with(REFUSED), "{err}");
+        assert!(err.contains("broke off"), "{err}");
     }
 }

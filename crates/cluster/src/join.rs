@@ -58,8 +58,8 @@ pub async fn join(
                     return Ok(joined);
                 }
                 // A secret the site does not share will not become right
-                // by asking again.
-                Ok(Err(e)) if e.starts_with("authentication failed") => {
+                // by asking again (a handshake that broke off is retried).
+                Ok(Err(e)) if e.starts_with(crate::auth::REFUSED) => {
                     return Err(format!("could not join the site through {seed}: {e}"));
                 }
                 Ok(Err(e)) => last = format!("{seed}: {e}"),
