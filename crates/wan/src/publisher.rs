@@ -18,8 +18,11 @@
 //! Batches: up to `batch_max` bytes, growing while there is backlog and
 //! shrinking when there is not; the window (batches sent but not yet
 //! received) grows while round trips stay near their minimum and shrinks
-//! when they grow (the link is queueing). In `on-apply` mode one batch is
-//! in flight until it is applied.
+//! when they grow (the link is queueing). A batch that drained the logs
+//! holds the next for [`SMALL_BATCH_EVERY`] (a small one also until it is
+//! applied), so steady writes leave as a few large batches rather than a
+//! large one and then one per change. In `on-apply` mode one batch is in
+//! flight until it is applied.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -55,10 +58,11 @@ const UNREACHABLE_LOG_EVERY: Duration = Duration::from_secs(30);
 /// (after a failover the new primary re-sends at most this much, which the
 /// target's watermarks skip).
 const SHARE_EVERY: Duration = Duration::from_millis(500);
-/// Small batches (the writes of a quiet moment) leave at most this often,
-/// so a target's fixed work per batch is shared by more changes; a backlog
-/// fills whole batches, which are not held.
-const SMALL_BATCH_EVERY: Duration = Duration::from_millis(20);
+/// A batch that drained the logs (not full) is followed by the next one
+/// no sooner than this, so a target's fixed work per batch (and both
+/// sites' per-batch wake-ups and packets) is shared by more changes; a
+/// backlog fills whole batches, which are not held.
+const SMALL_BATCH_EVERY: Duration = Duration::from_millis(50);
 /// A batch not received in this long means the link is gone.
 const STALL: Duration = Duration::from_secs(10);
 
@@ -126,7 +130,8 @@ struct Publisher {
     /// work per batch (routing, a backup round trip) is shared by many
     /// changes; a backlog fills whole batches, which pipeline as before.
     small_in_flight: Option<u64>,
-    /// No small batch before this: at most one per [`SMALL_BATCH_EVERY`].
+    /// No batch from the logs before this: after one that drained them,
+    /// the next waits [`SMALL_BATCH_EVERY`].
     hold_until: Option<Instant>,
     journal_dir: PathBuf,
     journal: Option<Journal>,
@@ -419,14 +424,19 @@ impl Publisher {
                 self.batch_max = (self.batch_max / 2).max(BATCH_MIN);
                 break;
             }
-            if body.len() >= self.batch_max {
+            let full = body.len() >= self.batch_max;
+            if full {
                 self.batch_max = (self.batch_max * 2).min(BATCH_MAX);
             }
             let small = body.len() < BATCH_MIN;
             self.send(body, seqs, None, None);
-            if small {
-                self.small_in_flight = Some(self.batch_id);
+            if !full {
+                // The logs are drained: what is written next waits to fill
+                // a batch rather than leaving one change at a time.
                 self.hold_until = Some(Instant::now() + SMALL_BATCH_EVERY);
+                if small {
+                    self.small_in_flight = Some(self.batch_id);
+                }
             }
         }
     }
@@ -1058,19 +1068,29 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(C
     let target_name = endpoint.to_string();
     let stats_target = target.clone();
     tokio::spawn(async move {
+        // Frames waiting to be written, in order; raw batch bodies are
+        // written from the log reads' buffers, not copied again.
         let mut out = BytesMut::new();
+        let mut parts: Vec<Bytes> = Vec::new();
         let mut lz4 = wire::Lz4Probe::default();
         while let Some(f) = out_rx.recv().await {
-            out.clear();
-            wire::encode_with(&f, &mut lz4, &mut out);
-            while let Ok(f) = out_rx.try_recv() {
-                wire::encode_with(&f, &mut lz4, &mut out);
-                if out.len() > 4 << 20 {
+            let mut pending = 0;
+            let mut next = Some(f);
+            while let Some(f) = next.take() {
+                if let Some(body) = wire::encode_parts(&f, &mut lz4, &mut out) {
+                    pending += out.len() + body.len();
+                    parts.push(out.split().freeze());
+                    parts.push(body);
+                }
+                if pending + out.len() > 4 << 20 {
                     break;
                 }
+                next = out_rx.try_recv().ok();
             }
-            add(&stats_target.stats.bytes_sent, out.len() as u64);
-            if wr.write_all(&out).await.is_err() {
+            pending += out.len();
+            parts.push(out.split().freeze());
+            add(&stats_target.stats.bytes_sent, pending as u64);
+            if write_parts(&mut wr, &mut parts).await.is_err() {
                 break;
             }
         }
@@ -1097,6 +1117,32 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(C
         }
     });
     Ok((Conn { tx, rx, endpoint: endpoint.to_string() }, applied, incarnation))
+}
+
+/// Writes every part, in order, with as few system calls as the socket
+/// allows; empties `parts`.
+async fn write_parts(wr: &mut tokio::net::tcp::OwnedWriteHalf, parts: &mut Vec<Bytes>) -> std::io::Result<()> {
+    use bytes::Buf;
+    parts.retain(|p| !p.is_empty());
+    let mut first = 0;
+    while first < parts.len() {
+        let slices: Vec<std::io::IoSlice> = parts[first..].iter().take(64).map(|p| std::io::IoSlice::new(p)).collect();
+        let mut n = wr.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 {
+            let p = &mut parts[first];
+            let k = n.min(p.len());
+            p.advance(k);
+            n -= k;
+            if p.is_empty() {
+                first += 1;
+            }
+        }
+    }
+    parts.clear();
+    Ok(())
 }
 
 /// Answers the receiver's challenge and checks its proof: a node with

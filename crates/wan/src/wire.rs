@@ -180,7 +180,9 @@ fn need(b: &Bytes, n: usize, what: &'static str) -> Result<(), WireError> {
 /// When a batch is worth trying to compress: while batches shrink, every
 /// one; after one that shrank by less than an eighth (random or encrypted
 /// values), the next [`Lz4Probe::SKIP`] go raw and then one is tried again,
-/// so incompressible data costs no compression work.
+/// so incompressible data costs no compression work. A large batch is
+/// judged by its first [`Lz4Probe::SAMPLE`] bytes before all of it is
+/// compressed.
 #[derive(Debug, Default)]
 pub struct Lz4Probe {
     skip: u32,
@@ -188,19 +190,27 @@ pub struct Lz4Probe {
 
 impl Lz4Probe {
     const SKIP: u32 = 31;
+    const SAMPLE: usize = 16 << 10;
 
-    fn should_try(&mut self) -> bool {
-        if self.skip == 0 {
-            return true;
+    fn should_try(&mut self, body: &[u8]) -> bool {
+        if self.skip > 0 {
+            self.skip -= 1;
+            return false;
         }
-        self.skip -= 1;
-        false
+        if body.len() >= 4 * Self::SAMPLE {
+            let sample = &body[..Self::SAMPLE];
+            return self.record(sample.len(), lz4_flex::block::compress(sample).len());
+        }
+        true
     }
 
-    fn record(&mut self, raw: usize, compressed: usize) {
-        if compressed > raw - raw / 8 {
+    /// Whether compression paid off; if not, the next batches go raw.
+    fn record(&mut self, raw: usize, compressed: usize) -> bool {
+        let paid = compressed <= raw - raw / 8;
+        if !paid {
             self.skip = Self::SKIP;
         }
+        paid
     }
 }
 
@@ -211,6 +221,41 @@ pub fn encode(frame: &Frame, out: &mut BytesMut) {
 
 /// [`encode`], compressing batches as `probe` advises.
 pub fn encode_with(frame: &Frame, probe: &mut Lz4Probe, out: &mut BytesMut) {
+    if let Some(body) = encode_parts(frame, probe, out) {
+        out.put_slice(&body);
+    }
+}
+
+/// [`encode_with`], except that a batch body sent raw is not copied into
+/// `out`: it is returned, to be written right after `out` (the frame's
+/// length already counts it).
+pub fn encode_parts(frame: &Frame, probe: &mut Lz4Probe, out: &mut BytesMut) -> Option<Bytes> {
+    if let Frame::Batch { id, body } = frame {
+        let start = out.len();
+        out.put_u32_le(0);
+        out.put_u8(KIND_BATCH);
+        out.put_u64_le(*id);
+        let compressed = probe.should_try(body).then(|| lz4_flex::block::compress(body));
+        if let Some(c) = &compressed {
+            probe.record(body.len(), c.len());
+        }
+        let raw = match compressed.filter(|c| c.len() < body.len()) {
+            Some(compressed) => {
+                out.put_u8(FLAG_LZ4);
+                out.put_u32_le(body.len() as u32);
+                out.put_slice(&compressed);
+                None
+            }
+            None => {
+                out.put_u8(0);
+                out.put_u32_le(body.len() as u32);
+                Some(body.clone())
+            }
+        };
+        let len = (out.len() - start - 4 + raw.as_ref().map_or(0, Bytes::len)) as u32;
+        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+        return raw;
+    }
     let start = out.len();
     out.put_u32_le(0);
     match frame {
@@ -252,27 +297,7 @@ pub fn encode_with(frame: &Frame, probe: &mut Lz4Probe, out: &mut BytesMut) {
             out.put_u8(KIND_REFUSE);
             put_str(out, reason.as_bytes());
         }
-        Frame::Batch { id, body } => {
-            out.put_u8(KIND_BATCH);
-            out.put_u64_le(*id);
-            let compressed = match probe.should_try() {
-                true => {
-                    let c = lz4_flex::block::compress(body);
-                    probe.record(body.len(), c.len());
-                    Some(c)
-                }
-                false => None,
-            };
-            if let Some(compressed) = compressed.filter(|c| c.len() < body.len()) {
-                out.put_u8(FLAG_LZ4);
-                out.put_u32_le(body.len() as u32);
-                out.put_slice(&compressed);
-            } else {
-                out.put_u8(0);
-                out.put_u32_le(body.len() as u32);
-                out.put_slice(body);
-            }
-        }
+        Frame::Batch { .. } => unreachable!("encoded above"),
         Frame::Received(id) => {
             out.put_u8(KIND_RECEIVED);
             out.put_u64_le(*id);
@@ -293,6 +318,7 @@ pub fn encode_with(frame: &Frame, probe: &mut Lz4Probe, out: &mut BytesMut) {
     }
     let len = (out.len() - start - 4) as u32;
     out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    None
 }
 
 /// One frame from the front of `buf`: Ok(None) until it is complete.
@@ -600,6 +626,30 @@ mod tests {
         // not), then compression was tried again and paid off.
         assert!(sizes[..=Lz4Probe::SKIP as usize].iter().all(|&n| n > 4096), "{sizes:?}");
         assert!(*sizes.last().unwrap() < 200, "{sizes:?}");
+    }
+
+    #[test]
+    fn a_raw_batch_in_parts_is_the_same_frame() {
+        let mut random = vec![0u8; 200 << 10];
+        let mut x = 0x9e3779b97f4a7c15u64;
+        for b in random.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        let frame = Frame::Batch { id: 9, body: Bytes::from(random) };
+        let mut whole = BytesMut::new();
+        encode(&frame, &mut whole);
+        let mut parts = BytesMut::new();
+        let body = encode_parts(&frame, &mut Lz4Probe::default(), &mut parts).expect("random data goes raw");
+        parts.extend_from_slice(&body);
+        assert_eq!(parts, whole);
+        let Some(Frame::Batch { id, body: got }) = decode(&mut parts).unwrap() else { panic!("not a batch") };
+        assert_eq!((id, got), (9, body));
+        // Compressible: no separate body.
+        let frame = Frame::Batch { id: 10, body: Bytes::from(vec![7u8; 200 << 10]) };
+        assert!(encode_parts(&frame, &mut Lz4Probe::default(), &mut BytesMut::new()).is_none());
     }
 
     #[test]
