@@ -1,7 +1,7 @@
 # Two network namespaces joined by an emulated WAN link, for
 # bench/wan_delta.sh (sourced), or by hand (run):
 #
-#   bash bench/netns.sh up | down | status
+#   bash bench/netns.sh up | down | status | rate RATE
 #
 #   ns_dg1 (veth_dg1 10.77.0.1/24) <----veth----> ns_dg2 (veth_dg2 10.77.0.2/24)
 #
@@ -118,6 +118,20 @@ netns_create() {
     netns_say "network namespaces up: $(netns_link)"
 }
 
+# netns_rate RATE: changes the rate of both ends' shaping (netem or tbf,
+# whichever netns_shape put there), keeping the rest.
+netns_rate() {
+    local rate=$1 ns dev ns_dev
+    for ns_dev in "$NETNS1:$NETNS_VETH1" "$NETNS2:$NETNS_VETH2"; do
+        ns=${ns_dev%%:*} dev=${ns_dev#*:}
+        if ip netns exec "$ns" tc qdisc show dev "$dev" | grep -q netem; then
+            ip netns exec "$ns" tc qdisc change dev "$dev" root netem delay "$WAN_DELAY" "$WAN_JITTER" rate "$rate"
+        else
+            ip netns exec "$ns" tc qdisc change dev "$dev" root tbf rate "$rate" burst 256kb latency 50ms
+        fi
+    done
+}
+
 netns_status() {
     local ns
     for ns in "$NETNS1" "$NETNS2"; do
@@ -136,6 +150,7 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
         up) { netns_possible && netns_create; } || { netns_say "error: $NETNS_WHY"; exit 1; } ;;
         down) netns_cleanup ;;
         status) netns_status ;;
-        *) netns_say "usage: bash bench/netns.sh up|down|status"; exit 2 ;;
+        rate) [[ -n ${2:-} ]] || { netns_say "usage: bash bench/netns.sh rate RATE"; exit 2; }; netns_rate "$2" ;;
+        *) netns_say "usage: bash bench/netns.sh up|down|status|rate RATE"; exit 2 ;;
     esac
 fi

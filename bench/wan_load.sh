@@ -18,7 +18,10 @@
 # <out>/wan_load_*.png (--out, default docs/bench; --smoke and --out: see
 # bench/common.sh).
 #
-# Environment: WAN_DELAY [10ms], WAN_JITTER [1ms], WAN_RATE [200mbit] (bench/netns.sh);
+# Environment: WAN_DELAY [10ms], WAN_JITTER [1ms] (bench/netns.sh), WAN_RATE
+#   [1gbit here: the link of every run but the outage runs], WAN_DRAIN_RATE
+#   [200mbit: the outage runs' link, set with `bash bench/netns.sh rate`;
+#   empty or = WAN_RATE: one rate for all];
 #   WAN_PIN_SITES=1 gives each site half the CPUs (taskset; WAN_SITE1_CPUS,
 #   WAN_SITE2_CPUS override), as separate data centers would have;
 #   WAN_NETNS=0 forces loopback; DELTAGRID_BIN, DELTAGRID_BUILD=0 as in
@@ -26,6 +29,11 @@
 #   PLOT_PYTHON: a python with matplotlib (default: bench/.venv, then
 #   tests/python/.venv; bench/.venv is created with matplotlib if neither has it).
 set -euo pipefail
+# The link has headroom over the write load (Hazelcast's 5 Gbps link
+# carried at most ~1.5 Gbps), except in the outage runs, whose backlog
+# must be able to fill it: WAN_DRAIN_RATE there.
+WAN_RATE=${WAN_RATE:-1gbit}
+WAN_DRAIN_RATE=${WAN_DRAIN_RATE:-200mbit}
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$BENCH_ROOT/bench/netns.sh"
 source "$BENCH_ROOT/bench/wan_common.sh"
@@ -42,6 +50,9 @@ echo "binary: $DG_BIN"
 wan_placement wan-load
 if ((WAN_NETNS_UP)); then
     RUN+=(--link-rate "$WAN_RATE" --outage-dev "$NETNS_VETH1" --outage-netns "$NETNS1")
+    if [[ -n $WAN_DRAIN_RATE && $WAN_DRAIN_RATE != "$WAN_RATE" ]]; then
+        RUN+=(--drain-link-rate "$WAN_DRAIN_RATE" --set-link-rate "bash $(printf '%q' "$BENCH_ROOT/bench/netns.sh") rate")
+    fi
 else
     echo "*** The outage run pauses site 1's publishers instead of cutting a link."
     echo

@@ -99,9 +99,20 @@ pub struct WanLoadArgs {
     smoke: bool,
     #[command(flatten)]
     placement: PlacementArgs,
-    /// The link's rate per direction (e.g. 200mbit), for link utilization
+    /// The link's rate per direction (e.g. 1gbit), for link utilization
     #[arg(long)]
     link_rate: Option<String>,
+    /// The link's rate during the outage runs (e.g. 200mbit), set with
+    /// --set-link-rate before each and set back to --link-rate after: a
+    /// link narrower than the sites can fill, so draining the backlog shows
+    /// whether the publishers fill it, while the other runs keep headroom
+    /// (Hazelcast's 5 Gbps link carried at most ~1.5 Gbps)
+    #[arg(long, requires_all = ["link_rate", "set_link_rate"])]
+    drain_link_rate: Option<String>,
+    /// Command that sets the link's rate, the rate appended as its last
+    /// argument (e.g. "bash bench/netns.sh rate")
+    #[arg(long)]
+    set_link_rate: Option<String>,
     /// Interface to take down for the outage (e.g. veth_dg1); without it
     /// the outage run pauses site 1's publishers instead, and says so
     #[arg(long)]
@@ -233,6 +244,8 @@ pub struct RunResult {
     /// Events per batch site 1's publishers sent (all batches, re-sent
     /// ones and copies included): what a batch's fixed cost is shared by.
     pub events_per_batch: f64,
+    /// The link's rate per direction in this run (bytes/s), if known.
+    pub link_rate_bytes_per_s: Option<f64>,
     /// One-second intervals with a backlog (>= BACKLOG_EVENTS queued at
     /// both ends) and the link up, and bytes site 2 received per second /
     /// link rate over them.
@@ -330,6 +343,15 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
         Some(r) => Some(parse_rate(r).with_context(|| format!("--link-rate {r:?}"))?),
         None => None,
     };
+    let drain = match (&args.drain_link_rate, &args.set_link_rate) {
+        (Some(r), Some(cmd)) => Some(LinkRate {
+            drain: r.clone(),
+            drain_bps: parse_rate(r).with_context(|| format!("--drain-link-rate {r:?}"))?,
+            normal: args.link_rate.clone().unwrap_or_default(),
+            cmd: cmd.clone(),
+        }),
+        _ => None,
+    };
     let outage = match &args.outage_dev {
         Some(dev) => OutageMethod::Link { dev: dev.clone(), netns: args.outage_netns.clone() },
         None => OutageMethod::Pause,
@@ -392,11 +414,20 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
             let name = if rounds > 1 { format!("{}#{round}", spec.name) } else { spec.name.clone() };
             println!();
             println!("== {name} ==");
-            let mut r = run_one(spec, &s, &placement, &outage, link_bps, &dir.join(&name))
-                .with_context(|| format!("run {name}"))?;
+            let narrowed = drain.as_ref().filter(|_| spec.outage);
+            if let Some(d) = narrowed {
+                d.set(&d.drain)?;
+                println!("link rate for this run: {} (set with: {} {})", d.drain, d.cmd, d.drain);
+            }
+            let run_bps = narrowed.map_or(link_bps, |d| Some(d.drain_bps));
+            let r = run_one(spec, &s, &placement, &outage, run_bps, &dir.join(&name));
+            if let Some(d) = narrowed {
+                d.set(&d.normal)?;
+            }
+            let mut r = r.with_context(|| format!("run {name}"))?;
             r.name = name;
             r.round = round;
-            print_run(&r, link_bps);
+            print_run(&r, run_bps);
             results.push(r);
         }
     }
@@ -416,6 +447,7 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
         "placement": placement,
         "link": link,
         "link_rate_bytes_per_s": link_bps,
+        "drain_link_rate_bytes_per_s": drain.as_ref().map(|d| d.drain_bps),
         "outage_method": outage.describe(),
         "backlog_definition": format!("at least {BACKLOG_EVENTS} events queued for site 2 (sum of site-1 nodes' queue_events) at both ends of the one-second interval, link up at both ends; draining: and the queue shrank over it"),
         "targets": targets,
@@ -475,6 +507,32 @@ fn wait_drained(nodes: &[Node], timeout: Duration) -> anyhow::Result<()> {
             bail!("site 2 did not catch up with the preload in {timeout:?}");
         }
         std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The outage runs' narrower link (--drain-link-rate).
+struct LinkRate {
+    drain: String,
+    drain_bps: f64,
+    normal: String,
+    cmd: String,
+}
+
+impl LinkRate {
+    fn set(&self, rate: &str) -> anyhow::Result<()> {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{} {rate}", self.cmd))
+            .output()
+            .with_context(|| format!("running {:?}", self.cmd))?;
+        if !out.status.success() {
+            anyhow::bail!(
+                "setting the link rate to {rate} ({} {rate}): {}",
+                self.cmd,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
     }
 }
 
@@ -783,6 +841,7 @@ fn summarize(x: SummaryInput) -> RunResult {
             .saturating_sub(sum(&site1, first, |n| n.events_distributed)) as f64
             / dist_span,
         events_per_batch: events_distributed as f64 / sum(&site1, last, |n| n.batches).max(1) as f64,
+        link_rate_bytes_per_s: link_bps,
         backlog_seconds: util.len(),
         link_utilization_backlog: (!util.is_empty()).then(|| util.iter().sum::<f64>() / util.len() as f64),
         link_utilization_backlog_max: util.iter().copied().reduce(f64::max),
