@@ -33,7 +33,7 @@ set -euo pipefail
 # carried at most ~1.5 Gbps), except in the outage runs, whose backlog
 # must be able to fill it: WAN_DRAIN_RATE there.
 WAN_RATE=${WAN_RATE:-1gbit}
-WAN_DRAIN_RATE=${WAN_DRAIN_RATE:-200mbit}
+WAN_DRAIN_RATE=${WAN_DRAIN_RATE-200mbit}
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$BENCH_ROOT/bench/netns.sh"
 source "$BENCH_ROOT/bench/wan_common.sh"
