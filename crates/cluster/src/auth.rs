@@ -105,7 +105,9 @@ pub async fn initiate(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(
         Ok(Ok(_)) => {}
         Ok(Err(e)) => return Err(format!("site.secret handshake broke off: challenge: {e}")),
         // An acceptor without a secret waits for us to speak first.
-        Err(_) => return Err(format!("{REFUSED}: no challenge within {STEP_TIMEOUT:?} (has the peer no site.secret?)")),
+        Err(_) => {
+            return Err(format!("{REFUSED}: no challenge within {STEP_TIMEOUT:?} (has the peer no site.secret?)"))
+        }
     }
     if &challenge[..4] != CHALLENGE_MAGIC {
         return Err(format!("{REFUSED}: the peer did not ask for site.secret (has it none?)"));

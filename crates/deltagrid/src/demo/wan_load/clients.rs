@@ -141,17 +141,32 @@ pub struct Readers {
     pub cpu_seconds: f64,
 }
 
+/// Site 2's mirror writers (`wan-off-mirror`): this many threads SETting
+/// values of this size, as many as site 1's clients SET so far.
+#[derive(Clone, Copy, Debug)]
+pub struct Mirror {
+    pub threads: usize,
+    pub value_bytes: usize,
+}
+
 impl Readers {
-    pub fn start(nodes: &[Node], placement: &Placement, threads: usize, mix: Mix) -> anyhow::Result<Readers> {
+    pub fn start(
+        nodes: &[Node],
+        placement: &Placement,
+        threads: usize,
+        mix: Mix,
+        mirror: Option<Mirror>,
+    ) -> anyhow::Result<Readers> {
         let exe = std::env::current_exe()?;
         let mut cmd = placement.sites[1].command(&exe);
         cmd.args(["bench", "wan-load", "--reader-child", "--reader-urls"])
             .arg(site_urls(nodes, 2).join(","))
             .args(["--keys", &mix.keys.to_string(), "--site2-threads", &threads.to_string()])
-            .args(["--pipeline", &mix.pipeline.to_string(), "--site2-rate", &mix.rate.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .args(["--pipeline", &mix.pipeline.to_string(), "--site2-rate", &mix.rate.to_string()]);
+        if let Some(m) = mirror {
+            cmd.args(["--mirror-threads", &m.threads.to_string(), "--value-bytes", &m.value_bytes.to_string()]);
+        }
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
         let mut child = cmd.spawn().context("starting site 2's readers")?;
         let stdout = child.stdout.take().context("reader stdout")?;
         let stdin = child.stdin.take();
@@ -160,13 +175,21 @@ impl Readers {
         let pump = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 let f: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-                if let [gets, errors] = f[..] {
+                if let [gets, errors, sets] = f[..] {
                     c.gets.store(gets, Ordering::Relaxed);
                     c.errors.store(errors, Ordering::Relaxed);
+                    c.sets.store(sets, Ordering::Relaxed);
                 }
             }
         });
         Ok(Readers { child, stdin, counts, pump: Some(pump), cpu_seconds: 0.0 })
+    }
+
+    /// Lets the mirror writers SET up to `sets` values in all.
+    pub fn mirror(&mut self, sets: u64) {
+        if let Some(stdin) = self.stdin.as_mut() {
+            let _ = writeln!(stdin, "mirror {sets}");
+        }
     }
 
     /// Stops the readers; their counts are final afterwards.
@@ -191,22 +214,45 @@ impl Drop for Readers {
     }
 }
 
-/// The child's side: GETs until stdin closes, printing "GETS ERRORS" every 200 ms.
-pub fn reader_child(urls: &str, threads: usize, keys: usize, pipeline: usize, rate: f64) -> anyhow::Result<()> {
+/// The child's side: GETs (and mirrored SETs, told "mirror N" on stdin)
+/// until stdin closes, printing "GETS ERRORS SETS" every 200 ms.
+pub fn reader_child(
+    urls: &str,
+    threads: usize,
+    keys: usize,
+    pipeline: usize,
+    rate: f64,
+    mirror: Option<Mirror>,
+) -> anyhow::Result<()> {
     let urls: Vec<String> = urls.split(',').map(str::to_string).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let counts = Arc::new(Counts::default());
     let mix = Mix { keys, value_bytes: 0, pipeline, set_share: 0.0, rate };
-    let handles = spawn(&urls, threads, mix, 99, stop.clone(), counts.clone())?;
+    let mut handles = spawn(&urls, threads, mix, 99, stop.clone(), counts.clone())?;
+    let allowed = Arc::new(AtomicU64::new(0));
+    if let Some(m) = mirror {
+        handles.extend(spawn_mirror(&urls, m, keys, pipeline, allowed.clone(), stop.clone(), counts.clone())?);
+    }
     let s = stop.clone();
     std::thread::spawn(move || {
-        let mut sink = String::new();
-        while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {}
+        let mut line = String::new();
+        while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
+            if let Some(n) = line.trim().strip_prefix("mirror ").and_then(|n| n.parse().ok()) {
+                allowed.store(n, Ordering::Relaxed);
+            }
+            line.clear();
+        }
         s.store(true, Ordering::Relaxed);
     });
     let report = |counts: &Counts| {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{} {}", counts.gets.load(Ordering::Relaxed), counts.errors.load(Ordering::Relaxed));
+        let _ = writeln!(
+            out,
+            "{} {} {}",
+            counts.gets.load(Ordering::Relaxed),
+            counts.errors.load(Ordering::Relaxed),
+            counts.sets.load(Ordering::Relaxed)
+        );
         let _ = out.flush();
     };
     while !stop.load(Ordering::Relaxed) {
@@ -218,6 +264,60 @@ pub fn reader_child(urls: &str, threads: usize, keys: usize, pipeline: usize, ra
     }
     report(&counts);
     Ok(())
+}
+
+/// Mirror writers: SET random keys to random values, `pipeline` per round
+/// trip, while fewer than `allowed` were SET (site 1's clients' count, so
+/// site 2 writes as much as WAN replication would make it apply).
+fn spawn_mirror(
+    urls: &[String],
+    m: Mirror,
+    keys: usize,
+    pipeline: usize,
+    allowed: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    counts: Arc<Counts>,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let claimed = Arc::new(AtomicU64::new(0));
+    let mut handles = Vec::new();
+    for k in 0..m.threads {
+        let mut conn = connect(urls)?;
+        let (urls, allowed, claimed, stop, counts) =
+            (urls.to_vec(), allowed.clone(), claimed.clone(), stop.clone(), counts.clone());
+        handles.push(std::thread::spawn(move || {
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(7000 + k as u64);
+            let mut value = vec![0u8; m.value_bytes];
+            while !stop.load(Ordering::Relaxed) {
+                let (limit, got) = (allowed.load(Ordering::Relaxed), claimed.load(Ordering::Relaxed));
+                if got >= limit {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                let n = (limit - got).min(pipeline as u64);
+                if claimed.compare_exchange(got, got + n, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+                    continue;
+                }
+                let mut pipe = redis::cluster::cluster_pipe();
+                for _ in 0..n {
+                    rng.fill_bytes(&mut value);
+                    pipe.cmd("SET").arg(key(rng.gen_range(0..keys))).arg(&value[..]);
+                }
+                match pipe.query::<Vec<redis::Value>>(&mut conn) {
+                    Ok(_) => {
+                        counts.sets.fetch_add(n, Ordering::Relaxed);
+                    }
+                    Err(_) => {
+                        counts.errors.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(Duration::from_millis(50));
+                        if let Ok(c) = connect(&urls) {
+                            conn = c;
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    Ok(handles)
 }
 
 /// Keys whose values differ between the sites (a missing key counts), comparing every key.
