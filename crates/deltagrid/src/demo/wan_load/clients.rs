@@ -110,23 +110,32 @@ pub fn spawn(
                         gets += 1;
                     }
                 }
-                match pipe.query::<Vec<redis::Value>>(&mut conn) {
-                    Ok(_) => {
-                        counts.sets.fetch_add(sets, Ordering::Relaxed);
-                        counts.gets.fetch_add(gets, Ordering::Relaxed);
-                    }
-                    Err(_) => {
-                        counts.errors.fetch_add(1, Ordering::Relaxed);
-                        std::thread::sleep(Duration::from_millis(50));
-                        if let Ok(c) = connect(&urls) {
-                            conn = c;
-                        }
-                    }
+                if query(&pipe, &mut conn, &urls, &counts) {
+                    counts.sets.fetch_add(sets, Ordering::Relaxed);
+                    counts.gets.fetch_add(gets, Ordering::Relaxed);
                 }
             }
         }));
     }
     Ok(handles)
+}
+
+/// Sends one pipeline; on an error counts it, waits 50 ms and reconnects.
+fn query(
+    pipe: &redis::cluster::ClusterPipeline,
+    conn: &mut redis::cluster::ClusterConnection,
+    urls: &[String],
+    counts: &Counts,
+) -> bool {
+    if pipe.query::<Vec<redis::Value>>(conn).is_ok() {
+        return true;
+    }
+    counts.errors.fetch_add(1, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(50));
+    if let Ok(c) = connect(urls) {
+        *conn = c;
+    }
+    false
 }
 
 /// Site 2's readers, running in a child process (`bench wan-load
@@ -302,17 +311,8 @@ fn spawn_mirror(
                     rng.fill_bytes(&mut value);
                     pipe.cmd("SET").arg(key(rng.gen_range(0..keys))).arg(&value[..]);
                 }
-                match pipe.query::<Vec<redis::Value>>(&mut conn) {
-                    Ok(_) => {
-                        counts.sets.fetch_add(n, Ordering::Relaxed);
-                    }
-                    Err(_) => {
-                        counts.errors.fetch_add(1, Ordering::Relaxed);
-                        std::thread::sleep(Duration::from_millis(50));
-                        if let Ok(c) = connect(&urls) {
-                            conn = c;
-                        }
-                    }
+                if query(&pipe, &mut conn, &urls, &counts) {
+                    counts.sets.fetch_add(n, Ordering::Relaxed);
                 }
             }
         }));
