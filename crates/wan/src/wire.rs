@@ -16,6 +16,8 @@
 //! not a log entry (a full-value fallback or a re-sync copy). Every size read
 //! from the wire is checked against a limit before anything is allocated.
 
+use std::time::{Duration, Instant};
+
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use keyspace::{codec, slot, Change};
 
@@ -179,22 +181,23 @@ fn need(b: &Bytes, n: usize, what: &'static str) -> Result<(), WireError> {
 
 /// When a batch is worth trying to compress: while batches shrink, every
 /// one; after one that shrank by less than an eighth (random or encrypted
-/// values), the next [`Lz4Probe::SKIP`] go raw and then one is tried again,
-/// so incompressible data costs no compression work. A large batch is
+/// values), batches go raw for [`Lz4Probe::RAW_FOR`] and then one is tried
+/// again, so incompressible data costs next to no compression work and
+/// compressible data is compressed again soon after it returns (a count
+/// of batches would mean seconds when batches are few). A large batch is
 /// judged by its first [`Lz4Probe::SAMPLE`] bytes before all of it is
 /// compressed.
 #[derive(Debug, Default)]
 pub struct Lz4Probe {
-    skip: u32,
+    raw_until: Option<Instant>,
 }
 
 impl Lz4Probe {
-    const SKIP: u32 = 31;
+    const RAW_FOR: Duration = Duration::from_millis(200);
     const SAMPLE: usize = 16 << 10;
 
     fn should_try(&mut self, body: &[u8]) -> bool {
-        if self.skip > 0 {
-            self.skip -= 1;
+        if self.raw_until.is_some_and(|t| Instant::now() < t) {
             return false;
         }
         if body.len() >= 4 * Self::SAMPLE {
@@ -204,12 +207,10 @@ impl Lz4Probe {
         true
     }
 
-    /// Whether compression paid off; if not, the next batches go raw.
+    /// Whether compression paid off; if not, batches go raw for a while.
     fn record(&mut self, raw: usize, compressed: usize) -> bool {
         let paid = compressed <= raw - raw / 8;
-        if !paid {
-            self.skip = Self::SKIP;
-        }
+        self.raw_until = (!paid).then(|| Instant::now() + Self::RAW_FOR);
         paid
     }
 }
@@ -614,18 +615,23 @@ mod tests {
         let random = Bytes::from(random);
         let repeated = Bytes::from(vec![b'x'; 4096]);
         let mut probe = Lz4Probe::default();
-        let mut sizes = Vec::new();
-        for body in std::iter::once(&random).chain(std::iter::repeat_n(&repeated, Lz4Probe::SKIP as usize + 1)) {
+        let encoded = |body: &Bytes, probe: &mut Lz4Probe| {
             let mut out = BytesMut::new();
-            encode_with(&Frame::Batch { id: 1, body: body.clone() }, &mut probe, &mut out);
-            sizes.push(out.len());
+            encode_with(&Frame::Batch { id: 1, body: body.clone() }, probe, &mut out);
+            let n = out.len();
             let Some(Frame::Batch { body: got, .. }) = decode(&mut out).unwrap() else { panic!("not a batch") };
             assert_eq!(&got, body);
-        }
-        // The random batch went raw, the next SKIP ones too (compressible or
-        // not), then compression was tried again and paid off.
-        assert!(sizes[..=Lz4Probe::SKIP as usize].iter().all(|&n| n > 4096), "{sizes:?}");
-        assert!(*sizes.last().unwrap() < 200, "{sizes:?}");
+            n
+        };
+        // The random batch goes raw, and so does what follows it for a while
+        // (compressible or not).
+        assert!(encoded(&random, &mut probe) > 4096);
+        assert!(encoded(&repeated, &mut probe) > 4096);
+        assert!(encoded(&repeated, &mut probe) > 4096);
+        // Once that while is over, compression is tried again and pays off.
+        probe.raw_until = Some(Instant::now() - Duration::from_millis(1));
+        assert!(encoded(&repeated, &mut probe) < 200);
+        assert!(encoded(&repeated, &mut probe) < 200);
     }
 
     #[test]
