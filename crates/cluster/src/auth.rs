@@ -34,6 +34,8 @@ const REFUSAL: [u8; PROOF_LEN] = *b"DGNO: proof of site.secret wrong";
 /// How every error meaning "the secrets differ" starts; any other handshake
 /// error (reset, timeout) is the network's and worth retrying.
 pub const REFUSED: &str = "authentication failed";
+/// How a handshake error that is the network's (reset, timeout) starts.
+const BROKE_OFF: &str = "site.secret handshake broke off";
 
 const ACCEPTOR: &[u8] = b"deltagrid site acceptor";
 const INITIATOR: &[u8] = b"deltagrid site initiator";
@@ -71,8 +73,8 @@ pub fn verify(secret: &[u8], label: &[u8], first: &Nonce, second: &Nonce, got: &
 async fn step<T>(what: &str, f: impl std::future::Future<Output = std::io::Result<T>>) -> Result<T, String> {
     match tokio::time::timeout(STEP_TIMEOUT, f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("site.secret handshake broke off: {what}: {e}")),
-        Err(_) => Err(format!("site.secret handshake broke off: no {what} within {STEP_TIMEOUT:?}")),
+        Ok(Err(e)) => Err(format!("{BROKE_OFF}: {what}: {e}")),
+        Err(_) => Err(format!("{BROKE_OFF}: no {what} within {STEP_TIMEOUT:?}")),
     }
 }
 
@@ -103,7 +105,7 @@ pub async fn initiate(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(
     let mut challenge = [0u8; 4 + NONCE_LEN];
     match tokio::time::timeout(STEP_TIMEOUT, stream.read_exact(&mut challenge)).await {
         Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(format!("site.secret handshake broke off: challenge: {e}")),
+        Ok(Err(e)) => return Err(format!("{BROKE_OFF}: challenge: {e}")),
         // An acceptor without a secret waits for us to speak first.
         Err(_) => {
             return Err(format!("{REFUSED}: no challenge within {STEP_TIMEOUT:?} (has the peer no site.secret?)"))
@@ -146,21 +148,25 @@ mod tests {
         assert!(!verify(b"s3cret", INITIATOR, &a, &b, &good[..31]));
     }
 
+    /// Both ends of a real loopback connection: (accepted, connecting).
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let c = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        (listener.accept().await.unwrap().0, c)
+    }
+
     /// Runs both sides over a real loopback connection.
     async fn handshake(
         acceptor: Option<&'static [u8]>,
         initiator: Option<&'static [u8]>,
     ) -> (Result<(), String>, Result<(), String>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
+        let (mut s, mut c) = pair().await;
         let server = tokio::spawn(async move {
-            let (mut s, _) = listener.accept().await.unwrap();
             let r = accept(&mut s, acceptor).await;
             // Closing tells a waiting initiator it was refused.
             drop(s);
             r
         });
-        let mut c = TcpStream::connect(addr).await.unwrap();
         let client = initiate(&mut c, initiator).await;
         drop(c);
         (server.await.unwrap(), client)
@@ -182,13 +188,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_peer_without_the_secret_gets_no_further_than_the_challenge() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            let (mut s, _) = listener.accept().await.unwrap();
-            accept(&mut s, Some(b"s3cret")).await
-        });
-        let mut c = TcpStream::connect(addr).await.unwrap();
+        let (mut s, mut c) = pair().await;
+        let server = tokio::spawn(async move { accept(&mut s, Some(b"s3cret")).await });
         let mut challenge = [0u8; 20];
         c.read_exact(&mut challenge).await.unwrap();
         assert_eq!(&challenge[..4], b"DGAU");
@@ -203,18 +204,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_handshake_that_breaks_off_is_not_a_refusal() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
+        let (mut s, mut c) = pair().await;
         let server = tokio::spawn(async move {
             // Challenges, then goes away without judging the answer.
-            let (mut s, _) = listener.accept().await.unwrap();
             let mut challenge = [0u8; 20];
             challenge[..4].copy_from_slice(CHALLENGE_MAGIC);
             s.write_all(&challenge).await.unwrap();
             let mut answer = [0u8; NONCE_LEN + PROOF_LEN];
             s.read_exact(&mut answer).await.unwrap();
         });
-        let mut c = TcpStream::connect(addr).await.unwrap();
         let err = initiate(&mut c, Some(b"s3cret")).await.unwrap_err();
         server.await.unwrap();
         assert!(!err.starts_with(REFUSED), "{err}");

@@ -231,34 +231,10 @@ pub fn encode_with(frame: &Frame, probe: &mut Lz4Probe, out: &mut BytesMut) {
 /// `out`: it is returned, to be written right after `out` (the frame's
 /// length already counts it).
 pub fn encode_parts(frame: &Frame, probe: &mut Lz4Probe, out: &mut BytesMut) -> Option<Bytes> {
-    if let Frame::Batch { id, body } = frame {
-        let start = out.len();
-        out.put_u32_le(0);
-        out.put_u8(KIND_BATCH);
-        out.put_u64_le(*id);
-        let compressed = probe.should_try(body).then(|| lz4_flex::block::compress(body));
-        if let Some(c) = &compressed {
-            probe.record(body.len(), c.len());
-        }
-        let raw = match compressed.filter(|c| c.len() < body.len()) {
-            Some(compressed) => {
-                out.put_u8(FLAG_LZ4);
-                out.put_u32_le(body.len() as u32);
-                out.put_slice(&compressed);
-                None
-            }
-            None => {
-                out.put_u8(0);
-                out.put_u32_le(body.len() as u32);
-                Some(body.clone())
-            }
-        };
-        let len = (out.len() - start - 4 + raw.as_ref().map_or(0, Bytes::len)) as u32;
-        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-        return raw;
-    }
     let start = out.len();
     out.put_u32_le(0);
+    // A raw batch body: not copied, written after `out` by the caller.
+    let mut tail = None;
     match frame {
         Frame::Hello(h) => {
             out.put_u8(KIND_HELLO);
@@ -298,7 +274,26 @@ pub fn encode_parts(frame: &Frame, probe: &mut Lz4Probe, out: &mut BytesMut) -> 
             out.put_u8(KIND_REFUSE);
             put_str(out, reason.as_bytes());
         }
-        Frame::Batch { .. } => unreachable!("encoded above"),
+        Frame::Batch { id, body } => {
+            out.put_u8(KIND_BATCH);
+            out.put_u64_le(*id);
+            let compressed = probe.should_try(body).then(|| lz4_flex::block::compress(body));
+            if let Some(c) = &compressed {
+                probe.record(body.len(), c.len());
+            }
+            match compressed.filter(|c| c.len() < body.len()) {
+                Some(compressed) => {
+                    out.put_u8(FLAG_LZ4);
+                    out.put_u32_le(body.len() as u32);
+                    out.put_slice(&compressed);
+                }
+                None => {
+                    out.put_u8(0);
+                    out.put_u32_le(body.len() as u32);
+                    tail = Some(body.clone());
+                }
+            }
+        }
         Frame::Received(id) => {
             out.put_u8(KIND_RECEIVED);
             out.put_u64_le(*id);
@@ -317,9 +312,9 @@ pub fn encode_parts(frame: &Frame, probe: &mut Lz4Probe, out: &mut BytesMut) -> 
             }
         }
     }
-    let len = (out.len() - start - 4) as u32;
+    let len = (out.len() - start - 4 + tail.as_ref().map_or(0, Bytes::len)) as u32;
     out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-    None
+    tail
 }
 
 /// One frame from the front of `buf`: Ok(None) until it is complete.
