@@ -56,7 +56,14 @@ pub fn apply_change_at(part: &mut Partition, at: Option<usize>, change: &Change)
     match &change.kind {
         ChangeKind::Full { value, expire_at } => {
             let mut version = change.version;
+            let mut at = at;
             if part.tombstones.enabled() {
+                // The old entry is looked at first: find it once, so the
+                // overwrite below goes by index (a backup's or receiver's
+                // apply comes without one).
+                if at.is_none() {
+                    at = part.index_of(key);
+                }
                 match (held(part, at, key).map(|e| (e.as_str().is_some(), e.version)), value) {
                     // A hash replacing a string: the string's overwrite
                     // still holds older fields back.
@@ -92,7 +99,7 @@ pub fn apply_change_at(part: &mut Partition, at: Option<usize>, change: &Change)
             applied.unwrap_or(Err(ApplyError::BaseMismatch { want: *base, have: None }))?;
         }
         ChangeKind::Delta { op: DeltaOp::HashSet { fields }, .. } => {
-            let mut at = at;
+            let mut at = at.or_else(|| part.index_of(key));
             match held(part, at, key) {
                 Some(e) if e.as_hash().is_none() => return Err(ApplyError::WrongType),
                 Some(_) => {}

@@ -44,8 +44,7 @@ pub fn diff(old: &[u8], new: &[u8]) -> Option<DeltaOp> {
             return (op_payload_len(&p) <= budget).then_some(p);
         }
     }
-    let splice = splice(old, new);
-    (op_payload_len(&splice) <= budget).then_some(splice)
+    splice(old, new, budget)
 }
 
 /// Chunk compared with one slice equality (memcmp) before looking at bytes.
@@ -73,15 +72,23 @@ fn common_suffix(a: &[u8], b: &[u8], max: usize) -> usize {
     n + a[..ea].iter().rev().zip(b[..eb].iter().rev()).take(max - n).take_while(|(x, y)| x == y).count()
 }
 
-fn splice(old: &[u8], new: &[u8]) -> DeltaOp {
+/// The splice keeping the common prefix and suffix, if its payload is
+/// within `budget` (checked before the inserted bytes are copied: most
+/// SETs of unrelated values end here).
+fn splice(old: &[u8], new: &[u8], budget: usize) -> Option<DeltaOp> {
     let prefix = common_prefix(old, new);
     let max_suffix = old.len().min(new.len()) - prefix;
     let suffix = common_suffix(old, new, max_suffix);
-    DeltaOp::Splice {
-        offset: prefix as u32,
-        remove: (old.len() - prefix - suffix) as u32,
-        insert: Bytes::copy_from_slice(&new[prefix..new.len() - suffix]),
+    let insert = &new[prefix..new.len() - suffix];
+    let mut op =
+        DeltaOp::Splice { offset: prefix as u32, remove: (old.len() - prefix - suffix) as u32, insert: Bytes::new() };
+    if op_payload_len(&op) + insert.len() > budget {
+        return None;
     }
+    if let DeltaOp::Splice { insert: bytes, .. } = &mut op {
+        *bytes = Bytes::copy_from_slice(insert);
+    }
+    Some(op)
 }
 
 fn patch(old: &[u8], new: &[u8], budget: usize) -> Option<DeltaOp> {
@@ -260,7 +267,8 @@ mod tests {
             let mut new = old.clone();
             for (i, b) in edits { if i < new.len() { new[i] = b; } }
             if let Some(p) = patch(&old, &new, usize::MAX) {
-                prop_assert!(op_payload_len(&p) < op_payload_len(&splice(&old, &new)));
+                let s = splice(&old, &new, usize::MAX).expect("no budget");
+                prop_assert!(op_payload_len(&p) < op_payload_len(&s));
             }
         }
 

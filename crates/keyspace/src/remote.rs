@@ -39,7 +39,7 @@
 use bytes::Bytes;
 
 use super::Keyspace;
-use crate::apply::{apply_change, ApplyError};
+use crate::apply::{apply_change_at, ApplyError};
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::partition::Partition;
 use crate::tombstones::{Tomb, Tombstones};
@@ -71,7 +71,7 @@ impl Keyspace {
     /// merged full hash: the newer of its and the held one), through the
     /// same path as local writes (so the [`crate::ReplicationSink`],
     /// backups and the [`crate::ChangeObserver`] see it), as a change that
-    /// replayed by [`apply_change`] on a backup gives the same result.
+    /// replayed by [`apply_change`](crate::apply::apply_change) on a backup gives the same result.
     /// `origin` is the client the observer is told about.
     ///
     /// On a partition held as a backup it refuses with
@@ -87,17 +87,21 @@ impl Keyspace {
             }
             // As on the write path: an expired key is removed first, by a
             // logged Expire of this site.
+            // One hashed lookup: what follows goes by index.
             let now = self.now_ms();
-            if part.get(&key).is_some_and(|e| e.is_expired(now)) {
+            let mut at = part.index_of(&key);
+            if at.and_then(|i| part.get_index(i)).is_some_and(|(_, e)| e.is_expired(now)) {
                 let expire = Change { key: key.clone(), version: self.version(), kind: ChangeKind::Expire };
                 // Removing a key cannot fail.
-                let _ = apply_change(&mut part, &expire);
+                let _ = apply_change_at(&mut part, at, &expire);
                 self.record(&mut part, expire, 0);
                 touched = true;
+                at = None;
             }
-            let (outcome, effect) = resolve(&part, change);
+            let (outcome, effect) = resolve(&part, at, change);
             match effect {
-                Some(effect) => apply_change(&mut part, &effect).map(|()| {
+                // The effect is a change of the same key.
+                Some(effect) => apply_change_at(&mut part, at, &effect).map(|()| {
                     self.record(&mut part, effect, 0);
                     touched = true;
                     outcome
@@ -182,7 +186,8 @@ fn lost(held: Version, v: Version) -> RemoteOutcome {
 
 /// What of `change` wins against `part`, and the change to apply and log
 /// for it (None: nothing). Reads only.
-fn resolve(part: &Partition, change: Change) -> (RemoteOutcome, Option<Change>) {
+/// `at`: where the partition's map holds the change's key, if it does.
+fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcome, Option<Change>) {
     let v = change.version;
     let key = &change.key;
     let tombs = &part.tombstones;
@@ -190,7 +195,7 @@ fn resolve(part: &Partition, change: Change) -> (RemoteOutcome, Option<Change>) 
     if let Some(floor) = tombs.key(key).filter(|f| *f >= v) {
         return (lost(floor, v), None);
     }
-    let entry = part.get(key);
+    let entry = at.and_then(|i| part.get_index(i)).map(|(_, e)| e);
     let hash = entry.and_then(Entry::as_hash);
     match &change.kind {
         ChangeKind::Full { value: Value::Str(_), .. } => match entry {
