@@ -700,6 +700,7 @@ impl Publisher {
         self.last_error = format!("link down: {why}");
         if self.conn.take().is_some() {
             tracing::warn!(target_site = self.target.settings.name, "WAN link down ({why}); will reconnect");
+            self.last_status = Instant::now() - Duration::from_secs(1);
         }
         // Everything not applied is sent again, in order: kept bodies
         // first, the journal from its oldest unapplied record, the logs
@@ -801,6 +802,8 @@ impl Publisher {
                 }
                 self.conn = Some(conn);
                 self.backoff = Duration::from_millis(100);
+                // `wan status` shows the link up now, not at the next refresh.
+                self.refresh_status();
             }
             Err(e) => {
                 tracing::debug!(target_site = self.target.settings.name, endpoint, "WAN connect failed: {e}");
