@@ -147,7 +147,6 @@ pub struct Keyspace {
     partitions: u16,
     site: u16,
     hlc: Hlc,
-    stats: ChangeStats,
     observer: OnceLock<Arc<dyn ChangeObserver>>,
     sink: OnceLock<Arc<dyn ReplicationSink>>,
     listener: OnceLock<Arc<dyn LogListener>>,
@@ -184,7 +183,6 @@ impl Keyspace {
             partitions,
             site: cfg.site_id,
             hlc: Hlc::new(clock),
-            stats: ChangeStats::default(),
             observer: OnceLock::new(),
             sink: OnceLock::new(),
             listener: OnceLock::new(),
@@ -244,8 +242,14 @@ impl Keyspace {
         &self.hlc
     }
 
-    pub fn stats(&self) -> &ChangeStats {
-        &self.stats
+    /// Changes logged so far, summed over the partitions (each one locked
+    /// in turn).
+    pub fn stats(&self) -> ChangeStats {
+        let mut total = ChangeStats::default();
+        for p in self.parts.iter() {
+            total.add(&p.lock().stats);
+        }
+        total
     }
 
     fn observer(&self) -> Option<&Arc<dyn ChangeObserver>> {
@@ -433,7 +437,7 @@ impl Keyspace {
             apply_change(&mut part, &change)?;
             let kind = change.kind.index();
             let (_, size) = part.log.append(change);
-            self.stats.record(kind, size, 0);
+            part.stats.record(kind, size, 0);
         }
         if let Some(o) = self.observer() {
             o.changed(&[key], 0);
@@ -487,7 +491,7 @@ impl Keyspace {
         if sink.is_some() {
             WRITTEN.with(|w| w.borrow_mut().push((part.id as usize, seq)));
         }
-        self.stats.record(kind, size, saved);
+        part.stats.record(kind, size, saved);
         seq
     }
 }

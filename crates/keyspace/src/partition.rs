@@ -11,6 +11,7 @@ use indexmap::IndexMap;
 
 use crate::partition_bits::PartitionBits;
 use crate::partition_log::PartitionLog;
+use crate::stats::ChangeStats;
 use crate::tombstones::Tombstones;
 use crate::value::Entry;
 
@@ -30,6 +31,8 @@ pub struct Partition {
     pub replica: bool,
     /// Removed keys and hash fields (disabled unless WAN needs them).
     pub tombstones: Tombstones,
+    /// Changes logged here, by kind (see [`crate::Keyspace::stats`]).
+    pub(crate) stats: ChangeStats,
 }
 
 impl Partition {
@@ -43,6 +46,7 @@ impl Partition {
             footprint: 0,
             replica: false,
             tombstones: Tombstones::new(0, 0),
+            stats: ChangeStats::default(),
         }
     }
 

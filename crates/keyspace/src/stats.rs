@@ -1,33 +1,40 @@
-//! Counters of changes logged, by kind, and of bytes deltas saved. Updated
-//! on the write path with relaxed atomics; read by `/metrics` and `INFO`.
+//! Counters of changes logged, by kind, and of bytes deltas saved. Each
+//! partition keeps its own, updated under its lock with plain adds (an
+//! atomic add per change costs a locked instruction on the write path);
+//! `/metrics` and `INFO` read their sum ([`crate::Keyspace::stats`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct ChangeStats {
-    count: [AtomicU64; 4],
-    bytes: [AtomicU64; 4],
-    delta_saved: AtomicU64,
+    count: [u64; 4],
+    bytes: [u64; 4],
+    delta_saved: u64,
 }
 
 impl ChangeStats {
-    pub fn record(&self, kind: usize, bytes: usize, saved: usize) {
-        self.count[kind].fetch_add(1, Ordering::Relaxed);
-        self.bytes[kind].fetch_add(bytes as u64, Ordering::Relaxed);
-        if saved > 0 {
-            self.delta_saved.fetch_add(saved as u64, Ordering::Relaxed);
+    pub fn record(&mut self, kind: usize, bytes: usize, saved: usize) {
+        self.count[kind] += 1;
+        self.bytes[kind] += bytes as u64;
+        self.delta_saved += saved as u64;
+    }
+
+    /// Adds another partition's counters to these.
+    pub fn add(&mut self, other: &ChangeStats) {
+        for k in 0..4 {
+            self.count[k] += other.count[k];
+            self.bytes[k] += other.bytes[k];
         }
+        self.delta_saved += other.delta_saved;
     }
 
     pub fn count(&self, kind: usize) -> u64 {
-        self.count[kind].load(Ordering::Relaxed)
+        self.count[kind]
     }
 
     pub fn bytes(&self, kind: usize) -> u64 {
-        self.bytes[kind].load(Ordering::Relaxed)
+        self.bytes[kind]
     }
 
     pub fn delta_bytes_saved(&self) -> u64 {
-        self.delta_saved.load(Ordering::Relaxed)
+        self.delta_saved
     }
 }

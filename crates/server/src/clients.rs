@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -45,7 +45,10 @@ pub struct ClientShared {
     pub name: Mutex<Option<Bytes>>,
     pub lib: Mutex<(String, String)>,
     pub resp3: AtomicBool,
-    pub last_cmd: Mutex<&'static str>,
+    /// The last command run: its index in the command table plus one (0:
+    /// none yet). A plain store per command, where a lock took two locked
+    /// instructions.
+    pub last_cmd: AtomicUsize,
     pub last_active_ms: AtomicU64,
     pub killed: AtomicBool,
     pub wake: Notify,

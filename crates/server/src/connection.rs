@@ -5,7 +5,7 @@
 //! and are written between requests, never inside a reply.
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -43,7 +43,7 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
         name: Mutex::new(None),
         lib: Mutex::new((String::new(), String::new())),
         resp3: Default::default(),
-        last_cmd: Mutex::new("NULL"),
+        last_cmd: AtomicUsize::new(0),
         last_active_ms: Default::default(),
         killed: Default::default(),
         wake: Notify::new(),

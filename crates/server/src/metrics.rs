@@ -265,7 +265,7 @@ pub struct Snapshot {
     pub wan: Option<wan::WanStatus>,
 }
 
-fn table_index(spec: &'static CommandSpec) -> usize {
+pub(crate) fn table_index(spec: &'static CommandSpec) -> usize {
     // Specs are elements of TABLE, so the offset is the index.
     let base = TABLE.as_ptr() as usize;
     (spec as *const CommandSpec as usize - base) / std::mem::size_of::<CommandSpec>()
