@@ -61,9 +61,7 @@ pub fn apply_change_at(part: &mut Partition, at: Option<usize>, change: &Change)
                 // The old entry is looked at first: find it once, so the
                 // overwrite below goes by index (a backup's or receiver's
                 // apply comes without one).
-                if at.is_none() {
-                    at = part.index_of(key);
-                }
+                at = at.or_else(|| part.index_of(key));
                 match (held(part, at, key).map(|e| (e.as_str().is_some(), e.version)), value) {
                     // A hash replacing a string: the string's overwrite
                     // still holds older fields back.

@@ -79,16 +79,14 @@ fn splice(old: &[u8], new: &[u8], budget: usize) -> Option<DeltaOp> {
     let prefix = common_prefix(old, new);
     let max_suffix = old.len().min(new.len()) - prefix;
     let suffix = common_suffix(old, new, max_suffix);
+    let (offset, remove) = (prefix as u32, (old.len() - prefix - suffix) as u32);
     let insert = &new[prefix..new.len() - suffix];
-    let mut op =
-        DeltaOp::Splice { offset: prefix as u32, remove: (old.len() - prefix - suffix) as u32, insert: Bytes::new() };
-    if op_payload_len(&op) + insert.len() > budget {
-        return None;
-    }
-    if let DeltaOp::Splice { insert: bytes, .. } = &mut op {
-        *bytes = Bytes::copy_from_slice(insert);
-    }
-    Some(op)
+    let header = op_payload_len(&DeltaOp::Splice { offset, remove, insert: Bytes::new() });
+    (header + insert.len() <= budget).then(|| DeltaOp::Splice {
+        offset,
+        remove,
+        insert: Bytes::copy_from_slice(insert),
+    })
 }
 
 fn patch(old: &[u8], new: &[u8], budget: usize) -> Option<DeltaOp> {

@@ -86,8 +86,8 @@ impl Keyspace {
                 return Err(ApplyError::NotPrimary);
             }
             // As on the write path: an expired key is removed first, by a
-            // logged Expire of this site.
-            // One hashed lookup: what follows goes by index.
+            // logged Expire of this site. The key is hashed once: what
+            // follows goes by index.
             let now = self.now_ms();
             let mut at = part.index_of(&key);
             if at.and_then(|i| part.get_index(i)).is_some_and(|(_, e)| e.is_expired(now)) {

@@ -156,11 +156,7 @@ fn client_line(s: &Session, c: &ClientShared, current: &str) -> String {
         flags.push('N');
     }
     let age = c.created.elapsed().as_secs();
-    let cmd = match c.last_cmd.load(Ordering::Relaxed) {
-        _ if c.id == s.id => current,
-        0 => "NULL",
-        i => commands::TABLE.get(i - 1).map_or("NULL", |spec| spec.name),
-    };
+    let cmd = if c.id == s.id { current } else { c.last_cmd_name() };
     format!(
         "id={} addr={} laddr={} fd=8 name={} age={} idle=0 flags={} db=0 sub={} psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}\n",
         c.id,

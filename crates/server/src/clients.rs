@@ -9,8 +9,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use commands::{CommandSpec, TABLE};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, Notify};
+
+use crate::metrics::table_index;
 
 /// Messages delivered to a connection from elsewhere.
 #[derive(Debug)]
@@ -45,9 +48,9 @@ pub struct ClientShared {
     pub name: Mutex<Option<Bytes>>,
     pub lib: Mutex<(String, String)>,
     pub resp3: AtomicBool,
-    /// The last command run: its index in the command table plus one (0:
-    /// none yet). A plain store per command, where a lock took two locked
-    /// instructions.
+    /// The last command run ([`ClientShared::set_last_cmd`]): its index in
+    /// the command table plus one (0: none yet). A plain store per command,
+    /// where a lock took two locked instructions.
     pub last_cmd: AtomicUsize,
     pub last_active_ms: AtomicU64,
     pub killed: AtomicBool,
@@ -55,6 +58,20 @@ pub struct ClientShared {
     pub push_tx: mpsc::Sender<Push>,
     pub tracking: Mutex<TrackingState>,
     pub channels: Mutex<HashSet<Bytes>>,
+}
+
+impl ClientShared {
+    pub fn set_last_cmd(&self, spec: &'static CommandSpec) {
+        self.last_cmd.store(table_index(spec) + 1, Ordering::Relaxed);
+    }
+
+    /// The name CLIENT LIST shows for the last command ("NULL": none yet).
+    pub fn last_cmd_name(&self) -> &'static str {
+        match self.last_cmd.load(Ordering::Relaxed) {
+            0 => "NULL",
+            i => TABLE.get(i - 1).map_or("NULL", |spec| spec.name),
+        }
+    }
 }
 
 impl ClientShared {

@@ -15,7 +15,6 @@ use commands::{lookup, CmdError, CommandSpec, Ctx, Flags};
 use resp::ReplyWriter;
 
 use crate::clients::ClientShared;
-use crate::metrics::table_index;
 use crate::node::Node;
 use crate::transaction::{self, TxState};
 use crate::{client_cmd, config_cmd, introspection};
@@ -126,7 +125,7 @@ impl Session {
             self.run(spec, args, &mut out);
         }
         drop(shared);
-        self.shared.last_cmd.store(table_index(spec) + 1, Ordering::Relaxed);
+        self.shared.set_last_cmd(spec);
         let end = Instant::now();
         self.node.metrics.command(spec, end - start);
         end

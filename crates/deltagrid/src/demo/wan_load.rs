@@ -1173,18 +1173,17 @@ fn partition_count_target(results: &[RunResult]) -> Target {
             )
         })
         .collect();
-    let measured = if pairs.len() == 1 {
-        each.join("")
-    } else {
-        format!(
-            "median of {} rounds: bytes {:.0}%, events {:.0}%: {}",
-            pairs.len(),
-            bytes * 100.0,
-            events * 100.0,
-            each.join("; ")
-        )
-    };
+    let measured = per_round(each, &format!("bytes {:.0}%, events {:.0}%", bytes * 100.0, events * 100.0));
     Target { target: NAME, measured, met: Some(bytes >= 0.9 && events >= 0.9) }
+}
+
+/// One round's description as it is, several with their median first.
+fn per_round(each: Vec<String>, median: &str) -> String {
+    if each.len() == 1 {
+        each.concat()
+    } else {
+        format!("median of {} rounds {median}: {}", each.len(), each.join("; "))
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -1247,11 +1246,7 @@ fn client_rate_ratios(results: &[RunResult], mirror: bool) -> (String, Option<f6
         })
         .collect();
     let median = median(ratios);
-    let measured = if pairs.len() == 1 {
-        each.join("")
-    } else {
-        format!("median of {} rounds {:.0}%: {}", pairs.len(), median * 100.0, each.join("; "))
-    };
+    let measured = per_round(each, &format!("{:.0}%", median * 100.0));
     (measured, Some(median))
 }
 
