@@ -98,6 +98,8 @@ impl ClientShared {
 pub struct Clients {
     map: Mutex<HashMap<u64, Arc<ClientShared>>>,
     next_id: AtomicU64,
+    /// `map.len()`, read on every request batch without the lock.
+    count: AtomicUsize,
 }
 
 impl Clients {
@@ -106,11 +108,15 @@ impl Clients {
     }
 
     pub fn insert(&self, c: Arc<ClientShared>) {
-        self.map.lock().insert(c.id, c);
+        let mut map = self.map.lock();
+        map.insert(c.id, c);
+        self.count.store(map.len(), Ordering::Relaxed);
     }
 
     pub fn remove(&self, id: u64) {
-        self.map.lock().remove(&id);
+        let mut map = self.map.lock();
+        map.remove(&id);
+        self.count.store(map.len(), Ordering::Relaxed);
     }
 
     pub fn get(&self, id: u64) -> Option<Arc<ClientShared>> {
@@ -118,7 +124,7 @@ impl Clients {
     }
 
     pub fn len(&self) -> usize {
-        self.map.lock().len()
+        self.count.load(Ordering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {
