@@ -173,7 +173,7 @@ impl ConfigFile {
             s.client_query_buffer_limit = v.0 as usize;
         }
         if let Some(v) = n.log_memory {
-            s.log_retain_bytes = v.0 as usize;
+            s.log_retain_bytes = Some(v.0 as usize);
         }
         if let Some(v) = n.tracking_table_max_keys {
             s.tracking_table_max_keys = v;

@@ -47,6 +47,12 @@ impl PartitionLog {
         self.next_seq += 1;
         let size = codec::encoded_len(&change);
         self.changed.touch(&change.key, seq);
+        if self.retain_bytes == 0 && self.needed_from.is_none() {
+            // Nothing is kept and nobody reads: the log is empty (every
+            // change of either setting trimmed it) and the change is not
+            // stored only to be dropped again.
+            return (seq, size);
+        }
         self.bytes += size;
         self.entries.push_back((seq, change, size));
         // One update of the node's total for both (often none: with nobody
@@ -203,5 +209,24 @@ mod tests {
         assert_eq!(log.read_from(first).unwrap().count(), (201 - first) as usize);
         log.set_needed_from(None);
         assert!(log.bytes() <= 100);
+    }
+
+    #[test]
+    fn keeps_nothing_without_retention_until_a_consumer_registers() {
+        let total = Arc::new(AtomicUsize::new(0));
+        let mut log = PartitionLog::new(0);
+        log.count_in(total.clone());
+        for i in 0..10 {
+            assert_eq!(log.append(del(&format!("key{i}"))).0, i + 1);
+        }
+        assert!(log.is_empty());
+        assert_eq!((log.first_seq(), log.bytes(), total.load(Ordering::Relaxed)), (11, 0, 0));
+        log.set_needed_from(Some(11));
+        log.append(del("kept"));
+        assert_eq!(log.read_from(11).unwrap().map(|(seq, _)| seq).collect::<Vec<_>>(), vec![11]);
+        assert_eq!(total.load(Ordering::Relaxed), log.bytes());
+        log.set_needed_from(None);
+        assert!(log.is_empty());
+        assert_eq!(total.load(Ordering::Relaxed), 0);
     }
 }

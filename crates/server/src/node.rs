@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use crate::clients::Clients;
 use crate::metrics::{Metrics, Snapshot};
 use crate::pubsub::PubSub;
-use crate::settings::{NodeSettings, Runtime};
+use crate::settings::{NodeSettings, Runtime, DEFAULT_LOG_RETAIN_BYTES};
 use crate::tracking::Tracking;
 use crate::{admin, connection, memory};
 
@@ -55,10 +55,15 @@ impl Node {
                 partitions: settings.partitions,
                 site_id: settings.site_id,
                 // The log must never be what pushes a node over maxmemory.
-                log_retain_bytes: match settings.maxmemory {
-                    0 => settings.log_retain_bytes,
-                    max => settings.log_retain_bytes.min(max as usize / 16),
+                log_retain_bytes: match (settings.log_retain_bytes, &settings.wan) {
+                    (Some(bytes), _) => bytes,
+                    (None, Some(_)) => DEFAULT_LOG_RETAIN_BYTES,
+                    (None, None) => 0,
                 }
+                .min(match settings.maxmemory {
+                    0 => usize::MAX,
+                    max => max as usize / 16,
+                })
                 .min(settings.wan.as_ref().map_or(usize::MAX, |w| w.memory_budget as usize / 4)),
                 // Deletes are remembered only where another site may send
                 // an older write of the same key.

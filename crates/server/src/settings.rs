@@ -24,8 +24,10 @@ pub struct NodeSettings {
     pub site_id: u16,
     pub site_name: String,
     pub partitions: u16,
-    /// Bytes of partition log kept in memory when no consumer needs more.
-    pub log_retain_bytes: usize,
+    /// Bytes of partition log kept in memory when no consumer needs more;
+    /// None: [`DEFAULT_LOG_RETAIN_BYTES`] with WAN replication, else 0 (only
+    /// a WAN publisher, or a backup that may be promoted to one, reads it).
+    pub log_retain_bytes: Option<usize>,
     /// Keys remembered for client tracking before the oldest are invalidated.
     pub tracking_table_max_keys: usize,
     /// Set when the node is a member of a multi-node site.
@@ -37,6 +39,9 @@ pub struct NodeSettings {
     /// Scheduled backups to storage, when configured.
     pub backup: Option<backup::schedule::Schedule>,
 }
+
+/// Log kept per node with WAN replication when `node.log_memory` is not set.
+pub const DEFAULT_LOG_RETAIN_BYTES: usize = 4 << 20;
 
 impl Default for NodeSettings {
     fn default() -> Self {
@@ -55,7 +60,7 @@ impl Default for NodeSettings {
             site_id: 1,
             site_name: "local".into(),
             partitions: 271,
-            log_retain_bytes: 4 << 20,
+            log_retain_bytes: None,
             tracking_table_max_keys: 1_000_000,
             cluster: None,
             wan: None,
