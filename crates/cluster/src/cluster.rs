@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use bytes::Bytes;
 use commands::{CmdError, CommandSpec, Flags};
 use keyspace::slot::{key_slot, slot_partition};
 use parking_lot::RwLock;
@@ -543,11 +542,11 @@ impl Cluster {
     /// Redis Cluster routing for one command: every key in one slot, and
     /// that slot's partition served here (or a backup here and the
     /// connection said READONLY, for a read).
-    pub fn check(&self, spec: &CommandSpec, args: &[Bytes], readonly_conn: bool) -> Result<(), CmdError> {
+    pub fn check(&self, spec: &CommandSpec, args: &[&[u8]], readonly_conn: bool) -> Result<(), CmdError> {
         let mut positions = spec.key_positions(args.len());
         let Some(first) = positions.next() else { return Ok(()) };
-        let slot = key_slot(&args[first]);
-        if positions.any(|i| key_slot(&args[i]) != slot) {
+        let slot = key_slot(args[first]);
+        if positions.any(|i| key_slot(args[i]) != slot) {
             return Err(CmdError::other("CROSSSLOT Keys in request don't hash to the same slot"));
         }
         let table = self.table.load();

@@ -21,13 +21,13 @@ pub fn disabled() -> CmdError {
     CmdError::other("ERR This instance has cluster support disabled")
 }
 
-pub fn cluster(c: Option<&Cluster>, ks: &Keyspace, a: &[Bytes], out: &mut ReplyWriter) -> Result<(), CmdError> {
-    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+pub fn cluster(c: Option<&Cluster>, ks: &Keyspace, a: &[&[u8]], out: &mut ReplyWriter) -> Result<(), CmdError> {
+    let sub = String::from_utf8_lossy(a[1]).to_ascii_lowercase();
     let arity = |ok: bool| if ok { Ok(()) } else { Err(CmdError::WrongArity(format!("cluster|{sub}"))) };
     // KEYSLOT works without cluster mode, as in Redis.
     if sub == "keyslot" {
         arity(a.len() == 3)?;
-        out.int(key_slot(&a[2]) as i64);
+        out.int(key_slot(a[2]) as i64);
         return Ok(());
     }
     let c = c.ok_or_else(disabled)?;
@@ -54,14 +54,14 @@ pub fn cluster(c: Option<&Cluster>, ks: &Keyspace, a: &[Bytes], out: &mut ReplyW
         }
         "countkeysinslot" => {
             arity(a.len() == 3)?;
-            let slot = slot_arg(&a[2])?;
+            let slot = slot_arg(a[2])?;
             let n = keys_in_slot(c, ks, slot, usize::MAX).len();
             out.int(n as i64);
         }
         "getkeysinslot" => {
             arity(a.len() == 4)?;
-            let slot = slot_arg(&a[2])?;
-            let count = int(&a[3])?;
+            let slot = slot_arg(a[2])?;
+            let count = int(a[3])?;
             if count < 0 {
                 return Err(CmdError::other("ERR Invalid number of keys"));
             }
@@ -72,7 +72,7 @@ pub fn cluster(c: Option<&Cluster>, ks: &Keyspace, a: &[Bytes], out: &mut ReplyW
             }
         }
         _ => {
-            return Err(CmdError::UnknownSubcommand { cmd: "CLUSTER".into(), sub: String::from_utf8_lossy(&a[1]).into() })
+            return Err(CmdError::UnknownSubcommand { cmd: "CLUSTER".into(), sub: String::from_utf8_lossy(a[1]).into() })
         }
     }
     Ok(())

@@ -20,7 +20,7 @@ pub fn is(arg: &[u8], kw: &str) -> bool {
 
 /// An owned copy of an argument, so a stored value never pins the whole
 /// read buffer it was sliced from.
-pub fn owned(arg: &Bytes) -> Bytes {
+pub fn owned(arg: &[u8]) -> Bytes {
     Bytes::copy_from_slice(arg)
 }
 
@@ -31,21 +31,21 @@ pub struct ScanOpts {
     pub type_name: Option<String>,
 }
 
-pub fn scan_opts(args: &[Bytes], allow_type: bool) -> Result<ScanOpts, CmdError> {
+pub fn scan_opts(args: &[&[u8]], allow_type: bool) -> Result<ScanOpts, CmdError> {
     let mut o = ScanOpts { pattern: None, count: 10, type_name: None };
     let mut i = 0;
     while i < args.len() {
         let has_value = i + 1 < args.len();
-        if is(&args[i], "MATCH") && has_value {
-            o.pattern = Some(args[i + 1].clone()).filter(|p| &p[..] != b"*");
-        } else if is(&args[i], "COUNT") && has_value {
-            let n = int(&args[i + 1])?;
+        if is(args[i], "MATCH") && has_value {
+            o.pattern = Some(Bytes::copy_from_slice(args[i + 1])).filter(|p| &p[..] != b"*");
+        } else if is(args[i], "COUNT") && has_value {
+            let n = int(args[i + 1])?;
             if n < 1 {
                 return Err(CmdError::Syntax);
             }
             o.count = n as usize;
-        } else if allow_type && is(&args[i], "TYPE") && has_value {
-            o.type_name = Some(String::from_utf8_lossy(&args[i + 1]).to_ascii_lowercase());
+        } else if allow_type && is(args[i], "TYPE") && has_value {
+            o.type_name = Some(String::from_utf8_lossy(args[i + 1]).to_ascii_lowercase());
         } else {
             return Err(CmdError::Syntax);
         }

@@ -70,7 +70,7 @@ impl CmdError {
         CmdError::Other(msg.into())
     }
 
-    pub fn unknown_command(args: &[bytes::Bytes]) -> Self {
+    pub fn unknown_command(args: &[&[u8]]) -> Self {
         // Redis's rule: args are listed while the list is under 128 bytes,
         // each cut to what is left of those 128.
         let name = args.first().map(|a| String::from_utf8_lossy(&a[..a.len().min(128)]).into_owned()).unwrap_or_default();

@@ -11,9 +11,9 @@ use crate::number::{format_f64, parse_f64, parse_i64};
 use crate::Ctx;
 
 /// Runs `f` on the hash at `key` (None when missing); WRONGTYPE otherwise.
-fn read<R>(ctx: &mut Ctx, key: &Bytes, f: impl FnOnce(&mut Ctx, Option<&HashValue>) -> R) -> Result<R, CmdError> {
+fn read<R>(ctx: &mut Ctx, key: &[u8], f: impl FnOnce(&mut Ctx, Option<&HashValue>) -> R) -> Result<R, CmdError> {
     let ks = ctx.ks;
-    let mut txn = ks.txn([&key[..]], ctx.client_id);
+    let mut txn = ks.txn([key], ctx.client_id);
     match txn.get(key) {
         None => Ok(f(ctx, None)),
         Some(e) => {
@@ -32,15 +32,15 @@ fn check_hash(txn: &mut keyspace::Txn, key: &[u8]) -> Result<(), CmdError> {
 
 /// The field/value pairs of HSET/HMSET, copied out of the request
 /// ([`keyspace::value::copy_pairs`]).
-fn pairs(a: &[Bytes], name: &str) -> Result<Vec<(Bytes, Bytes)>, CmdError> {
-    if a.len() % 2 != 0 {
+fn pairs(a: &[&[u8]], name: &str) -> Result<Vec<(Bytes, Bytes)>, CmdError> {
+    if !a.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity(name.into()));
     }
-    Ok(keyspace::value::copy_pairs(a.chunks_exact(2).map(|p| (&p[0][..], &p[1][..]))))
+    Ok(keyspace::value::copy_pairs(a.chunks_exact(2).map(|p| (p[0], p[1]))))
 }
 
-fn set_fields(ctx: &mut Ctx, key: &Bytes, fields: Vec<(Bytes, Bytes)>) -> Result<usize, CmdError> {
-    let mut txn = ctx.ks.txn([&key[..]], ctx.client_id);
+fn set_fields(ctx: &mut Ctx, key: &[u8], fields: Vec<(Bytes, Bytes)>) -> Result<usize, CmdError> {
+    let mut txn = ctx.ks.txn([key], ctx.client_id);
     check_hash(&mut txn, key)?;
     // Setting fields only adds or replaces: the new ones are what the
     // hash grew by (a name given twice counts once, as in Redis).
@@ -50,41 +50,41 @@ fn set_fields(ctx: &mut Ctx, key: &Bytes, fields: Vec<(Bytes, Bytes)>) -> Result
     Ok(len(&mut txn).saturating_sub(before))
 }
 
-pub fn hset(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn hset(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let fields = pairs(&a[2..], "hset")?;
-    let added = set_fields(ctx, &a[1], fields)?;
+    let added = set_fields(ctx, a[1], fields)?;
     ctx.out.int(added as i64);
     Ok(())
 }
 
-pub fn hmset(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn hmset(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let fields = pairs(&a[2..], "hmset")?;
-    set_fields(ctx, &a[1], fields)?;
+    set_fields(ctx, a[1], fields)?;
     ctx.out.simple("OK");
     Ok(())
 }
 
-pub fn hsetnx(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
-    check_hash(&mut txn, &a[1])?;
-    let exists = txn.get(&a[1]).and_then(|e| e.as_hash()).is_some_and(|h| h.get(&a[2]).is_some());
+pub fn hsetnx(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    check_hash(&mut txn, a[1])?;
+    let exists = txn.get(a[1]).and_then(|e| e.as_hash()).is_some_and(|h| h.get(a[2]).is_some());
     if !exists {
-        txn.write(&a[1], Write::HashSet(vec![(owned(&a[2]), owned(&a[3]))]))?;
+        txn.write(a[1], Write::HashSet(vec![(owned(a[2]), owned(a[3]))]))?;
     }
     drop(txn);
     ctx.out.int(!exists as i64);
     Ok(())
 }
 
-pub fn hget(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    read(ctx, &a[1], |ctx, h| match h.and_then(|h| h.get(&a[2])) {
+pub fn hget(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    read(ctx, a[1], |ctx, h| match h.and_then(|h| h.get(a[2])) {
         Some(f) => ctx.out.bulk(&f.value),
         None => ctx.out.null(),
     })
 }
 
-pub fn hmget(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    read(ctx, &a[1], |ctx, h| {
+pub fn hmget(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    read(ctx, a[1], |ctx, h| {
         ctx.out.array(a.len() - 2);
         for f in &a[2..] {
             match h.and_then(|h| h.get(f)) {
@@ -95,8 +95,8 @@ pub fn hmget(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     })
 }
 
-pub fn hgetall(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    read(ctx, &a[1], |ctx, h| {
+pub fn hgetall(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    read(ctx, a[1], |ctx, h| {
         ctx.out.map(h.map_or(0, |h| h.len()));
         for (f, v) in h.into_iter().flat_map(|h| h.iter()) {
             ctx.out.bulk(f);
@@ -105,8 +105,8 @@ pub fn hgetall(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     })
 }
 
-pub fn hkeys(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    read(ctx, &a[1], |ctx, h| {
+pub fn hkeys(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    read(ctx, a[1], |ctx, h| {
         ctx.out.array(h.map_or(0, |h| h.len()));
         for (f, _) in h.into_iter().flat_map(|h| h.iter()) {
             ctx.out.bulk(f);
@@ -114,8 +114,8 @@ pub fn hkeys(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     })
 }
 
-pub fn hvals(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    read(ctx, &a[1], |ctx, h| {
+pub fn hvals(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    read(ctx, a[1], |ctx, h| {
         ctx.out.array(h.map_or(0, |h| h.len()));
         for (_, v) in h.into_iter().flat_map(|h| h.iter()) {
             ctx.out.bulk(&v.value);
@@ -123,62 +123,62 @@ pub fn hvals(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     })
 }
 
-pub fn hlen(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    read(ctx, &a[1], |ctx, h| ctx.out.int(h.map_or(0, |h| h.len()) as i64))
+pub fn hlen(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    read(ctx, a[1], |ctx, h| ctx.out.int(h.map_or(0, |h| h.len()) as i64))
 }
 
-pub fn hexists(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    read(ctx, &a[1], |ctx, h| ctx.out.int(h.and_then(|h| h.get(&a[2])).is_some() as i64))
+pub fn hexists(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    read(ctx, a[1], |ctx, h| ctx.out.int(h.and_then(|h| h.get(a[2])).is_some() as i64))
 }
 
-pub fn hstrlen(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    read(ctx, &a[1], |ctx, h| ctx.out.int(h.and_then(|h| h.get(&a[2])).map_or(0, |f| f.value.len()) as i64))
+pub fn hstrlen(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    read(ctx, a[1], |ctx, h| ctx.out.int(h.and_then(|h| h.get(a[2])).map_or(0, |f| f.value.len()) as i64))
 }
 
-pub fn hdel(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
-    check_hash(&mut txn, &a[1])?;
+pub fn hdel(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    check_hash(&mut txn, a[1])?;
     let mut removed: Vec<Bytes> = Vec::new();
-    if let Some(h) = txn.get(&a[1]).and_then(|e| e.as_hash()) {
+    if let Some(h) = txn.get(a[1]).and_then(|e| e.as_hash()) {
         for f in &a[2..] {
-            if h.get(f).is_some() && !removed.contains(f) {
+            if h.get(f).is_some() && !removed.iter().any(|r| r == f) {
                 removed.push(owned(f));
             }
         }
     }
     let n = removed.len();
     if n > 0 {
-        txn.write(&a[1], Write::HashDel(removed))?;
+        txn.write(a[1], Write::HashDel(removed))?;
     }
     drop(txn);
     ctx.out.int(n as i64);
     Ok(())
 }
 
-pub fn hincrby(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let by = args::int(&a[3])?;
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
-    check_hash(&mut txn, &a[1])?;
-    let current = match txn.get(&a[1]).and_then(|e| e.as_hash()).and_then(|h| h.get(&a[2])) {
+pub fn hincrby(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let by = args::int(a[3])?;
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    check_hash(&mut txn, a[1])?;
+    let current = match txn.get(a[1]).and_then(|e| e.as_hash()).and_then(|h| h.get(a[2])) {
         Some(f) => parse_i64(&f.value).ok_or(CmdError::HashNotInteger)?,
         None => 0,
     };
     let new = current.checked_add(by).ok_or(CmdError::Overflow)?;
     let text = Bytes::copy_from_slice(itoa::Buffer::new().format(new).as_bytes());
-    txn.write(&a[1], Write::HashSet(vec![(owned(&a[2]), text)]))?;
+    txn.write(a[1], Write::HashSet(vec![(owned(a[2]), text)]))?;
     drop(txn);
     ctx.out.int(new);
     Ok(())
 }
 
-pub fn hincrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let by = args::float(&a[3])?;
+pub fn hincrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let by = args::float(a[3])?;
     if !by.is_finite() {
         return Err(CmdError::other("ERR value is NaN or Infinity"));
     }
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
-    check_hash(&mut txn, &a[1])?;
-    let current = match txn.get(&a[1]).and_then(|e| e.as_hash()).and_then(|h| h.get(&a[2])) {
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    check_hash(&mut txn, a[1])?;
+    let current = match txn.get(a[1]).and_then(|e| e.as_hash()).and_then(|h| h.get(a[2])) {
         Some(f) => parse_f64(&f.value).ok_or(CmdError::HashNotFloat)?,
         None => 0.0,
     };
@@ -187,7 +187,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
         return Err(CmdError::NanOrInfinity);
     }
     let text = Bytes::from(format_f64(new));
-    txn.write(&a[1], Write::HashSet(vec![(owned(&a[2]), text.clone())]))?;
+    txn.write(a[1], Write::HashSet(vec![(owned(a[2]), text.clone())]))?;
     drop(txn);
     ctx.out.bulk(&text);
     Ok(())
@@ -207,19 +207,19 @@ fn scan_order(field: &[u8]) -> u64 {
 /// value to return. A field present for the whole iteration is returned
 /// exactly once, whatever changes meanwhile; each call costs one pass over
 /// the hash.
-pub fn hscan(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let cursor = args::cursor(&a[2])?;
+pub fn hscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let cursor = args::cursor(a[2])?;
     let mut novalues = false;
-    let mut rest: Vec<Bytes> = Vec::new();
+    let mut rest: Vec<&[u8]> = Vec::new();
     for arg in &a[3..] {
         if is(arg, "NOVALUES") {
             novalues = true;
         } else {
-            rest.push(arg.clone());
+            rest.push(arg);
         }
     }
     let opts = args::scan_opts(&rest, false)?;
-    read(ctx, &a[1], |ctx, h| {
+    read(ctx, a[1], |ctx, h| {
         let len = h.map_or(0, |h| h.len());
         let mut page: Vec<(u64, &Bytes, &Bytes)> = h
             .into_iter()
@@ -251,7 +251,7 @@ pub fn hscan(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     })
 }
 
-pub fn hrandfield(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn hrandfield(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let count = a.get(2).map(|c| args::int(c)).transpose()?;
     let withvalues = match a.get(3) {
         None => false,
@@ -270,7 +270,7 @@ pub fn hrandfield(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     if count.is_some_and(limit) {
         return Err(CmdError::other("ERR value is out of range"));
     }
-    read(ctx, &a[1], |ctx, h| {
+    read(ctx, a[1], |ctx, h| {
         let mut rng = rand::thread_rng();
         let len = h.map_or(0, |h| h.len());
         let Some(count) = count else {

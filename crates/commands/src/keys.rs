@@ -14,7 +14,7 @@ use crate::args::{self, expire_at_ms, is};
 use crate::error::CmdError;
 use crate::Ctx;
 
-pub fn del(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn del(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let keys = &a[1..];
     let mut txn = ctx.ks.txn(keys.iter().map(|k| &k[..]), ctx.client_id);
     let mut n = 0;
@@ -30,7 +30,7 @@ pub fn del(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
 }
 
 /// EXISTS and TOUCH: how many of the arguments exist (duplicates count).
-pub fn exists(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn exists(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let keys = &a[1..];
     let mut txn = ctx.ks.txn(keys.iter().map(|k| &k[..]), ctx.client_id);
     let n = keys.iter().filter(|k| txn.exists(k)).count();
@@ -39,9 +39,9 @@ pub fn exists(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     Ok(())
 }
 
-pub fn type_(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
-    let t = txn.get(&a[1]).map_or("none", |e| e.value.type_name());
+pub fn type_(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    let t = txn.get(a[1]).map_or("none", |e| e.value.type_name());
     drop(txn);
     ctx.out.simple(t);
     Ok(())
@@ -55,7 +55,7 @@ struct ExpireCond {
     lt: bool,
 }
 
-fn expire_cond(a: &[Bytes]) -> Result<ExpireCond, CmdError> {
+fn expire_cond(a: &[&[u8]]) -> Result<ExpireCond, CmdError> {
     let mut c = ExpireCond::default();
     for arg in a {
         match () {
@@ -75,13 +75,13 @@ fn expire_cond(a: &[Bytes]) -> Result<ExpireCond, CmdError> {
     Ok(c)
 }
 
-fn expire_generic(ctx: &mut Ctx, a: &[Bytes], unit_ms: i64, absolute: bool, cmd: &'static str) -> Result<(), CmdError> {
-    let n = args::int(&a[2])?;
+fn expire_generic(ctx: &mut Ctx, a: &[&[u8]], unit_ms: i64, absolute: bool, cmd: &'static str) -> Result<(), CmdError> {
+    let n = args::int(a[2])?;
     let cond = expire_cond(&a[3..])?;
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
     let now = txn.now_ms();
     let at = expire_at_ms(now, n, unit_ms, absolute).ok_or(CmdError::InvalidExpire(cmd))?;
-    let Some(current) = txn.get(&a[1]).map(|e| e.expire_at) else {
+    let Some(current) = txn.get(a[1]).map(|e| e.expire_at) else {
         drop(txn);
         ctx.out.int(0);
         return Ok(());
@@ -100,9 +100,9 @@ fn expire_generic(ctx: &mut Ctx, a: &[Bytes], unit_ms: i64, absolute: bool, cmd:
     };
     if ok {
         if at <= now as i64 {
-            txn.write(&a[1], Write::Delete)?;
+            txn.write(a[1], Write::Delete)?;
         } else {
-            txn.write(&a[1], Write::SetExpiry(at as u64))?;
+            txn.write(a[1], Write::SetExpiry(at as u64))?;
         }
     }
     drop(txn);
@@ -110,19 +110,19 @@ fn expire_generic(ctx: &mut Ctx, a: &[Bytes], unit_ms: i64, absolute: bool, cmd:
     Ok(())
 }
 
-pub fn expire(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn expire(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     expire_generic(ctx, a, 1000, false, "expire")
 }
 
-pub fn pexpire(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn pexpire(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     expire_generic(ctx, a, 1, false, "pexpire")
 }
 
-pub fn expireat(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn expireat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     expire_generic(ctx, a, 1000, true, "expireat")
 }
 
-pub fn pexpireat(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn pexpireat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     expire_generic(ctx, a, 1, true, "pexpireat")
 }
 
@@ -140,27 +140,27 @@ fn ttl_generic(ctx: &mut Ctx, key: &[u8], f: impl Fn(u64, u64) -> i64) -> Result
     Ok(())
 }
 
-pub fn ttl(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    ttl_generic(ctx, &a[1], |at, now| ((at - now + 500) / 1000) as i64)
+pub fn ttl(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    ttl_generic(ctx, a[1], |at, now| ((at - now + 500) / 1000) as i64)
 }
 
-pub fn pttl(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    ttl_generic(ctx, &a[1], |at, now| (at - now) as i64)
+pub fn pttl(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    ttl_generic(ctx, a[1], |at, now| (at - now) as i64)
 }
 
-pub fn expiretime(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    ttl_generic(ctx, &a[1], |at, _| (at / 1000) as i64)
+pub fn expiretime(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    ttl_generic(ctx, a[1], |at, _| (at / 1000) as i64)
 }
 
-pub fn pexpiretime(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    ttl_generic(ctx, &a[1], |at, _| at as i64)
+pub fn pexpiretime(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    ttl_generic(ctx, a[1], |at, _| at as i64)
 }
 
-pub fn persist(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
-    let had = txn.get(&a[1]).is_some_and(|e| e.expire_at != 0);
+pub fn persist(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    let had = txn.get(a[1]).is_some_and(|e| e.expire_at != 0);
     if had {
-        txn.write(&a[1], Write::SetExpiry(0))?;
+        txn.write(a[1], Write::SetExpiry(0))?;
     }
     drop(txn);
     ctx.out.int(had as i64);
@@ -168,8 +168,8 @@ pub fn persist(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
 }
 
 /// Moves `from` to `to`; Ok(false) when `nx` and `to` exists.
-fn rename_generic(ctx: &mut Ctx, from: &Bytes, to: &Bytes, nx: bool) -> Result<bool, CmdError> {
-    let mut txn = ctx.ks.txn([&from[..], &to[..]], ctx.client_id);
+fn rename_generic(ctx: &mut Ctx, from: &[u8], to: &[u8], nx: bool) -> Result<bool, CmdError> {
+    let mut txn = ctx.ks.txn([from, to], ctx.client_id);
     let Some(entry) = txn.get(from) else {
         return Err(CmdError::NoSuchKey);
     };
@@ -185,20 +185,20 @@ fn rename_generic(ctx: &mut Ctx, from: &Bytes, to: &Bytes, nx: bool) -> Result<b
     Ok(true)
 }
 
-pub fn rename(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    rename_generic(ctx, &a[1], &a[2], false)?;
+pub fn rename(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    rename_generic(ctx, a[1], a[2], false)?;
     ctx.out.simple("OK");
     Ok(())
 }
 
-pub fn renamenx(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let done = rename_generic(ctx, &a[1], &a[2], true)?;
+pub fn renamenx(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let done = rename_generic(ctx, a[1], a[2], true)?;
     ctx.out.int(done as i64);
     Ok(())
 }
 
-pub fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let cursor = args::cursor(&a[1])?;
+pub fn scan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let cursor = args::cursor(a[1])?;
     let opts = args::scan_opts(&a[2..], true)?;
     let parts = ctx.ks.partitions() as u64;
     let mut keys: Vec<Bytes> = Vec::new();
@@ -226,7 +226,7 @@ pub fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     Ok(())
 }
 
-pub fn keys(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn keys(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let pattern = &a[1];
     let all = &pattern[..] == b"*";
     let mut keys: Vec<Bytes> = Vec::new();
@@ -246,7 +246,7 @@ pub fn keys(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     Ok(())
 }
 
-pub fn randomkey(ctx: &mut Ctx, _a: &[Bytes]) -> Result<(), CmdError> {
+pub fn randomkey(ctx: &mut Ctx, _a: &[&[u8]]) -> Result<(), CmdError> {
     let parts = ctx.ks.partitions() as usize;
     let mut rng = rand::thread_rng();
     // Expired keys met on the way are removed by the lookup; attempts are
@@ -275,12 +275,12 @@ pub fn randomkey(ctx: &mut Ctx, _a: &[Bytes]) -> Result<(), CmdError> {
     Ok(())
 }
 
-pub fn dbsize(ctx: &mut Ctx, _a: &[Bytes]) -> Result<(), CmdError> {
+pub fn dbsize(ctx: &mut Ctx, _a: &[&[u8]]) -> Result<(), CmdError> {
     ctx.out.int(ctx.ks.len() as i64);
     Ok(())
 }
 
-pub fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn flushall(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     match a.get(1) {
         None => {}
         Some(m) if (is(m, "ASYNC") || is(m, "SYNC")) && a.len() == 2 => {}

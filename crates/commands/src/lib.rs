@@ -28,7 +28,7 @@ pub struct Ctx<'a, 'b> {
     pub client_id: u64,
 }
 
-pub type Handler = fn(&mut Ctx, &[bytes::Bytes]) -> Result<(), CmdError>;
+pub type Handler = fn(&mut Ctx, &[&[u8]]) -> Result<(), CmdError>;
 
 /// The largest string a command may build (Redis's proto-max-bulk-len default).
 pub const MAX_STRING: usize = 512 << 20;

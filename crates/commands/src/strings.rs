@@ -26,9 +26,9 @@ fn reply_opt(ctx: &mut Ctx, v: Option<Bytes>) {
     }
 }
 
-pub fn get(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
-    match txn.get(&a[1]) {
+pub fn get(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    match txn.get(a[1]) {
         None => ctx.out.null(),
         Some(e) => ctx.out.bulk(e.as_str().ok_or(CmdError::WrongType)?),
     }
@@ -45,7 +45,7 @@ struct SetOpts {
     expire: Option<(i64, i64, bool)>,
 }
 
-fn parse_set_opts(a: &[Bytes]) -> Result<SetOpts, CmdError> {
+fn parse_set_opts(a: &[&[u8]]) -> Result<SetOpts, CmdError> {
     let mut o = SetOpts::default();
     let mut i = 0;
     while i < a.len() {
@@ -60,7 +60,7 @@ fn parse_set_opts(a: &[Bytes]) -> Result<SetOpts, CmdError> {
             if other_kind || o.keepttl || i + 1 >= a.len() {
                 return Err(CmdError::Syntax);
             }
-            o.expire = Some((args::int(&a[i + 1])?, unit_ms, absolute));
+            o.expire = Some((args::int(a[i + 1])?, unit_ms, absolute));
             i += 2;
             continue;
         }
@@ -91,13 +91,13 @@ fn checked_expire(now: u64, (n, unit, absolute): (i64, i64, bool), cmd: &'static
     }
 }
 
-pub fn set(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn set(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let o = parse_set_opts(&a[3..])?;
-    set_with(ctx, &a[1], &a[2], o, "set")
+    set_with(ctx, a[1], a[2], o, "set")
 }
 
-fn set_with(ctx: &mut Ctx, key: &Bytes, value: &Bytes, o: SetOpts, cmd: &'static str) -> Result<(), CmdError> {
-    let mut txn = ctx.ks.txn([&key[..]], ctx.client_id);
+fn set_with(ctx: &mut Ctx, key: &[u8], value: &[u8], o: SetOpts, cmd: &'static str) -> Result<(), CmdError> {
+    let mut txn = ctx.ks.txn([key], ctx.client_id);
     let now = txn.now_ms();
     let expire_at = match o.expire {
         Some(e) => checked_expire(now, e, cmd)?,
@@ -131,76 +131,76 @@ fn set_with(ctx: &mut Ctx, key: &Bytes, value: &Bytes, o: SetOpts, cmd: &'static
     Ok(())
 }
 
-pub fn setnx(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
-    if txn.exists(&a[1]) {
+pub fn setnx(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    if txn.exists(a[1]) {
         ctx.out.int(0);
     } else {
-        txn.write(&a[1], Write::Set { value: Value::Str(owned(&a[2])), expire_at: 0 })?;
+        txn.write(a[1], Write::Set { value: Value::Str(owned(a[2])), expire_at: 0 })?;
         ctx.out.int(1);
     }
     Ok(())
 }
 
-fn set_expiring(ctx: &mut Ctx, a: &[Bytes], unit_ms: i64, cmd: &'static str) -> Result<(), CmdError> {
-    let n = args::int(&a[2])?;
+fn set_expiring(ctx: &mut Ctx, a: &[&[u8]], unit_ms: i64, cmd: &'static str) -> Result<(), CmdError> {
+    let n = args::int(a[2])?;
     let o = SetOpts { expire: Some((n, unit_ms, false)), ..Default::default() };
-    set_with(ctx, &a[1], &a[3], o, cmd)
+    set_with(ctx, a[1], a[3], o, cmd)
 }
 
-pub fn setex(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn setex(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     set_expiring(ctx, a, 1000, "setex")
 }
 
-pub fn psetex(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn psetex(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     set_expiring(ctx, a, 1, "psetex")
 }
 
-pub fn getset(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    set_with(ctx, &a[1], &a[2], SetOpts { get: true, ..Default::default() }, "getset")
+pub fn getset(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    set_with(ctx, a[1], a[2], SetOpts { get: true, ..Default::default() }, "getset")
 }
 
-pub fn getdel(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
-    let old = get_str(&mut txn, &a[1])?;
+pub fn getdel(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    let old = get_str(&mut txn, a[1])?;
     if old.is_some() {
-        txn.write(&a[1], Write::Delete)?;
+        txn.write(a[1], Write::Delete)?;
     }
     drop(txn);
     reply_opt(ctx, old);
     Ok(())
 }
 
-pub fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn getex(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let mut expire = None;
     let mut persist = false;
     let mut i = 2;
     while i < a.len() {
         let unit = [("EX", 1000, false), ("PX", 1, false), ("EXAT", 1000, true), ("PXAT", 1, true)]
             .into_iter()
-            .find(|(kw, _, _)| is(&a[i], kw));
+            .find(|(kw, _, _)| is(a[i], kw));
         if let Some((_, unit_ms, absolute)) = unit {
             if expire.is_some() || persist || i + 1 >= a.len() {
                 return Err(CmdError::Syntax);
             }
-            expire = Some((args::int(&a[i + 1])?, unit_ms, absolute));
+            expire = Some((args::int(a[i + 1])?, unit_ms, absolute));
             i += 2;
-        } else if is(&a[i], "PERSIST") && expire.is_none() {
+        } else if is(a[i], "PERSIST") && expire.is_none() {
             persist = true;
             i += 1;
         } else {
             return Err(CmdError::Syntax);
         }
     }
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
     let now = txn.now_ms();
     let at = expire.map(|e| checked_expire(now, e, "getex")).transpose()?;
-    let old = get_str(&mut txn, &a[1])?;
+    let old = get_str(&mut txn, a[1])?;
     if old.is_some() {
         if let Some(at) = at {
-            txn.write(&a[1], Write::SetExpiry(at))?;
-        } else if persist && txn.get(&a[1]).is_some_and(|e| e.expire_at != 0) {
-            txn.write(&a[1], Write::SetExpiry(0))?;
+            txn.write(a[1], Write::SetExpiry(at))?;
+        } else if persist && txn.get(a[1]).is_some_and(|e| e.expire_at != 0) {
+            txn.write(a[1], Write::SetExpiry(0))?;
         }
     }
     drop(txn);
@@ -208,7 +208,7 @@ pub fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     Ok(())
 }
 
-pub fn mget(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn mget(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let keys = &a[1..];
     let mut txn = ctx.ks.txn(keys.iter().map(|k| &k[..]), ctx.client_id);
     ctx.out.array(keys.len());
@@ -221,25 +221,25 @@ pub fn mget(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     Ok(())
 }
 
-fn mset_pairs(a: &[Bytes], name: &str) -> Result<(), CmdError> {
-    if a.len() % 2 == 0 {
+fn mset_pairs(a: &[&[u8]], name: &str) -> Result<(), CmdError> {
+    if a.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity(name.into()));
     }
     Ok(())
 }
 
-pub fn mset(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn mset(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     mset_pairs(a, "mset")?;
     let mut txn = ctx.ks.txn(a[1..].iter().step_by(2).map(|k| &k[..]), ctx.client_id);
     for kv in a[1..].chunks(2) {
-        txn.write(&kv[0], Write::Set { value: Value::Str(owned(&kv[1])), expire_at: 0 })?;
+        txn.write(kv[0], Write::Set { value: Value::Str(owned(kv[1])), expire_at: 0 })?;
     }
     drop(txn);
     ctx.out.simple("OK");
     Ok(())
 }
 
-pub fn msetnx(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
+pub fn msetnx(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     mset_pairs(a, "msetnx")?;
     let mut txn = ctx.ks.txn(a[1..].iter().step_by(2).map(|k| &k[..]), ctx.client_id);
     if a[1..].iter().step_by(2).any(|k| txn.exists(k)) {
@@ -248,15 +248,15 @@ pub fn msetnx(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
         return Ok(());
     }
     for kv in a[1..].chunks(2) {
-        txn.write(&kv[0], Write::Set { value: Value::Str(owned(&kv[1])), expire_at: 0 })?;
+        txn.write(kv[0], Write::Set { value: Value::Str(owned(kv[1])), expire_at: 0 })?;
     }
     drop(txn);
     ctx.out.int(1);
     Ok(())
 }
 
-fn incr_by(ctx: &mut Ctx, key: &Bytes, by: i64) -> Result<(), CmdError> {
-    let mut txn = ctx.ks.txn([&key[..]], ctx.client_id);
+fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> Result<(), CmdError> {
+    let mut txn = ctx.ks.txn([key], ctx.client_id);
     let current = match get_str(&mut txn, key)? {
         Some(v) => args::int(&v)?,
         None => 0,
@@ -268,29 +268,29 @@ fn incr_by(ctx: &mut Ctx, key: &Bytes, by: i64) -> Result<(), CmdError> {
     Ok(())
 }
 
-pub fn incr(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    incr_by(ctx, &a[1], 1)
+pub fn incr(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    incr_by(ctx, a[1], 1)
 }
 
-pub fn decr(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    incr_by(ctx, &a[1], -1)
+pub fn decr(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    incr_by(ctx, a[1], -1)
 }
 
-pub fn incrby(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let by = args::int(&a[2])?;
-    incr_by(ctx, &a[1], by)
+pub fn incrby(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let by = args::int(a[2])?;
+    incr_by(ctx, a[1], by)
 }
 
-pub fn decrby(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let by = args::int(&a[2])?;
+pub fn decrby(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let by = args::int(a[2])?;
     let by = by.checked_neg().ok_or_else(|| CmdError::other("ERR decrement would overflow"))?;
-    incr_by(ctx, &a[1], by)
+    incr_by(ctx, a[1], by)
 }
 
-pub fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let by = args::float(&a[2])?;
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
-    let (current, expire_at) = match txn.get(&a[1]) {
+pub fn incrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let by = args::float(a[2])?;
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    let (current, expire_at) = match txn.get(a[1]) {
         None => (0.0, 0),
         Some(e) => (args::float(e.as_str().ok_or(CmdError::WrongType)?)?, e.expire_at),
     };
@@ -300,41 +300,41 @@ pub fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
     }
     let text = Bytes::from(format_f64(new));
     // Logged as the new value: float text is not reproducible from an op.
-    txn.write(&a[1], Write::Set { value: Value::Str(text.clone()), expire_at })?;
+    txn.write(a[1], Write::Set { value: Value::Str(text.clone()), expire_at })?;
     drop(txn);
     ctx.out.bulk(&text);
     Ok(())
 }
 
-pub fn append(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
-    let len = get_str(&mut txn, &a[1])?.map_or(0, |v| v.len());
+pub fn append(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    let len = get_str(&mut txn, a[1])?.map_or(0, |v| v.len());
     if len + a[2].len() > MAX_STRING {
         return Err(CmdError::StringTooLong);
     }
-    txn.write(&a[1], Write::Str(DeltaOp::Splice { offset: len as u32, remove: 0, insert: owned(&a[2]) }))?;
+    txn.write(a[1], Write::Str(DeltaOp::Splice { offset: len as u32, remove: 0, insert: owned(a[2]) }))?;
     drop(txn);
     ctx.out.int((len + a[2].len()) as i64);
     Ok(())
 }
 
-pub fn strlen(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
-    let len = get_str(&mut txn, &a[1])?.map_or(0, |v| v.len());
+pub fn strlen(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    let len = get_str(&mut txn, a[1])?.map_or(0, |v| v.len());
     drop(txn);
     ctx.out.int(len as i64);
     Ok(())
 }
 
-pub fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let offset = args::int(&a[2])?;
+pub fn setrange(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let offset = args::int(a[2])?;
     if offset < 0 {
         return Err(CmdError::OffsetOutOfRange);
     }
     let offset = offset as usize;
     let value = &a[3];
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
-    let len = get_str(&mut txn, &a[1])?.map_or(0, |v| v.len());
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    let len = get_str(&mut txn, a[1])?.map_or(0, |v| v.len());
     if value.is_empty() {
         drop(txn);
         ctx.out.int(len as i64);
@@ -344,16 +344,16 @@ pub fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
         return Err(CmdError::StringTooLong);
     }
     let remove = value.len().min(len.saturating_sub(offset)) as u32;
-    txn.write(&a[1], Write::Str(DeltaOp::Splice { offset: offset as u32, remove, insert: owned(value) }))?;
+    txn.write(a[1], Write::Str(DeltaOp::Splice { offset: offset as u32, remove, insert: owned(value) }))?;
     drop(txn);
     ctx.out.int(len.max(offset + value.len()) as i64);
     Ok(())
 }
 
-pub fn getrange(ctx: &mut Ctx, a: &[Bytes]) -> Result<(), CmdError> {
-    let (start, end) = (args::int(&a[2])?, args::int(&a[3])?);
-    let mut txn = ctx.ks.txn([&a[1][..]], ctx.client_id);
-    let v = get_str(&mut txn, &a[1])?.unwrap_or_default();
+pub fn getrange(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let (start, end) = (args::int(a[2])?, args::int(a[3])?);
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    let v = get_str(&mut txn, a[1])?.unwrap_or_default();
     drop(txn);
     match byte_range(v.len(), start, end) {
         Some((s, e)) => ctx.out.bulk(&v[s..=e]),

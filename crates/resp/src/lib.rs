@@ -37,4 +37,4 @@ pub use error::ProtocolError;
 pub use frame::{decode_reply, Frame, MAX_REPLY_DEPTH};
 pub use limits::Limits;
 pub use reply::ReplyWriter;
-pub use request::{decode_request, decode_request_into, encode_request};
+pub use request::{decode_request, decode_request_into, encode_request, locate_request, Located};

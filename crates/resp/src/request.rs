@@ -17,11 +17,12 @@
 //!   bytes are never scanned, and nothing is allocated until the whole
 //!   request is in the buffer.
 //! - Arguments of an array request are slices of one frozen `Bytes` holding
-//!   the request's bytes: no copy.
+//!   the request's bytes: no copy. The server does not even take those:
+//!   [`locate_request`] gives their places in its read buffer.
 
 mod inline;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use crate::line::{find_crlf, parse_i64, LineEnd};
 use crate::reply::put_header;
@@ -78,6 +79,44 @@ pub fn encode_request(args: &[&[u8]], out: &mut BytesMut) {
     }
 }
 
+/// Where [`locate_request`] found the request at the front of a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Located {
+    /// An array request taking `buf[..end]`; its arguments are
+    /// `buf[start..start + len]` for each `(start, len)` place (none for
+    /// `*0` or a negative count, which the caller skips as Redis does).
+    Array { end: usize },
+    /// An inline command line, which may be incomplete: decode it with
+    /// [`decode_request_into`] (its arguments are unquoted copies).
+    Inline,
+}
+
+/// Finds the request at the front of `buf` without copying or allocating
+/// anything but `places` (cleared first; at most one entry per argument
+/// present in `buf`): the server's hot path, whose arguments are borrowed
+/// from its read buffer for as long as the command runs. `Ok(None)`: empty
+/// or an incomplete array. Same checks and limits as [`decode_request`].
+pub fn locate_request(
+    buf: &[u8],
+    limits: &Limits,
+    places: &mut Vec<(usize, usize)>,
+) -> Result<Option<Located>, ProtocolError> {
+    places.clear();
+    match buf.first() {
+        None => Ok(None),
+        Some(b'*') => {
+            // One place per argument found in the buffer (each at least 6
+            // bytes there), never `count` ahead of them.
+            let end = locate_array(buf, limits, |start, len| places.push((start, len)))?;
+            if end.is_none() {
+                places.clear();
+            }
+            Ok(end.map(|end| Located::Array { end }))
+        }
+        Some(_) => Ok(Some(Located::Inline)),
+    }
+}
+
 /// Arguments whose places the first walk remembers, so that a request of
 /// at most this many arguments (nearly all) is walked once.
 const REMEMBERED_ARGS: usize = 8;
@@ -87,30 +126,11 @@ fn decode_array(
     limits: &Limits,
     args: &mut Vec<Bytes>,
 ) -> Result<bool, ProtocolError> {
-    let (count, args_start) = match find_crlf(buf, 1, limits.max_inline_len) {
-        LineEnd::Crlf(cr) => {
-            let count = parse_i64(&buf[1..cr]).ok_or(ProtocolError::InvalidMultibulkLength)?;
-            (count, cr + 2)
-        }
-        LineEnd::Incomplete => return Ok(false),
-        LineEnd::TooLong => return Err(ProtocolError::TooBigMbulkCountString),
-        LineEnd::BareCr => return Err(ProtocolError::InvalidMultibulkLength),
-    };
-    if count <= 0 {
-        // Redis treats "*0" and "*-1" (any count <= 0) as an empty request.
-        buf.advance(args_start);
-        return Ok(true);
-    }
-    let count = usize::try_from(count)
-        .ok()
-        .filter(|&count| count <= limits.max_multibulk_len)
-        .ok_or(ProtocolError::InvalidMultibulkLength)?;
-
     // First walk: validate and find the end, allocating nothing; the first
     // few arguments' places are kept on the stack.
     let mut places = [(0usize, 0usize); REMEMBERED_ARGS];
     let mut seen = 0;
-    let Some(end) = walk_bulks(buf, args_start, count, limits, |start, len| {
+    let Some(end) = locate_array(buf, limits, |start, len| {
         if seen < REMEMBERED_ARGS {
             places[seen] = (start, len);
         }
@@ -119,25 +139,45 @@ fn decode_array(
     else {
         return Ok(false);
     };
-    // `count` is safe to preallocate here: every one of those elements is
-    // in hand, at least 6 bytes each.
+    // `seen` is safe to preallocate: every one of those elements is in
+    // hand, at least 6 bytes each.
     let request = buf.split_to(end).freeze();
-    args.reserve_exact(count);
-    if count <= REMEMBERED_ARGS {
-        args.extend(
-            places[..count]
-                .iter()
-                .map(|&(start, len)| request.slice(start..start + len)),
-        );
+    args.reserve_exact(seen);
+    if seen <= REMEMBERED_ARGS {
+        args.extend(places[..seen].iter().map(|&(start, len)| request.slice(start..start + len)));
     } else {
         // A second walk over the same bytes with the same limits takes the
         // same path, now slicing the frozen request.
-        walk_bulks(&request, args_start, count, limits, |start, len| {
-            args.push(request.slice(start..start + len));
-        })?;
+        locate_array(&request, limits, |start, len| args.push(request.slice(start..start + len)))?;
     }
-    debug_assert_eq!(args.len(), count);
     Ok(true)
+}
+
+/// Walks an array request, calling `visit(start, len)` for each argument
+/// found; returns its end, None when incomplete.
+fn locate_array(
+    buf: &[u8],
+    limits: &Limits,
+    visit: impl FnMut(usize, usize),
+) -> Result<Option<usize>, ProtocolError> {
+    let (count, args_start) = match find_crlf(buf, 1, limits.max_inline_len) {
+        LineEnd::Crlf(cr) => {
+            let count = parse_i64(&buf[1..cr]).ok_or(ProtocolError::InvalidMultibulkLength)?;
+            (count, cr + 2)
+        }
+        LineEnd::Incomplete => return Ok(None),
+        LineEnd::TooLong => return Err(ProtocolError::TooBigMbulkCountString),
+        LineEnd::BareCr => return Err(ProtocolError::InvalidMultibulkLength),
+    };
+    if count <= 0 {
+        // Redis treats "*0" and "*-1" (any count <= 0) as an empty request.
+        return Ok(Some(args_start));
+    }
+    let count = usize::try_from(count)
+        .ok()
+        .filter(|&count| count <= limits.max_multibulk_len)
+        .ok_or(ProtocolError::InvalidMultibulkLength)?;
+    walk_bulks(buf, args_start, count, limits, visit)
 }
 
 /// Walk `count` bulk strings starting at `pos`, calling `visit(start, len)`
@@ -389,9 +429,26 @@ mod tests {
     /// that hold for any input at all.
     fn check_invariants(bytes: &[u8], limits: &Limits) -> Result<(), TestCaseError> {
         let mut buf = BytesMut::from(bytes);
+        let mut places = vec![(7, 7)];
         loop {
             let before = buf.len();
-            match decode_request(&mut buf, limits) {
+            let located = locate_request(&buf, limits, &mut places);
+            let front = buf.clone();
+            let decoded = decode_request(&mut buf, limits);
+            // The server's borrowing path finds exactly what the owned one
+            // decodes, and fails the same way.
+            match (&located, &decoded) {
+                (Ok(Some(Located::Array { end })), Ok(Some(args))) => {
+                    prop_assert_eq!(*end, before - buf.len());
+                    let borrowed: Vec<&[u8]> = places.iter().map(|&(at, len)| &front[at..at + len]).collect();
+                    prop_assert_eq!(borrowed, args.iter().map(|a| &a[..]).collect::<Vec<_>>());
+                }
+                (Ok(Some(Located::Inline)), _) => prop_assert!(front[0] != b'*'),
+                (Ok(None), Ok(None)) => prop_assert!(places.is_empty()),
+                (Err(a), Err(b)) => prop_assert_eq!(a, b),
+                _ => prop_assert!(false, "locate {:?} vs decode {:?}", located, decoded),
+            }
+            match decoded {
                 Ok(Some(args)) => {
                     prop_assert!(buf.len() < before, "a request consumes bytes");
                     // Capacity is backed by bytes in hand: an array element

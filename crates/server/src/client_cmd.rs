@@ -10,8 +10,8 @@ use commands::CmdError;
 use crate::clients::{ClientShared, TrackingState};
 use crate::session::{Reply, Session};
 
-pub fn client(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
-    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+pub fn client(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
+    let sub = String::from_utf8_lossy(a[1]).to_ascii_lowercase();
     let arity = |ok: bool| if ok { Ok(()) } else { Err(CmdError::WrongArity(format!("client|{sub}"))) };
     match sub.as_str() {
         "id" => {
@@ -20,8 +20,8 @@ pub fn client(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> 
         }
         "setname" => {
             arity(a.len() == 3)?;
-            valid_name(&a[2])?;
-            *s.shared.name.lock() = (!a[2].is_empty()).then(|| Bytes::copy_from_slice(&a[2]));
+            valid_name(a[2])?;
+            *s.shared.name.lock() = (!a[2].is_empty()).then(|| Bytes::copy_from_slice(a[2]));
             out.simple("OK");
         }
         "getname" => {
@@ -33,20 +33,20 @@ pub fn client(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> 
         }
         "setinfo" => {
             arity(a.len() == 4)?;
-            if valid_name(&a[3]).is_err() {
+            if valid_name(a[3]).is_err() {
                 return Err(CmdError::other(format!(
                     "ERR {} cannot contain spaces, newlines or special characters.",
-                    String::from_utf8_lossy(&a[2])
+                    String::from_utf8_lossy(a[2])
                 )));
             }
-            let v = String::from_utf8_lossy(&a[3]).into_owned();
+            let v = String::from_utf8_lossy(a[3]).into_owned();
             let mut lib = s.shared.lib.lock();
-            if is(&a[2], "LIB-NAME") {
+            if is(a[2], "LIB-NAME") {
                 lib.0 = v;
-            } else if is(&a[2], "LIB-VER") {
+            } else if is(a[2], "LIB-VER") {
                 lib.1 = v;
             } else {
-                return Err(CmdError::other(format!("ERR Unrecognized option '{}'", String::from_utf8_lossy(&a[2]))));
+                return Err(CmdError::other(format!("ERR Unrecognized option '{}'", String::from_utf8_lossy(a[2]))));
             }
             out.simple("OK");
         }
@@ -89,9 +89,9 @@ pub fn client(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> 
                     "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled",
                 ));
             }
-            let yes = if is(&a[2], "YES") {
+            let yes = if is(a[2], "YES") {
                 true
-            } else if is(&a[2], "NO") {
+            } else if is(a[2], "NO") {
                 false
             } else {
                 return Err(CmdError::Syntax);
@@ -117,13 +117,13 @@ pub fn client(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> 
         }
         "no-evict" | "no-touch" => {
             arity(a.len() == 3)?;
-            if !(is(&a[2], "ON") || is(&a[2], "OFF")) {
+            if !(is(a[2], "ON") || is(a[2], "OFF")) {
                 return Err(CmdError::Syntax);
             }
             out.simple("OK");
         }
         _ => {
-            return Err(CmdError::UnknownSubcommand { cmd: "CLIENT".into(), sub: String::from_utf8_lossy(&a[1]).into() })
+            return Err(CmdError::UnknownSubcommand { cmd: "CLIENT".into(), sub: String::from_utf8_lossy(a[1]).into() })
         }
     }
     Ok(())
@@ -149,7 +149,7 @@ fn client_line(s: &Session, c: &ClientShared, current: &str) -> String {
     if t.bcast {
         flags.push('B');
     }
-    if c.channels.lock().len() > 0 {
+    if !c.channels.lock().is_empty() {
         flags.push('P');
     }
     if flags.is_empty() {
@@ -174,25 +174,25 @@ fn client_line(s: &Session, c: &ClientShared, current: &str) -> String {
     )
 }
 
-fn kill(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+fn kill(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     let all = s.node.clients.all();
     if a.len() == 3 {
         // Old form: CLIENT KILL addr:port.
-        let addr = String::from_utf8_lossy(&a[2]);
+        let addr = String::from_utf8_lossy(a[2]);
         let target = all.iter().find(|c| c.addr.to_string() == addr).ok_or(CmdError::other("ERR No such client"))?;
         target.kill();
         out.simple("OK");
         return Ok(());
     }
-    if a.len() % 2 != 0 {
+    if !a.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     let mut skipme = true;
     let mut filters: Vec<Box<dyn Fn(&ClientShared) -> bool>> = Vec::new();
     for pair in a[2..].chunks(2) {
-        let (k, v) = (&pair[0], String::from_utf8_lossy(&pair[1]).into_owned());
+        let (k, v) = (&pair[0], String::from_utf8_lossy(pair[1]).into_owned());
         if is(k, "ID") {
-            let id = int(&pair[1])
+            let id = int(pair[1])
                 .ok()
                 .filter(|id| *id > 0)
                 .ok_or_else(|| CmdError::other("ERR client-id should be greater than 0"))?;
@@ -227,10 +227,10 @@ fn kill(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
     Ok(())
 }
 
-fn tracking(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
-    let on = if is(&a[2], "ON") {
+fn tracking(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
+    let on = if is(a[2], "ON") {
         true
-    } else if is(&a[2], "OFF") {
+    } else if is(a[2], "OFF") {
         false
     } else {
         return Err(CmdError::Syntax);
@@ -240,7 +240,7 @@ fn tracking(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
     while i < a.len() {
         let arg = &a[i];
         if is(arg, "REDIRECT") && i + 1 < a.len() {
-            let id = int(&a[i + 1])?;
+            let id = int(a[i + 1])?;
             if id != s.id as i64 && s.node.clients.get(id as u64).is_none() {
                 return Err(CmdError::other("ERR The client ID you want redirect to does not exist"));
             }
@@ -248,7 +248,7 @@ fn tracking(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
             i += 2;
             continue;
         } else if is(arg, "PREFIX") && i + 1 < a.len() {
-            new.prefixes.push(Bytes::copy_from_slice(&a[i + 1]));
+            new.prefixes.push(Bytes::copy_from_slice(a[i + 1]));
             i += 2;
             continue;
         } else if is(arg, "BCAST") {

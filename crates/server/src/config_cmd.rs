@@ -4,7 +4,6 @@
 
 use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
 use commands::args::is;
 use commands::CmdError;
 use keyspace::glob::glob_match;
@@ -46,7 +45,7 @@ fn params(s: &Session) -> Vec<(&'static str, String)> {
     ]
 }
 
-pub fn config(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+pub fn config(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     let sub = &a[1];
     if is(sub, "GET") {
         if a.len() < 3 {
@@ -72,11 +71,11 @@ pub fn config(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> 
             out.bulk(v.as_bytes());
         }
     } else if is(sub, "SET") {
-        if a.len() < 4 || a.len() % 2 != 0 {
+        if a.len() < 4 || !a.len().is_multiple_of(2) {
             return Err(CmdError::WrongArity("config|set".into()));
         }
         for pair in a[2..].chunks(2) {
-            set(s, &pair[0], &pair[1])?;
+            set(s, pair[0], pair[1])?;
         }
         out.simple("OK");
     } else if is(sub, "RESETSTAT") || is(sub, "REWRITE") {

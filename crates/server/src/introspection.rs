@@ -1,14 +1,13 @@
 //! COMMAND and INFO: what the server says about itself. COMMAND is generated
 //! from the command table, so it can never disagree with dispatch.
 
-use bytes::Bytes;
 use commands::args::is;
 use commands::{lookup, CmdError, CommandSpec, TABLE};
 use keyspace::glob::glob_match;
 
 use crate::session::{Reply, Session};
 
-pub fn command(a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+pub fn command(a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     let Some(sub) = a.get(1) else {
         out.array(TABLE.len());
         for c in TABLE {
@@ -71,7 +70,7 @@ pub fn command(a: &[Bytes], out: Reply) -> Result<(), CmdError> {
     } else if is(sub, "LIST") {
         let pattern = match a.get(2) {
             None => None,
-            Some(f) if is(f, "FILTERBY") && a.len() == 5 && is(&a[3], "PATTERN") => Some(a[4].clone()),
+            Some(f) if is(f, "FILTERBY") && a.len() == 5 && is(a[3], "PATTERN") => Some(a[4]),
             Some(_) => return Err(CmdError::Syntax),
         };
         let subs = SUBCOMMANDS.iter().flat_map(|(parent, subs)| subs.iter().map(move |s| format!("{parent}|{s}")));
@@ -171,7 +170,7 @@ fn command_info(c: &CommandSpec, out: Reply) {
 const SECTIONS: [&str; 8] =
     ["server", "clients", "memory", "persistence", "stats", "replication", "cluster", "keyspace"];
 
-pub fn info(s: &Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+pub fn info(s: &Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     let wanted: Vec<String> = a[1..].iter().map(|x| String::from_utf8_lossy(x).to_ascii_lowercase()).collect();
     let all = wanted.is_empty() || wanted.iter().any(|w| w == "all" || w == "everything" || w == "default");
     let mut text = String::new();

@@ -32,8 +32,12 @@ impl PubSub {
     }
 
     /// Delivers to every subscriber; returns how many there were.
-    pub fn publish(&self, clients: &Clients, channel: &Bytes, payload: &Bytes) -> usize {
-        let ids: Vec<u64> = self.channels.lock().get(&channel[..]).map(|s| s.iter().copied().collect()).unwrap_or_default();
+    pub fn publish(&self, clients: &Clients, channel: &[u8], payload: &[u8]) -> usize {
+        let ids: Vec<u64> = self.channels.lock().get(channel).map(|s| s.iter().copied().collect()).unwrap_or_default();
+        if ids.is_empty() {
+            return 0;
+        }
+        let (channel, payload) = (Bytes::copy_from_slice(channel), Bytes::copy_from_slice(payload));
         for id in &ids {
             if let Some(c) = clients.get(*id) {
                 c.push(Push::Message { channel: channel.clone(), payload: payload.clone() });

@@ -9,10 +9,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use commands::args::is;
 use commands::{lookup, CmdError, CommandSpec, Ctx, Flags};
-use resp::ReplyWriter;
+use resp::{Located, ReplyWriter};
+use smallvec::SmallVec;
 
 use crate::clients::ClientShared;
 use crate::node::Node;
@@ -35,8 +36,9 @@ pub struct Session {
     pub tx: TxState,
     /// READONLY: reads of partitions this node backs up are served here.
     pub readonly: bool,
-    /// The request being run; one allocation for the connection's life.
-    args: Vec<Bytes>,
+    /// Where the request being run has its arguments in the read buffer;
+    /// one allocation for the connection's life.
+    places: Vec<(usize, usize)>,
 }
 
 pub type Reply<'a, 'b> = &'a mut ReplyWriter<'b>;
@@ -57,47 +59,74 @@ impl Session {
             subscriptions: 0,
             tx: TxState::default(),
             readonly: false,
-            args: Vec::new(),
+            places: Vec::new(),
         }
     }
 
     /// Runs every complete request in `inbuf`, replies into `out`. Returns
     /// true when the connection must close (QUIT, protocol error).
+    ///
+    /// An array request's arguments are borrowed from `inbuf` while its
+    /// command runs (nothing is shared or counted per argument); what a
+    /// command keeps it copies. Inline commands are decoded into copies.
     pub fn process(&mut self, inbuf: &mut BytesMut, out: &mut BytesMut) -> bool {
         let node = self.node.clone();
         let limits = node.runtime.limits();
         node.clock.refresh();
         // One clock read per command: a command's end is the next one's start.
         let mut start = Instant::now();
-        let mut args = std::mem::take(&mut self.args);
+        let mut places = std::mem::take(&mut self.places);
+        // Bytes of `inbuf` already run, dropped from it once at the end.
+        let mut done = 0;
         let close = loop {
-            match resp::decode_request_into(inbuf, &limits, &mut args) {
-                Ok(false) => break false,
-                Ok(true) if args.is_empty() => continue,
-                Ok(true) => {
-                    start = self.execute(&node, &args, out, start);
-                    if self.closing {
-                        break true;
+            match resp::locate_request(&inbuf[done..], &limits, &mut places) {
+                Ok(None) => break false,
+                Ok(Some(Located::Array { end })) => {
+                    let request = &inbuf[done..done + end];
+                    let args: SmallVec<[&[u8]; 8]> = places.iter().map(|&(at, len)| &request[at..at + len]).collect();
+                    done += end;
+                    if !args.is_empty() {
+                        start = self.execute(&node, &args, out, start);
+                        if self.closing {
+                            break true;
+                        }
                     }
                 }
-                Err(e) => {
-                    self.node.metrics.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(client = self.id, addr = %self.shared.addr, "protocol error: {e}");
-                    ReplyWriter::new(out, self.resp3).error(&format!("ERR {e}"));
-                    break true;
+                Ok(Some(Located::Inline)) => {
+                    inbuf.advance(std::mem::take(&mut done));
+                    let mut owned = Vec::new();
+                    match resp::decode_request_into(inbuf, &limits, &mut owned) {
+                        Ok(false) => break false,
+                        Ok(true) if owned.is_empty() => {}
+                        Ok(true) => {
+                            let borrowed: Vec<&[u8]> = owned.iter().map(|a| &a[..]).collect();
+                            start = self.execute(&node, &borrowed, out, start);
+                            if self.closing {
+                                break true;
+                            }
+                        }
+                        Err(e) => break self.protocol_error(e, out),
+                    }
                 }
+                Err(e) => break self.protocol_error(e, out),
             }
         };
-        // No argument may keep the read buffer's memory alive.
-        args.clear();
-        self.args = args;
+        inbuf.advance(done);
+        self.places = places;
         close
     }
 
+    fn protocol_error(&self, e: resp::ProtocolError, out: &mut BytesMut) -> bool {
+        self.node.metrics.protocol_errors.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(client = self.id, addr = %self.shared.addr, "protocol error: {e}");
+        ReplyWriter::new(out, self.resp3).error(&format!("ERR {e}"));
+        true
+    }
+
     /// Runs one command; returns the time it ended.
-    fn execute(&mut self, node: &Node, args: &[Bytes], outbuf: &mut BytesMut, start: Instant) -> Instant {
+    fn execute(&mut self, node: &Node, args: &[&[u8]], outbuf: &mut BytesMut, start: Instant) -> Instant {
         let mut out = ReplyWriter::new(outbuf, self.resp3);
-        let Some(spec) = lookup(&args[0]) else {
+        let Some(spec) = lookup(args[0]) else {
             self.tx.dirty |= self.tx.in_multi();
             out.error(&CmdError::unknown_command(args).to_string());
             return start;
@@ -113,7 +142,7 @@ impl Session {
             out.error(&e.to_string());
         } else if self.tx.in_multi() && !transaction::is_control(spec) {
             if let Some(q) = self.tx.queued.as_mut() {
-                q.push((spec, args.to_vec()));
+                q.push((spec, args.iter().map(|a| Bytes::copy_from_slice(a)).collect()));
             }
             out.simple("QUEUED");
         } else if spec.name == "exec" {
@@ -132,7 +161,7 @@ impl Session {
     }
 
     /// Runs an admitted command: the handler, then tracking of its reads.
-    pub fn run(&mut self, spec: &'static CommandSpec, args: &[Bytes], out: Reply) {
+    pub fn run(&mut self, spec: &'static CommandSpec, args: &[&[u8]], out: Reply) {
         self.caching_set_now = false;
         let result = match spec.handler {
             Some(handler) => {
@@ -151,7 +180,7 @@ impl Session {
         }
     }
 
-    fn admit(&self, spec: &CommandSpec, args: &[Bytes]) -> Result<(), CmdError> {
+    fn admit(&self, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), CmdError> {
         if !spec.arity_ok(args.len()) {
             return Err(CmdError::WrongArity(spec.name.into()));
         }
@@ -178,13 +207,13 @@ impl Session {
 
     /// Default-mode tracking remembers the keys a read-only command read,
     /// subject to OPTIN/OPTOUT and CLIENT CACHING.
-    fn remember_reads(&self, spec: &CommandSpec, args: &[Bytes]) {
+    fn remember_reads(&self, spec: &CommandSpec, args: &[&[u8]]) {
         let t = self.shared.tracking.lock();
         if t.bcast || (t.optin && self.caching != Some(true)) || (t.optout && self.caching == Some(false)) {
             return;
         }
         drop(t);
-        let keys: Vec<Bytes> = spec.key_positions(args.len()).map(|i| args[i].clone()).collect();
+        let keys: Vec<Bytes> = spec.key_positions(args.len()).map(|i| Bytes::copy_from_slice(args[i])).collect();
         if !keys.is_empty() {
             self.node.tracking.remember(self.id, &keys);
         }
@@ -195,16 +224,16 @@ impl Session {
         self.caching_set_now = true;
     }
 
-    fn builtin(&mut self, spec: &CommandSpec, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+    fn builtin(&mut self, spec: &CommandSpec, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         match spec.name {
             "ping" => self.ping(a, out),
             "echo" => {
-                out.bulk(&a[1]);
+                out.bulk(a[1]);
                 Ok(())
             }
             "hello" => self.hello(a, out),
             "auth" => self.auth(a, out),
-            "select" => match commands::args::int(&a[1])? {
+            "select" => match commands::args::int(a[1])? {
                 0 => {
                     out.simple("OK");
                     Ok(())
@@ -225,7 +254,7 @@ impl Session {
             "subscribe" => self.subscribe(a, out),
             "unsubscribe" => self.unsubscribe(a, out),
             "publish" => {
-                let n = self.node.pubsub.publish(&self.node.clients, &a[1], &a[2]);
+                let n = self.node.pubsub.publish(&self.node.clients, a[1], a[2]);
                 out.int(n as i64);
                 Ok(())
             }
@@ -263,7 +292,7 @@ impl Session {
         }
     }
 
-    fn ping(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+    fn ping(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         if a.len() > 2 {
             return Err(CmdError::WrongArity("ping".into()));
         }
@@ -289,10 +318,10 @@ impl Session {
         }
     }
 
-    fn auth(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+    fn auth(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         let (user, pass) = match a.len() {
-            2 => (&b"default"[..], &a[1][..]),
-            3 => (&a[1][..], &a[2][..]),
+            2 => (&b"default"[..], a[1]),
+            3 => (a[1], a[2]),
             _ => return Err(CmdError::Syntax),
         };
         if a.len() == 2 && self.node.runtime.requirepass.read().is_none() {
@@ -304,7 +333,7 @@ impl Session {
         Ok(())
     }
 
-    fn hello(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+    fn hello(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         let mut proto = None;
         if let Some(v) = a.get(1) {
             let v = commands::args::int(v)
@@ -318,18 +347,18 @@ impl Session {
         let mut setname = None;
         let mut authed = false;
         while i < a.len() {
-            if is(&a[i], "AUTH") && i + 2 < a.len() {
-                self.check_password(&a[i + 1], &a[i + 2])?;
+            if is(a[i], "AUTH") && i + 2 < a.len() {
+                self.check_password(a[i + 1], a[i + 2])?;
                 authed = true;
                 i += 3;
-            } else if is(&a[i], "SETNAME") && i + 1 < a.len() {
-                client_cmd::valid_name(&a[i + 1])?;
-                setname = Some(a[i + 1].clone());
+            } else if is(a[i], "SETNAME") && i + 1 < a.len() {
+                client_cmd::valid_name(a[i + 1])?;
+                setname = Some(a[i + 1]);
                 i += 2;
             } else {
                 return Err(CmdError::other(format!(
                     "ERR Syntax error in HELLO option '{}'",
-                    String::from_utf8_lossy(&a[i])
+                    String::from_utf8_lossy(a[i])
                 )));
             }
         }
@@ -342,7 +371,7 @@ impl Session {
             self.authenticated = true;
         }
         if let Some(name) = setname {
-            *self.shared.name.lock() = (!name.is_empty()).then_some(name);
+            *self.shared.name.lock() = (!name.is_empty()).then(|| Bytes::copy_from_slice(name));
         }
         if let Some(p) = proto {
             self.set_resp3(p == 3);
@@ -390,7 +419,7 @@ impl Session {
         self.authenticated = self.node.runtime.requirepass.read().is_none();
     }
 
-    fn subscribe(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+    fn subscribe(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         for ch in &a[1..] {
             let ch = Bytes::copy_from_slice(ch);
             if self.shared.channels.lock().insert(ch.clone()) {
@@ -405,9 +434,9 @@ impl Session {
         Ok(())
     }
 
-    fn unsubscribe(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+    fn unsubscribe(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         let channels: Vec<Bytes> =
-            if a.len() > 1 { a[1..].to_vec() } else { self.shared.channels.lock().iter().cloned().collect() };
+            if a.len() > 1 { a[1..].iter().map(|c| Bytes::copy_from_slice(c)).collect() } else { self.shared.channels.lock().iter().cloned().collect() };
         if channels.is_empty() {
             out.push(3);
             out.bulk(b"unsubscribe");
@@ -430,13 +459,13 @@ impl Session {
     /// `WANAPPLY source-site payload`: changes from a remote site, sent by
     /// this site's WAN receiver to the primary of their keys. Replies with
     /// one outcome byte per change (see `wan::local::Outcome`).
-    fn wanapply(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
-        let source = commands::args::int(&a[1])?;
+    fn wanapply(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
+        let source = commands::args::int(a[1])?;
         if !(1..=u16::MAX as i64).contains(&source) || source == self.node.settings.site_id as i64 {
             return Err(CmdError::other(format!("ERR WANAPPLY from site {source}, which is not a remote site")));
         }
         let cluster = self.node.cluster.as_deref();
-        let codes = wan::local::apply_payload(&self.node.ks, |p| cluster.is_none_or(|c| c.owns(p)), &a[2], self.id)
+        let codes = wan::local::apply_payload(&self.node.ks, |p| cluster.is_none_or(|c| c.owns(p)), &Bytes::copy_from_slice(a[2]), self.id)
             .map_err(|e| CmdError::other(format!("ERR {e}")))?;
         out.bulk(&codes);
         Ok(())
@@ -445,7 +474,7 @@ impl Session {
     /// `BACKUPJOB CREATE url id parent|- block-bytes chunk-bytes`, `BACKUPJOB RESTORE
     /// url id reverse|forward`, `BACKUPJOB STATUS` (JSON): this node's part
     /// of `deltagrid backup create|restore`, which sends them to every node.
-    fn backupjob(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+    fn backupjob(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         let text = |i: usize| a.get(i).map(|b| String::from_utf8_lossy(b).into_owned());
         let jobs = &self.node.backups;
         let started = match (text(1).unwrap_or_default().to_ascii_lowercase().as_str(), a.len()) {
@@ -455,8 +484,8 @@ impl Session {
             }
             ("create", 7) => {
                 let (url, id, parent) = (text(2).unwrap_or_default(), text(3).unwrap_or_default(), text(4));
-                let block_bytes = commands::args::int(&a[5])?.max(0) as usize;
-                let chunk_bytes = commands::args::int(&a[6])?.max(0) as usize;
+                let block_bytes = commands::args::int(a[5])?.max(0) as usize;
+                let chunk_bytes = commands::args::int(a[6])?.max(0) as usize;
                 jobs.start_create(&url, &id, parent.filter(|p| p != "-"), (block_bytes, chunk_bytes))
             }
             ("restore", 5) => {
@@ -475,7 +504,7 @@ impl Session {
         Ok(())
     }
 
-    fn debug(&mut self, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+    fn debug(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         if !self.node.settings.enable_debug_command {
             return Err(CmdError::other(
                 "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
@@ -483,22 +512,22 @@ impl Session {
         }
         let sub = &a[1];
         if is(sub, "CLOCK-ADVANCE") && a.len() == 3 {
-            let ms = commands::args::int(&a[2])?;
+            let ms = commands::args::int(a[2])?;
             if ms < 0 {
                 return Err(CmdError::MustBePositive);
             }
             self.node.clock.advance(ms as u64);
         } else if is(sub, "SET-ACTIVE-EXPIRE") && a.len() == 3 {
-            let on = commands::args::int(&a[2])? != 0;
+            let on = commands::args::int(a[2])? != 0;
             self.node.runtime.active_expire.store(on, Ordering::Relaxed);
         } else if is(sub, "CLUSTER-ISOLATE") && a.len() == 3 {
-            let on = commands::args::int(&a[2])? != 0;
+            let on = commands::args::int(a[2])? != 0;
             match &self.node.cluster {
                 Some(c) => c.set_isolated(on),
                 None => return Err(cluster::cluster_cmd::disabled()),
             }
         } else if is(sub, "SLEEP") && a.len() == 3 {
-            let secs = commands::args::float(&a[2])?.clamp(0.0, 60.0);
+            let secs = commands::args::float(a[2])?.clamp(0.0, 60.0);
             std::thread::sleep(std::time::Duration::from_secs_f64(secs));
         } else {
             return Err(CmdError::UnknownSubcommand { cmd: "DEBUG".into(), sub: String::from_utf8_lossy(sub).into() });

@@ -55,7 +55,7 @@ pub fn discard(s: &mut Session, out: Reply) -> Result<(), CmdError> {
     Ok(())
 }
 
-pub fn watch(s: &mut Session, a: &[Bytes], out: Reply) -> Result<(), CmdError> {
+pub fn watch(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     if s.tx.in_multi() {
         return Err(CmdError::other("ERR WATCH inside MULTI is not allowed"));
     }
@@ -89,7 +89,7 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
     // handed to another node): check again under the gate.
     if let Some(cluster) = &node.cluster {
         for (spec, args) in &queued {
-            cluster.check(spec, args, s.readonly)?;
+            cluster.check(spec, &borrowed(args), s.readonly)?;
         }
     }
     let changed = watched.iter().any(|(key, version)| {
@@ -102,7 +102,12 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
     }
     out.array(queued.len());
     for (spec, args) in queued {
-        s.run(spec, &args, out);
+        s.run(spec, &borrowed(&args), out);
     }
     Ok(())
+}
+
+/// A queued command's arguments as the handlers take them.
+fn borrowed(args: &[Bytes]) -> Vec<&[u8]> {
+    args.iter().map(|a| &a[..]).collect()
 }
