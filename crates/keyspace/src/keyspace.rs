@@ -9,7 +9,7 @@
 //! std-style blocking mutex is right here: critical sections are short and
 //! never await.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -155,6 +155,10 @@ pub struct Keyspace {
     expiring: Arc<PartitionBits>,
     /// Bytes of all partition logs (each log keeps it in step).
     log_bytes: Arc<AtomicUsize>,
+    /// Per partition, the lowest seq a consumer needs as moved forward
+    /// without the partition's lock (0: no consumer); the log catches up
+    /// whenever the partition is locked to log a change or read its log.
+    log_needed: Box<[AtomicU64]>,
 }
 
 impl Keyspace {
@@ -180,6 +184,7 @@ impl Keyspace {
                 })
                 .collect(),
             log_bytes,
+            log_needed: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
             partitions,
             site: cfg.site_id,
             hlc: Hlc::new(clock),
@@ -210,7 +215,41 @@ impl Keyspace {
     /// needs, None when nobody does; see [`crate::PartitionLog::set_needed_from`].
     pub fn set_log_needed_from(&self, p: usize, seq: Option<u64>) {
         if let Some(part) = self.parts.get(p) {
-            part.lock().log.set_needed_from(seq);
+            let mut part = part.lock();
+            self.log_needed[p].store(seq.unwrap_or(0), Ordering::SeqCst);
+            part.log.set_needed_from(seq);
+        }
+    }
+
+    /// Moves partition `p`'s lowest needed seq forward to what `low`
+    /// computes, without locking the partition (an acknowledgement must not
+    /// cost a cold lock per partition it covers): its log trims the next
+    /// time the partition is locked to log a change or read the log. Never
+    /// registers a consumer nor moves back; that takes
+    /// [`Keyspace::set_log_needed_from`]. `low` is computed after the current
+    /// value is read, so a lower value stored meanwhile by that locked call
+    /// makes the exchange fail and `low` is computed again, never overwritten.
+    pub fn advance_log_needed_from(&self, p: usize, low: impl Fn() -> Option<u64>) {
+        let Some(cell) = self.log_needed.get(p) else { return };
+        let mut current = cell.load(Ordering::SeqCst);
+        loop {
+            match low() {
+                Some(seq) if current != 0 && seq > current => {
+                    match cell.compare_exchange(current, seq, Ordering::SeqCst, Ordering::SeqCst) {
+                        Ok(_) => return,
+                        Err(now) => current = now,
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Brings a locked partition's log up to [`Keyspace::advance_log_needed_from`].
+    fn catch_up_log(&self, part: &mut Partition) {
+        let needed = self.log_needed[part.id as usize].load(Ordering::Relaxed);
+        if needed != 0 {
+            part.log.advance_needed_from(needed);
         }
     }
 
@@ -278,7 +317,9 @@ impl Keyspace {
     /// Read-only access to one partition, with the current time.
     pub fn with_partition<R>(&self, p: usize, f: impl FnOnce(&Partition, u64) -> R) -> R {
         let now = self.now_ms();
-        f(&self.parts[p].lock(), now)
+        let mut part = self.parts[p].lock();
+        self.catch_up_log(&mut part);
+        f(&part, now)
     }
 
     #[cfg(test)]
@@ -487,6 +528,7 @@ impl Keyspace {
         if let Some(l) = self.listener.get() {
             l.appended(part.id as usize, &change);
         }
+        self.catch_up_log(part);
         let (seq, size) = part.log.append(change);
         if sink.is_some() {
             WRITTEN.with(|w| w.borrow_mut().push((part.id as usize, seq)));
@@ -709,3 +751,38 @@ pub use remote::RemoteOutcome;
 #[cfg(test)]
 #[path = "replay_tests.rs"]
 mod replay_tests;
+
+#[cfg(test)]
+mod log_needed_tests {
+    use super::*;
+    use crate::clock::DebugClock;
+
+    fn set(ks: &Keyspace, key: &str) {
+        let mut txn = ks.txn([key.as_bytes()], 0);
+        txn.write(key.as_bytes(), Write::Set { value: Value::Str(Bytes::from(key.to_owned())), expire_at: 0 }).unwrap();
+    }
+
+    #[test]
+    fn an_advanced_needed_seq_trims_when_the_partition_is_next_locked_and_never_goes_back() {
+        let cfg = KeyspaceConfig { partitions: 1, log_retain_bytes: 0, ..Default::default() };
+        let ks = Keyspace::new(cfg, Arc::new(DebugClock::default()));
+        ks.advance_log_needed_from(0, || Some(5));
+        for i in 0..4 {
+            set(&ks, &format!("k{i}"));
+        }
+        assert_eq!(ks.with_partition(0, |p, _| p.log.len()), 0, "no consumer registered: advancing does nothing");
+        ks.set_log_needed_from(0, Some(5));
+        for i in 4..10 {
+            set(&ks, &format!("k{i}"));
+        }
+        assert_eq!(ks.with_partition(0, |p, _| p.log.first_seq()), 5);
+        ks.advance_log_needed_from(0, || Some(8));
+        ks.advance_log_needed_from(0, || Some(6));
+        assert_eq!(ks.with_partition(0, |p, _| p.log.first_seq()), 8, "trimmed on the next lock, not moved back");
+        ks.advance_log_needed_from(0, || Some(9));
+        set(&ks, "k10");
+        assert_eq!(ks.with_partition(0, |p, _| (p.log.first_seq(), p.log.next_seq())), (9, 12));
+        ks.set_log_needed_from(0, None);
+        assert_eq!(ks.with_partition(0, |p, _| p.log.len()), 0);
+    }
+}

@@ -121,6 +121,15 @@ impl PartitionLog {
         self.trim();
     }
 
+    /// Moves the lowest needed seq forward to `seq` and trims; never moves
+    /// it back and never registers a consumer (see [`Self::set_needed_from`]).
+    pub fn advance_needed_from(&mut self, seq: u64) {
+        if self.needed_from.is_some_and(|needed| seq > needed) {
+            self.needed_from = Some(seq);
+            self.trim();
+        }
+    }
+
     pub fn set_retain_bytes(&mut self, bytes: usize) {
         self.retain_bytes = bytes;
         self.trim();

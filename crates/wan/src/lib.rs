@@ -295,8 +295,19 @@ impl Wan {
 
     /// Tells partition `p`'s log what the targets together still need.
     fn retain(&self, p: usize) {
-        let low = self.targets.iter().map(|t| t.needed[p].load(Ordering::Relaxed)).min().unwrap_or(u64::MAX);
-        self.ks.set_log_needed_from(p, (low != u64::MAX).then_some(low));
+        self.ks.set_log_needed_from(p, self.needed(p));
+    }
+
+    /// [`Wan::retain`] when what a target needs only moved forward (an
+    /// acknowledgement): the log trims when its partition is next locked.
+    fn retain_forward(&self, p: usize) {
+        self.ks.advance_log_needed_from(p, || self.needed(p));
+    }
+
+    /// The lowest seq of partition `p` some target still needs.
+    fn needed(&self, p: usize) -> Option<u64> {
+        let low = self.targets.iter().map(|t| t.needed[p].load(Ordering::SeqCst)).min().unwrap_or(u64::MAX);
+        (low != u64::MAX).then_some(low)
     }
 
     fn receiver_stats(&self, site: u16) -> Arc<ReceiverStats> {

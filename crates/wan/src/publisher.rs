@@ -303,8 +303,15 @@ impl Publisher {
     }
 
     fn set_needed(&self, p: usize, seq: Option<u64>) {
-        self.target.needed[p].store(seq.unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.target.needed[p].store(seq.unwrap_or(u64::MAX), Ordering::SeqCst);
         self.wan.retain(p);
+    }
+
+    /// [`Self::set_needed`] for what was acknowledged: `low(p)` only grows
+    /// there, so the log is told without locking its partition.
+    fn advance_needed(&self, p: usize) {
+        self.target.needed[p].store(self.low(p), Ordering::SeqCst);
+        self.wan.retain_forward(p);
     }
 
     fn low(&self, p: usize) -> u64 {
@@ -500,7 +507,7 @@ impl Publisher {
                             // partition on its way: nothing to wait for.
                             self.acked[p] = last;
                             if self.queueing() {
-                                self.set_needed(p, Some(self.low(p)));
+                                self.advance_needed(p);
                             }
                         } else {
                             // Settled by the batch in flight or the journal.
@@ -637,7 +644,7 @@ impl Publisher {
                         self.acked[p] = seq;
                         self.to_share.insert(p);
                         if self.owned[p] && self.queueing() {
-                            self.set_needed(p, Some(self.low(p)));
+                            self.advance_needed(p);
                         }
                     }
                 }
