@@ -13,7 +13,6 @@ use bytes::{Buf, Bytes, BytesMut};
 use commands::args::is;
 use commands::{lookup, CmdError, CommandSpec, Ctx, Flags};
 use resp::{Located, ReplyWriter};
-use smallvec::SmallVec;
 
 use crate::clients::ClientShared;
 use crate::node::Node;
@@ -39,9 +38,20 @@ pub struct Session {
     /// Where the request being run has its arguments in the read buffer;
     /// one allocation for the connection's life.
     places: Vec<(usize, usize)>,
+    /// The argument slices' vector, kept empty between requests so that
+    /// a request of many arguments (an 8-field HSET) allocates nothing.
+    spare_args: Vec<&'static [u8]>,
 }
 
 pub type Reply<'a, 'b> = &'a mut ReplyWriter<'b>;
+
+/// `v` emptied, as a vector of slices of another lifetime in the same
+/// allocation: collecting an empty vector's `into_iter` through a map to a
+/// type of the same layout reuses its buffer (std's in-place collection).
+fn emptied<'b>(mut v: Vec<&[u8]>) -> Vec<&'b [u8]> {
+    v.clear();
+    v.into_iter().map(|_| -> &'b [u8] { unreachable!("the vector is empty") }).collect()
+}
 
 impl Session {
     pub fn new(node: Arc<Node>, shared: Arc<ClientShared>) -> Self {
@@ -60,6 +70,7 @@ impl Session {
             tx: TxState::default(),
             readonly: false,
             places: Vec::new(),
+            spare_args: Vec::new(),
         }
     }
 
@@ -76,6 +87,7 @@ impl Session {
         // One clock read per command: a command's end is the next one's start.
         let mut start = Instant::now();
         let mut places = std::mem::take(&mut self.places);
+        let mut spare = std::mem::take(&mut self.spare_args);
         // Bytes of `inbuf` already run, dropped from it once at the end.
         let mut done = 0;
         let close = loop {
@@ -83,13 +95,15 @@ impl Session {
                 Ok(None) => break false,
                 Ok(Some(Located::Array { end })) => {
                     let request = &inbuf[done..done + end];
-                    let args: SmallVec<[&[u8]; 8]> = places.iter().map(|&(at, len)| &request[at..at + len]).collect();
+                    let mut args = emptied(spare);
+                    args.extend(places.iter().map(|&(at, len)| &request[at..at + len]));
                     done += end;
                     if !args.is_empty() {
                         start = self.execute(&node, &args, out, start);
-                        if self.closing {
-                            break true;
-                        }
+                    }
+                    spare = emptied(args);
+                    if self.closing {
+                        break true;
                     }
                 }
                 Ok(Some(Located::Inline)) => {
@@ -113,6 +127,7 @@ impl Session {
         };
         inbuf.advance(done);
         self.places = places;
+        self.spare_args = spare;
         close
     }
 
@@ -544,5 +559,19 @@ impl Session {
             self.node.pubsub.unsubscribe(&ch, self.id);
         }
         self.node.clients.remove(self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_emptied_argument_vector_keeps_its_allocation() {
+        let request = b"HSET h f1 v1 f2 v2 f3 v3 f4 v4 f5 v5".to_vec();
+        let mut args: Vec<&[u8]> = request.split(|&b| b == b' ').collect();
+        args.reserve(32);
+        let (ptr, cap) = (args.as_ptr() as usize, args.capacity());
+        let again: Vec<&'static [u8]> = super::emptied(args);
+        assert!(again.is_empty());
+        assert_eq!((again.as_ptr() as usize, again.capacity()), (ptr, cap));
     }
 }
