@@ -245,12 +245,11 @@ impl Keyspace {
         }
     }
 
-    /// Brings a locked partition's log up to [`Keyspace::advance_log_needed_from`].
-    fn catch_up_log(&self, part: &mut Partition) {
+    /// Brings a locked partition's log up to [`Keyspace::advance_log_needed_from`];
+    /// true when that lets changes go (trimmed by the caller's append or trim).
+    fn catch_up_log(&self, part: &mut Partition) -> bool {
         let needed = self.log_needed[part.id as usize].load(Ordering::Relaxed);
-        if needed != 0 {
-            part.log.advance_needed_from(needed);
-        }
+        needed != 0 && part.log.advance_needed_from(needed)
     }
 
     /// Marks partitions this node holds as a backup: they change only by
@@ -318,7 +317,9 @@ impl Keyspace {
     pub fn with_partition<R>(&self, p: usize, f: impl FnOnce(&Partition, u64) -> R) -> R {
         let now = self.now_ms();
         let mut part = self.parts[p].lock();
-        self.catch_up_log(&mut part);
+        if self.catch_up_log(&mut part) {
+            part.log.trim();
+        }
         f(&part, now)
     }
 
@@ -528,6 +529,7 @@ impl Keyspace {
         if let Some(l) = self.listener.get() {
             l.appended(part.id as usize, &change);
         }
+        // The append trims what this lets go.
         self.catch_up_log(part);
         let (seq, size) = part.log.append(change);
         if sink.is_some() {

@@ -66,7 +66,8 @@ impl PartitionLog {
         (seq, size)
     }
 
-    fn trim(&mut self) {
+    /// Drops what nobody needs beyond `retain_bytes` now.
+    pub fn trim(&mut self) {
         let trimmed = self.trim_local();
         if trimmed > 0 {
             self.total.fetch_sub(trimmed, Ordering::Relaxed);
@@ -121,13 +122,15 @@ impl PartitionLog {
         self.trim();
     }
 
-    /// Moves the lowest needed seq forward to `seq` and trims; never moves
-    /// it back and never registers a consumer (see [`Self::set_needed_from`]).
-    pub fn advance_needed_from(&mut self, seq: u64) {
-        if self.needed_from.is_some_and(|needed| seq > needed) {
+    /// Moves the lowest needed seq forward to `seq`, never back, and never
+    /// registers a consumer (see [`Self::set_needed_from`]); true when it
+    /// moved. What it lets go is trimmed by the next append or [`Self::trim`].
+    pub fn advance_needed_from(&mut self, seq: u64) -> bool {
+        let moved = self.needed_from.is_some_and(|needed| seq > needed);
+        if moved {
             self.needed_from = Some(seq);
-            self.trim();
         }
+        moved
     }
 
     pub fn set_retain_bytes(&mut self, bytes: usize) {

@@ -95,11 +95,13 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
                 // per connection, and a wake-up on another CPU costs more
                 // than a batch of requests (an IPI, a VM exit). A lone
                 // client does not wait for the scheduler.
-                if !outbuf.is_empty() && node.clients.len() > 1 {
-                    tokio::task::yield_now().await;
-                }
-                if !outbuf.is_empty() && stream.write_all(&outbuf).await.is_err() {
-                    break;
+                if !outbuf.is_empty() {
+                    if node.clients.len() > 1 {
+                        tokio::task::yield_now().await;
+                    }
+                    if stream.write_all(&outbuf).await.is_err() {
+                        break;
+                    }
                 }
                 outbuf.clear();
                 if close {

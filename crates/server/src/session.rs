@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
-use commands::args::is;
+use commands::args::{is, owned};
 use commands::{lookup, CmdError, CommandSpec, Ctx, Flags};
 use resp::{Located, ReplyWriter};
 
@@ -51,6 +51,11 @@ pub type Reply<'a, 'b> = &'a mut ReplyWriter<'b>;
 fn emptied<'b>(mut v: Vec<&[u8]>) -> Vec<&'b [u8]> {
     v.clear();
     v.into_iter().map(|_| -> &'b [u8] { unreachable!("the vector is empty") }).collect()
+}
+
+/// Owned arguments (an inline command's, a queued one's) as handlers take them.
+pub(crate) fn borrowed(args: &[Bytes]) -> Vec<&[u8]> {
+    args.iter().map(|a| &a[..]).collect()
 }
 
 impl Session {
@@ -113,8 +118,7 @@ impl Session {
                         Ok(false) => break false,
                         Ok(true) if owned.is_empty() => {}
                         Ok(true) => {
-                            let borrowed: Vec<&[u8]> = owned.iter().map(|a| &a[..]).collect();
-                            start = self.execute(&node, &borrowed, out, start);
+                            start = self.execute(&node, &borrowed(&owned), out, start);
                             if self.closing {
                                 break true;
                             }
@@ -157,7 +161,7 @@ impl Session {
             out.error(&e.to_string());
         } else if self.tx.in_multi() && !transaction::is_control(spec) {
             if let Some(q) = self.tx.queued.as_mut() {
-                q.push((spec, args.iter().map(|a| Bytes::copy_from_slice(a)).collect()));
+                q.push((spec, args.iter().map(|a| owned(a)).collect()));
             }
             out.simple("QUEUED");
         } else if spec.name == "exec" {
@@ -228,7 +232,7 @@ impl Session {
             return;
         }
         drop(t);
-        let keys: Vec<Bytes> = spec.key_positions(args.len()).map(|i| Bytes::copy_from_slice(args[i])).collect();
+        let keys: Vec<Bytes> = spec.key_positions(args.len()).map(|i| owned(args[i])).collect();
         if !keys.is_empty() {
             self.node.tracking.remember(self.id, &keys);
         }
@@ -386,7 +390,7 @@ impl Session {
             self.authenticated = true;
         }
         if let Some(name) = setname {
-            *self.shared.name.lock() = (!name.is_empty()).then(|| Bytes::copy_from_slice(name));
+            *self.shared.name.lock() = (!name.is_empty()).then(|| owned(name));
         }
         if let Some(p) = proto {
             self.set_resp3(p == 3);
@@ -451,7 +455,7 @@ impl Session {
 
     fn unsubscribe(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         let channels: Vec<Bytes> =
-            if a.len() > 1 { a[1..].iter().map(|c| Bytes::copy_from_slice(c)).collect() } else { self.shared.channels.lock().iter().cloned().collect() };
+            if a.len() > 1 { a[1..].iter().map(|c| owned(c)).collect() } else { self.shared.channels.lock().iter().cloned().collect() };
         if channels.is_empty() {
             out.push(3);
             out.bulk(b"unsubscribe");
@@ -480,7 +484,7 @@ impl Session {
             return Err(CmdError::other(format!("ERR WANAPPLY from site {source}, which is not a remote site")));
         }
         let cluster = self.node.cluster.as_deref();
-        let codes = wan::local::apply_payload(&self.node.ks, |p| cluster.is_none_or(|c| c.owns(p)), &Bytes::copy_from_slice(a[2]), self.id)
+        let codes = wan::local::apply_payload(&self.node.ks, |p| cluster.is_none_or(|c| c.owns(p)), &owned(a[2]), self.id)
             .map_err(|e| CmdError::other(format!("ERR {e}")))?;
         out.bulk(&codes);
         Ok(())

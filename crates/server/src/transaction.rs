@@ -11,7 +11,7 @@ use bytes::Bytes;
 use commands::{CmdError, CommandSpec};
 use keyspace::Version;
 
-use crate::session::{Reply, Session};
+use crate::session::{borrowed, Reply, Session};
 
 #[derive(Default)]
 pub struct TxState {
@@ -105,9 +105,4 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
         s.run(spec, &borrowed(&args), out);
     }
     Ok(())
-}
-
-/// A queued command's arguments as the handlers take them.
-fn borrowed(args: &[Bytes]) -> Vec<&[u8]> {
-    args.iter().map(|a| &a[..]).collect()
 }
