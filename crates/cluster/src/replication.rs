@@ -416,7 +416,7 @@ impl Replicator {
                 }
                 continue;
             }
-            match self.ks.apply_replicated(seq, change) {
+            match self.ks.apply_replicated(seq, change, &body) {
                 Ok(()) => {
                     acks.insert(p, seq);
                 }
@@ -545,17 +545,18 @@ impl ReplicationSink for Replicator {
         self.send_named_markers(&[(partition, seq)], BACKUP_TAKEN, id);
     }
 
-    fn logged(&self, partition: usize, seq: u64, change: &Change) {
+    fn logged(&self, partition: usize, seq: u64, change: &Change, encoded: Option<&[u8]>) {
         let table = self.table.load();
         let Some(table) = table.as_ref() else { return };
         let owners = table.owners(partition);
         if owners.primary != self.my_index || owners.backups.is_empty() {
             return;
         }
-        // Encoded straight into the first backup's buffer (no allocation
-        // per change with one backup), copied from there for the others.
-        let len = codec::encoded_len(change);
-        let mut encoded: Option<Vec<u8>> = None;
+        // Copied from the log, or else encoded straight into the first
+        // backup's buffer (no allocation per change with one backup) and
+        // copied from there for the others.
+        let len = encoded.map_or_else(|| codec::encoded_len(change), <[u8]>::len);
+        let mut copy: Option<Vec<u8>> = None;
         for (i, &b) in owners.backups.iter().enumerate() {
             let peer = &self.out[b];
             let mut buf = peer.buf.lock();
@@ -567,14 +568,14 @@ impl ReplicationSink for Replicator {
             buf.put_u16_le(partition as u16);
             buf.put_u64_le(seq);
             buf.put_u32_le(len as u32);
-            match &encoded {
+            match encoded.or(copy.as_deref()) {
                 Some(e) => buf.put_slice(e),
                 None => {
                     let at = buf.len();
                     codec::encode(change, &mut *buf);
                     debug_assert_eq!(buf.len() - at, len, "codec::encoded_len disagrees with codec::encode");
                     if i + 1 < owners.backups.len() {
-                        encoded = Some(buf[at..].to_vec());
+                        copy = Some(buf[at..].to_vec());
                     }
                 }
             }

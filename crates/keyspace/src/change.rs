@@ -54,6 +54,8 @@ impl DeltaOp {
 
 impl ChangeKind {
     pub const NAMES: [&'static str; 4] = ["full", "delta", "delete", "expire"];
+    /// [`ChangeKind::index`] of a `Delta`.
+    pub const DELTA_INDEX: usize = 1;
 
     /// Index into [`ChangeKind::NAMES`], for per-kind counters.
     pub fn index(&self) -> usize {

@@ -292,8 +292,8 @@ impl<'a> Reader<'a> {
 }
 
 /// Decodes one change from the front of `buf`; returns it and the bytes used.
-pub fn decode(buf: &Bytes) -> Result<(Change, usize), DecodeError> {
-    let mut r = Reader { buf: &buf[..], pos: 0 };
+pub fn decode(buf: &[u8]) -> Result<(Change, usize), DecodeError> {
+    let mut r = Reader { buf, pos: 0 };
     let key = r.bytes()?;
     let version = r.version()?;
     let kind = match r.u8()? {
@@ -310,6 +310,31 @@ pub fn decode(buf: &Bytes) -> Result<(Change, usize), DecodeError> {
         tag => return Err(DecodeError::BadTag { what: "change", tag }),
     };
     Ok((Change { key, version, kind }, r.pos))
+}
+
+/// The front of an encoded change: what filtering and routing need, read
+/// without decoding (or copying) the rest.
+#[derive(Debug, PartialEq)]
+pub struct Head<'a> {
+    pub key: &'a [u8],
+    pub version: Version,
+    /// [`ChangeKind::index`] of the change.
+    pub kind: usize,
+}
+
+/// Reads the [`Head`] of the change encoded at the front of `buf`.
+pub fn head(buf: &[u8]) -> Result<Head<'_>, DecodeError> {
+    let mut r = Reader { buf, pos: 0 };
+    let key = r.slice()?;
+    let version = r.version()?;
+    let kind = match r.u8()? {
+        FULL => 0,
+        DELTA => 1,
+        DELETE => 2,
+        EXPIRE => 3,
+        tag => return Err(DecodeError::BadTag { what: "change", tag }),
+    };
+    Ok(Head { key, version, kind })
 }
 
 fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
@@ -451,8 +476,10 @@ pub(crate) mod tests {
             let mut out = Vec::new();
             encode(&c, &mut out);
             prop_assert_eq!(out.len(), encoded_len(&c));
-            let (back, used) = decode(&Bytes::from(out.clone())).unwrap();
+            let (back, used) = decode(&out).unwrap();
             prop_assert_eq!(used, out.len());
+            let h = head(&out).unwrap();
+            prop_assert_eq!((h.key, h.version, h.kind), (&c.key[..], c.version, c.kind.index()));
             prop_assert_eq!(back, c);
         }
 
@@ -463,14 +490,16 @@ pub(crate) mod tests {
             let mut out = Vec::new();
             encode(&c, &mut out);
             let n = cut.index(out.len().max(1));
-            prop_assert!(decode(&Bytes::copy_from_slice(&out[..n])).is_err());
+            prop_assert!(decode(&out[..n]).is_err());
             for (i, b) in flips { let i = i.index(out.len()); out[i] ^= b; }
-            let _ = decode(&Bytes::from(out));
+            let _ = decode(&out);
+            let _ = head(&out);
         }
 
         #[test]
         fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..256)) {
-            let _ = decode(&Bytes::from(data));
+            let _ = decode(&data);
+            let _ = head(&data);
         }
     }
 

@@ -70,7 +70,9 @@ pub trait ChangeObserver: Send + Sync {
 /// Hears every change a primary logs, in seq order per partition, while the
 /// partition is still locked (replication to backups).
 pub trait ReplicationSink: Send + Sync {
-    fn logged(&self, partition: usize, seq: u64, change: &Change);
+    /// `encoded`: the change as [`codec::encode`](crate::codec::encode)
+    /// writes it, when the log holds it (None: the log keeps nothing).
+    fn logged(&self, partition: usize, seq: u64, change: &Change, encoded: Option<&[u8]>);
     /// A backup to storage named `id` now holds the partition up to `seq`
     /// (its copies anchor their changed-keys sets there too).
     fn backup_taken(&self, _partition: usize, _seq: u64, _id: &str) {}
@@ -458,7 +460,9 @@ impl Keyspace {
     /// seq, so a backup's log is the primary's. A seq already held is
     /// skipped (a re-sent batch changes nothing); a seq past the next one is
     /// a gap, except on a log that never held anything.
-    pub fn apply_replicated(&self, seq: u64, change: Change) -> Result<(), ReplicaError> {
+    /// `encoded` is the change as the primary encoded it, which the log
+    /// keeps as it is.
+    pub fn apply_replicated(&self, seq: u64, change: Change, encoded: &[u8]) -> Result<(), ReplicaError> {
         self.hlc.observe(change.version.hlc);
         let key = change.key.clone();
         {
@@ -477,9 +481,8 @@ impl Keyspace {
                 part.log.skip_to(seq);
             }
             apply_change(&mut part, &change)?;
-            let kind = change.kind.index();
-            let (_, size) = part.log.append(change);
-            part.stats.record(kind, size, 0);
+            let (_, size) = part.log.append_encoded(&change.key, encoded);
+            part.stats.record(change.kind.index(), size, 0);
         }
         if let Some(o) = self.observer() {
             o.changed(&[key], 0);
@@ -521,21 +524,17 @@ impl Keyspace {
     }
 
     fn record(&self, part: &mut Partition, change: Change, saved: usize) -> u64 {
-        let kind = change.kind.index();
-        let sink = self.sink.get();
-        if let Some(sink) = sink {
-            sink.logged(part.id as usize, part.log.next_seq(), &change);
-        }
         if let Some(l) = self.listener.get() {
             l.appended(part.id as usize, &change);
         }
         // The append trims what this lets go.
         self.catch_up_log(part);
-        let (seq, size) = part.log.append(change);
-        if sink.is_some() {
+        let (seq, size) = part.log.append(&change);
+        if let Some(sink) = self.sink.get() {
+            sink.logged(part.id as usize, seq, &change, part.log.get(seq));
             WRITTEN.with(|w| w.borrow_mut().push((part.id as usize, seq)));
         }
-        part.stats.record(kind, size, saved);
+        part.stats.record(change.kind.index(), size, saved);
         seq
     }
 }

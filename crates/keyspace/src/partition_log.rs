@@ -3,37 +3,90 @@
 //! backups; each consumer holds a cursor (the next seq it needs). The log
 //! keeps what some cursor still needs, and otherwise only up to
 //! `retain_bytes`, so with nobody consuming it memory stays flat.
+//!
+//! Changes are held encoded ([`codec`]), back to back in chunks of up to
+//! [`CHUNK_MAX`] bytes, not as [`Change`] values: appending copies the
+//! encoding once (what a backup or a WAN batch would copy anyway), a
+//! reader ships the bytes as they are, and trimming frees a chunk at a
+//! time. A `Change` held until a remote site acknowledged it instead kept
+//! the write's keys and values alive, and freed them one by one, long
+//! after, from cold memory: most of what WAN replication cost a writer.
+//! The price is slack: a partly trimmed chunk is held until its last
+//! change goes, and the one being filled has room left. So the node's
+//! total, which budgets compare against, counts what the chunks (and the
+//! 16-byte span per change) take from memory, not the changes' bytes.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::change::Change;
 use crate::changed_keys::ChangedKeys;
 use crate::codec;
 
+/// A partition's first chunk is this small (16,384 mostly idle partitions
+/// hold little); each next one doubles, up to [`CHUNK_MAX`].
+const CHUNK_MIN: usize = 512;
+/// Chunks stop growing here (a change larger gets a chunk of its own size).
+pub const CHUNK_MAX: usize = 8 << 10;
+
+/// A change read from the log.
+pub struct Logged<'a> {
+    pub seq: u64,
+    pub head: codec::Head<'a>,
+    /// As [`codec::encode`] wrote it.
+    pub encoded: &'a [u8],
+}
+
+/// Where one change's encoding is: chunk number and range within it.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    chunk: u64,
+    start: u32,
+    len: u32,
+}
+
 #[derive(Debug)]
 pub struct PartitionLog {
-    entries: VecDeque<(u64, Change, usize)>,
+    /// The encodings in chunks numbered from `first_chunk`: the full ones
+    /// oldest first, then `tail`, the one being filled (kept in the log
+    /// itself, so an append touches no other header). No chunk is ever
+    /// reallocated, so spans stay valid.
+    full: VecDeque<Vec<u8>>,
+    tail: Vec<u8>,
+    first_chunk: u64,
+    /// One per held change; seqs are consecutive, ending at `next_seq - 1`.
+    spans: VecDeque<Span>,
     next_seq: u64,
+    /// Encoded bytes of the held changes (chunk slack not included).
     bytes: usize,
+    /// Capacity of the chunks and of `spans`: what the log takes from
+    /// memory.
+    allocated: usize,
     retain_bytes: usize,
     /// The lowest seq a registered consumer still needs; nothing at or after
     /// it is trimmed. None when no consumer is registered.
     needed_from: Option<u64>,
     /// Keys changed since the partition's last backup to storage.
     pub changed: ChangedKeys,
-    /// The node's total over all partition logs, kept in step with `bytes`
-    /// so reading it locks nothing.
+    /// The node's total over all partition logs, kept in step with
+    /// `allocated` so reading it locks nothing (and budgets count the memory
+    /// taken, slack included).
     total: Arc<AtomicUsize>,
 }
 
 impl PartitionLog {
     pub fn new(retain_bytes: usize) -> Self {
         PartitionLog {
-            entries: VecDeque::new(),
+            full: VecDeque::new(),
+            tail: Vec::new(),
+            first_chunk: 0,
+            spans: VecDeque::new(),
             next_seq: 1,
             bytes: 0,
+            allocated: 0,
             retain_bytes,
             needed_from: None,
             changed: ChangedKeys::new(0),
@@ -42,59 +95,130 @@ impl PartitionLog {
     }
 
     /// Appends a change; returns its seq and encoded size.
-    pub fn append(&mut self, change: Change) -> (u64, usize) {
+    pub fn append(&mut self, change: &Change) -> (u64, usize) {
+        let size = codec::encoded_len(change);
+        self.append_with(&change.key, size, |out| codec::encode(change, out))
+    }
+
+    /// Appends a change already encoded with [`codec::encode`] (as a backup
+    /// receives it from its primary); `key` is the change's key.
+    pub fn append_encoded(&mut self, key: &Bytes, encoded: &[u8]) -> (u64, usize) {
+        self.append_with(key, encoded.len(), |out| out.extend_from_slice(encoded))
+    }
+
+    /// The encoding of the change at `seq`, if held.
+    pub fn get(&self, seq: u64) -> Option<&[u8]> {
+        let i = seq.checked_sub(self.first_seq())?;
+        self.spans.get(usize::try_from(i).ok()?).map(|s| self.slice(s))
+    }
+
+    fn append_with(&mut self, key: &Bytes, size: usize, write: impl FnOnce(&mut Vec<u8>)) -> (u64, usize) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let size = codec::encoded_len(&change);
-        self.changed.touch(&change.key, seq);
+        self.changed.touch(key, seq);
         if self.retain_bytes == 0 && self.needed_from.is_none() {
             // Nothing is kept and nobody reads: the log is empty (every
             // change of either setting trimmed it) and the change is not
             // stored only to be dropped again.
             return (seq, size);
         }
+        let allocated = self.allocated;
+        let chunk = self.chunk_with_room(size);
+        let start = chunk.len();
+        write(chunk);
+        debug_assert_eq!(chunk.len() - start, size, "codec::encoded_len disagrees with codec::encode");
+        let number = self.first_chunk + self.full.len() as u64;
+        let spans = self.spans.capacity();
+        self.spans.push_back(Span { chunk: number, start: start as u32, len: size as u32 });
+        self.allocated += (self.spans.capacity() - spans) * std::mem::size_of::<Span>();
         self.bytes += size;
-        self.entries.push_back((seq, change, size));
-        // One update of the node's total for both (often none: with nobody
-        // consuming, a change in is about a change out).
-        let trimmed = self.trim_local();
-        if size > trimmed {
-            self.total.fetch_add(size - trimmed, Ordering::Relaxed);
-        } else if trimmed > size {
-            self.total.fetch_sub(trimmed - size, Ordering::Relaxed);
-        }
+        self.trim_local();
+        // One update of the node's total for the chunk taken and those
+        // freed (mostly none: chunks hold many changes).
+        self.count_change(allocated);
         (seq, size)
+    }
+
+    /// Brings the node's total in step after `allocated` was `before`.
+    fn count_change(&self, before: usize) {
+        if self.allocated > before {
+            self.total.fetch_add(self.allocated - before, Ordering::Relaxed);
+        } else if before > self.allocated {
+            self.total.fetch_sub(before - self.allocated, Ordering::Relaxed);
+        }
+    }
+
+    /// The tail chunk, first replaced by a new one when it has no room for
+    /// `size` bytes (and becoming the newest full one if it holds any).
+    fn chunk_with_room(&mut self, size: usize) -> &mut Vec<u8> {
+        let cap = self.tail.capacity();
+        if cap - self.tail.len() < size {
+            let grown = (cap * 2).clamp(CHUNK_MIN, CHUNK_MAX).max(size);
+            let old = std::mem::replace(&mut self.tail, Vec::with_capacity(grown));
+            self.allocated += self.tail.capacity();
+            if old.is_empty() {
+                self.allocated -= old.capacity();
+            } else {
+                self.full.push_back(old);
+            }
+        }
+        &mut self.tail
+    }
+
+    fn slice(&self, s: &Span) -> &[u8] {
+        let i = (s.chunk - self.first_chunk) as usize;
+        let chunk = self.full.get(i).unwrap_or(&self.tail);
+        &chunk[s.start as usize..(s.start + s.len) as usize]
     }
 
     /// Drops what nobody needs beyond `retain_bytes` now.
     pub fn trim(&mut self) {
-        let trimmed = self.trim_local();
-        if trimmed > 0 {
-            self.total.fetch_sub(trimmed, Ordering::Relaxed);
+        let allocated = self.allocated;
+        self.trim_local();
+        self.count_change(allocated);
+    }
+
+    /// Drops the oldest changes nobody needs while over `retain_bytes`, and
+    /// the chunks left without changes, leaving `total` to the caller.
+    fn trim_local(&mut self) {
+        let first = self.first_seq();
+        let (mut n, mut trimmed) = (0, 0);
+        for (span, seq) in self.spans.iter().zip(first..) {
+            if self.bytes - trimmed <= self.retain_bytes || self.needed_from.is_some_and(|needed| seq >= needed) {
+                break;
+            }
+            trimmed += span.len as usize;
+            n += 1;
+        }
+        if n == 0 {
+            return;
+        }
+        self.spans.drain(..n);
+        self.bytes -= trimmed;
+        match self.spans.front() {
+            Some(s) => {
+                let emptied = (s.chunk - self.first_chunk) as usize;
+                self.allocated -= self.full.drain(..emptied).map(|c| c.capacity()).sum::<usize>();
+                self.first_chunk = s.chunk;
+            }
+            None => self.free_chunks(),
         }
     }
 
-    /// Drops the oldest changes nobody needs while over `retain_bytes`;
-    /// returns their bytes, not yet taken off `total`.
-    fn trim_local(&mut self) -> usize {
-        let (mut n, mut trimmed) = (0, 0);
-        for (seq, _, size) in &self.entries {
-            if self.bytes - trimmed <= self.retain_bytes || self.needed_from.is_some_and(|needed| *seq >= needed) {
-                break;
-            }
-            trimmed += size;
-            n += 1;
-        }
-        // Dropped in place (pop_front would move each one out first).
-        self.entries.drain(..n);
-        self.bytes -= trimmed;
-        trimmed
+    /// Frees every chunk and the spans (none is left), leaving `total` to
+    /// the caller; numbers go on from there.
+    fn free_chunks(&mut self) {
+        self.first_chunk += self.full.len() as u64 + 1;
+        self.full.clear();
+        self.tail = Vec::new();
+        self.spans = VecDeque::new();
+        self.allocated = 0;
     }
 
     /// Starts an empty log at `seq` (a copy that begins after the primary's
     /// first changes, e.g. from a snapshot).
     pub fn skip_to(&mut self, seq: u64) {
-        if self.entries.is_empty() && seq > self.next_seq {
+        if self.spans.is_empty() && seq > self.next_seq {
             self.next_seq = seq;
         }
     }
@@ -103,16 +227,18 @@ impl PartitionLog {
     /// snapshot of its primary's partition taken at that seq).
     pub fn reset_to(&mut self, seq: u64) {
         self.changed.drop_anchor();
-        self.entries.clear();
-        self.total.fetch_sub(self.bytes, Ordering::Relaxed);
+        let allocated = self.allocated;
+        self.spans.clear();
+        self.free_chunks();
+        self.count_change(allocated);
         self.bytes = 0;
         self.next_seq = seq;
     }
 
     /// Counts this log's bytes in `total` too (shared by a node's logs).
     pub fn count_in(&mut self, total: Arc<AtomicUsize>) {
-        total.fetch_add(self.bytes, Ordering::Relaxed);
-        self.total.fetch_sub(self.bytes, Ordering::Relaxed);
+        total.fetch_add(self.allocated, Ordering::Relaxed);
+        self.total.fetch_sub(self.allocated, Ordering::Relaxed);
         self.total = total;
     }
 
@@ -145,28 +271,52 @@ impl PartitionLog {
 
     /// Oldest seq still held (== next_seq when empty).
     pub fn first_seq(&self) -> u64 {
-        self.entries.front().map_or(self.next_seq, |e| e.0)
+        self.next_seq - self.spans.len() as u64
     }
 
+    /// Encoded bytes of the changes held.
     pub fn bytes(&self) -> usize {
         self.bytes
     }
 
+    /// Bytes of the chunks that hold them and of their spans: what the log
+    /// takes from memory, and what the node's total counts.
+    pub fn allocated(&self) -> usize {
+        let chunks = self.full.iter().map(Vec::capacity).sum::<usize>() + self.tail.capacity();
+        debug_assert_eq!(self.allocated, chunks + self.spans.capacity() * std::mem::size_of::<Span>());
+        self.allocated
+    }
+
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.spans.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.spans.is_empty()
     }
 
-    /// Changes with seq >= `from`, oldest first; None when `from` was trimmed.
-    pub fn read_from(&self, from: u64) -> Option<impl Iterator<Item = (u64, &Change)>> {
-        if from < self.first_seq() {
+    /// The changes with seq >= `from`, oldest first; None when `from` was
+    /// trimmed.
+    pub fn read_from(&self, from: u64) -> Option<impl Iterator<Item = Logged<'_>>> {
+        let first = self.first_seq();
+        if from < first {
             return None;
         }
-        let skip = (from - self.first_seq()) as usize;
-        Some(self.entries.iter().skip(skip).map(|(s, c, _)| (*s, c)))
+        let skip = ((from - first) as usize).min(self.spans.len());
+        Some(self.spans.range(skip..).zip(from..).map(|(s, seq)| {
+            let encoded = self.slice(s);
+            // Appends take only what codec::encode wrote (a backup's, once
+            // its primary's batch decoded).
+            let head = codec::head(encoded).expect("the log holds encoded changes");
+            Logged { seq, head, encoded }
+        }))
+    }
+
+    /// [`Self::read_from`], decoded.
+    #[cfg(test)]
+    pub(crate) fn changes_from(&self, from: u64) -> Option<impl Iterator<Item = (u64, Change)> + '_> {
+        let decode = |l: Logged| (l.seq, codec::decode(l.encoded).expect("the log holds encoded changes").0);
+        self.read_from(from).map(|it| it.map(decode))
     }
 }
 
@@ -175,39 +325,43 @@ mod tests {
     use super::*;
     use crate::change::ChangeKind;
     use crate::version::Version;
-    use bytes::Bytes;
 
     fn del(k: &str) -> Change {
         Change { key: Bytes::copy_from_slice(k.as_bytes()), version: Version::ZERO, kind: ChangeKind::Delete }
+    }
+
+    fn set(k: &str, len: usize) -> Change {
+        let value = crate::value::Value::Str(Bytes::from(vec![b'v'; len]));
+        Change { key: Bytes::copy_from_slice(k.as_bytes()), version: Version::ZERO, kind: ChangeKind::Full { value, expire_at: 0 } }
     }
 
     #[test]
     fn the_shared_total_follows_appends_trims_and_resets() {
         let total = Arc::new(AtomicUsize::new(0));
         let (mut a, mut b) = (PartitionLog::new(300), PartitionLog::new(10_000));
-        a.append(del("before"));
+        a.append(&del("before"));
         a.count_in(total.clone());
         b.count_in(total.clone());
-        let sum = |a: &PartitionLog, b: &PartitionLog| a.bytes() + b.bytes();
+        let sum = |a: &PartitionLog, b: &PartitionLog| a.allocated() + b.allocated();
         for i in 0..200 {
-            a.append(del(&format!("key{i}")));
-            b.append(del(&format!("key{i}")));
+            a.append(&del(&format!("key{i}")));
+            b.append(&del(&format!("key{i}")));
             assert_eq!(total.load(Ordering::Relaxed), sum(&a, &b));
         }
         a.set_needed_from(Some(a.first_seq()));
-        a.append(del("held"));
+        a.append(&del("held"));
         a.set_retain_bytes(10);
         a.set_needed_from(None);
         assert_eq!(total.load(Ordering::Relaxed), sum(&a, &b));
         b.reset_to(500);
-        assert_eq!(total.load(Ordering::Relaxed), a.bytes());
+        assert_eq!(total.load(Ordering::Relaxed), a.allocated());
     }
 
     #[test]
     fn trims_to_budget_unless_a_consumer_needs_it() {
         let mut log = PartitionLog::new(100);
         for i in 0..100 {
-            log.append(del(&format!("key{i}")));
+            log.append(&del(&format!("key{i}")));
         }
         assert!(log.bytes() <= 100);
         assert_eq!(log.next_seq(), 101);
@@ -215,7 +369,7 @@ mod tests {
         let first = log.first_seq();
         log.set_needed_from(Some(first));
         for i in 0..100 {
-            log.append(del(&format!("key{i}")));
+            log.append(&del(&format!("key{i}")));
         }
         assert_eq!(log.first_seq(), first);
         assert_eq!(log.read_from(first).unwrap().count(), (201 - first) as usize);
@@ -229,16 +383,61 @@ mod tests {
         let mut log = PartitionLog::new(0);
         log.count_in(total.clone());
         for i in 0..10 {
-            assert_eq!(log.append(del(&format!("key{i}"))).0, i + 1);
+            assert_eq!(log.append(&del(&format!("key{i}"))).0, i + 1);
         }
         assert!(log.is_empty());
         assert_eq!((log.first_seq(), log.bytes(), total.load(Ordering::Relaxed)), (11, 0, 0));
         log.set_needed_from(Some(11));
-        log.append(del("kept"));
-        assert_eq!(log.read_from(11).unwrap().map(|(seq, _)| seq).collect::<Vec<_>>(), vec![11]);
-        assert_eq!(total.load(Ordering::Relaxed), log.bytes());
+        log.append(&del("kept"));
+        assert_eq!(log.read_from(11).unwrap().map(|l| l.seq).collect::<Vec<_>>(), vec![11]);
+        assert_eq!(total.load(Ordering::Relaxed), log.allocated());
         log.set_needed_from(None);
         assert!(log.is_empty());
         assert_eq!(total.load(Ordering::Relaxed), 0);
+        assert_eq!(log.allocated(), 0, "an empty log holds no chunk");
+    }
+
+    /// Changes of every size, read back by seq and in order while a consumer
+    /// moves through them. A chunk left when the next change did not fit
+    /// wastes less than that change, so chunks hold at most twice the
+    /// changes, plus the chunk being filled and the one partly trimmed.
+    #[test]
+    fn reads_back_what_was_appended_and_frees_chunks_as_it_trims() {
+        let mut log = PartitionLog::new(0);
+        log.set_needed_from(Some(1));
+        let mut appended = Vec::new();
+        for i in 0..3000usize {
+            let change = set(&format!("key{i}"), (i * 37) % 700 + if i % 500 == 0 { 3 * CHUNK_MAX } else { 0 });
+            let (seq, size) = if i % 2 == 0 {
+                log.append(&change)
+            } else {
+                let mut encoded = Vec::new();
+                codec::encode(&change, &mut encoded);
+                log.append_encoded(&change.key, &encoded)
+            };
+            assert_eq!(size, codec::encoded_len(&change));
+            assert_eq!(codec::decode(log.get(seq).unwrap()).unwrap().0, change);
+            appended.push((seq, change));
+            if i % 7 == 0 {
+                // The consumer is 100 changes behind.
+                log.set_needed_from(Some(seq.saturating_sub(100).max(1)));
+                let first = log.first_seq();
+                let read: Vec<_> = log.changes_from(first).unwrap().collect();
+                assert_eq!(read, appended[(first - 1) as usize..]);
+                assert!(log.get(first - 1).is_none() || first == 1);
+                let largest = read.iter().map(|(_, c)| codec::encoded_len(c)).max().unwrap_or(0);
+                assert!(
+                    // Spans: never more than ~110 held, so room for 256.
+                    log.allocated() <= 2 * log.bytes() + 2 * CHUNK_MAX.max(largest) + 256 * std::mem::size_of::<Span>(),
+                    "{} bytes allocated for {} bytes of changes",
+                    log.allocated(),
+                    log.bytes()
+                );
+            }
+        }
+        log.set_needed_from(Some(log.next_seq()));
+        assert_eq!((log.len(), log.bytes(), log.allocated()), (0, 0, 0));
+        assert!(log.read_from(log.next_seq()).unwrap().next().is_none());
+        assert!(log.read_from(log.next_seq() + 5).unwrap().next().is_none(), "a cursor past the end reads nothing");
     }
 }

@@ -106,12 +106,7 @@ fn field_tomb(ks: &Keyspace, key: &str, f: &str) -> Option<Version> {
 /// Every change logged for `key`, oldest first.
 fn log_of(ks: &Keyspace, key: &str) -> Vec<Change> {
     ks.with_partition(ks.partition_of(key.as_bytes()), |p, _| {
-        p.log
-            .read_from(p.log.first_seq())
-            .unwrap()
-            .filter(|(_, c)| c.key == key.as_bytes())
-            .map(|(_, c)| c.clone())
-            .collect()
+        p.log.changes_from(p.log.first_seq()).unwrap().map(|(_, c)| c).filter(|c| c.key == key.as_bytes()).collect()
     })
 }
 
@@ -497,11 +492,16 @@ fn the_hlc_moves_past_remote_versions() {
 }
 
 #[derive(Default)]
-struct Capture(Mutex<Vec<(usize, u64, Change)>>);
+struct Capture(Mutex<Vec<(usize, u64, Change, Vec<u8>)>>);
 
 impl ReplicationSink for Capture {
-    fn logged(&self, partition: usize, seq: u64, change: &Change) {
-        self.0.lock().push((partition, seq, change.clone()));
+    fn logged(&self, partition: usize, seq: u64, change: &Change, encoded: Option<&[u8]>) {
+        let mut own = Vec::new();
+        crate::codec::encode(change, &mut own);
+        if let Some(encoded) = encoded {
+            assert_eq!(encoded, own, "the log's copy is the change's encoding");
+        }
+        self.0.lock().push((partition, seq, change.clone(), own));
     }
 }
 
@@ -539,8 +539,8 @@ fn remote_changes_reach_the_sink_and_the_observer_and_replay_on_a_backup() {
     }
     let logged = std::mem::take(&mut *sink.0.lock());
     assert_eq!(logged.len(), 6);
-    for (_, seq, c) in logged {
-        backup.apply_replicated(seq, c).unwrap();
+    for (_, seq, c, encoded) in logged {
+        backup.apply_replicated(seq, c, &encoded).unwrap();
     }
     assert_eq!(state(&backup), state(&ks));
     assert_eq!(tombstones(&backup), tombstones(&ks));
@@ -561,8 +561,8 @@ fn flushall_deletes_leave_tombstones_and_backups_get_the_same() {
     for p in 0..7 {
         backup.set_replica(p, true);
     }
-    for (_, seq, c) in std::mem::take(&mut *sink.0.lock()) {
-        backup.apply_replicated(seq, c).unwrap();
+    for (_, seq, c, encoded) in std::mem::take(&mut *sink.0.lock()) {
+        backup.apply_replicated(seq, c, &encoded).unwrap();
     }
     assert_eq!(tombstones(&backup), tombstones(&ks));
     assert_eq!(backup.tombstone_bytes(), ks.tombstone_bytes());
@@ -742,11 +742,11 @@ impl Site {
     /// here (what the WAN publisher ships), in log order.
     fn drain(&self) -> Vec<Change> {
         let mut out = Vec::new();
-        for (_, seq, c) in std::mem::take(&mut *self.sink.0.lock()) {
+        for (_, seq, c, encoded) in std::mem::take(&mut *self.sink.0.lock()) {
             if c.version.site == self.id {
                 out.push(c.clone());
             }
-            self.backup.apply_replicated(seq, c).unwrap();
+            self.backup.apply_replicated(seq, c, &encoded).unwrap();
         }
         out
     }

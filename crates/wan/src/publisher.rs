@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use journal::{Journal, JournalConfig};
+use keyspace::partition_log::Logged;
 use keyspace::{Change, ChangeKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -477,16 +478,16 @@ impl Publisher {
                 let mut last = None;
                 let mut done = true;
                 let mut shipped = false;
-                for (seq, change) in iter {
+                for logged in iter {
                     if body.len() >= max {
                         done = false;
                         break;
                     }
-                    last = Some(seq);
-                    if change.version.site != site {
+                    last = Some(logged.seq);
+                    if logged.head.version.site != site {
                         continue;
                     }
-                    put_change(&mut body, p as u16, seq, change, delta, part, stats);
+                    put_change(&mut body, p as u16, &logged, delta, part, stats);
                     shipped = true;
                 }
                 Some((last, done, shipped))
@@ -868,12 +869,12 @@ impl Publisher {
             let mut last = None;
             let read = self.wan.ks.with_partition(p, |part, _| {
                 let iter = part.log.read_from(from)?;
-                for (seq, change) in iter {
-                    last = Some(seq);
-                    if change.version.site == site {
-                        put_change(&mut body, p as u16, seq, change, delta, part, stats);
+                for logged in iter {
+                    last = Some(logged.seq);
+                    if logged.head.version.site == site {
+                        put_change(&mut body, p as u16, &logged, delta, part, stats);
                         add(&stats.spilled_events, 1);
-                        oldest_ms = oldest_ms.min(change.version.millis());
+                        oldest_ms = oldest_ms.min(logged.head.version.millis());
                     }
                 }
                 Some(())
@@ -941,7 +942,7 @@ impl Publisher {
         for p in (0..self.parts).filter(|&p| self.owned[p]) {
             let acked = self.acked[p];
             self.wan.ks.with_partition(p, |part, _| {
-                s.queue_bytes_primary += part.log.bytes() as u64;
+                s.queue_bytes_primary += part.log.allocated() as u64;
                 // Only changes that originated here are queued for the
                 // site; past a scan budget, every unacknowledged entry
                 // counts (an upper bound), so a status never holds a
@@ -953,16 +954,16 @@ impl Publisher {
                 };
                 if unacked > scan_budget {
                     s.queue_events += unacked;
-                    if let Some((_, c)) = it.take(1000).find(|(_, c)| c.version.site == site) {
-                        s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(c.version.millis()));
+                    if let Some(l) = it.take(1000).find(|l| l.head.version.site == site) {
+                        s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(l.head.version.millis()));
                     }
                     return;
                 }
                 scan_budget -= unacked;
                 let mut first = true;
-                for (_, c) in it.filter(|(_, c)| c.version.site == site) {
+                for l in it.filter(|l| l.head.version.site == site) {
                     if first {
-                        s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(c.version.millis()));
+                        s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(l.head.version.millis()));
                         first = false;
                     }
                     s.queue_events += 1;
@@ -991,38 +992,32 @@ fn append_chunked(j: &mut Journal, body: &Bytes) -> Result<(), journal::JournalE
     Ok(())
 }
 
-/// Writes a log entry into a batch body; with `delta` off a delta becomes
-/// the key's current full value (what a system without deltas ships).
+/// Writes a log entry into a batch body as the log holds it; with `delta`
+/// off a delta becomes the key's current full value (what a system without
+/// deltas ships).
 fn put_change(
     body: &mut BytesMut,
     p: u16,
-    seq: u64,
-    change: &Change,
+    logged: &Logged,
     delta: bool,
     part: &keyspace::Partition,
     stats: &crate::PublisherStats,
 ) {
-    match &change.kind {
-        ChangeKind::Delta { .. } if !delta => {
-            if let Some(e) = part.get(&change.key) {
-                let full = Change {
-                    key: change.key.clone(),
-                    version: e.version,
-                    kind: ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
-                };
-                wire::put_entry(body, p, seq, &full);
-                add(&stats.fulls_shipped, 1);
-            }
-        }
-        ChangeKind::Delta { .. } => {
-            wire::put_entry(body, p, seq, change);
-            add(&stats.deltas_shipped, 1);
-        }
-        _ => {
-            wire::put_entry(body, p, seq, change);
+    let is_delta = logged.head.kind == ChangeKind::DELTA_INDEX;
+    if is_delta && !delta {
+        if let Some(e) = part.get(logged.head.key) {
+            let full = Change {
+                key: Bytes::copy_from_slice(logged.head.key),
+                version: e.version,
+                kind: ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
+            };
+            wire::put_entry(body, p, logged.seq, &full);
             add(&stats.fulls_shipped, 1);
         }
+        return;
     }
+    wire::put_encoded(body, p, logged.seq, logged.encoded);
+    add(if is_delta { &stats.deltas_shipped } else { &stats.fulls_shipped }, 1);
 }
 
 /// Connects, says hello and waits for the welcome; the connection's

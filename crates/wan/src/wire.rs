@@ -433,14 +433,25 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
 pub fn put_entry(body: &mut BytesMut, partition: u16, seq: u64, change: &Change) -> usize {
     let start = body.len();
     let len = codec::encoded_len(change);
-    body.reserve(len + 22);
-    body.put_u16_le(partition);
-    put_varint(body, seq);
-    put_varint(body, len as u64);
+    put_entry_head(body, partition, seq, len);
     let at = body.len();
     codec::encode(change, body);
     debug_assert_eq!(body.len() - at, len, "codec::encoded_len disagrees with codec::encode");
     body.len() - start
+}
+
+/// [`put_entry`] of a change already encoded with [`codec::encode`] (as
+/// the partition log holds it).
+pub fn put_encoded(body: &mut BytesMut, partition: u16, seq: u64, encoded: &[u8]) {
+    put_entry_head(body, partition, seq, encoded.len());
+    body.put_slice(encoded);
+}
+
+fn put_entry_head(body: &mut BytesMut, partition: u16, seq: u64, len: usize) {
+    body.reserve(len + 22);
+    body.put_u16_le(partition);
+    put_varint(body, seq);
+    put_varint(body, len as u64);
 }
 
 fn put_varint(out: &mut BytesMut, mut n: u64) {
