@@ -41,12 +41,21 @@ pub struct Logged<'a> {
 }
 
 /// Where one change's encoding is: chunk number and range within it.
+/// A change of [`ALONE`] bytes or more has a chunk of its own, which it
+/// fills, and `len` [`ALONE`]: its length is the chunk's (a hash's full
+/// value may pass 4 GiB).
 #[derive(Clone, Copy, Debug)]
 struct Span {
     chunk: u64,
     start: u32,
     len: u32,
 }
+
+#[cfg(not(test))]
+const ALONE: u32 = u32::MAX;
+/// Low enough that the tests' largest changes take the same path.
+#[cfg(test)]
+const ALONE: u32 = 2 * CHUNK_MAX as u32;
 
 #[derive(Debug)]
 pub struct PartitionLog {
@@ -127,9 +136,12 @@ impl PartitionLog {
         let start = chunk.len();
         write(chunk);
         debug_assert_eq!(chunk.len() - start, size, "codec::encoded_len disagrees with codec::encode");
+        // A chunk made for a change larger than CHUNK_MAX has no room left.
+        let len = u32::try_from(size).map_or(ALONE, |len| len.min(ALONE));
+        debug_assert!(len < ALONE || (start == 0 && chunk.len() == chunk.capacity()), "a change of ALONE bytes fills a chunk");
         let number = self.first_chunk + self.full.len() as u64;
         let spans = self.spans.capacity();
-        self.spans.push_back(Span { chunk: number, start: start as u32, len: size as u32 });
+        self.spans.push_back(Span { chunk: number, start: start as u32, len });
         self.allocated += (self.spans.capacity() - spans) * std::mem::size_of::<Span>();
         self.bytes += size;
         self.trim_local();
@@ -168,7 +180,11 @@ impl PartitionLog {
     fn slice(&self, s: &Span) -> &[u8] {
         let i = (s.chunk - self.first_chunk) as usize;
         let chunk = self.full.get(i).unwrap_or(&self.tail);
-        &chunk[s.start as usize..(s.start + s.len) as usize]
+        let start = s.start as usize;
+        match s.len {
+            ALONE => &chunk[start..],
+            len => &chunk[start..start + len as usize],
+        }
     }
 
     /// Drops what nobody needs beyond `retain_bytes` now.
@@ -187,7 +203,7 @@ impl PartitionLog {
             if self.bytes - trimmed <= self.retain_bytes || self.needed_from.is_some_and(|needed| seq >= needed) {
                 break;
             }
-            trimmed += span.len as usize;
+            trimmed += self.slice(span).len();
             n += 1;
         }
         if n == 0 {
