@@ -137,7 +137,7 @@ impl PartitionLog {
         write(chunk);
         debug_assert_eq!(chunk.len() - start, size, "codec::encoded_len disagrees with codec::encode");
         // A chunk made for a change larger than CHUNK_MAX has no room left.
-        let len = u32::try_from(size).map_or(ALONE, |len| len.min(ALONE));
+        let len = u32::try_from(size).ok().filter(|&len| len < ALONE).unwrap_or(ALONE);
         debug_assert!(len < ALONE || (start == 0 && chunk.len() == chunk.capacity()), "a change of ALONE bytes fills a chunk");
         let number = self.first_chunk + self.full.len() as u64;
         let spans = self.spans.capacity();

@@ -491,8 +491,11 @@ fn the_hlc_moves_past_remote_versions() {
     assert!(local_set(&ks, "k", "w") > far);
 }
 
+/// What the sink saw: partition, sequence, change and its encoding.
+type Captured = (usize, u64, Change, Vec<u8>);
+
 #[derive(Default)]
-struct Capture(Mutex<Vec<(usize, u64, Change, Vec<u8>)>>);
+struct Capture(Mutex<Vec<Captured>>);
 
 impl ReplicationSink for Capture {
     fn logged(&self, partition: usize, seq: u64, change: &Change, encoded: Option<&[u8]>) {
