@@ -308,5 +308,5 @@ pub fn repair(meta: &SiteMetadata, want: usize) -> Option<Command> {
             *load.entry(n).or_default() += 1;
         }
     }
-    (partitions != table.partitions).then(|| Command::SetTable { partitions, expected_epoch: table.epoch })
+    (partitions != table.partitions).then_some(Command::SetTable { partitions, expected_epoch: table.epoch })
 }

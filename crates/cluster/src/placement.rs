@@ -54,8 +54,8 @@ impl PartitionTable {
     /// First and last slot of a partition (inverse of `slot_partition`).
     pub fn slot_range(partition: usize, partitions: u16) -> (u16, u16) {
         let n = partitions as u32;
-        let first = ((partition as u32 * SLOTS as u32) + n - 1) / n;
-        let last = (((partition as u32 + 1) * SLOTS as u32) + n - 1) / n - 1;
+        let first = (partition as u32 * SLOTS as u32).div_ceil(n);
+        let last = ((partition as u32 + 1) * SLOTS as u32).div_ceil(n) - 1;
         (first as u16, last as u16)
     }
 

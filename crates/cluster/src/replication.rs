@@ -78,6 +78,16 @@ struct PeerOut {
     snapshots: Mutex<std::collections::VecDeque<SnapshotStream>>,
 }
 
+/// A snapshot queued for a backup.
+struct SnapshotSent {
+    /// The partition epoch it was sent for.
+    epoch: u64,
+    /// The backup acknowledged its end.
+    acknowledged: bool,
+    /// [`Replicator::take_finished_snapshots`] returned it.
+    reported: bool,
+}
+
 pub struct Replicator {
     ks: Arc<Keyspace>,
     my_index: usize,
@@ -92,9 +102,8 @@ pub struct Replicator {
     ack_notify: Notify,
     /// Bumped on every partition table change.
     table_generation: AtomicU64,
-    /// Snapshots queued: (partition, backup) -> (partition epoch it was
-    /// sent for, end acknowledged, reported).
-    snapshots: Mutex<HashMap<(usize, usize), (u64, bool, bool)>>,
+    /// Snapshots queued, by (partition, backup).
+    snapshots: Mutex<HashMap<(usize, usize), SnapshotSent>>,
     wan: std::sync::OnceLock<Arc<dyn WanWatermarks>>,
 }
 
@@ -199,10 +208,10 @@ impl Replicator {
     pub fn send_snapshot(&self, p: usize, b: usize, epoch: u64) -> bool {
         {
             let mut snaps = self.snapshots.lock();
-            if snaps.get(&(p, b)).is_some_and(|s| s.0 == epoch) {
+            if snaps.get(&(p, b)).is_some_and(|s| s.epoch == epoch) {
                 return false;
             }
-            snaps.insert((p, b), (epoch, false, false));
+            snaps.insert((p, b), SnapshotSent { epoch, acknowledged: false, reported: false });
         }
         let peer = &self.out[b];
         let stream = self.ks.with_partition(p, |part, _| {
@@ -282,9 +291,9 @@ impl Replicator {
     pub fn take_finished_snapshots(&self) -> Vec<(usize, usize, u64)> {
         let mut done = Vec::new();
         for ((p, b), s) in self.snapshots.lock().iter_mut() {
-            if s.1 && !s.2 {
-                s.2 = true;
-                done.push((*p, *b, s.0));
+            if s.acknowledged && !s.reported {
+                s.reported = true;
+                done.push((*p, *b, s.epoch));
             }
         }
         done
@@ -445,7 +454,7 @@ impl Replicator {
             let seq = acks.get_u64_le();
             if seq == SNAPSHOT_END {
                 if let Some(s) = self.snapshots.lock().get_mut(&(p, peer)) {
-                    s.1 = true;
+                    s.acknowledged = true;
                 }
             } else if let Some(a) = self.acked[peer].get(p) {
                 a.fetch_max(seq, Ordering::AcqRel);

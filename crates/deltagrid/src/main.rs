@@ -28,6 +28,8 @@ struct Cli {
     command: Command,
 }
 
+/// Parsed once at start-up: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run a node (defaults: RESP on 127.0.0.1:6379, admin HTTP on 127.0.0.1:9379)
@@ -117,6 +119,7 @@ struct WanTargetArgs {
     admin: String,
 }
 
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum BenchCommand {
     /// One client, one op in flight, against a loopback TCP echo floor (GigaSpaces' method)

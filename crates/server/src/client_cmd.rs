@@ -188,7 +188,8 @@ fn kill(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         return Err(CmdError::Syntax);
     }
     let mut skipme = true;
-    let mut filters: Vec<Box<dyn Fn(&ClientShared) -> bool>> = Vec::new();
+    type Filter = Box<dyn Fn(&ClientShared) -> bool>;
+    let mut filters: Vec<Filter> = Vec::new();
     for pair in a[2..].chunks(2) {
         let (k, v) = (&pair[0], String::from_utf8_lossy(pair[1]).into_owned());
         if is(k, "ID") {

@@ -173,14 +173,14 @@ impl LocalRouter {
                         self.conns.remove(&addr);
                     }
                     Err(e) => {
-                        if attempt % 50 == 0 {
+                        if attempt.is_multiple_of(50) {
                             tracing::warn!(addr, "applying WAN changes at this site failed, retrying: {e}");
                         }
                         self.conns.remove(&addr);
                     }
                 }
             }
-            if outcomes.iter().any(|o| *o == Outcome::Moved) {
+            if outcomes.contains(&Outcome::Moved) {
                 attempt += 1;
                 tokio::time::sleep(RETRY).await;
             }

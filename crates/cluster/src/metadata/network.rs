@@ -65,10 +65,13 @@ struct Conn {
     alive: AtomicBool,
 }
 
+/// A peer's connection, made by whoever first needs it.
+type Slot = Arc<tokio::sync::Mutex<Option<Arc<Conn>>>>;
+
 /// The outbound connections of this node, by peer.
 pub struct Peers {
     me: Identity,
-    slots: Mutex<HashMap<NodeId, Arc<tokio::sync::Mutex<Option<Arc<Conn>>>>>>,
+    slots: Mutex<HashMap<NodeId, Slot>>,
     shutdown: watch::Receiver<bool>,
     /// Fault injection: every call fails and every served connection
     /// drops, as if the network were cut.

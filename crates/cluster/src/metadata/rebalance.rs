@@ -328,7 +328,7 @@ mod tests {
     #[test]
     fn failover_promotes_an_in_sync_backup() {
         let a = Assignment { epoch: 4, ..Assignment::new(1, vec![2, 3], vec![3]) };
-        let t = failover(&[a.clone()], &[2, 3]);
+        let t = failover(std::slice::from_ref(&a), &[2, 3]);
         assert_eq!(t[0], Assignment { epoch: 4, ..Assignment::new(3, vec![2], vec![]) });
         assert!(t[0].safe_from(&a));
         // Nobody in sync: the best remaining copy, which safe_from reports.
@@ -336,9 +336,9 @@ mod tests {
         assert_eq!(t[0].primary, 2);
         assert!(!t[0].safe_from(&Assignment { in_sync: vec![], ..a.clone() }));
         // No copy left: the partition stays with its dead primary.
-        assert_eq!(failover(&[a.clone()], &[7])[0], Assignment { epoch: 4, ..Assignment::new(1, vec![], vec![]) });
+        assert_eq!(failover(std::slice::from_ref(&a), &[7])[0], Assignment { epoch: 4, ..Assignment::new(1, vec![], vec![]) });
         // Nothing lost: nothing changes.
-        assert_eq!(failover(&[a.clone()], &[1, 2, 3]), vec![a]);
+        assert_eq!(failover(std::slice::from_ref(&a), &[1, 2, 3]), vec![a]);
     }
 
     #[test]

@@ -650,7 +650,7 @@ fn run_one(
         if spec.mirror {
             readers.mirror(c1.sets.load(Ordering::Relaxed));
         }
-        if k % 4 == 0 {
+        if k.is_multiple_of(4) {
             prev = probe::sample(&nodes, &prev);
             samples.push(snap(t0.elapsed().as_secs_f64(), true, link_up, prev.clone(), &readers));
         }
@@ -684,7 +684,7 @@ fn run_one(
             std::thread::sleep((stopped + tick * j).saturating_duration_since(Instant::now()));
             prev = probe::sample(&nodes, &prev);
             let done = drained(&nodes, &prev);
-            if done || j % 4 == 0 {
+            if done || j.is_multiple_of(4) {
                 samples.push(snap(t0.elapsed().as_secs_f64(), false, true, prev.clone(), &readers));
             }
             if done {
