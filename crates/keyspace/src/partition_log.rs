@@ -12,9 +12,11 @@
 //! the write's keys and values alive, and freed them one by one, long
 //! after, from cold memory: most of what WAN replication cost a writer.
 //! The price is slack: a partly trimmed chunk is held until its last
-//! change goes, and the one being filled has room left. So the node's
-//! total, which budgets compare against, counts what the chunks (and the
-//! 16-byte span per change) take from memory, not the changes' bytes.
+//! change goes, the one being filled has room left, and an emptied log
+//! keeps a small tail for its next change (with 16,384 partitions most
+//! logs hold one change at a time). So the node's total, which budgets
+//! compare against, counts what the chunks (and the 16-byte span per
+//! change) take from memory, not the changes' bytes.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,9 +28,12 @@ use crate::change::Change;
 use crate::changed_keys::ChangedKeys;
 use crate::codec;
 
-/// A partition's first chunk is this small (16,384 mostly idle partitions
-/// hold little); each next one doubles, up to [`CHUNK_MAX`].
-const CHUNK_MIN: usize = 512;
+/// A partition's first chunk is this small (16,384 partitions hold little
+/// each); each next one doubles, up to [`CHUNK_MAX`]. A log emptied by
+/// trimming keeps a tail chunk of this size for its next change.
+const CHUNK_MIN: usize = 1 << 10;
+/// Room for spans an emptied log keeps.
+const KEEP_SPANS: usize = 16;
 /// Chunks stop growing here (a change larger gets a chunk of its own size).
 pub const CHUNK_MAX: usize = 8 << 10;
 
@@ -123,15 +128,28 @@ impl PartitionLog {
 
     fn append_with(&mut self, key: &Bytes, size: usize, write: impl FnOnce(&mut Vec<u8>)) -> (u64, usize) {
         let seq = self.next_seq;
-        self.next_seq += 1;
         self.changed.touch(key, seq);
-        if self.retain_bytes == 0 && self.needed_from.is_none() {
-            // Nothing is kept and nobody reads: the log is empty (every
-            // change of either setting trimmed it) and the change is not
-            // stored only to be dropped again.
+        if self.needed_from.is_none() && size > self.retain_bytes {
+            // Nobody reads, and retention alone would trim this change and
+            // all before it at once (no retention; a backup's log with
+            // 16,384 partitions): it is not stored only to be dropped.
+            self.next_seq += 1;
+            if !self.spans.is_empty() {
+                let allocated = self.allocated;
+                self.bytes = 0;
+                self.spans.clear();
+                self.emptied();
+                self.count_change(allocated);
+            }
             return (seq, size);
         }
         let allocated = self.allocated;
+        if self.tail.capacity() - self.tail.len() < size {
+            // Acknowledged changes go first (an acknowledgement only moves
+            // `needed_from`): a log they empty has its tail to reuse.
+            self.trim_local();
+        }
+        self.next_seq += 1;
         let chunk = self.chunk_with_room(size);
         let start = chunk.len();
         write(chunk);
@@ -197,6 +215,13 @@ impl PartitionLog {
     /// Drops the oldest changes nobody needs while over `retain_bytes`, and
     /// the chunks left without changes, leaving `total` to the caller.
     fn trim_local(&mut self) {
+        if self.spans.is_empty() {
+            // What an emptied log kept goes if it stores nothing more now.
+            if self.allocated > 0 {
+                self.emptied();
+            }
+            return;
+        }
         let first = self.first_seq();
         let (mut n, mut trimmed) = (0, 0);
         for (span, seq) in self.spans.iter().zip(first..) {
@@ -217,8 +242,29 @@ impl PartitionLog {
                 self.allocated -= self.full.drain(..emptied).map(|c| c.capacity()).sum::<usize>();
                 self.first_chunk = s.chunk;
             }
-            None => self.free_chunks(),
+            None => self.emptied(),
         }
+    }
+
+    /// Every change was trimmed: frees the chunks, but a tail of
+    /// [`CHUNK_MIN`] bytes and a little room for spans stay for the next
+    /// change. With 16,384 partitions a log mostly holds one change at a
+    /// time (acknowledged before the next comes), and allocating and
+    /// freeing a chunk and the spans for each change cost more than
+    /// copying it (glibc consolidates its free lists on a large request).
+    /// A log that stores nothing more (no retention, no consumer) keeps
+    /// nothing.
+    fn emptied(&mut self) {
+        if self.tail.capacity() > CHUNK_MIN || (self.retain_bytes == 0 && self.needed_from.is_none()) {
+            return self.free_chunks();
+        }
+        self.first_chunk += self.full.len() as u64;
+        self.full.clear();
+        self.tail.clear();
+        if self.spans.capacity() > KEEP_SPANS {
+            self.spans = VecDeque::new();
+        }
+        self.allocated = self.tail.capacity() + self.spans.capacity() * std::mem::size_of::<Span>();
     }
 
     /// Frees every chunk and the spans (none is left), leaving `total` to
@@ -455,5 +501,52 @@ mod tests {
         assert_eq!((log.len(), log.bytes(), log.allocated()), (0, 0, 0));
         assert!(log.read_from(log.next_seq()).unwrap().next().is_none());
         assert!(log.read_from(log.next_seq() + 5).unwrap().next().is_none(), "a cursor past the end reads nothing");
+    }
+
+    #[test]
+    fn a_log_holding_one_change_at_a_time_reuses_its_chunk() {
+        let mut log = PartitionLog::new(0);
+        log.set_needed_from(Some(1));
+        let mut kept = None;
+        for i in 0..50usize {
+            let change = set(&format!("key{i}"), 700 + i % 13);
+            let (seq, _) = log.append(&change);
+            let chunk = log.tail.as_ptr();
+            assert_eq!(*kept.get_or_insert(chunk), chunk, "change {i} went into a new chunk");
+            assert_eq!(log.allocated(), CHUNK_MIN + log.spans.capacity() * std::mem::size_of::<Span>());
+            assert_eq!(codec::decode(log.get(seq).unwrap()).unwrap().0, change);
+            // Acknowledged before the next change, as a WAN publisher's
+            // acknowledgement does it: the next append trims it.
+            assert!(log.advance_needed_from(seq + 1));
+            assert_eq!(log.len(), 1);
+        }
+        log.trim();
+        assert_eq!((log.len(), log.bytes()), (0, 0));
+        assert!(log.allocated() <= CHUNK_MIN + KEEP_SPANS * std::mem::size_of::<Span>());
+        // A larger change takes a chunk of its own size, which goes with it.
+        let (seq, _) = log.append(&set("big", 3 * CHUNK_MAX));
+        assert_eq!(codec::decode(log.get(seq).unwrap()).unwrap().0, set("big", 3 * CHUNK_MAX));
+        log.set_needed_from(Some(seq + 1));
+        assert_eq!(log.allocated(), log.spans.capacity() * std::mem::size_of::<Span>());
+        log.reset_to(seq + 1);
+        assert_eq!(log.allocated(), 0, "a reset frees everything");
+        let (seq, _) = log.append(&set("small", 10));
+        log.set_needed_from(Some(seq + 1));
+        assert!(log.is_empty() && log.allocated() > 0);
+        log.set_needed_from(None);
+        assert_eq!(log.allocated(), 0, "a log nobody reads and that retains nothing keeps nothing");
+    }
+
+    #[test]
+    fn a_change_larger_than_the_retention_is_not_stored_without_a_consumer() {
+        let mut log = PartitionLog::new(300);
+        let (first, _) = log.append(&set("a", 100));
+        log.append(&set("b", 100));
+        assert_eq!(log.len(), 2);
+        let (seq, _) = log.append(&set("c", 400));
+        assert_eq!((log.len(), log.bytes(), log.first_seq()), (0, 0, seq + 1));
+        assert!(log.read_from(first).is_none(), "what came before was trimmed");
+        assert_eq!(log.append(&set("d", 10)).0, seq + 1, "seqs go on");
+        assert_eq!(log.len(), 1);
     }
 }
