@@ -135,11 +135,9 @@ impl PartitionLog {
             // 16,384 partitions): it is not stored only to be dropped.
             self.next_seq += 1;
             if !self.spans.is_empty() {
-                let allocated = self.allocated;
-                self.bytes = 0;
                 self.spans.clear();
-                self.emptied();
-                self.count_change(allocated);
+                self.bytes = 0;
+                self.trim();
             }
             return (seq, size);
         }
