@@ -70,6 +70,11 @@ pub struct PartitionLog {
     /// reallocated, so spans stay valid.
     full: VecDeque<Vec<u8>>,
     tail: Vec<u8>,
+    /// A [`CHUNK_MAX`] chunk trimming emptied, kept (empty) for the next
+    /// new chunk. A log longer than a chunk frees one and takes one every
+    /// few changes; a malloc of that size makes glibc consolidate its free
+    /// lists, which cost a writer more than copying its change did.
+    spare: Vec<u8>,
     first_chunk: u64,
     /// One per held change; seqs are consecutive, ending at `next_seq - 1`.
     spans: VecDeque<Span>,
@@ -96,6 +101,7 @@ impl PartitionLog {
         PartitionLog {
             full: VecDeque::new(),
             tail: Vec::new(),
+            spare: Vec::new(),
             first_chunk: 0,
             spans: VecDeque::new(),
             next_seq: 1,
@@ -182,8 +188,15 @@ impl PartitionLog {
         let cap = self.tail.capacity();
         if cap - self.tail.len() < size {
             let grown = (cap * 2).clamp(CHUNK_MIN, CHUNK_MAX).max(size);
-            let old = std::mem::replace(&mut self.tail, Vec::with_capacity(grown));
-            self.allocated += self.tail.capacity();
+            let new = if grown == CHUNK_MAX && self.spare.capacity() == CHUNK_MAX {
+                // Counted in `allocated` already.
+                std::mem::take(&mut self.spare)
+            } else {
+                self.allocated += grown;
+                Vec::with_capacity(grown)
+            };
+            debug_assert_eq!(new.capacity(), grown, "chunks are allocated exactly");
+            let old = std::mem::replace(&mut self.tail, new);
             if old.is_empty() {
                 self.allocated -= old.capacity();
             } else {
@@ -191,6 +204,15 @@ impl PartitionLog {
             }
         }
         &mut self.tail
+    }
+
+    /// A span's length, reading a chunk only for a change that has one of
+    /// its own (trimming does not touch the chunks it frees).
+    fn span_len(&self, s: &Span) -> usize {
+        match s.len {
+            ALONE => self.slice(s).len(),
+            len => len as usize,
+        }
     }
 
     fn slice(&self, s: &Span) -> &[u8] {
@@ -226,7 +248,7 @@ impl PartitionLog {
             if self.bytes - trimmed <= self.retain_bytes || self.needed_from.is_some_and(|needed| seq >= needed) {
                 break;
             }
-            trimmed += self.slice(span).len();
+            trimmed += self.span_len(span);
             n += 1;
         }
         if n == 0 {
@@ -237,7 +259,14 @@ impl PartitionLog {
         match self.spans.front() {
             Some(s) => {
                 let emptied = (s.chunk - self.first_chunk) as usize;
-                self.allocated -= self.full.drain(..emptied).map(|c| c.capacity()).sum::<usize>();
+                for mut chunk in self.full.drain(..emptied) {
+                    if chunk.capacity() == CHUNK_MAX && self.spare.capacity() == 0 {
+                        chunk.clear();
+                        self.spare = chunk;
+                    } else {
+                        self.allocated -= chunk.capacity();
+                    }
+                }
                 self.first_chunk = s.chunk;
             }
             None => self.emptied(),
@@ -259,6 +288,7 @@ impl PartitionLog {
         self.first_chunk += self.full.len() as u64;
         self.full.clear();
         self.tail.clear();
+        self.spare = Vec::new();
         if self.spans.capacity() > KEEP_SPANS {
             self.spans = VecDeque::new();
         }
@@ -271,6 +301,7 @@ impl PartitionLog {
         self.first_chunk += self.full.len() as u64 + 1;
         self.full.clear();
         self.tail = Vec::new();
+        self.spare = Vec::new();
         self.spans = VecDeque::new();
         self.allocated = 0;
     }
@@ -342,7 +373,7 @@ impl PartitionLog {
     /// Bytes of the chunks that hold them and of their spans: what the log
     /// takes from memory, and what the node's total counts.
     pub fn allocated(&self) -> usize {
-        let chunks = self.full.iter().map(Vec::capacity).sum::<usize>() + self.tail.capacity();
+        let chunks = self.full.iter().map(Vec::capacity).sum::<usize>() + self.tail.capacity() + self.spare.capacity();
         debug_assert_eq!(self.allocated, chunks + self.spans.capacity() * std::mem::size_of::<Span>());
         self.allocated
     }
@@ -533,6 +564,40 @@ mod tests {
         assert!(log.is_empty() && log.allocated() > 0);
         log.set_needed_from(None);
         assert_eq!(log.allocated(), 0, "a log nobody reads and that retains nothing keeps nothing");
+    }
+
+    /// A log a consumer keeps a few chunks long: a chunk trimming empties
+    /// becomes the next new one, so most new chunks are not allocated.
+    #[test]
+    fn a_log_longer_than_a_chunk_recycles_the_chunk_it_trims() {
+        let total = Arc::new(AtomicUsize::new(0));
+        let mut log = PartitionLog::new(0);
+        log.count_in(total.clone());
+        log.set_needed_from(Some(1));
+        let (mut recycled, mut fresh) = (0, 0);
+        for i in 0..2000usize {
+            let change = set(&format!("key{i}"), 500 + i % 300);
+            let spare = (log.spare.capacity() == CHUNK_MAX).then(|| log.spare.as_ptr());
+            let tail = log.tail.as_ptr();
+            let (seq, _) = log.append(&change);
+            if log.tail.as_ptr() != tail && log.tail.capacity() == CHUNK_MAX {
+                if Some(log.tail.as_ptr()) == spare {
+                    recycled += 1;
+                } else {
+                    fresh += 1;
+                }
+            }
+            // The consumer holds the last ~20 changes (two or three chunks).
+            log.advance_needed_from(seq.saturating_sub(20).max(1));
+            assert_eq!(codec::decode(log.get(seq).unwrap()).unwrap().0, change);
+            assert_eq!(total.load(Ordering::Relaxed), log.allocated(), "the spare is counted");
+            assert!(log.allocated() <= 5 * CHUNK_MAX + 64 * std::mem::size_of::<Span>());
+        }
+        // New chunks come fresh only when the log grew by one (one spare).
+        assert!(recycled > 100 && fresh * 5 < recycled, "{recycled} chunks recycled, {fresh} allocated");
+        log.set_needed_from(Some(log.next_seq()));
+        assert_eq!(log.spare.capacity(), 0, "an emptied log keeps no spare");
+        assert_eq!(total.load(Ordering::Relaxed), log.allocated());
     }
 
     #[test]
