@@ -577,7 +577,7 @@ mod tests {
         let (mut recycled, mut fresh) = (0, 0);
         for i in 0..2000usize {
             let change = set(&format!("key{i}"), 500 + i % 300);
-            let spare = (log.spare.capacity() == CHUNK_MAX).then(|| log.spare.as_ptr());
+            let spare = (log.spare.capacity() == CHUNK_MAX).then_some(log.spare.as_ptr());
             let tail = log.tail.as_ptr();
             let (seq, _) = log.append(&change);
             if log.tail.as_ptr() != tail && log.tail.capacity() == CHUNK_MAX {
