@@ -365,7 +365,9 @@ impl Replicator {
 
     /// Applies a batch from our primary; returns the cumulative acks.
     pub fn apply_batch(&self, mut batch: Bytes) -> Result<Vec<(u16, u64)>, BatchError> {
-        let mut acks: HashMap<u16, u64> = HashMap::new();
+        // (partition, seq) per change applied, then the last per partition:
+        // no map per batch (a batch mostly holds distinct partitions).
+        let mut acks: Vec<(u16, u64)> = Vec::new();
         let mut ends: Vec<u16> = Vec::new();
         while batch.has_remaining() {
             if batch.remaining() < ENTRY_HEADER {
@@ -407,7 +409,7 @@ impl Replicator {
                         tracing::error!(partition = p, "snapshot refused: {e}");
                     }
                 } else {
-                    acks.insert(p, next - 1);
+                    acks.push((p, next - 1));
                     ends.push(p);
                 }
                 continue;
@@ -426,9 +428,7 @@ impl Replicator {
                 continue;
             }
             match self.ks.apply_replicated(seq, change, &body) {
-                Ok(()) => {
-                    acks.insert(p, seq);
-                }
+                Ok(()) => acks.push((p, seq)),
                 Err(ReplicaError::Gap { have, got }) => {
                     tracing::error!(partition = p, have, got, "replication gap: this backup needs a resync");
                 }
@@ -436,12 +436,20 @@ impl Replicator {
             }
         }
         // Seq acks first, then "snapshot loaded" (ack seq SNAPSHOT_END).
-        let mut out: Vec<(u16, u64)> = acks.into_iter().collect();
-        out.extend(ends.into_iter().map(|p| (p, SNAPSHOT_END)));
-        Ok(out)
+        acks.sort_by_key(|&(p, _)| p);
+        acks.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 = later.1;
+            }
+            same
+        });
+        acks.extend(ends.into_iter().map(|p| (p, SNAPSHOT_END)));
+        Ok(acks)
     }
 
     pub fn encode_acks(acks: &[(u16, u64)], out: &mut BytesMut) {
+        out.reserve(acks.len() * 10);
         for (p, seq) in acks {
             out.put_u16_le(*p);
             out.put_u64_le(*seq);

@@ -282,6 +282,8 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
     // Where each batch in flight ends in the peer's stream, oldest first.
     let mut in_flight: VecDeque<u64> = VecDeque::new();
     let mut out = BytesMut::new();
+    // Reused for every ack frame (a batch's acks, one per partition).
+    let mut acks = BytesMut::new();
     loop {
         tokio::select! {
             _ = c.replicator.batch_ready(peer), if in_flight.len() < MAX_BATCHES_IN_FLIGHT => {
@@ -306,7 +308,6 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
                     Ok(_) if c.is_isolated() => break,
                     Ok(_) => {}
                 }
-                let mut acks = BytesMut::new();
                 let mut answered = false;
                 loop {
                     match wire::decode_frame(&mut buf) {
