@@ -158,6 +158,10 @@ struct Publisher {
     conn: Option<Conn>,
     batch_id: u64,
     batch_max: usize,
+    /// Bytes the last read of the logs took: the next one starts with room
+    /// for as much (a body grown from empty to hundreds of KiB was copied
+    /// again at each doubling).
+    last_read: usize,
     window: usize,
     rtt_min_us: u64,
     rtt_ewma_us: u64,
@@ -198,6 +202,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         conn: None,
         batch_id: 0,
         batch_max: 64 << 10,
+        last_read: 0,
         window: 4,
         rtt_min_us: u64::MAX,
         rtt_ewma_us: 0,
@@ -469,9 +474,10 @@ impl Publisher {
                 self.pending.insert(p);
             }
         }
-        let mut body = BytesMut::new();
-        let mut seqs = Vec::new();
         let candidates: Vec<usize> = self.pending.iter().copied().collect();
+        let room = if candidates.is_empty() { 0 } else { self.last_read.min(max) + (4 << 10) };
+        let mut body = BytesMut::with_capacity(room);
+        let mut seqs = Vec::new();
         for p in candidates {
             if body.len() >= max {
                 break;
@@ -534,6 +540,7 @@ impl Publisher {
         if !self.resync.is_empty() {
             self.target.wake.notify_one();
         }
+        self.last_read = body.len();
         (body.freeze(), seqs)
     }
 
