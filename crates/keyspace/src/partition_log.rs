@@ -154,14 +154,6 @@ impl PartitionLog {
             return (seq, size);
         }
         let allocated = self.allocated;
-        if self.tail.capacity() - self.tail.len() < size {
-            // Trimming waits for this: memory goes a chunk at a time, so a
-            // trim per append (reading the oldest, cold span) freed nothing
-            // sooner. Acknowledged changes go first (an acknowledgement only
-            // moves `needed_from`): a log they empty has its tail to reuse.
-            self.trim_local();
-        }
-        self.next_seq += 1;
         let chunk = self.chunk_with_room(size);
         let start = chunk.len();
         write(chunk);
@@ -172,6 +164,7 @@ impl PartitionLog {
         let number = self.first_chunk + self.full.len() as u64;
         let spans = self.spans.capacity();
         self.spans.push_back(Span { chunk: number, start: start as u32, len });
+        self.next_seq += 1;
         self.allocated += (self.spans.capacity() - spans) * std::mem::size_of::<Span>();
         self.bytes += size;
         // One update of the node's total for the chunk taken and those
@@ -189,32 +182,52 @@ impl PartitionLog {
         }
     }
 
-    /// The tail chunk, first replaced by a new one when it has no room for
-    /// `size` bytes (and becoming the newest full one if it holds any).
+    /// The tail chunk with room for `size` bytes. Without room the log
+    /// trims first (trimming waits for this: memory goes a chunk at a time,
+    /// so a trim per append, reading the oldest and cold span, freed
+    /// nothing sooner; acknowledged changes go, and a log they empty has
+    /// its tail to reuse); if there is still none, a new tail replaces it
+    /// (the old one becoming the newest full chunk if it holds any).
     fn chunk_with_room(&mut self, size: usize) -> &mut Vec<u8> {
+        if self.tail.capacity() - self.tail.len() < size {
+            self.trim_local();
+        }
         let cap = self.tail.capacity();
         if cap - self.tail.len() < size {
-            let grown = (cap * 2).clamp(CHUNK_MIN, CHUNK_MAX).max(size);
-            let new = if grown == CHUNK_MAX && self.spare.capacity() == CHUNK_MAX {
-                // Counted in `allocated` already.
-                std::mem::take(&mut self.spare)
-            } else {
-                self.allocated += grown;
-                #[cfg(test)]
-                {
-                    self.fresh_chunks += 1;
-                }
-                Vec::with_capacity(grown)
-            };
-            debug_assert_eq!(new.capacity(), grown, "chunks are allocated exactly");
+            let new = self.new_chunk((cap * 2).clamp(CHUNK_MIN, CHUNK_MAX).max(size));
             let old = std::mem::replace(&mut self.tail, new);
             if old.is_empty() {
-                self.allocated -= old.capacity();
+                self.release_chunk(old);
             } else {
                 self.full.push_back(old);
             }
         }
         &mut self.tail
+    }
+
+    /// An empty chunk of `capacity` bytes: the spare when it fits, else
+    /// allocated (and counted in `allocated`).
+    fn new_chunk(&mut self, capacity: usize) -> Vec<u8> {
+        if capacity == CHUNK_MAX && self.spare.capacity() == CHUNK_MAX {
+            return std::mem::take(&mut self.spare);
+        }
+        self.allocated += capacity;
+        #[cfg(test)]
+        {
+            self.fresh_chunks += 1;
+        }
+        Vec::with_capacity(capacity)
+    }
+
+    /// A chunk the log no longer uses: kept as the spare when it is a
+    /// [`CHUNK_MAX`] one and there is none, else freed (and uncounted).
+    fn release_chunk(&mut self, mut chunk: Vec<u8>) {
+        if chunk.capacity() == CHUNK_MAX && self.spare.capacity() == 0 {
+            chunk.clear();
+            self.spare = chunk;
+        } else {
+            self.allocated -= chunk.capacity();
+        }
     }
 
     /// A span's length, reading a chunk only for a change that has one of
@@ -270,15 +283,12 @@ impl PartitionLog {
         match self.spans.front() {
             Some(s) => {
                 let emptied = (s.chunk - self.first_chunk) as usize;
-                for mut chunk in self.full.drain(..emptied) {
-                    if chunk.capacity() == CHUNK_MAX && self.spare.capacity() == 0 {
-                        chunk.clear();
-                        self.spare = chunk;
-                    } else {
-                        self.allocated -= chunk.capacity();
+                self.first_chunk = s.chunk;
+                for _ in 0..emptied {
+                    if let Some(chunk) = self.full.pop_front() {
+                        self.release_chunk(chunk);
                     }
                 }
-                self.first_chunk = s.chunk;
             }
             None => self.emptied(),
         }

@@ -516,13 +516,14 @@ impl Publisher {
                 }
                 Some((last, done, shipped)) => {
                     if let Some(last) = last {
-                        self.cur[p].next = last + 1;
+                        let c = &mut self.cur[p];
+                        c.next = last + 1;
                         if shipped {
                             seqs.push((p as u16, last));
-                        } else if self.cur[p].inflight == 0 && self.cur[p].spilled <= self.cur[p].acked {
+                        } else if c.inflight == 0 && c.spilled <= c.acked {
                             // Only other sites' changes, nothing of this
                             // partition on its way: nothing to wait for.
-                            self.cur[p].acked = last;
+                            c.acked = last;
                             if self.queueing() {
                                 self.advance_needed(p);
                             }
@@ -554,8 +555,8 @@ impl Publisher {
         }
         add(&self.target.stats.batches, 1);
         for (p, _) in &seqs {
-            if let Some(n) = self.cur.get_mut(*p as usize).map(|c| &mut c.inflight) {
-                *n += 1;
+            if let Some(c) = self.cur.get_mut(*p as usize) {
+                c.inflight += 1;
             }
         }
         self.in_flight.push_back(InFlight {
@@ -655,13 +656,13 @@ impl Publisher {
                 add(&self.target.stats.events_distributed, b.events);
                 for (p, seq) in b.seqs {
                     let p = p as usize;
-                    if let Some(n) = self.cur.get_mut(p).map(|c| &mut c.inflight) {
-                        *n = n.saturating_sub(1);
-                    }
-                    if p < self.parts && seq > self.cur[p].acked {
-                        self.cur[p].acked = seq;
+                    let Some(c) = self.cur.get_mut(p) else { continue };
+                    c.inflight = c.inflight.saturating_sub(1);
+                    if seq > c.acked {
+                        c.acked = seq;
+                        let owned = c.owned;
                         self.to_share.insert(p);
-                        if self.cur[p].owned && self.queueing() {
+                        if owned && self.queueing() {
                             self.advance_needed(p);
                         }
                     }
