@@ -41,13 +41,15 @@ fn pairs(a: &[&[u8]], name: &str) -> Result<Vec<(Bytes, Bytes)>, CmdError> {
 
 fn set_fields(ctx: &mut Ctx, key: &[u8], fields: Vec<(Bytes, Bytes)>) -> Result<usize, CmdError> {
     let mut txn = ctx.ks.txn([key], ctx.client_id);
-    check_hash(&mut txn, key)?;
     // Setting fields only adds or replaces: the new ones are what the
     // hash grew by (a name given twice counts once, as in Redis).
-    let len = |txn: &mut keyspace::Txn| txn.get(key).and_then(|e| e.as_hash()).map_or(0, HashValue::len);
-    let before = len(&mut txn);
+    let len = |txn: &mut keyspace::Txn| match txn.get(key) {
+        None => Ok(0),
+        Some(e) => e.as_hash().map(HashValue::len).ok_or(CmdError::WrongType),
+    };
+    let before = len(&mut txn)?;
     txn.write(key, Write::HashSet(fields))?;
-    Ok(len(&mut txn).saturating_sub(before))
+    Ok(len(&mut txn)?.saturating_sub(before))
 }
 
 pub fn hset(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {

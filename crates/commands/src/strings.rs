@@ -103,11 +103,13 @@ fn set_with(ctx: &mut Ctx, key: &[u8], value: &[u8], o: SetOpts, cmd: &'static s
         Some(e) => checked_expire(now, e, cmd)?,
         None => 0,
     };
-    let (exists, old, old_expire) = match txn.get(key) {
-        None => (false, None, 0),
-        Some(e) => (true, e.as_str().cloned(), e.expire_at),
+    // The old value is cloned only for SET ... GET (a clone of a value
+    // allocates its shared header).
+    let (exists, is_str, old, old_expire) = match txn.get(key) {
+        None => (false, false, None, 0),
+        Some(e) => (true, e.as_str().is_some(), e.as_str().filter(|_| o.get).cloned(), e.expire_at),
     };
-    if o.get && exists && old.is_none() {
+    if o.get && exists && !is_str {
         return Err(CmdError::WrongType);
     }
     let blocked = (o.nx && exists) || (o.xx && !exists);
@@ -257,8 +259,9 @@ pub fn msetnx(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 
 fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> Result<(), CmdError> {
     let mut txn = ctx.ks.txn([key], ctx.client_id);
-    let current = match get_str(&mut txn, key)? {
-        Some(v) => args::int(&v)?,
+    // Read in place: a clone of the value would allocate its shared header.
+    let current = match txn.get(key) {
+        Some(e) => args::int(e.as_str().ok_or(CmdError::WrongType)?)?,
         None => 0,
     };
     let new = current.checked_add(by).ok_or(CmdError::Overflow)?;

@@ -54,33 +54,7 @@ pub fn apply_change_at(part: &mut Partition, at: Option<usize>, change: &Change)
     let key = &change.key;
     debug_assert!(at.is_none_or(|i| part.get_index(i).is_some_and(|(k, _)| k == key)), "index of another key");
     match &change.kind {
-        ChangeKind::Full { value, expire_at } => {
-            let mut version = change.version;
-            let mut at = at;
-            if part.tombstones.enabled() {
-                // The old entry is looked at first: find it once, so the
-                // overwrite below goes by index (a backup's or receiver's
-                // apply comes without one).
-                at = at.or_else(|| part.index_of(key));
-                match (held(part, at, key).map(|e| (e.as_str().is_some(), e.version)), value) {
-                    // A hash replacing a string: the string's overwrite
-                    // still holds older fields back.
-                    (Some((true, old)), Value::Hash(_)) => part.tombstones.deleted(key, old),
-                    (_, Value::Str(_)) => part.tombstones.overwritten(key, change.version),
-                    _ => {}
-                }
-                if let Value::Hash(_) = value {
-                    version = version.max(part.tombstones.take_hash(key).unwrap_or_default());
-                }
-            }
-            let entry = Entry { value: value.clone(), version, expire_at: *expire_at };
-            match at {
-                Some(i) => {
-                    part.update_at(i, |e| *e = entry);
-                }
-                None => part.put(key.clone(), entry),
-            }
-        }
+        ChangeKind::Full { value, expire_at } => put_full(part, at, key, value.clone(), change.version, *expire_at),
         ChangeKind::Delete | ChangeKind::Expire => remove_older(part, key, change.version),
         ChangeKind::Delta { base, op: op @ (DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_)) } => {
             // One lookup at most; the closure checks before it changes
@@ -89,34 +63,18 @@ pub fn apply_change_at(part: &mut Partition, at: Option<usize>, change: &Change)
                 if e.version != *base {
                     return Err(ApplyError::BaseMismatch { want: *base, have: Some(e.version) });
                 }
-                let new = delta::apply_string_op(e.as_str().ok_or(ApplyError::WrongType)?, op)?;
-                e.value = Value::Str(new);
+                match (&mut e.value, op) {
+                    (Value::Str(held), DeltaOp::IncrBy(by)) => delta::incr_in_place(held, *by)?,
+                    (Value::Str(held), op) => *held = delta::apply_string_op(held, op)?,
+                    (Value::Hash(_), _) => return Err(ApplyError::WrongType),
+                }
                 e.version = change.version;
                 Ok(())
             });
             applied.unwrap_or(Err(ApplyError::BaseMismatch { want: *base, have: None }))?;
         }
         ChangeKind::Delta { op: DeltaOp::HashSet { fields }, .. } => {
-            let mut at = at.or_else(|| part.index_of(key));
-            match held(part, at, key) {
-                Some(e) if e.as_hash().is_none() => return Err(ApplyError::WrongType),
-                Some(_) => {}
-                None => {
-                    // A hash that lost its last field and comes back keeps
-                    // its version.
-                    let version = change.version.max(part.tombstones.take_hash(key).unwrap_or_default());
-                    part.put(key.clone(), Entry { value: Value::Hash(HashValue::new()), version, expire_at: 0 });
-                    at = None;
-                }
-            }
-            update_held(part, at, key, |e| {
-                if let Value::Hash(h) = &mut e.value {
-                    for (f, v) in fields {
-                        h.set_ref(f, v.clone(), change.version);
-                    }
-                }
-                e.version = e.version.max(change.version);
-            });
+            set_fields(part, at, key, fields.iter().map(|(f, v)| (f, v.clone())), change.version)?
         }
         ChangeKind::Delta { op: DeltaOp::HashDel { fields }, .. } => {
             let version = change.version;
@@ -161,6 +119,81 @@ pub fn apply_change_at(part: &mut Partition, at: Option<usize>, change: &Change)
             });
         }
     }
+    Ok(())
+}
+
+/// [`apply_change_at`] for a change the caller has no further use for (the
+/// write path, after logging it): a full value and a hash's field values
+/// move into the partition instead of being cloned (the first clone of a
+/// fresh `Bytes` allocates its shared header).
+pub fn apply_owned_at(part: &mut Partition, at: Option<usize>, change: Change) -> Result<(), ApplyError> {
+    match change.kind {
+        ChangeKind::Full { value, expire_at } => {
+            put_full(part, at, &change.key, value, change.version, expire_at);
+            Ok(())
+        }
+        ChangeKind::Delta { op: DeltaOp::HashSet { fields }, .. } => {
+            set_fields(part, at, &change.key, fields.into_iter(), change.version)
+        }
+        kind => apply_change_at(part, at, &Change { kind, ..change }),
+    }
+}
+
+/// A whole value replaces what `key` holds.
+fn put_full(part: &mut Partition, mut at: Option<usize>, key: &Bytes, value: Value, mut version: Version, expire_at: u64) {
+    if part.tombstones.enabled() {
+        // The old entry is looked at first: find it once, so the
+        // overwrite below goes by index (a backup's or receiver's
+        // apply comes without one).
+        at = at.or_else(|| part.index_of(key));
+        match (held(part, at, key).map(|e| (e.as_str().is_some(), e.version)), &value) {
+            // A hash replacing a string: the string's overwrite
+            // still holds older fields back.
+            (Some((true, old)), Value::Hash(_)) => part.tombstones.deleted(key, old),
+            (_, Value::Str(_)) => part.tombstones.overwritten(key, version),
+            _ => {}
+        }
+        if let Value::Hash(_) = value {
+            version = version.max(part.tombstones.take_hash(key).unwrap_or_default());
+        }
+    }
+    let entry = Entry { value, version, expire_at };
+    match at {
+        Some(i) => {
+            part.update_at(i, |e| *e = entry);
+        }
+        None => part.put(key.clone(), entry),
+    }
+}
+
+/// HSET: `fields` set at `version` on the hash `key` holds (made if absent).
+fn set_fields<N: std::borrow::Borrow<Bytes>>(
+    part: &mut Partition,
+    mut at: Option<usize>,
+    key: &Bytes,
+    fields: impl Iterator<Item = (N, Bytes)>,
+    version: Version,
+) -> Result<(), ApplyError> {
+    at = at.or_else(|| part.index_of(key));
+    match held(part, at, key) {
+        Some(e) if e.as_hash().is_none() => return Err(ApplyError::WrongType),
+        Some(_) => {}
+        None => {
+            // A hash that lost its last field and comes back keeps
+            // its version.
+            let version = version.max(part.tombstones.take_hash(key).unwrap_or_default());
+            part.put(key.clone(), Entry { value: Value::Hash(HashValue::new()), version, expire_at: 0 });
+            at = None;
+        }
+    }
+    update_held(part, at, key, |e| {
+        if let Value::Hash(h) = &mut e.value {
+            for (f, v) in fields {
+                h.set_ref(f.borrow(), v, version);
+            }
+        }
+        e.version = e.version.max(version);
+    });
     Ok(())
 }
 

@@ -66,4 +66,10 @@ impl ChangeKind {
             ChangeKind::Expire => 3,
         }
     }
+
+    /// Whether [`crate::apply::apply_owned_at`] moves this change's data
+    /// into the entry (a whole value, hash fields) instead of cloning it.
+    pub fn moves_into_entry(&self) -> bool {
+        matches!(self, ChangeKind::Full { .. } | ChangeKind::Delta { op: DeltaOp::HashSet { .. }, .. })
+    }
 }

@@ -196,6 +196,29 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
     Some(n)
 }
 
+/// INCRBY on a held string, as [`apply_string_op`] with `IncrBy(by)`, but
+/// writing the digits over the old ones when their count is unchanged and
+/// nothing else shares the buffer (as Redis updates an integer in place):
+/// no allocation for most increments. On error `held` is unchanged.
+pub fn incr_in_place(held: &mut Bytes, by: i64) -> Result<(), StringOpError> {
+    let n = parse_i64(held).ok_or(StringOpError::NotAnInteger)?;
+    let n = n.checked_add(by).ok_or(StringOpError::Overflow)?;
+    let mut buf = itoa::Buffer::new();
+    let digits = buf.format(n).as_bytes();
+    if digits.len() == held.len() {
+        match std::mem::take(held).try_into_mut() {
+            Ok(mut unique) => {
+                unique.copy_from_slice(digits);
+                *held = unique.freeze();
+                return Ok(());
+            }
+            Err(shared) => *held = shared,
+        }
+    }
+    *held = Bytes::copy_from_slice(digits);
+    Ok(())
+}
+
 pub fn itoa_bytes(n: i64) -> Vec<u8> {
     itoa::Buffer::new().format(n).as_bytes().to_vec()
 }
@@ -214,6 +237,25 @@ mod tests {
         let op = diff(&old, &new).expect("delta");
         assert!(op_payload_len(&op) < 40, "{op:?}");
         assert_eq!(apply_string_op(&old, &op).unwrap(), new);
+    }
+
+    #[test]
+    fn incr_in_place_writes_over_a_unique_buffer_and_never_a_shared_one() {
+        let mut held = Bytes::from(b"41".to_vec());
+        let at = held.as_ptr();
+        incr_in_place(&mut held, 1).unwrap();
+        assert_eq!((&held[..], held.as_ptr()), (&b"42"[..], at), "same length, unique: in place");
+        let reader = held.clone();
+        incr_in_place(&mut held, 1).unwrap();
+        assert_eq!((&held[..], &reader[..]), (&b"43"[..], &b"42"[..]), "a shared buffer is left alone");
+        incr_in_place(&mut held, 57).unwrap();
+        assert_eq!(&held[..], b"100");
+        incr_in_place(&mut held, -200).unwrap();
+        assert_eq!(&held[..], b"-100");
+        assert_eq!(incr_in_place(&mut held, i64::MIN), Err(StringOpError::Overflow));
+        let mut text = Bytes::from_static(b"abc");
+        assert_eq!(incr_in_place(&mut text, 1), Err(StringOpError::NotAnInteger));
+        assert_eq!((&held[..], &text[..]), (&b"-100"[..], &b"abc"[..]), "an error changes nothing");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 
-use crate::apply::{apply_change, apply_change_at, ApplyError};
+use crate::apply::{apply_change, apply_change_at, apply_owned_at, ApplyError};
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::clock::Clock;
 use crate::delta::{self, StringOpError};
@@ -365,7 +365,7 @@ impl Keyspace {
             for key in part.drain_keys() {
                 let change = Change { key, version: self.version(), kind: ChangeKind::Delete };
                 part.tombstones.deleted(&change.key, change.version);
-                self.record(&mut part, change, 0);
+                self.record(&mut part, &change, 0);
             }
         }
         if let Some(o) = self.observer.get() {
@@ -418,7 +418,7 @@ impl Keyspace {
         let seq = {
             let mut part = self.parts[self.partition_of(&key)].lock();
             apply_change(&mut part, &change)?;
-            self.record(&mut part, change, 0)
+            self.record(&mut part, &change, 0)
         };
         if let Some(o) = self.observer() {
             o.changed(&[key], origin);
@@ -442,7 +442,7 @@ impl Keyspace {
                 if keys.capacity() > 0 {
                     keys.push(change.key.clone());
                 }
-                self.record(&mut part, change, 0);
+                self.record(&mut part, &change, 0);
             }
             Ok(())
         })();
@@ -480,9 +480,10 @@ impl Keyspace {
                 }
                 part.log.skip_to(seq);
             }
-            apply_change(&mut part, &change)?;
-            let (_, size) = part.log.append_encoded(&change.key, encoded);
-            part.stats.record(change.kind.index(), size, 0);
+            let kind = change.kind.index();
+            apply_owned_at(&mut part, None, change)?;
+            let (_, size) = part.log.append_encoded(&key, encoded);
+            part.stats.record(kind, size, 0);
         }
         if let Some(o) = self.observer() {
             o.changed(&[key], 0);
@@ -515,7 +516,7 @@ impl Keyspace {
                 return Err(ReplicaError::NotReplica);
             }
             self.hlc.observe(change.version.hlc);
-            apply_change(&mut part, &change)?;
+            apply_owned_at(&mut part, None, change)?;
         }
         if let Some(o) = self.observer() {
             o.changed(&[key], 0);
@@ -523,15 +524,15 @@ impl Keyspace {
         Ok(())
     }
 
-    fn record(&self, part: &mut Partition, change: Change, saved: usize) -> u64 {
+    fn record(&self, part: &mut Partition, change: &Change, saved: usize) -> u64 {
         if let Some(l) = self.listener.get() {
-            l.appended(part.id as usize, &change);
+            l.appended(part.id as usize, change);
         }
         // The append trims what this lets go.
         self.catch_up_log(part);
-        let (seq, size) = part.log.append(&change);
+        let (seq, size) = part.log.append(change);
         if let Some(sink) = self.sink.get() {
-            sink.logged(part.id as usize, seq, &change, part.log.get(seq));
+            sink.logged(part.id as usize, seq, change, part.log.get(seq));
             WRITTEN.with(|w| w.borrow_mut().push((part.id as usize, seq)));
         }
         part.stats.record(change.kind.index(), size, saved);
@@ -574,7 +575,7 @@ impl<'a> Txn<'a> {
     /// The live entry for `key`; an expired one is removed (and logged) here.
     pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
         let s = self.slot(key);
-        let i = self.guards[s].1.index_of(key)?;
+        let i = self.index_of(s, key)?;
         let part = &self.guards[s].1;
         if part.get_index(i)?.1.is_expired(self.now) {
             if !part.replica {
@@ -586,8 +587,8 @@ impl<'a> Txn<'a> {
         self.guards[s].1.get_index(i).map(|(_, e)| e)
     }
 
-    /// Where the map holds `key`: from the last [`Txn::get`] when that
-    /// found this key, else by lookup.
+    /// Where the map holds `key`: from the last [`Txn::get`] or
+    /// [`Txn::write`] when that left this key there, else by lookup.
     fn index_of(&self, s: usize, key: &[u8]) -> Option<usize> {
         let part = &self.guards[s].1;
         match self.found {
@@ -624,6 +625,9 @@ impl<'a> Txn<'a> {
         // An existing key's bytes are shared, not copied, into the change.
         let key = stored_key.unwrap_or_else(|| Bytes::copy_from_slice(key));
         let change = Change { key, version: self.ks.version(), kind };
+        if self.notify {
+            self.touched.push(change.key.clone());
+        }
         match (new_value, index) {
             // A SET logged as a delta (against the entry at `index`): the
             // value is at hand, so it is stored as it is instead of rebuilt
@@ -634,13 +638,22 @@ impl<'a> Txn<'a> {
                     e.value = value;
                     e.version = version;
                 });
+                self.ks.record(part, &change, saved);
             }
-            _ => apply_change_at(part, index, &change)?,
+            // A whole value or hash fields cannot fail to apply (`plan`
+            // checked the type): logged first, they then move into the map.
+            _ if change.kind.moves_into_entry() => {
+                self.ks.record(part, &change, saved);
+                apply_owned_at(part, index, change)?;
+            }
+            _ => {
+                apply_change_at(part, index, &change)?;
+                self.ks.record(part, &change, saved);
+            }
         }
-        if self.notify {
-            self.touched.push(change.key.clone());
-        }
-        self.ks.record(part, change, saved);
+        // A key written in place stays at its index (checked on use: a
+        // removal may have moved another key there).
+        self.found = index.map(|i| (s, i));
         Ok(())
     }
 
@@ -653,7 +666,7 @@ impl<'a> Txn<'a> {
         if self.notify {
             self.touched.push(change.key.clone());
         }
-        self.ks.record(part, change, 0);
+        self.ks.record(part, &change, 0);
     }
 }
 

@@ -94,7 +94,7 @@ impl Keyspace {
                 let expire = Change { key: key.clone(), version: self.version(), kind: ChangeKind::Expire };
                 // Removing a key cannot fail.
                 let _ = apply_change_at(&mut part, at, &expire);
-                self.record(&mut part, expire, 0);
+                self.record(&mut part, &expire, 0);
                 touched = true;
                 at = None;
             }
@@ -102,7 +102,7 @@ impl Keyspace {
             match effect {
                 // The effect is a change of the same key.
                 Some(effect) => apply_change_at(&mut part, at, &effect).map(|()| {
-                    self.record(&mut part, effect, 0);
+                    self.record(&mut part, &effect, 0);
                     touched = true;
                     outcome
                 }),
