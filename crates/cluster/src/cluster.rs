@@ -511,10 +511,9 @@ impl Cluster {
     /// Converts the metadata's table (node ids are seed positions + 1).
     pub fn table_from_metadata(t: &crate::metadata::Table) -> PartitionTable {
         let idx = |id: &u64| (*id as usize).saturating_sub(1);
-        PartitionTable {
-            epoch: t.epoch,
-            partitions: t
-                .partitions
+        PartitionTable::new(
+            t.epoch,
+            t.partitions
                 .iter()
                 .map(|a| PartitionOwners {
                     primary: idx(&a.primary),
@@ -524,7 +523,7 @@ impl Cluster {
                     moving_to: a.moving_to.as_ref().map(idx),
                 })
                 .collect(),
-        }
+        )
     }
 
     pub fn peer_index(&self, cluster_addr: SocketAddr) -> Option<usize> {
@@ -554,21 +553,22 @@ impl Cluster {
             return Err(CmdError::other("CLUSTERDOWN The cluster is down"));
         };
         let p = slot_partition(slot, self.partitions) as usize;
-        let owners = table.owners(p);
-        if owners.primary == self.my_index && self.rejoining.load(std::sync::atomic::Ordering::Acquire) {
+        let primary = table.primary(p);
+        if primary == self.my_index && self.rejoining.load(std::sync::atomic::Ordering::Acquire) {
             return Err(CmdError::other("TRYAGAIN this node restarted and is rejoining its site"));
         }
-        if owners.primary == self.my_index
+        if primary == self.my_index
             && self.fenced[p].load(std::sync::atomic::Ordering::Acquire)
             && !spec.flags.has(Flags::READONLY)
         {
             return Err(CmdError::other("TRYAGAIN this slot is being handed to another node"));
         }
-        if owners.primary == self.my_index
-            || (readonly_conn && spec.flags.has(Flags::READONLY) && owners.backups.contains(&self.my_index))
+        if primary == self.my_index
+            || (readonly_conn && spec.flags.has(Flags::READONLY) && table.owners(p).backups.contains(&self.my_index))
         {
             return Ok(());
         }
+        let owners = table.owners(p);
         if let Some(m) = &self.members.read()[owners.primary] {
             return Err(CmdError::other(format!("MOVED {slot} {}", m.client_addr)));
         }
@@ -583,7 +583,7 @@ impl Cluster {
     /// Whether this node is primary for `partition` (commands without keys
     /// such as KEYS and SCAN still see only this node's data, as in Redis).
     pub fn owns(&self, partition: usize) -> bool {
-        self.table.load().as_ref().is_some_and(|t| t.owners(partition).primary == self.my_index)
+        self.table.load().as_ref().is_some_and(|t| t.primary(partition) == self.my_index)
     }
 }
 

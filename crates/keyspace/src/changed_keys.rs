@@ -19,7 +19,9 @@ use bytes::Bytes;
 /// Bytes one remembered key costs besides its name.
 const PER_KEY: usize = 48;
 
+/// `anchor` first: a write reads only it unless a backup anchored the set.
 #[derive(Debug, Default)]
+#[repr(C)]
 pub struct ChangedKeys {
     anchor: Option<(String, u64)>,
     /// Key -> seq of its latest change after the anchor.

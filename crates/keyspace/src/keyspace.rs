@@ -23,7 +23,7 @@ use crate::delta::{self, StringOpError};
 use crate::partition::Partition;
 use crate::partition_bits::PartitionBits;
 use crate::slot;
-use crate::stats::ChangeStats;
+use crate::stats::{ChangeCounters, ChangeStats};
 use crate::value::{Entry, Value};
 use crate::version::{Hlc, Version};
 
@@ -144,8 +144,21 @@ impl From<ApplyError> for WriteError {
     }
 }
 
+/// A partition behind its lock, starting on a cache line of its own so
+/// that the lock and the header's first fields share one line.
+#[repr(align(64))]
+struct Slot(Mutex<Partition>);
+
+impl std::ops::Deref for Slot {
+    type Target = Mutex<Partition>;
+
+    fn deref(&self) -> &Mutex<Partition> {
+        &self.0
+    }
+}
+
 pub struct Keyspace {
-    parts: Box<[Mutex<Partition>]>,
+    parts: Box<[Slot]>,
     partitions: u16,
     site: u16,
     hlc: Hlc,
@@ -161,6 +174,7 @@ pub struct Keyspace {
     /// without the partition's lock (0: no consumer); the log catches up
     /// whenever the partition is locked to log a change or read its log.
     log_needed: Box<[AtomicU64]>,
+    stats: ChangeCounters,
 }
 
 impl Keyspace {
@@ -182,11 +196,12 @@ impl Keyspace {
                         .with_changed_keys(changed_per_part);
                     part.log.count_in(log_bytes.clone());
                     part.count_expiring_in(expiring.clone());
-                    Mutex::new(part)
+                    Slot(Mutex::new(part))
                 })
                 .collect(),
             log_bytes,
             log_needed: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
+            stats: ChangeCounters::default(),
             partitions,
             site: cfg.site_id,
             hlc: Hlc::new(clock),
@@ -282,14 +297,9 @@ impl Keyspace {
         &self.hlc
     }
 
-    /// Changes logged so far, summed over the partitions (each one locked
-    /// in turn).
+    /// Changes logged so far.
     pub fn stats(&self) -> ChangeStats {
-        let mut total = ChangeStats::default();
-        for p in self.parts.iter() {
-            total.add(&p.lock().stats);
-        }
-        total
+        self.stats.total()
     }
 
     fn observer(&self) -> Option<&Arc<dyn ChangeObserver>> {
@@ -483,7 +493,7 @@ impl Keyspace {
             let kind = change.kind.index();
             apply_owned_at(&mut part, None, change)?;
             let (_, size) = part.log.append_encoded(&key, encoded);
-            part.stats.record(kind, size, 0);
+            self.stats.record(kind, size, 0);
         }
         if let Some(o) = self.observer() {
             o.changed(&[key], 0);
@@ -535,7 +545,7 @@ impl Keyspace {
             sink.logged(part.id as usize, seq, change, part.log.get(seq));
             WRITTEN.with(|w| w.borrow_mut().push((part.id as usize, seq)));
         }
-        part.stats.record(change.kind.index(), size, saved);
+        self.stats.record(change.kind.index(), size, saved);
         seq
     }
 }

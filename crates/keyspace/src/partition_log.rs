@@ -63,41 +63,44 @@ const ALONE: u32 = u32::MAX;
 #[cfg(test)]
 const ALONE: u32 = 2 * CHUNK_MAX as u32;
 
+/// Fields in the order an append reads them (`repr(C)`; see
+/// [`crate::partition::Partition`]): counters first, the chunks last.
 #[derive(Debug)]
+#[repr(C)]
 pub struct PartitionLog {
-    /// The encodings in chunks numbered from `first_chunk`: the full ones
-    /// oldest first, then `tail`, the one being filled (kept in the log
-    /// itself, so an append touches no other header). No chunk is ever
-    /// reallocated, so spans stay valid.
-    full: VecDeque<Vec<u8>>,
-    tail: Vec<u8>,
-    /// A [`CHUNK_MAX`] chunk trimming emptied, kept (empty) for the next
-    /// new chunk. A log longer than a chunk frees one and takes one every
-    /// few changes; a malloc of that size makes glibc consolidate its free
-    /// lists, which cost a writer more than copying its change did.
-    spare: Vec<u8>,
-    first_chunk: u64,
-    /// One per held change; seqs are consecutive, ending at `next_seq - 1`.
-    spans: VecDeque<Span>,
     next_seq: u64,
+    /// The lowest seq a registered consumer still needs; nothing at or after
+    /// it is trimmed. None when no consumer is registered.
+    needed_from: Option<u64>,
     /// Encoded bytes of the held changes (chunk slack not included).
     bytes: usize,
     /// Capacity of the chunks and of `spans`: what the log takes from
     /// memory.
     allocated: usize,
     retain_bytes: usize,
-    /// The lowest seq a registered consumer still needs; nothing at or after
-    /// it is trimmed. None when no consumer is registered.
-    needed_from: Option<u64>,
-    /// Keys changed since the partition's last backup to storage.
-    pub changed: ChangedKeys,
-    /// Chunks allocated (not taken from `spare`), for tests.
-    #[cfg(test)]
-    fresh_chunks: usize,
+    first_chunk: u64,
     /// The node's total over all partition logs, kept in step with
     /// `allocated` so reading it locks nothing (and budgets count the memory
     /// taken, slack included).
     total: Arc<AtomicUsize>,
+    /// The encodings in chunks numbered from `first_chunk`: the full ones
+    /// oldest first, then `tail`, the one being filled (kept in the log
+    /// itself, so an append touches no other header). No chunk is ever
+    /// reallocated, so spans stay valid.
+    tail: Vec<u8>,
+    /// One per held change; seqs are consecutive, ending at `next_seq - 1`.
+    spans: VecDeque<Span>,
+    /// Keys changed since the partition's last backup to storage.
+    pub changed: ChangedKeys,
+    full: VecDeque<Vec<u8>>,
+    /// A [`CHUNK_MAX`] chunk trimming emptied, kept (empty) for the next
+    /// new chunk. A log longer than a chunk frees one and takes one every
+    /// few changes; a malloc of that size makes glibc consolidate its free
+    /// lists, which cost a writer more than copying its change did.
+    spare: Vec<u8>,
+    /// Chunks allocated (not taken from `spare`), for tests.
+    #[cfg(test)]
+    fresh_chunks: usize,
 }
 
 impl PartitionLog {

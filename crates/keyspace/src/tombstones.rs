@@ -55,11 +55,13 @@ pub enum Tomb {
     Field(Bytes),
 }
 
+/// `budget` and `keys` first: a write reads only them while no tombstone is held.
 #[derive(Debug)]
+#[repr(C)]
 pub struct Tombstones {
     budget: usize,
-    ttl_ms: u64,
     keys: Map<Bytes, KeyTombs>,
+    ttl_ms: u64,
     /// Every insertion, oldest first. An entry whose version is no longer
     /// the live one is stale and skipped.
     order: VecDeque<(Bytes, Tomb, Version)>,
