@@ -23,7 +23,7 @@ use crate::delta::{self, StringOpError};
 use crate::partition::Partition;
 use crate::partition_bits::PartitionBits;
 use crate::slot;
-use crate::stats::{ChangeCounters, ChangeStats};
+use crate::stats::ChangeStats;
 use crate::value::{Entry, Value};
 use crate::version::{Hlc, Version};
 
@@ -174,7 +174,6 @@ pub struct Keyspace {
     /// without the partition's lock (0: no consumer); the log catches up
     /// whenever the partition is locked to log a change or read its log.
     log_needed: Box<[AtomicU64]>,
-    stats: ChangeCounters,
 }
 
 impl Keyspace {
@@ -201,7 +200,6 @@ impl Keyspace {
                 .collect(),
             log_bytes,
             log_needed: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
-            stats: ChangeCounters::default(),
             partitions,
             site: cfg.site_id,
             hlc: Hlc::new(clock),
@@ -297,9 +295,14 @@ impl Keyspace {
         &self.hlc
     }
 
-    /// Changes logged so far.
+    /// Changes logged so far, summed over the partitions (each one locked
+    /// in turn).
     pub fn stats(&self) -> ChangeStats {
-        self.stats.total()
+        let mut total = ChangeStats::default();
+        for p in self.parts.iter() {
+            total.add(&p.lock().stats);
+        }
+        total
     }
 
     fn observer(&self) -> Option<&Arc<dyn ChangeObserver>> {
@@ -493,7 +496,7 @@ impl Keyspace {
             let kind = change.kind.index();
             apply_owned_at(&mut part, None, change)?;
             let (_, size) = part.log.append_encoded(&key, encoded);
-            self.stats.record(kind, size, 0);
+            part.stats.record(kind, size, 0);
         }
         if let Some(o) = self.observer() {
             o.changed(&[key], 0);
@@ -545,7 +548,7 @@ impl Keyspace {
             sink.logged(part.id as usize, seq, change, part.log.get(seq));
             WRITTEN.with(|w| w.borrow_mut().push((part.id as usize, seq)));
         }
-        self.stats.record(change.kind.index(), size, saved);
+        part.stats.record(change.kind.index(), size, saved);
         seq
     }
 }

@@ -11,6 +11,7 @@ use indexmap::IndexMap;
 
 use crate::partition_bits::PartitionBits;
 use crate::partition_log::PartitionLog;
+use crate::stats::ChangeStats;
 use crate::tombstones::Tombstones;
 use crate::value::Entry;
 
@@ -31,6 +32,8 @@ pub struct Partition {
     footprint: usize,
     map: EntryMap,
     pub log: PartitionLog,
+    /// Changes logged here, by kind (see [`crate::Keyspace::stats`]).
+    pub(crate) stats: ChangeStats,
     /// Removed keys and hash fields (disabled unless WAN needs them).
     pub tombstones: Tombstones,
     /// (expire_at, key) for every key with a time to live.
@@ -47,6 +50,7 @@ impl Partition {
             expires: BTreeSet::new(),
             expiring: None,
             log: PartitionLog::new(log_retain_bytes),
+            stats: ChangeStats::default(),
             footprint: 0,
             replica: false,
             tombstones: Tombstones::new(0, 0),
