@@ -30,8 +30,12 @@ use crate::changed_keys::ChangedKeys;
 use crate::codec;
 
 /// A partition's first chunk is this small (16,384 partitions hold little
-/// each); each next one doubles, up to [`CHUNK_MAX`]. A log emptied by
-/// trimming keeps a tail chunk of this size for its next change.
+/// each), and so is its second; each next one doubles, up to
+/// [`CHUNK_MAX`]. A log emptied by trimming keeps a tail chunk of this size
+/// for its next change. (Doubling from the second chunk on made a log that
+/// briefly held two changes end with a 2 KiB tail, which emptying freed
+/// with the spans, to allocate both again for the next change: at 16,384
+/// partitions, most logs, most of the time.)
 const CHUNK_MIN: usize = 1 << 10;
 /// Room for spans an emptied log keeps.
 const KEEP_SPANS: usize = 16;
@@ -197,7 +201,8 @@ impl PartitionLog {
         }
         let cap = self.tail.capacity();
         if cap - self.tail.len() < size {
-            let new = self.new_chunk((cap * 2).clamp(CHUNK_MIN, CHUNK_MAX).max(size));
+            let grown = if self.full.is_empty() { cap } else { cap * 2 };
+            let new = self.new_chunk(grown.clamp(CHUNK_MIN, CHUNK_MAX).max(size));
             let old = std::mem::replace(&mut self.tail, new);
             if old.is_empty() {
                 self.release_chunk(old);
@@ -557,6 +562,25 @@ mod tests {
         assert_eq!((log.len(), log.bytes(), log.allocated()), (0, 0, 0));
         assert!(log.read_from(log.next_seq()).unwrap().next().is_none());
         assert!(log.read_from(log.next_seq() + 5).unwrap().next().is_none(), "a cursor past the end reads nothing");
+    }
+
+    #[test]
+    fn a_log_that_briefly_holds_two_changes_keeps_its_small_tail() {
+        let mut log = PartitionLog::new(0);
+        log.set_needed_from(Some(1));
+        for round in 0..20usize {
+            // Two changes before the acknowledgement of the first: the
+            // second needs a chunk of its own, of the first's size.
+            let (first, _) = log.append(&set(&format!("a{round}"), 700));
+            let (second, _) = log.append(&set(&format!("b{round}"), 700));
+            assert_eq!(log.tail.capacity(), CHUNK_MIN, "round {round}: the second chunk did not stay small");
+            assert_eq!(codec::decode(log.get(first).unwrap()).unwrap().0, set(&format!("a{round}"), 700));
+            assert!(log.advance_needed_from(second + 1));
+            log.trim();
+            assert!(log.is_empty());
+            assert_eq!(log.tail.capacity(), CHUNK_MIN, "round {round}: the emptied log gave up its tail");
+        }
+        assert_eq!(log.fresh_chunks, 21, "one chunk per round for the second change, and the first tail");
     }
 
     #[test]
