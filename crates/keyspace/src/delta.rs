@@ -61,6 +61,29 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     i + a[i..n].iter().zip(&b[i..n]).take_while(|(x, y)| x == y).count()
 }
 
+/// Length of the leading run in which `a` and `b` differ at every byte,
+/// eight bytes at a time: two unrelated values differ almost everywhere,
+/// and a SET over one walked up to a quarter of its bytes one by one
+/// before giving up on a patch.
+fn differing_run(a: &[u8], b: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let word = |s: &[u8]| u64::from_le_bytes(s[i..i + 8].try_into().expect("eight bytes"));
+        let x = word(a) ^ word(b);
+        // A zero byte of x is an equal byte; the lowest flagged byte is
+        // always a true zero (a false flag needs a borrow from below it).
+        let equal = x.wrapping_sub(ONES) & !x & HIGHS;
+        if equal != 0 {
+            return i + (equal.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i + a[i..n].iter().zip(&b[i..n]).take_while(|(x, y)| x != y).count()
+}
+
 /// Length of the common suffix of `a` and `b`, at most `max`.
 fn common_suffix(a: &[u8], b: &[u8], max: usize) -> usize {
     let (mut ea, mut eb, mut n) = (a.len(), b.len(), 0);
@@ -99,9 +122,7 @@ fn patch(old: &[u8], new: &[u8], budget: usize) -> Option<DeltaOp> {
             continue;
         }
         let start = i;
-        while i < new.len() && old[i] != new[i] {
-            i += 1;
-        }
+        i += differing_run(&old[i..], &new[i..]);
         match ranges.last_mut() {
             Some(last) if start - last.1 < MERGE_GAP => {
                 cost += i - last.1;
@@ -237,6 +258,20 @@ mod tests {
         let op = diff(&old, &new).expect("delta");
         assert!(op_payload_len(&op) < 40, "{op:?}");
         assert_eq!(apply_string_op(&old, &op).unwrap(), new);
+    }
+
+    proptest! {
+        #[test]
+        fn differing_run_stops_at_the_first_equal_byte(
+            pairs in proptest::collection::vec((any::<u8>(), any::<u8>()), 0..64),
+            equal_every in 1usize..40,
+        ) {
+            let a: Vec<u8> = pairs.iter().map(|p| p.0).collect();
+            // Some equal bytes on purpose, so that every position in a word is tried.
+            let b: Vec<u8> = pairs.iter().enumerate().map(|(i, p)| if i % equal_every == equal_every - 1 { p.0 } else { p.1 }).collect();
+            let expected = a.iter().zip(&b).take_while(|(x, y)| x != y).count();
+            prop_assert_eq!(differing_run(&a, &b), expected);
+        }
     }
 
     #[test]
