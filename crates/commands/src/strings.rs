@@ -105,13 +105,11 @@ fn set_with(ctx: &mut Ctx, key: &[u8], value: &[u8], o: SetOpts, cmd: &'static s
     };
     // The old value is cloned only for SET ... GET (a clone of a value
     // allocates its shared header).
-    let (exists, is_str, old, old_expire) = match txn.get(key) {
-        None => (false, false, None, 0),
-        Some(e) => (true, e.as_str().is_some(), e.as_str().filter(|_| o.get).cloned(), e.expire_at),
+    let (exists, old, old_expire) = match txn.get(key) {
+        None => (false, None, 0),
+        Some(e) if o.get => (true, Some(e.as_str().ok_or(CmdError::WrongType)?.clone()), e.expire_at),
+        Some(e) => (true, None, e.expire_at),
     };
-    if o.get && exists && !is_str {
-        return Err(CmdError::WrongType);
-    }
     let blocked = (o.nx && exists) || (o.xx && !exists);
     if !blocked {
         let expire_at = if o.keepttl { old_expire } else { expire_at };
