@@ -92,16 +92,42 @@ bench_no_more_args() {
     ((${#ARGS[@]} == 0)) || die "unknown argument: ${ARGS[0]} (this script takes --out DIR and --smoke)"
 }
 
-# A port nothing listens on right now (the kernel picks it; there is a small
-# window before our server binds it, which the readiness check catches).
+# A port nothing listens on right now and not handed out before in this
+# run, below the kernel's ephemeral range: a port the kernel picks (bind to
+# port 0) comes from the range outgoing connections take their local ports
+# from, and a site's nodes dialing each other could take a port chosen for
+# a node that had not bound it yet (seen once in CI: a site never formed).
 free_port() {
     if command -v python3 >/dev/null 2>&1; then
-        python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+        python3 - "$BENCH_WORK/ports" <<'PY'
+import random, socket, sys
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+try:
+    taken = set(open(sys.argv[1]).read().split())
+except OSError:
+    taken = set()
+while True:
+    port = random.randrange(10000, max(low, 10001))
+    if str(port) in taken:
+        continue
+    try:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    with open(sys.argv[1], "a") as f:
+        f.write(f"{port}\n")
+    print(port)
+    break
+PY
         return
     fi
     local p
     while :; do
-        p=$((20000 + RANDOM % 40000))
+        p=$((20000 + RANDOM % 12000))
         (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
     done
 }
@@ -287,7 +313,11 @@ TOML
     for ((i = 0; i < nodes; i++)); do
         until redis-cli -p "${ports[$i]}" cluster info 2>/dev/null | grep -q "cluster_state:ok"; do
             if ((SECONDS >= deadline)); then
-                tail -5 "$dir/n$i.log" >&2 || true
+                local j
+                for ((j = 0; j < nodes; j++)); do
+                    echo "--- node $((j + 1)) log (tail):" >&2
+                    tail -5 "$dir/n$j.log" >&2 || true
+                done
                 die "site $name: node $((i + 1)) (port ${ports[$i]}) not cluster_state:ok within 60 s"
             fi
             sleep 0.1
