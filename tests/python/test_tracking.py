@@ -7,6 +7,7 @@ for client A before it acknowledges the write from client B, so a push caused
 by a write B already saw acknowledged must reach A before A's next reply.
 """
 import re
+import threading
 import time
 
 import pytest
@@ -14,7 +15,7 @@ import redis
 
 from conftest import TARGET
 from helpers import wait_until
-from helpers_net import Push, RespConn, RespError, RespSet
+from helpers_net import Push, RespConn, RespError, RespSet, encode
 
 
 def conn3(server):
@@ -90,6 +91,43 @@ def test_invalidate_before_next_reply(clients):
         assert b.call("SET", key, "x") == "OK"
         got = a.barrier()
         assert got == [Push([b"invalidate", [key.encode()]])], (i, got)
+
+
+def test_pushes_reach_a_client_that_keeps_pipelining(clients):
+    """A tracking client whose socket always has requests waiting still gets
+    its invalidation while it goes on sending (pushes go out between
+    batches, not only when the client pauses)."""
+    a, b = clients
+    a.ok("CLIENT", "TRACKING", "ON")
+    assert a.call("GET", "busy:k") is None
+    stop = threading.Event()
+    sent = [0]
+    chunk = encode("PING") * 200
+
+    def pump():
+        while not stop.is_set():
+            a.sock.sendall(chunk)
+            sent[0] += 200
+
+    t = threading.Thread(target=pump, daemon=True)
+    t.start()
+    read = 0
+    try:
+        while read < 2000:
+            assert a.read(timeout=10) == "PONG"
+            read += 1
+        assert b.call("SET", "busy:k", "v") == "OK"
+        deadline = time.monotonic() + 5
+        while not a.pushes and time.monotonic() < deadline:
+            assert a.read(timeout=10) == "PONG"
+            read += 1
+        assert a.pushes == [Push([b"invalidate", [b"busy:k"]])], "no invalidation while the client kept pipelining"
+    finally:
+        stop.set()
+        t.join(10)
+        while read < sent[0]:
+            a.read(timeout=10)
+            read += 1
 
 
 def test_redis_py_resp3_push(server):
