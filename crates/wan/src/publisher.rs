@@ -39,6 +39,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::auth::{self, Role};
+use crate::partition_set::PartitionSet;
 use crate::stats::{add, get};
 use crate::wire::{self, Frame, Hello};
 use crate::{AckMode, Control, PublisherState, Target, Wan};
@@ -133,7 +134,7 @@ struct Publisher {
     /// Per partition, where this target is in its log.
     cur: Vec<Cursor>,
     table: Option<Arc<cluster::PartitionTable>>,
-    pending: BTreeSet<usize>,
+    pending: PartitionSet,
     resync: BTreeSet<usize>,
     /// Fallback and re-sync bodies, with the (partition, seq) they settle.
     outbox: VecDeque<(Bytes, Vec<(u16, u64)>)>,
@@ -174,7 +175,7 @@ struct Publisher {
     dirty: Vec<usize>,
     /// Partitions whose applied seq advanced since it was last shared
     /// with their backups.
-    to_share: BTreeSet<usize>,
+    to_share: PartitionSet,
     last_share: Instant,
     last_status: Instant,
     /// See [`Snapshot::last_error`].
@@ -189,7 +190,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         parts,
         cur: vec![Cursor::default(); parts],
         table: None,
-        pending: BTreeSet::new(),
+        pending: PartitionSet::new(parts),
         resync: BTreeSet::new(),
         outbox: VecDeque::new(),
         in_flight: VecDeque::new(),
@@ -212,7 +213,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         next_connect: Instant::now(),
         unreachable_logged: None,
         dirty: Vec::new(),
-        to_share: BTreeSet::new(),
+        to_share: PartitionSet::new(parts),
         last_share: Instant::now(),
         last_status: Instant::now() - Duration::from_secs(10),
         last_error: String::new(),
@@ -367,7 +368,7 @@ impl Publisher {
                     self.set_needed(p, Some(self.low(p)));
                 }
             } else {
-                self.pending.remove(&p);
+                self.pending.remove(p);
                 self.resync.remove(&p);
                 self.set_needed(p, None);
             }
@@ -474,7 +475,7 @@ impl Publisher {
                 self.pending.insert(p);
             }
         }
-        let candidates: Vec<usize> = self.pending.iter().copied().collect();
+        let candidates: Vec<usize> = self.pending.iter().collect();
         let room = if candidates.is_empty() { 0 } else { self.last_read.min(max) + (4 << 10) };
         let mut body = BytesMut::with_capacity(room);
         let mut seqs = Vec::new();
@@ -512,7 +513,7 @@ impl Publisher {
                 None => {
                     // Trimmed before this target had it: copy the contents.
                     self.resync.insert(p);
-                    self.pending.remove(&p);
+                    self.pending.remove(p);
                 }
                 Some((last, done, shipped)) => {
                     if let Some(last) = last {
@@ -533,7 +534,7 @@ impl Publisher {
                         }
                     }
                     if done {
-                        self.pending.remove(&p);
+                        self.pending.remove(p);
                     }
                 }
             }
@@ -768,11 +769,13 @@ impl Publisher {
         if let Some(c) = &self.wan.cluster {
             if self.last_share.elapsed() >= SHARE_EVERY {
                 self.last_share = Instant::now();
-                let applied: Vec<(usize, u64)> = std::mem::take(&mut self.to_share)
-                    .into_iter()
+                let applied: Vec<(usize, u64)> = self
+                    .to_share
+                    .iter()
                     .filter(|&p| self.cur[p].owned)
                     .map(|p| (p, self.cur[p].acked))
                     .collect();
+                self.to_share.clear();
                 c.replicator.share_wan_applied(&self.target.settings.name, &applied);
             }
         }
@@ -918,7 +921,7 @@ impl Publisher {
             }
             self.cur[p].spilled = last;
             self.cur[p].next = self.cur[p].next.max(last + 1);
-            self.pending.remove(&p);
+            self.pending.remove(p);
             self.set_needed(p, Some(self.low(p)));
             spilled_any = true;
         }
