@@ -99,30 +99,7 @@ bench_no_more_args() {
 # a node that had not bound it yet (seen once in CI: a site never formed).
 free_port() {
     if command -v python3 >/dev/null 2>&1; then
-        python3 - "$BENCH_WORK/ports" <<'PY'
-import random, socket, sys
-try:
-    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-except (OSError, ValueError, IndexError):
-    low = 32768
-try:
-    taken = set(open(sys.argv[1]).read().split())
-except OSError:
-    taken = set()
-while True:
-    port = random.randrange(10000, max(low, 10001))
-    if str(port) in taken:
-        continue
-    try:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", port))
-    except OSError:
-        continue
-    with open(sys.argv[1], "a") as f:
-        f.write(f"{port}\n")
-    print(port)
-    break
-PY
+        python3 "$BENCH_ROOT/tests/python/ports.py" "$BENCH_WORK/ports"
         return
     fi
     local p

@@ -13,7 +13,6 @@ before each test), `make_server`, `conn` (a RespConn on `server`) and `r` (a
 redis-py client on `server`, parametrized over RESP2/RESP3 x bytes/str).
 """
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -24,6 +23,7 @@ import pytest
 
 from helpers import CLIENT_PARAMS, make_client
 from helpers_net import RespConn
+import ports
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = os.environ.get("DELTAGRID_TEST_TARGET", "deltagrid")
@@ -32,34 +32,10 @@ TARGET = os.environ.get("DELTAGRID_TEST_TARGET", "deltagrid")
 _handed_out = set()
 
 
-def _ephemeral_low():
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-_EPHEMERAL_LOW = _ephemeral_low()
-
-
 def free_port():
-    """A free loopback port never handed out before in this run: a port
-    chosen for a server that has not bound it yet (a site's peers are
-    configured before it starts) must not be given to anything else. It is
-    taken below the kernel's ephemeral range, where outgoing connections
-    (a site's nodes dialing each other) take their local ports."""
-    while True:
-        port = random.randrange(10000, max(_EPHEMERAL_LOW, 10001))
-        if port in _handed_out:
-            continue
-        try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        _handed_out.add(port)
-        return port
+    """A free loopback port never handed out before in this run (see
+    ports.py)."""
+    return ports.free_port(_handed_out)
 
 
 def binary():
