@@ -13,8 +13,8 @@ import sys
 
 LINE = re.compile(r"\s*([\d.]+)%\s+\[(.)\]\s+(.*)")
 
-# First match wins; a symbol matches when it starts with (or, for the C
-# library's, contains) the prefix.
+# First match wins; a symbol matches when it starts with the prefix (a
+# trait impl's, "<Type as Trait>::f", by its type's).
 AREAS = [
     ("wan::", "wan"),
     ("keyspace::partition_log", "log"),
@@ -61,8 +61,9 @@ def area(key):
     kind, sym = key
     if kind == "k":
         return "kernel"
+    sym = sym.lstrip("<")
     for prefix, name in AREAS:
-        if sym.startswith(prefix) or (prefix.startswith("_") and prefix in sym[:40]):
+        if sym.startswith(prefix):
             return name
     return "other"
 

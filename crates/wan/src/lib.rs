@@ -18,7 +18,6 @@
 
 pub mod auth;
 pub mod local;
-mod partition_set;
 pub mod publisher;
 pub mod receiver;
 pub mod stats;

@@ -33,13 +33,12 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use journal::{Journal, JournalConfig};
 use keyspace::partition_log::Logged;
-use keyspace::{Change, ChangeKind};
+use keyspace::{Change, ChangeKind, PartitionBits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::auth::{self, Role};
-use crate::partition_set::PartitionSet;
 use crate::stats::{add, get};
 use crate::wire::{self, Frame, Hello};
 use crate::{AckMode, Control, PublisherState, Target, Wan};
@@ -134,7 +133,7 @@ struct Publisher {
     /// Per partition, where this target is in its log.
     cur: Vec<Cursor>,
     table: Option<Arc<cluster::PartitionTable>>,
-    pending: PartitionSet,
+    pending: PartitionBits,
     resync: BTreeSet<usize>,
     /// Fallback and re-sync bodies, with the (partition, seq) they settle.
     outbox: VecDeque<(Bytes, Vec<(u16, u64)>)>,
@@ -175,7 +174,7 @@ struct Publisher {
     dirty: Vec<usize>,
     /// Partitions whose applied seq advanced since it was last shared
     /// with their backups.
-    to_share: PartitionSet,
+    to_share: PartitionBits,
     last_share: Instant,
     last_status: Instant,
     /// See [`Snapshot::last_error`].
@@ -190,7 +189,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         parts,
         cur: vec![Cursor::default(); parts],
         table: None,
-        pending: PartitionSet::new(parts),
+        pending: PartitionBits::new(parts),
         resync: BTreeSet::new(),
         outbox: VecDeque::new(),
         in_flight: VecDeque::new(),
@@ -213,7 +212,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         next_connect: Instant::now(),
         unreachable_logged: None,
         dirty: Vec::new(),
-        to_share: PartitionSet::new(parts),
+        to_share: PartitionBits::new(parts),
         last_share: Instant::now(),
         last_status: Instant::now() - Duration::from_secs(10),
         last_error: String::new(),
@@ -475,7 +474,7 @@ impl Publisher {
                 self.pending.insert(p);
             }
         }
-        let candidates: Vec<usize> = self.pending.iter().collect();
+        let candidates: Vec<usize> = self.pending.members_from(0);
         let room = if candidates.is_empty() { 0 } else { self.last_read.min(max) + (4 << 10) };
         let mut body = BytesMut::with_capacity(room);
         let mut seqs = Vec::new();
@@ -769,13 +768,10 @@ impl Publisher {
         if let Some(c) = &self.wan.cluster {
             if self.last_share.elapsed() >= SHARE_EVERY {
                 self.last_share = Instant::now();
-                let applied: Vec<(usize, u64)> = self
-                    .to_share
-                    .iter()
-                    .filter(|&p| self.cur[p].owned)
-                    .map(|p| (p, self.cur[p].acked))
-                    .collect();
-                self.to_share.clear();
+                let mut shared = Vec::new();
+                self.to_share.take(&mut shared);
+                let applied: Vec<(usize, u64)> =
+                    shared.into_iter().filter(|&p| self.cur[p].owned).map(|p| (p, self.cur[p].acked)).collect();
                 c.replicator.share_wan_applied(&self.target.settings.name, &applied);
             }
         }
