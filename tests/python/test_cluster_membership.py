@@ -20,6 +20,8 @@ from test_cluster import site_config, write_ledger
 pytestmark = pytest.mark.deltagrid_only
 
 PARTITIONS = 32
+# crates/cluster/src/wire.rs PROTOCOL_VERSION
+PROTOCOL_VERSION = 3
 
 
 def node_config(name, seed_ports, cluster_port=None, secret=None):
@@ -149,7 +151,7 @@ def test_a_stranger_without_a_join_is_refused(seeds):
     # A well-formed hello from an unknown address, then no join frame.
     def s(x):
         return struct.pack("<H", len(x)) + x
-    payload = b"DGRD" + struct.pack("<HH", 2, 1) + s(b"x9") + s(b"127.0.0.1:1") + s(b"127.0.0.1:2")
+    payload = b"DGRD" + struct.pack("<HH", PROTOCOL_VERSION, 1) + s(b"x9") + s(b"127.0.0.1:1") + s(b"127.0.0.1:2")
     frame = struct.pack("<I", len(payload) + 1) + bytes([1]) + payload
     ping = struct.pack("<I", 1) + bytes([2])
     with socket.create_connection(("127.0.0.1", cluster_ports[0]), timeout=10) as sock:
@@ -185,7 +187,7 @@ def test_a_site_with_a_secret_admits_only_nodes_that_know_it(tmp_path):
         # challenge and the refusal, nothing else.
         def s(x):
             return struct.pack("<H", len(x)) + x
-        payload = b"DGRD" + struct.pack("<HH", 2, 1) + s(b"x9") + s(b"127.0.0.1:1") + s(b"127.0.0.1:2")
+        payload = b"DGRD" + struct.pack("<HH", PROTOCOL_VERSION, 1) + s(b"x9") + s(b"127.0.0.1:1") + s(b"127.0.0.1:2")
         hello = struct.pack("<I", len(payload) + 1) + bytes([1]) + payload
         before = nodes[1].log_path.read_bytes().count(b"does not match site.secret")
         with socket.create_connection(("127.0.0.1", cluster_ports[1]), timeout=10) as sock:

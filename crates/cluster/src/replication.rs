@@ -26,9 +26,11 @@
 //! stream exactly where the log continues: a begin entry (`seq` =
 //! [`SNAPSHOT_BEGIN`], body = the primary's next seq) that empties the
 //! backup's copy, one entry per key (`seq` = [`SNAPSHOT_DATA`], a full
-//! value), and an end entry ([`SNAPSHOT_END`]) that the backup acknowledges
-//! as "everything before next seq". Once that ack is in, the primary asks
-//! the metadata group to count the backup as in sync.
+//! value), and an end entry ([`SNAPSHOT_END`], body = next seq | snapshot
+//! id) that the backup acknowledges as "everything before next seq" plus
+//! the pair `(partition, SNAPSHOT_END), (partition, id)`. Once the ack of
+//! that very snapshot is in (not of an earlier one it replaced), the
+//! primary asks the metadata group to count the backup as in sync.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -82,6 +84,11 @@ struct PeerOut {
 struct SnapshotSent {
     /// The partition epoch it was sent for.
     epoch: u64,
+    /// Which snapshot this is: its end marker carries the id and the
+    /// backup acknowledges it with it, so the end of an earlier snapshot
+    /// of the same partition (replaced while its ack was on the way)
+    /// never counts for this one.
+    id: u64,
     /// The backup acknowledged its end.
     acknowledged: bool,
     /// [`Replicator::take_finished_snapshots`] returned it.
@@ -104,6 +111,8 @@ pub struct Replicator {
     table_generation: AtomicU64,
     /// Snapshots queued, by (partition, backup).
     snapshots: Mutex<HashMap<(usize, usize), SnapshotSent>>,
+    /// The last [`SnapshotSent::id`] handed out.
+    snapshot_ids: AtomicU64,
     wan: std::sync::OnceLock<Arc<dyn WanWatermarks>>,
 }
 
@@ -150,6 +159,7 @@ impl Replicator {
             ack_notify: Notify::new(),
             table_generation: AtomicU64::new(0),
             snapshots: Mutex::new(HashMap::new()),
+            snapshot_ids: AtomicU64::new(0),
             wan: std::sync::OnceLock::new(),
         }
     }
@@ -206,15 +216,17 @@ impl Replicator {
     /// Queues a snapshot of partition `p` for backup `b`, once per
     /// partition epoch. Returns false when one was already queued.
     pub fn send_snapshot(&self, p: usize, b: usize, epoch: u64) -> bool {
-        {
+        let id = {
             let mut snaps = self.snapshots.lock();
             if snaps.get(&(p, b)).is_some_and(|s| s.epoch == epoch) {
                 return false;
             }
-            snaps.insert((p, b), SnapshotSent { epoch, acknowledged: false, reported: false });
-        }
+            let id = self.snapshot_ids.fetch_add(1, Ordering::Relaxed) + 1;
+            snaps.insert((p, b), SnapshotSent { epoch, id, acknowledged: false, reported: false });
+            id
+        };
         let peer = &self.out[b];
-        let stream = self.ks.with_partition(p, |part, _| {
+        let keys = self.ks.with_partition(p, |part, _| {
             // Entries, then tombstones (so older writes from other sites
             // keep losing on the new copy).
             let entries = part.iter().map(|(key, e)| Change {
@@ -225,14 +237,16 @@ impl Replicator {
             let entries: Vec<Change> = entries.chain(part.tombstone_changes()).collect();
             // The backup's acks start over from the snapshot.
             self.acked[b][p].store(0, Ordering::Release);
-            SnapshotStream::new(p, part.log.next_seq(), entries)
-        });
-        let keys = stream.keys();
-        {
+            let stream = SnapshotStream::new(p, part.log.next_seq(), id, entries);
+            let keys = stream.keys();
+            // Queued before the lock lets the next change be logged, so
+            // no change past the snapshot's point can reach the backup
+            // ahead of its begin marker (see `take_batch`).
             let mut queued = peer.snapshots.lock();
             queued.retain(|s| s.partition != p);
             queued.push_back(stream);
-        }
+            keys
+        });
         tracing::info!(partition = p, backup = b, keys, "snapshot queued for a new backup");
         peer.ready.notify_one();
         true
@@ -338,7 +352,9 @@ impl Replicator {
             out.ready.notify_one();
             return Some((chunk, out.taken.load(Ordering::Relaxed)));
         }
-        drop(snapshots);
+        // `snapshots` stays locked: a snapshot queued meanwhile (under its
+        // partition lock) would otherwise fall behind changes logged after
+        // its point that this batch takes.
         let mut buf = out.buf.lock();
         if buf.is_empty() {
             return None;
@@ -368,7 +384,8 @@ impl Replicator {
         // (partition, seq) per change applied, then the last per partition:
         // no map per batch (a batch mostly holds distinct partitions).
         let mut acks: Vec<(u16, u64)> = Vec::new();
-        let mut ends: Vec<u16> = Vec::new();
+        // (partition, snapshot id) per snapshot end.
+        let mut ends: Vec<(u16, u64)> = Vec::new();
         while batch.has_remaining() {
             if batch.remaining() < ENTRY_HEADER {
                 return Err(BatchError::Truncated);
@@ -397,20 +414,23 @@ impl Replicator {
                 continue;
             }
             if seq == SNAPSHOT_BEGIN || seq == SNAPSHOT_END {
-                let next = match body.len() {
-                    8 => u64::from_le_bytes(body[..8].try_into().map_err(|_| BatchError::Truncated)?),
+                let word = |i: usize| body.get(i * 8..i * 8 + 8).and_then(|w| w.try_into().ok()).map(u64::from_le_bytes);
+                let (next, id) = match (seq, body.len()) {
+                    (SNAPSHOT_BEGIN, 8) => (word(0), None),
+                    (SNAPSHOT_END, 16) => (word(0), word(1)),
                     _ => return Err(BatchError::Truncated),
                 };
-                if next == 0 {
-                    return Err(BatchError::Truncated);
-                }
-                if seq == SNAPSHOT_BEGIN {
-                    if let Err(e) = self.ks.reset_replica(p as usize, next) {
-                        tracing::error!(partition = p, "snapshot refused: {e}");
+                let next = next.filter(|&n| n != 0).ok_or(BatchError::Truncated)?;
+                match id {
+                    None => {
+                        if let Err(e) = self.ks.reset_replica(p as usize, next) {
+                            tracing::error!(partition = p, "snapshot refused: {e}");
+                        }
                     }
-                } else {
-                    acks.push((p, next - 1));
-                    ends.push(p);
+                    Some(id) => {
+                        acks.push((p, next - 1));
+                        ends.push((p, id));
+                    }
                 }
                 continue;
             }
@@ -435,7 +455,8 @@ impl Replicator {
                 Err(e) => tracing::error!(partition = p, seq, "replicated change refused: {e}"),
             }
         }
-        // Seq acks first, then "snapshot loaded" (ack seq SNAPSHOT_END).
+        // Seq acks first, then "snapshot loaded": an ack with seq
+        // SNAPSHOT_END followed by one with the snapshot's id.
         acks.sort_by_key(|&(p, _)| p);
         acks.dedup_by(|later, kept| {
             let same = later.0 == kept.0;
@@ -444,7 +465,7 @@ impl Replicator {
             }
             same
         });
-        acks.extend(ends.into_iter().map(|p| (p, SNAPSHOT_END)));
+        acks.extend(ends.into_iter().flat_map(|(p, id)| [(p, SNAPSHOT_END), (p, id)]));
         Ok(acks)
     }
 
@@ -461,7 +482,11 @@ impl Replicator {
             let p = acks.get_u16_le() as usize;
             let seq = acks.get_u64_le();
             if seq == SNAPSHOT_END {
-                if let Some(s) = self.snapshots.lock().get_mut(&(p, peer)) {
+                if acks.remaining() < 10 {
+                    break;
+                }
+                let (_, id) = (acks.get_u16_le(), acks.get_u64_le());
+                if let Some(s) = self.snapshots.lock().get_mut(&(p, peer)).filter(|s| s.id == id) {
                     s.acknowledged = true;
                 }
             } else if let Some(a) = self.acked[peer].get(p) {
@@ -550,11 +575,13 @@ impl Replicator {
     }
 }
 
-pub(crate) fn put_marker(buf: &mut BytesMut, p: usize, seq: u64, next: u64) {
+/// A snapshot marker: `seq` [`SNAPSHOT_BEGIN`] or [`SNAPSHOT_END`], body
+/// the words given (the primary's next seq; for an end, then the id).
+pub(crate) fn put_marker(buf: &mut BytesMut, p: usize, seq: u64, words: &[u64]) {
     buf.put_u16_le(p as u16);
     buf.put_u64_le(seq);
-    buf.put_u32_le(8);
-    buf.put_u64_le(next);
+    buf.put_u32_le(8 * words.len() as u32);
+    words.iter().for_each(|&w| buf.put_u64_le(w));
 }
 
 impl ReplicationSink for Replicator {
@@ -699,6 +726,116 @@ mod tests {
         assert_eq!(have, want);
         let mut txn = backup.ks.txn([keys[0].as_bytes()], 0);
         assert_eq!(txn.get(keys[0].as_bytes()).and_then(|e| e.as_str()).map(|b| b.to_vec()), Some(b"after".to_vec()));
+    }
+
+    /// A primary (member 0) whose partitions all have member 1 as a
+    /// backup that is not in sync yet, with itself as the keyspace's sink.
+    fn primary_with_backup() -> Arc<Replicator> {
+        let ks = Arc::new(Keyspace::new(
+            KeyspaceConfig { partitions: 4, site_id: 1, log_retain_bytes: 1 << 20, ..Default::default() },
+            Arc::new(DebugClock::default()),
+        ));
+        let owners = |_| crate::placement::PartitionOwners {
+            primary: 0,
+            backups: [1].into_iter().collect(),
+            in_sync: Default::default(),
+            epoch: 1,
+            moving_to: None,
+        };
+        let table = SharedTable::default();
+        table.store(Some(Arc::new(crate::placement::PartitionTable::new(1, (0..4).map(owners).collect()))));
+        let r = Arc::new(Replicator::new(ks.clone(), std::sync::Weak::new(), table, 2, 0));
+        ks.set_sink(r.clone());
+        r
+    }
+
+    /// Every batch queued for member 1, applied by `backup`, its acks
+    /// returned to `primary`.
+    fn ship(primary: &Replicator, backup: &Replicator) {
+        while let Some((batch, _)) = primary.take_batch(1) {
+            let mut acks = BytesMut::new();
+            Replicator::encode_acks(&backup.apply_batch(batch.freeze()).unwrap(), &mut acks);
+            primary.acked_by(1, acks.freeze());
+        }
+    }
+
+    fn contents(r: &Replicator, p: usize) -> Vec<(Bytes, Version)> {
+        r.ks.with_partition(p, |part, _| {
+            let mut keys: Vec<_> = part.iter().map(|(k, e)| (k.clone(), e.version)).collect();
+            keys.sort();
+            keys
+        })
+    }
+
+    /// Snapshots taken again and again while a writer keeps logging and
+    /// the connection keeps shipping: no change logged after a snapshot's
+    /// point may reach the backup ahead of it (the backup would
+    /// acknowledge it, then lose it to the snapshot's reset).
+    #[test]
+    fn snapshots_taken_while_changes_flow_lose_none_of_them() {
+        let primary = primary_with_backup();
+        let backup = replicator();
+        let p = primary.ks.partition_of(b"k0");
+        let keys: Vec<Bytes> = (0..2_000)
+            .map(|i| Bytes::from(format!("k{i}")))
+            .filter(|k| primary.ks.partition_of(k) == p)
+            .take(64)
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (primary, stop, keys) = (primary.clone(), stop.clone(), keys.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let change = Change {
+                        key: keys[i as usize % keys.len()].clone(),
+                        version: Version { hlc: i << 16, site: 1 },
+                        kind: ChangeKind::Full { value: Value::Str(Bytes::from(i.to_string())), expire_at: 0 },
+                    };
+                    primary.ks.apply_batch(p, vec![change], 0).unwrap();
+                }
+            })
+        };
+        let snapshotter = {
+            let (primary, stop) = (primary.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for epoch in 2..3_000 {
+                    assert!(primary.send_snapshot(p, 1, epoch));
+                    std::thread::yield_now();
+                }
+                stop.store(true, Ordering::Relaxed);
+            })
+        };
+        while !stop.load(Ordering::Relaxed) {
+            ship(&primary, &backup);
+        }
+        writer.join().unwrap();
+        snapshotter.join().unwrap();
+        ship(&primary, &backup);
+        let last = primary.ks.with_partition(p, |part, _| part.log.next_seq() - 1);
+        assert_eq!(backup.ks.with_partition(p, |part, _| part.log.next_seq() - 1), last);
+        assert_eq!(primary.acked[1][p].load(Ordering::Acquire), last);
+        assert_eq!(contents(&backup, p), contents(&primary, p));
+        assert_eq!(primary.take_finished_snapshots(), vec![(p, 1, 2_999)]);
+    }
+
+    /// The end of a snapshot that a newer one replaced, acknowledged
+    /// late, does not count the backup as loaded.
+    #[test]
+    fn the_late_end_of_a_replaced_snapshot_does_not_count() {
+        let primary = primary_with_backup();
+        let backup = replicator();
+        let p = primary.ks.partition_of(b"k");
+        assert!(primary.send_snapshot(p, 1, 2));
+        let (first, _) = primary.take_batch(1).unwrap();
+        assert!(primary.send_snapshot(p, 1, 3));
+        let mut acks = BytesMut::new();
+        Replicator::encode_acks(&backup.apply_batch(first.freeze()).unwrap(), &mut acks);
+        primary.acked_by(1, acks.freeze());
+        assert_eq!(primary.take_finished_snapshots(), vec![]);
+        ship(&primary, &backup);
+        assert_eq!(primary.take_finished_snapshots(), vec![(p, 1, 3)]);
     }
 
     proptest! {

@@ -21,13 +21,15 @@ pub struct SnapshotStream {
     pub partition: usize,
     /// The primary's next seq when the copy was taken.
     next: u64,
+    /// Sent with the end marker, acknowledged with it.
+    id: u64,
     entries: std::vec::IntoIter<Change>,
     begun: bool,
 }
 
 impl SnapshotStream {
-    pub fn new(partition: usize, next: u64, entries: Vec<Change>) -> SnapshotStream {
-        SnapshotStream { partition, next, entries: entries.into_iter(), begun: false }
+    pub fn new(partition: usize, next: u64, id: u64, entries: Vec<Change>) -> SnapshotStream {
+        SnapshotStream { partition, next, id, entries: entries.into_iter(), begun: false }
     }
 
     pub fn keys(&self) -> usize {
@@ -39,14 +41,14 @@ impl SnapshotStream {
     pub fn next_chunk(&mut self, out: &mut BytesMut) -> bool {
         let p = self.partition;
         if !self.begun {
-            put_marker(out, p, SNAPSHOT_BEGIN, self.next);
+            put_marker(out, p, SNAPSHOT_BEGIN, &[self.next]);
             self.begun = true;
         }
         let start = out.len();
         let mut body = Vec::new();
         while out.len() - start < CHUNK_BYTES {
             let Some(change) = self.entries.next() else {
-                put_marker(out, p, SNAPSHOT_END, self.next);
+                put_marker(out, p, SNAPSHOT_END, &[self.next, self.id]);
                 return true;
             };
             body.clear();

@@ -9,7 +9,8 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 pub const MAGIC: &[u8; 4] = b"DGRD";
 /// 2: every replication batch is answered by one ack frame.
-pub const PROTOCOL_VERSION: u16 = 2;
+/// 3: a snapshot's end marker and its ack carry the snapshot's id.
+pub const PROTOCOL_VERSION: u16 = 3;
 pub const MAX_FRAME: usize = 64 << 20;
 
 pub const KIND_HELLO: u8 = 1;
