@@ -419,14 +419,21 @@ impl Cluster {
 
     /// After acks arrive: backups that finished loading a snapshot are
     /// proposed as in sync (compare-and-set on the partition epoch the
-    /// snapshot was sent for, so a stale one is refused).
+    /// snapshot was sent for, so a stale one is refused), and in-sync
+    /// backups that reported a gap are proposed out of it (which sends
+    /// them a snapshot).
     pub fn report_finished_snapshots(&self) {
         let done = self.replicator.take_finished_snapshots();
-        if done.is_empty() {
+        let gaps = self.table().map(|t| self.replicator.take_gaps(&t)).unwrap_or_default();
+        if done.is_empty() && gaps.is_empty() {
             return;
         }
         let Some(c) = self.replicator.cluster() else { return };
         tokio::spawn(async move {
+            for (p, b, epoch) in gaps {
+                tracing::warn!(partition = p, backup = b, "backup reported a replication gap: rebuilding its copy");
+                crate::replication::take_out_of_sync(&c, p, b, epoch).await;
+            }
             let Some(md) = c.metadata.get() else { return };
             for (p, b, epoch) in done {
                 let cmd = crate::metadata::Command::AddToInSync {

@@ -62,6 +62,11 @@ pub const WAN_APPLIED: u64 = u64::MAX - 2;
 /// under the partition lock when the primary copied the partition at
 /// `seq`, so backups anchor their changed-keys sets at the same point.
 pub const BACKUP_TAKEN: u64 = u64::MAX - 3;
+/// In acks only: the backup's copy of the partition has a gap (it was
+/// sent a change past the next seq it holds) and needs a snapshot. The
+/// primary takes an in-sync backup out of the in-sync set, which sends one;
+/// until then writes to the partition wait for an ack that cannot come.
+pub const SNAPSHOT_NEEDED: u64 = u64::MAX - 4;
 /// Unshipped bytes a backup may fall behind by before it is cut off.
 pub const MAX_PENDING: usize = 32 << 20;
 const ENTRY_HEADER: usize = 2 + 8 + 4;
@@ -113,6 +118,9 @@ pub struct Replicator {
     snapshots: Mutex<HashMap<(usize, usize), SnapshotSent>>,
     /// The last [`SnapshotSent::id`] handed out.
     snapshot_ids: AtomicU64,
+    /// Backups that reported a gap, by (partition, backup), with the
+    /// partition epoch a resync was asked for (None: not yet asked).
+    gaps: Mutex<HashMap<(usize, usize), Option<u64>>>,
     wan: std::sync::OnceLock<Arc<dyn WanWatermarks>>,
 }
 
@@ -160,6 +168,7 @@ impl Replicator {
             table_generation: AtomicU64::new(0),
             snapshots: Mutex::new(HashMap::new()),
             snapshot_ids: AtomicU64::new(0),
+            gaps: Mutex::new(HashMap::new()),
             wan: std::sync::OnceLock::new(),
         }
     }
@@ -288,16 +297,29 @@ impl Replicator {
                 self.send_snapshot(p, b, o.epoch);
                 continue;
             }
-            let Some(md) = cluster.metadata.get() else { continue };
-            let cmd = crate::metadata::Command::RemoveFromInSync {
-                partition: p as u16,
-                node: b as u64 + 1,
-                expected_epoch: o.epoch,
-            };
-            if let Err(e) = md.propose(cmd).await {
-                tracing::warn!(partition = p, backup = b, "could not take the backup out of the in-sync set: {e}");
-            }
+            take_out_of_sync(cluster, p, b, o.epoch).await;
         }
+    }
+
+    /// Partitions whose in-sync backup reported a gap and for which no
+    /// resync was asked at the current partition epoch: (partition,
+    /// backup, epoch), each returned once per epoch. A gap reported by a
+    /// backup that is not in sync is forgotten: a snapshot is on its way
+    /// (changes queued before it can arrive first and not fit).
+    pub fn take_gaps(&self, table: &crate::placement::PartitionTable) -> Vec<(usize, usize, u64)> {
+        let mut asked = Vec::new();
+        self.gaps.lock().retain(|&(p, b), at| {
+            let o = table.owners(p);
+            if o.primary != self.my_index || !o.in_sync.contains(&b) {
+                return false;
+            }
+            if *at != Some(o.epoch) {
+                *at = Some(o.epoch);
+                asked.push((p, b, o.epoch));
+            }
+            true
+        });
+        asked
     }
 
     /// Snapshots whose end the backup acknowledged and that nobody has
@@ -386,6 +408,7 @@ impl Replicator {
         let mut acks: Vec<(u16, u64)> = Vec::new();
         // (partition, snapshot id) per snapshot end.
         let mut ends: Vec<(u16, u64)> = Vec::new();
+        let mut gaps: SmallVec<[u16; 2]> = SmallVec::new();
         while batch.has_remaining() {
             if batch.remaining() < ENTRY_HEADER {
                 return Err(BatchError::Truncated);
@@ -450,7 +473,10 @@ impl Replicator {
             match self.ks.apply_replicated(seq, change, &body) {
                 Ok(()) => acks.push((p, seq)),
                 Err(ReplicaError::Gap { have, got }) => {
-                    tracing::error!(partition = p, have, got, "replication gap: this backup needs a resync");
+                    if !gaps.contains(&p) {
+                        tracing::warn!(partition = p, have, got, "replication gap: asking the primary for a snapshot");
+                        gaps.push(p);
+                    }
                 }
                 Err(e) => tracing::error!(partition = p, seq, "replicated change refused: {e}"),
             }
@@ -466,6 +492,7 @@ impl Replicator {
             same
         });
         acks.extend(ends.into_iter().flat_map(|(p, id)| [(p, SNAPSHOT_END), (p, id)]));
+        acks.extend(gaps.into_iter().map(|p| (p, SNAPSHOT_NEEDED)));
         Ok(acks)
     }
 
@@ -481,7 +508,11 @@ impl Replicator {
         while acks.remaining() >= 10 {
             let p = acks.get_u16_le() as usize;
             let seq = acks.get_u64_le();
-            if seq == SNAPSHOT_END {
+            if seq == SNAPSHOT_NEEDED {
+                if p < self.ks.partitions() as usize {
+                    self.gaps.lock().entry((p, peer)).or_insert(None);
+                }
+            } else if seq == SNAPSHOT_END {
                 if acks.remaining() < 10 {
                     break;
                 }
@@ -489,7 +520,7 @@ impl Replicator {
                 if let Some(s) = self.snapshots.lock().get_mut(&(p, peer)).filter(|s| s.id == id) {
                     s.acknowledged = true;
                 }
-            } else if let Some(a) = self.acked[peer].get(p) {
+            } else if let Some(a) = self.acked[peer].get(p).filter(|_| seq < SNAPSHOT_NEEDED) {
                 a.fetch_max(seq, Ordering::AcqRel);
             }
         }
@@ -577,6 +608,16 @@ impl Replicator {
 
 /// A snapshot marker: `seq` [`SNAPSHOT_BEGIN`] or [`SNAPSHOT_END`], body
 /// the words given (the primary's next seq; for an end, then the id).
+/// Proposes that backup `b` of partition `p` leave the in-sync set (at
+/// partition epoch `epoch`); the table that does it sends a snapshot.
+pub(crate) async fn take_out_of_sync(cluster: &Cluster, p: usize, b: usize, epoch: u64) {
+    let Some(md) = cluster.metadata.get() else { return };
+    let cmd = crate::metadata::Command::RemoveFromInSync { partition: p as u16, node: b as u64 + 1, expected_epoch: epoch };
+    if let Err(e) = md.propose(cmd).await {
+        tracing::warn!(partition = p, backup = b, "could not take the backup out of the in-sync set: {e}");
+    }
+}
+
 pub(crate) fn put_marker(buf: &mut BytesMut, p: usize, seq: u64, words: &[u64]) {
     buf.put_u16_le(p as u16);
     buf.put_u64_le(seq);
@@ -836,6 +877,40 @@ mod tests {
         assert_eq!(primary.take_finished_snapshots(), vec![]);
         ship(&primary, &backup);
         assert_eq!(primary.take_finished_snapshots(), vec![(p, 1, 3)]);
+    }
+
+    /// A backup sent a change past the next seq it holds asks for a
+    /// snapshot; its primary asks once per partition epoch, and only for
+    /// an in-sync backup (one that is not has a snapshot coming).
+    #[test]
+    fn a_gap_at_an_in_sync_backup_asks_for_a_resync_once_per_epoch() {
+        let primary = primary_with_backup();
+        let backup = replicator();
+        let p = backup.ks.partition_of(b"k");
+        let mut acks = BytesMut::new();
+        let mut batch = entry(p as u16, 1, "k", "a");
+        batch.extend_from_slice(&entry(p as u16, 3, "k", "c"));
+        batch.extend_from_slice(&entry(p as u16, 4, "k", "d"));
+        let applied = backup.apply_batch(batch.freeze()).unwrap();
+        assert_eq!(applied, vec![(p as u16, 1), (p as u16, SNAPSHOT_NEEDED)]);
+        Replicator::encode_acks(&applied, &mut acks);
+        primary.acked_by(1, acks.freeze());
+        assert_eq!(primary.acked[1][p].load(Ordering::Acquire), 1, "the marker is not a seq");
+        let table = |epoch: u64, in_sync: bool| {
+            let o = |_| crate::placement::PartitionOwners {
+                primary: 0,
+                backups: [1].into_iter().collect(),
+                in_sync: if in_sync { [1].into_iter().collect() } else { Default::default() },
+                epoch,
+                moving_to: None,
+            };
+            crate::placement::PartitionTable::new(epoch, (0..4).map(o).collect())
+        };
+        assert_eq!(primary.take_gaps(&table(5, true)), vec![(p, 1, 5)]);
+        assert_eq!(primary.take_gaps(&table(5, true)), vec![], "asked already at this epoch");
+        assert_eq!(primary.take_gaps(&table(6, true)), vec![(p, 1, 6)], "the ask was lost: again");
+        assert_eq!(primary.take_gaps(&table(7, false)), vec![], "out of sync: a snapshot is coming");
+        assert_eq!(primary.take_gaps(&table(8, true)), vec![], "and forgotten");
     }
 
     proptest! {
