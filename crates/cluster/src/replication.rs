@@ -27,8 +27,10 @@
 //! [`SNAPSHOT_BEGIN`], body = the primary's next seq) that empties the
 //! backup's copy, one entry per key (`seq` = [`SNAPSHOT_DATA`], a full
 //! value), and an end entry ([`SNAPSHOT_END`], body = next seq | snapshot
-//! id) that the backup acknowledges as "everything before next seq" plus
-//! the pair `(partition, SNAPSHOT_END), (partition, id)`. Once the ack of
+//! id | entries) that the backup acknowledges as "everything before next
+//! seq" plus the pair `(partition, SNAPSHOT_END), (partition, id)`, or,
+//! when it did not load all of it, refuses with `(partition,
+//! SNAPSHOT_REFUSED), (partition, id)` and gets it again. Once the ack of
 //! that very snapshot is in (not of an earlier one it replaced), the
 //! primary asks the metadata group to count the backup as in sync.
 
@@ -67,6 +69,15 @@ pub const BACKUP_TAKEN: u64 = u64::MAX - 3;
 /// primary takes an in-sync backup out of the in-sync set, which sends one;
 /// until then writes to the partition wait for an ack that cannot come.
 pub const SNAPSHOT_NEEDED: u64 = u64::MAX - 4;
+/// In acks only, followed by `(partition, snapshot id)`: the backup could
+/// not load that snapshot (the partition is not a backup copy there yet,
+/// its table being older than its primary's), so it holds nothing the
+/// primary may count on; the primary sends it again a little later.
+pub const SNAPSHOT_REFUSED: u64 = u64::MAX - 5;
+/// Seqs from here up are markers, never changes' seqs.
+const _: () = assert!(SNAPSHOT_REFUSED < SNAPSHOT_NEEDED && SNAPSHOT_NEEDED < BACKUP_TAKEN);
+/// How long a primary waits before sending a refused snapshot again.
+const RESEND_REFUSED_AFTER: Duration = Duration::from_millis(200);
 /// Unshipped bytes a backup may fall behind by before it is cut off.
 pub const MAX_PENDING: usize = 32 << 20;
 const ENTRY_HEADER: usize = 2 + 8 + 4;
@@ -96,6 +107,8 @@ struct SnapshotSent {
     id: u64,
     /// The backup acknowledged its end.
     acknowledged: bool,
+    /// The backup answered its end with [`SNAPSHOT_REFUSED`].
+    refused: bool,
     /// [`Replicator::take_finished_snapshots`] returned it.
     reported: bool,
 }
@@ -118,6 +131,9 @@ pub struct Replicator {
     snapshots: Mutex<HashMap<(usize, usize), SnapshotSent>>,
     /// The last [`SnapshotSent::id`] handed out.
     snapshot_ids: AtomicU64,
+    /// As a backup: snapshots being loaded, by partition: (next seq,
+    /// entries received since the begin marker).
+    loading: Mutex<HashMap<u16, (u64, u64)>>,
     /// Backups that reported a gap, by (partition, backup), with the
     /// partition epoch a resync was asked for (None: not yet asked).
     gaps: Mutex<HashMap<(usize, usize), Option<u64>>>,
@@ -168,6 +184,7 @@ impl Replicator {
             table_generation: AtomicU64::new(0),
             snapshots: Mutex::new(HashMap::new()),
             snapshot_ids: AtomicU64::new(0),
+            loading: Mutex::new(HashMap::new()),
             gaps: Mutex::new(HashMap::new()),
             wan: std::sync::OnceLock::new(),
         }
@@ -231,7 +248,7 @@ impl Replicator {
                 return false;
             }
             let id = self.snapshot_ids.fetch_add(1, Ordering::Relaxed) + 1;
-            snaps.insert((p, b), SnapshotSent { epoch, id, acknowledged: false, reported: false });
+            snaps.insert((p, b), SnapshotSent { epoch, id, acknowledged: false, refused: false, reported: false });
             id
         };
         let peer = &self.out[b];
@@ -326,13 +343,42 @@ impl Replicator {
     /// reported yet: (partition, backup, partition epoch).
     pub fn take_finished_snapshots(&self) -> Vec<(usize, usize, u64)> {
         let mut done = Vec::new();
-        for ((p, b), s) in self.snapshots.lock().iter_mut() {
+        let mut refused = Vec::new();
+        self.snapshots.lock().retain(|&(p, b), s| {
+            if s.refused {
+                refused.push((p, b, s.epoch));
+                return false;
+            }
             if s.acknowledged && !s.reported {
                 s.reported = true;
-                done.push((*p, *b, s.epoch));
+                done.push((p, b, s.epoch));
             }
+            true
+        });
+        if !refused.is_empty() {
+            self.resend_later(refused);
         }
         done
+    }
+
+    /// Snapshots a backup refused: sent again (as long as the table still
+    /// asks for them) after [`RESEND_REFUSED_AFTER`], which gives the
+    /// backup's table time to catch up with ours.
+    fn resend_later(&self, refused: Vec<(usize, usize, u64)>) {
+        let (Some(cluster), Ok(rt)) = (self.cluster.upgrade(), tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        rt.spawn(async move {
+            tokio::time::sleep(RESEND_REFUSED_AFTER).await;
+            let Some(table) = cluster.table() else { return };
+            for (p, b, epoch) in refused {
+                let o = table.owners(p);
+                let wanted = o.primary == cluster.my_index && o.epoch == epoch && o.backups.contains(&b) && !o.in_sync.contains(&b);
+                if wanted {
+                    cluster.replicator.send_snapshot(p, b, epoch);
+                }
+            }
+        });
     }
 
     /// Per member index: changes of this node's primaries in `table`
@@ -406,8 +452,9 @@ impl Replicator {
         // (partition, seq) per change applied, then the last per partition:
         // no map per batch (a batch mostly holds distinct partitions).
         let mut acks: Vec<(u16, u64)> = Vec::new();
-        // (partition, snapshot id) per snapshot end.
-        let mut ends: Vec<(u16, u64)> = Vec::new();
+        // (partition, SNAPSHOT_END or SNAPSHOT_REFUSED, snapshot id) per
+        // snapshot end.
+        let mut ends: Vec<(u16, u64, u64)> = Vec::new();
         let mut gaps: SmallVec<[u16; 2]> = SmallVec::new();
         while batch.has_remaining() {
             if batch.remaining() < ENTRY_HEADER {
@@ -438,21 +485,38 @@ impl Replicator {
             }
             if seq == SNAPSHOT_BEGIN || seq == SNAPSHOT_END {
                 let word = |i: usize| body.get(i * 8..i * 8 + 8).and_then(|w| w.try_into().ok()).map(u64::from_le_bytes);
-                let (next, id) = match (seq, body.len()) {
+                let (next, end) = match (seq, body.len()) {
                     (SNAPSHOT_BEGIN, 8) => (word(0), None),
-                    (SNAPSHOT_END, 16) => (word(0), word(1)),
+                    (SNAPSHOT_END, 24) => (word(0), word(1).zip(word(2))),
                     _ => return Err(BatchError::Truncated),
                 };
                 let next = next.filter(|&n| n != 0).ok_or(BatchError::Truncated)?;
-                match id {
-                    None => {
-                        if let Err(e) = self.ks.reset_replica(p as usize, next) {
+                match end {
+                    None => match self.ks.reset_replica(p as usize, next) {
+                        Ok(()) => {
+                            self.loading.lock().insert(p, (next, 0));
+                        }
+                        Err(e) => {
+                            self.loading.lock().remove(&p);
                             tracing::error!(partition = p, "snapshot refused: {e}");
                         }
-                    }
-                    Some(id) => {
-                        acks.push((p, next - 1));
-                        ends.push((p, id));
+                    },
+                    Some((id, entries)) => {
+                        // Loaded only if its begin emptied a backup copy
+                        // here and set its log to `next` (changes past
+                        // the snapshot's point come after this end), and
+                        // every entry between arrived (a connection that
+                        // broke mid-snapshot loses the chunks in flight).
+                        let counted = self.loading.lock().remove(&p) == Some((next, entries));
+                        let loaded = counted
+                            && self.ks.with_partition(p as usize, |part, _| part.replica && part.log.next_seq() == next);
+                        if loaded {
+                            acks.push((p, next - 1));
+                            ends.push((p, SNAPSHOT_END, id));
+                        } else {
+                            tracing::warn!(partition = p, "snapshot not loaded (not a backup copy here yet, or entries missing): asking for it again");
+                            ends.push((p, SNAPSHOT_REFUSED, id));
+                        }
                     }
                 }
                 continue;
@@ -465,6 +529,9 @@ impl Replicator {
                 return Err(BatchError::Partition(p));
             }
             if seq == SNAPSHOT_DATA {
+                if let Some((_, n)) = self.loading.lock().get_mut(&p) {
+                    *n += 1;
+                }
                 if let Err(e) = self.ks.load_replica_entry(change) {
                     tracing::error!(partition = p, "snapshot entry refused: {e}");
                 }
@@ -491,7 +558,7 @@ impl Replicator {
             }
             same
         });
-        acks.extend(ends.into_iter().flat_map(|(p, id)| [(p, SNAPSHOT_END), (p, id)]));
+        acks.extend(ends.into_iter().flat_map(|(p, kind, id)| [(p, kind), (p, id)]));
         acks.extend(gaps.into_iter().map(|p| (p, SNAPSHOT_NEEDED)));
         Ok(acks)
     }
@@ -512,15 +579,19 @@ impl Replicator {
                 if p < self.ks.partitions() as usize {
                     self.gaps.lock().entry((p, peer)).or_insert(None);
                 }
-            } else if seq == SNAPSHOT_END {
+            } else if seq == SNAPSHOT_END || seq == SNAPSHOT_REFUSED {
                 if acks.remaining() < 10 {
                     break;
                 }
                 let (_, id) = (acks.get_u16_le(), acks.get_u64_le());
                 if let Some(s) = self.snapshots.lock().get_mut(&(p, peer)).filter(|s| s.id == id) {
-                    s.acknowledged = true;
+                    if seq == SNAPSHOT_END {
+                        s.acknowledged = true;
+                    } else {
+                        s.refused = true;
+                    }
                 }
-            } else if let Some(a) = self.acked[peer].get(p).filter(|_| seq < SNAPSHOT_NEEDED) {
+            } else if let Some(a) = self.acked[peer].get(p).filter(|_| seq < SNAPSHOT_REFUSED) {
                 a.fetch_max(seq, Ordering::AcqRel);
             }
         }
@@ -879,6 +950,60 @@ mod tests {
         assert_eq!(primary.take_finished_snapshots(), vec![(p, 1, 3)]);
     }
 
+    /// A node that does not hold the partition as a backup copy yet (its
+    /// table is older than the primary's) refuses the snapshot at its end
+    /// instead of acknowledging what it did not load; the primary forgets
+    /// it, so that it can be sent again.
+    #[test]
+    fn a_snapshot_the_backup_could_not_load_is_refused_not_acknowledged() {
+        let primary = primary_with_backup();
+        let backup = replicator();
+        let p = primary.ks.partition_of(b"k");
+        backup.ks.set_replica(p, false);
+        assert!(primary.send_snapshot(p, 1, 2));
+        let (batch, _) = primary.take_batch(1).unwrap();
+        let applied = backup.apply_batch(batch.freeze()).unwrap();
+        assert_eq!(applied.iter().map(|a| a.1).collect::<Vec<_>>(), vec![SNAPSHOT_REFUSED, 1]);
+        let mut acks = BytesMut::new();
+        Replicator::encode_acks(&applied, &mut acks);
+        primary.acked_by(1, acks.freeze());
+        assert_eq!(primary.take_finished_snapshots(), vec![]);
+        assert!(primary.send_snapshot(p, 1, 2), "forgotten: it can be sent again");
+        backup.ks.set_replica(p, true);
+        ship(&primary, &backup);
+        assert_eq!(primary.take_finished_snapshots(), vec![(p, 1, 2)]);
+    }
+
+    /// A chunk lost with a connection that broke mid-snapshot: the end
+    /// finds entries missing and refuses the snapshot.
+    #[test]
+    fn a_snapshot_missing_a_chunk_is_refused() {
+        let primary = primary_with_backup();
+        let backup = replicator();
+        let p = primary.ks.partition_of(b"k0");
+        let keys = (0..40_000).map(|i| format!("k{i}")).filter(|k| primary.ks.partition_of(k.as_bytes()) == p);
+        for (i, k) in keys.enumerate() {
+            let change = Change {
+                key: Bytes::from(k),
+                version: Version { hlc: (i as u64 + 1) << 16, site: 1 },
+                kind: ChangeKind::Full { value: Value::Str(Bytes::from(vec![b'x'; 600])), expire_at: 0 },
+            };
+            primary.ks.apply_batch(p, vec![change], 0).unwrap();
+        }
+        primary.take_batch(1); // the changes queued so far
+        assert!(primary.send_snapshot(p, 1, 2));
+        let mut kinds = Vec::new();
+        let mut n = 0;
+        while let Some((batch, _)) = primary.take_batch(1) {
+            n += 1;
+            if n != 2 {
+                kinds.extend(backup.apply_batch(batch.freeze()).unwrap().into_iter().map(|a| a.1));
+            }
+        }
+        assert!(n > 3, "{n} batches");
+        assert!(kinds.contains(&SNAPSHOT_REFUSED) && !kinds.contains(&SNAPSHOT_END), "{kinds:?}");
+    }
+
     /// A backup sent a change past the next seq it holds asks for a
     /// snapshot; its primary asks once per partition epoch, and only for
     /// an in-sync backup (one that is not has a snapshot coming).
@@ -918,6 +1043,29 @@ mod tests {
         fn random_batches_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300)) {
             let r = replicator();
             let _ = r.apply_batch(Bytes::from(data));
+        }
+
+        /// Acks from a peer, whatever they hold, never panic and never
+        /// count a marker value as an acknowledged seq.
+        #[test]
+        fn random_acks_never_panic(acks in proptest::collection::vec((0u16..6, prop_oneof![
+            0u64..50,
+            Just(SNAPSHOT_END),
+            Just(SNAPSHOT_NEEDED),
+            Just(SNAPSHOT_REFUSED),
+            Just(SNAPSHOT_BEGIN),
+            Just(WAN_APPLIED),
+        ]), 0..20), cut in 0usize..10) {
+            let primary = primary_with_backup();
+            primary.send_snapshot(0, 1, 2);
+            let mut bytes = BytesMut::new();
+            Replicator::encode_acks(&acks, &mut bytes);
+            let len = bytes.len().saturating_sub(cut);
+            primary.acked_by(1, bytes.freeze().slice(..len));
+            let _ = primary.take_finished_snapshots();
+            for p in 0..4 {
+                prop_assert!(primary.acked[1][p].load(Ordering::Acquire) < 50);
+            }
         }
     }
 }

@@ -19,6 +19,8 @@ pub const CHUNK_BYTES: usize = 1 << 20;
 
 pub struct SnapshotStream {
     pub partition: usize,
+    /// Entries in the whole snapshot (sent with the end marker).
+    total: u64,
     /// The primary's next seq when the copy was taken.
     next: u64,
     /// Sent with the end marker, acknowledged with it.
@@ -29,7 +31,7 @@ pub struct SnapshotStream {
 
 impl SnapshotStream {
     pub fn new(partition: usize, next: u64, id: u64, entries: Vec<Change>) -> SnapshotStream {
-        SnapshotStream { partition, next, id, entries: entries.into_iter(), begun: false }
+        SnapshotStream { partition, next, id, total: entries.len() as u64, entries: entries.into_iter(), begun: false }
     }
 
     pub fn keys(&self) -> usize {
@@ -48,7 +50,7 @@ impl SnapshotStream {
         let mut body = Vec::new();
         while out.len() - start < CHUNK_BYTES {
             let Some(change) = self.entries.next() else {
-                put_marker(out, p, SNAPSHOT_END, &[self.next, self.id]);
+                put_marker(out, p, SNAPSHOT_END, &[self.next, self.id, self.total]);
                 return true;
             };
             body.clear();
