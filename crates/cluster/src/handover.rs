@@ -15,7 +15,10 @@
 //! primaries and Redis's per-key `ASK` redirection is never needed. Writes
 //! wait for one replication round trip and one Raft commit (milliseconds).
 //! If anything changes meanwhile (the target fails, the table moves on),
-//! the fence is lifted and the planner decides again.
+//! the fence is lifted and the planner decides again. A backup that does
+//! not acknowledge the last seq within the sync timeout is taken out of
+//! the in-sync set (and rebuilt from a snapshot): with writes fenced, no
+//! later change would ever reveal what it missed.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -92,6 +95,18 @@ async fn run(c: &Arc<Cluster>, p: usize, to: usize, epoch: u64) {
             return;
         }
         if !c.replicator.wait(&[(p, last)]).await {
+            // No more changes come to show a gap, so a backup that did not
+            // acknowledge `last` within SYNC_TIMEOUT (a batch or its ack
+            // went with a broken connection, or it is stuck) would hold
+            // the fence forever: it leaves the in-sync set and gets a
+            // snapshot, which calls this handover off until it is back.
+            if let Some(t) = c.table().filter(|t| t.owners(p).primary == c.my_index && t.owners(p).epoch == epoch) {
+                let o = t.owners(p);
+                for b in c.replicator.not_acknowledged(p, last, &o.in_sync) {
+                    tracing::warn!(partition = p, backup = b, seq = last, "handover: backup did not acknowledge the last change: rebuilding its copy");
+                    crate::replication::take_out_of_sync(c, p, b, o.epoch).await;
+                }
+            }
             tokio::time::sleep(RETRY_AFTER).await;
             continue;
         }

@@ -381,6 +381,11 @@ impl Replicator {
         });
     }
 
+    /// Those of `backups` that have not acknowledged `seq` of partition `p`.
+    pub fn not_acknowledged(&self, p: usize, seq: u64, backups: &[usize]) -> Vec<usize> {
+        backups.iter().copied().filter(|&b| self.acked[b][p].load(Ordering::Acquire) < seq).collect()
+    }
+
     /// Per member index: changes of this node's primaries in `table`
     /// that member backs up and has not acknowledged yet (replication lag).
     /// One pass over the partitions, each locked once.
