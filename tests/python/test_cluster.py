@@ -1,9 +1,11 @@
 """A site of several nodes from config: formation, Redis Cluster routing with
 real cluster-aware clients (redis-cli -c, redis-py RedisCluster), CROSSSLOT,
 MOVED, and refusal of foreign protocols on cluster_listen."""
+import contextlib
 import re
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -218,6 +220,35 @@ def write_ledger(port, stop, ledger, errors, prefix):
         i += 1
 
 
+@contextlib.contextmanager
+def ledger_writers(ports, n, prefix):
+    """`n` write_ledger threads (thread i writing through ports[i % len])
+    while the block runs; yields their ledgers."""
+    stop = threading.Event()
+    ledgers = [dict() for _ in range(n)]
+    errors = []
+    threads = [threading.Thread(target=write_ledger,
+                                args=(ports[i % len(ports)], stop, ledgers[i], errors, f"{prefix}{i}"))
+               for i in range(n)]
+    for t in threads:
+        t.start()
+    try:
+        yield ledgers
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+
+
+def assert_no_acknowledged_write_lost(ledgers, port):
+    """Every write in `ledgers` (from write_ledger) reads back through a
+    cluster client connected to `port`."""
+    acked = {k: v for l in ledgers for k, v in l.items()}
+    rc = RedisCluster(host="127.0.0.1", port=port, decode_responses=True)
+    missing = [k for k, v in acked.items() if rc.get(k) != v]
+    assert not missing, f"{len(missing)} of {len(acked)} acknowledged writes lost, e.g. {missing[:5]}"
+
+
 def test_failover_after_kill_9_loses_no_acknowledged_write(site):
     import threading
     stop = threading.Event()
@@ -240,10 +271,7 @@ def test_failover_after_kill_9_loses_no_acknowledged_write(site):
         stop.set()
         for t in threads:
             t.join(timeout=30)
-    acked = {k: v for l in ledgers for k, v in l.items()}
-    rc = RedisCluster(host="127.0.0.1", port=alive[0].port, decode_responses=True)
-    missing = [k for k, v in acked.items() if rc.get(k) != v]
-    assert not missing, f"{len(missing)} of {len(acked)} acknowledged writes lost, e.g. {missing[:5]}"
+    assert_no_acknowledged_write_lost(ledgers, alive[0].port)
     # Every slot range now has a live primary.
     with RespConn.to(alive[0]) as c:
         primaries = {p[1] for _, _, p, *_ in c.call("CLUSTER", "SLOTS")}
@@ -336,10 +364,7 @@ def test_backups_are_rebuilt_and_a_second_failure_loses_nothing(site):
             t.join(timeout=30)
         if restarted is not None:
             site.append(restarted)  # stopped by the fixture
-    acked = {k: v for l in ledgers for k, v in l.items()}
-    rc = RedisCluster(host="127.0.0.1", port=n3.port, decode_responses=True)
-    missing = [k for k, v in acked.items() if rc.get(k) != v]
-    assert not missing, f"{len(missing)} of {len(acked)} acknowledged writes lost, e.g. {missing[:5]}"
+    assert_no_acknowledged_write_lost(ledgers, n3.port)
 
 
 def test_a_node_restarted_before_it_is_detected_gives_up_its_copies(site):
@@ -402,17 +427,9 @@ def test_a_backup_cut_off_briefly_catches_up_and_a_failover_to_it_loses_nothing(
     for snapshots, writes go on, every partition gets an in-sync backup
     again; then its primary is killed (-9) and the copies it rebuilt take
     over: every acknowledged write is there."""
-    import threading
     n1, n2, n3 = site
-    stop = threading.Event()
-    ledgers = [dict() for _ in range(3)]
-    errors = []
-    threads = [threading.Thread(target=write_ledger, args=(n2.port, stop, ledgers[i], errors, f"b{i}"))
-               for i in range(3)]
-    for t in threads:
-        t.start()
-    written = lambda: sum(len(l) for l in ledgers)
-    try:
+    with ledger_writers([n2.port], 3, "b") as ledgers:
+        written = lambda: sum(len(l) for l in ledgers)
         wait_until(lambda: written() > 300, timeout=20, message="writers got going")
         with RespConn.to(n3) as c:
             assert c.call("DEBUG", "CLUSTER-ISOLATE", 1) == "OK"
@@ -450,11 +467,4 @@ def test_a_backup_cut_off_briefly_catches_up_and_a_failover_to_it_loses_nothing(
         wait_until(lambda: status_rows(n2)["n1"][4] == "dead", timeout=20, message="n1 never marked dead")
         at = written()
         wait_until(lambda: written() > at + 300, timeout=30, message="writes did not resume after the failover")
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=30)
-    acked = {k: v for l in ledgers for k, v in l.items()}
-    rc = RedisCluster(host="127.0.0.1", port=n2.port, decode_responses=True)
-    missing = [k for k, v in acked.items() if rc.get(k) != v]
-    assert not missing, f"{len(missing)} of {len(acked)} acknowledged writes lost, e.g. {missing[:5]}"
+    assert_no_acknowledged_write_lost(ledgers, n2.port)

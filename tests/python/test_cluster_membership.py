@@ -5,7 +5,6 @@ and its process ends once drained; every acknowledged write survives and
 clients follow MOVED to the new owners."""
 import re
 import subprocess
-import threading
 
 import pytest
 import redis
@@ -15,7 +14,7 @@ from redis.crc import key_slot
 from conftest import Server, binary, free_port
 from helpers import wait_until
 from helpers_net import RespConn
-from test_cluster import site_config, write_ledger
+from test_cluster import assert_no_acknowledged_write_lost, ledger_writers, site_config
 
 pytestmark = pytest.mark.deltagrid_only
 
@@ -79,16 +78,9 @@ def seeds(tmp_path):
 def test_a_node_joins_and_another_leaves_under_write_load(seeds, tmp_path):
     nodes, cluster_ports = seeds
     n1, n2, n3 = nodes
-    stop = threading.Event()
-    ledgers = [dict() for _ in range(4)]
-    errors = []
-    writers = [threading.Thread(target=write_ledger, args=(n1.port, stop, ledgers[i], errors, f"j{i}"))
-               for i in range(4)]
-    for t in writers:
-        t.start()
     n4 = None
-    written = lambda: sum(len(l) for l in ledgers)
-    try:
+    with ledger_writers([n1.port], 4, "j") as ledgers:
+        written = lambda: sum(len(l) for l in ledgers)
         wait_until(lambda: written() > 300, timeout=20, message="writers got going")
         # A node that is not a seed joins through the seeds.
         n4 = start(tmp_path, "n4", cluster_ports)
@@ -123,14 +115,7 @@ def test_a_node_joins_and_another_leaves_under_write_load(seeds, tmp_path):
         wait_until(lambda: settled(n1, ["n1", "n3"]), timeout=60, message="the site never settled after SIGTERM")
         at_term = written()
         wait_until(lambda: written() > at_term + 300, timeout=20, message="writes after n4 drained")
-    finally:
-        stop.set()
-        for t in writers:
-            t.join(timeout=30)
-    acked = {k: v for l in ledgers for k, v in l.items()}
-    rc = RedisCluster(host="127.0.0.1", port=n3.port, decode_responses=True)
-    missing = [k for k, v in acked.items() if rc.get(k) != v]
-    assert not missing, f"{len(missing)} of {len(acked)} acknowledged writes lost, e.g. {missing[:5]}"
+    assert_no_acknowledged_write_lost(ledgers, n3.port)
     assert b"left its site" in n2.log_path.read_bytes()
     assert b"terminated: node n4" in n4.log_path.read_bytes()
     # Handovers are counted; nothing is left migrating or lagging.

@@ -870,10 +870,18 @@ mod tests {
     /// returned to `primary`.
     fn ship(primary: &Replicator, backup: &Replicator) {
         while let Some((batch, _)) = primary.take_batch(1) {
-            let mut acks = BytesMut::new();
-            Replicator::encode_acks(&backup.apply_batch(batch.freeze()).unwrap(), &mut acks);
-            primary.acked_by(1, acks.freeze());
+            answer(primary, backup, batch);
         }
+    }
+
+    /// `batch` applied by `backup`, its acks returned to `primary` (as
+    /// member 1); returns the acks.
+    fn answer(primary: &Replicator, backup: &Replicator, batch: BytesMut) -> Vec<(u16, u64)> {
+        let applied = backup.apply_batch(batch.freeze()).unwrap();
+        let mut acks = BytesMut::new();
+        Replicator::encode_acks(&applied, &mut acks);
+        primary.acked_by(1, acks.freeze());
+        applied
     }
 
     fn contents(r: &Replicator, p: usize) -> Vec<(Bytes, Version)> {
@@ -947,9 +955,7 @@ mod tests {
         assert!(primary.send_snapshot(p, 1, 2));
         let (first, _) = primary.take_batch(1).unwrap();
         assert!(primary.send_snapshot(p, 1, 3));
-        let mut acks = BytesMut::new();
-        Replicator::encode_acks(&backup.apply_batch(first.freeze()).unwrap(), &mut acks);
-        primary.acked_by(1, acks.freeze());
+        answer(&primary, &backup, first);
         assert_eq!(primary.take_finished_snapshots(), vec![]);
         ship(&primary, &backup);
         assert_eq!(primary.take_finished_snapshots(), vec![(p, 1, 3)]);
@@ -967,11 +973,8 @@ mod tests {
         backup.ks.set_replica(p, false);
         assert!(primary.send_snapshot(p, 1, 2));
         let (batch, _) = primary.take_batch(1).unwrap();
-        let applied = backup.apply_batch(batch.freeze()).unwrap();
+        let applied = answer(&primary, &backup, batch);
         assert_eq!(applied.iter().map(|a| a.1).collect::<Vec<_>>(), vec![SNAPSHOT_REFUSED, 1]);
-        let mut acks = BytesMut::new();
-        Replicator::encode_acks(&applied, &mut acks);
-        primary.acked_by(1, acks.freeze());
         assert_eq!(primary.take_finished_snapshots(), vec![]);
         assert!(primary.send_snapshot(p, 1, 2), "forgotten: it can be sent again");
         backup.ks.set_replica(p, true);
@@ -1017,14 +1020,11 @@ mod tests {
         let primary = primary_with_backup();
         let backup = replicator();
         let p = backup.ks.partition_of(b"k");
-        let mut acks = BytesMut::new();
         let mut batch = entry(p as u16, 1, "k", "a");
         batch.extend_from_slice(&entry(p as u16, 3, "k", "c"));
         batch.extend_from_slice(&entry(p as u16, 4, "k", "d"));
-        let applied = backup.apply_batch(batch.freeze()).unwrap();
+        let applied = answer(&primary, &backup, batch);
         assert_eq!(applied, vec![(p as u16, 1), (p as u16, SNAPSHOT_NEEDED)]);
-        Replicator::encode_acks(&applied, &mut acks);
-        primary.acked_by(1, acks.freeze());
         assert_eq!(primary.acked[1][p].load(Ordering::Acquire), 1, "the marker is not a seq");
         let table = |epoch: u64, in_sync: bool| {
             let o = |_| crate::placement::PartitionOwners {
