@@ -250,16 +250,8 @@ def assert_no_acknowledged_write_lost(ledgers, port):
 
 
 def test_failover_after_kill_9_loses_no_acknowledged_write(site):
-    import threading
-    stop = threading.Event()
-    ledgers = [dict() for _ in range(4)]
-    errors = []
     alive = [s for s in site if s is not site[1]]
-    threads = [threading.Thread(target=write_ledger, args=(alive[i % 2].port, stop, ledgers[i], errors, f"t{i}"))
-               for i in range(4)]
-    for t in threads:
-        t.start()
-    try:
+    with ledger_writers([s.port for s in alive], 4, "t") as ledgers:
         wait_until(lambda: sum(len(l) for l in ledgers) > 400, timeout=20, message="writers got going")
         site[1].proc.kill()  # kill -9 a node: primary of a third, backup of a third
         site[1].proc.wait()
@@ -267,10 +259,6 @@ def test_failover_after_kill_9_loses_no_acknowledged_write(site):
         # Writes succeed again on every slot range within a few seconds.
         wait_until(lambda: sum(len(l) for l in ledgers) > killed_at + 400, timeout=30,
                    message="writes did not resume after the kill")
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=30)
     assert_no_acknowledged_write_lost(ledgers, alive[0].port)
     # Every slot range now has a live primary.
     with RespConn.to(alive[0]) as c:
@@ -330,38 +318,28 @@ def test_backups_are_rebuilt_and_a_second_failure_loses_nothing(site):
     new in-sync backup (snapshot + catch-up); the node restarts and is
     active again; then a second node is killed: still no acknowledged
     write lost, with writers running throughout."""
-    import threading
-    stop = threading.Event()
-    ledgers = [dict() for _ in range(3)]
-    errors = []
-    threads = [threading.Thread(target=write_ledger, args=(site[2].port, stop, ledgers[i], errors, f"s{i}"))
-               for i in range(3)]
-    for t in threads:
-        t.start()
     n1, n2, n3 = site
     restarted = None
     try:
-        wait_until(lambda: sum(len(l) for l in ledgers) > 300, timeout=20, message="writers got going")
-        n2.proc.kill()
-        n2.proc.wait()
-        wait_until(lambda: status_rows(n3)["n2"][4] == "dead", timeout=20, message="n2 never marked dead")
-        wait_until(lambda: all_partitions_backed_up(n3), timeout=30,
-                   message="backups were not rebuilt after the first failure")
-        restarted = restart(n2)
-        wait_until(lambda: status_rows(n3)["n2"][3:5] == ["up", "active"], timeout=30,
-                   message="the restarted node did not become active again")
-        count = sum(len(l) for l in ledgers)
-        n1.proc.kill()
-        n1.proc.wait()
-        wait_until(lambda: status_rows(n3)["n1"][4] == "dead", timeout=20, message="n1 never marked dead")
-        wait_until(lambda: sum(len(l) for l in ledgers) > count + 300, timeout=30,
-                   message="writes did not resume after the second failure")
-        wait_until(lambda: all_partitions_backed_up(n3), timeout=30,
-                   message="backups were not rebuilt after the second failure")
+        with ledger_writers([n3.port], 3, "s") as ledgers:
+            wait_until(lambda: sum(len(l) for l in ledgers) > 300, timeout=20, message="writers got going")
+            n2.proc.kill()
+            n2.proc.wait()
+            wait_until(lambda: status_rows(n3)["n2"][4] == "dead", timeout=20, message="n2 never marked dead")
+            wait_until(lambda: all_partitions_backed_up(n3), timeout=30,
+                       message="backups were not rebuilt after the first failure")
+            restarted = restart(n2)
+            wait_until(lambda: status_rows(n3)["n2"][3:5] == ["up", "active"], timeout=30,
+                       message="the restarted node did not become active again")
+            count = sum(len(l) for l in ledgers)
+            n1.proc.kill()
+            n1.proc.wait()
+            wait_until(lambda: status_rows(n3)["n1"][4] == "dead", timeout=20, message="n1 never marked dead")
+            wait_until(lambda: sum(len(l) for l in ledgers) > count + 300, timeout=30,
+                       message="writes did not resume after the second failure")
+            wait_until(lambda: all_partitions_backed_up(n3), timeout=30,
+                       message="backups were not rebuilt after the second failure")
     finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=30)
         if restarted is not None:
             site.append(restarted)  # stopped by the fixture
     assert_no_acknowledged_write_lost(ledgers, n3.port)
@@ -371,13 +349,9 @@ def test_a_node_restarted_before_it_is_detected_gives_up_its_copies(site):
     """kill -9 and restart at once, faster than failure detection: the
     restarted process has no data, so it must not serve its old partitions;
     it has them failed over and comes back active. No acknowledged write lost."""
-    import threading
-    stop = threading.Event()
-    ledger, errors = {}, []
-    t = threading.Thread(target=write_ledger, args=(site[0].port, stop, ledger, errors, "q"))
-    t.start()
     victim = site[1]
-    try:
+    with ledger_writers([site[0].port], 1, "q") as ledgers:
+        ledger = ledgers[0]
         wait_until(lambda: len(ledger) > 200, timeout=20, message="writer got going")
         victim.proc.kill()
         victim.proc.wait()
@@ -390,12 +364,7 @@ def test_a_node_restarted_before_it_is_detected_gives_up_its_copies(site):
                    message="the restarted node did not come back")
         count = len(ledger)
         wait_until(lambda: len(ledger) > count + 200, timeout=30, message="writes did not continue")
-    finally:
-        stop.set()
-        t.join(timeout=30)
-    rc = RedisCluster(host="127.0.0.1", port=site[0].port, decode_responses=True)
-    missing = [k for k, v in ledger.items() if rc.get(k) != v]
-    assert not missing, f"{len(missing)} of {len(ledger)} acknowledged writes lost, e.g. {missing[:5]}"
+    assert_no_acknowledged_write_lost(ledgers, site[0].port)
 
 
 def test_a_primary_cut_off_from_the_majority_stops_acknowledging(site):
