@@ -419,13 +419,16 @@ impl Cluster {
 
     /// After acks arrive: backups that finished loading a snapshot are
     /// proposed as in sync (compare-and-set on the partition epoch the
-    /// snapshot was sent for, so a stale one is refused), and in-sync
-    /// backups that reported a gap are proposed out of it (which sends
-    /// them a snapshot).
+    /// snapshot was sent for, so a stale one is refused), in-sync backups
+    /// that reported a gap are proposed out of it (which sends them a
+    /// snapshot), and snapshots a backup refused are sent again after
+    /// [`crate::replication::RESEND_REFUSED_AFTER`] (time for its table to
+    /// catch up with ours) if the table still asks for them.
     pub fn report_finished_snapshots(&self) {
         let done = self.replicator.take_finished_snapshots();
         let gaps = self.table().map(|t| self.replicator.take_gaps(&t)).unwrap_or_default();
-        if done.is_empty() && gaps.is_empty() {
+        let refused = self.replicator.take_refused_snapshots();
+        if done.is_empty() && gaps.is_empty() && refused.is_empty() {
             return;
         }
         let Some(c) = self.replicator.cluster() else { return };
@@ -444,6 +447,17 @@ impl Cluster {
                 match md.propose(cmd).await {
                     Ok(_) => tracing::info!(partition = p, backup = b, "backup caught up: in sync"),
                     Err(e) => tracing::warn!(partition = p, backup = b, "backup not added to the in-sync set: {e}"),
+                }
+            }
+            if refused.is_empty() {
+                return;
+            }
+            tokio::time::sleep(crate::replication::RESEND_REFUSED_AFTER).await;
+            let Some(table) = c.table() else { return };
+            for (p, b, epoch) in refused {
+                let o = table.owners(p);
+                if o.primary == c.my_index && o.epoch == epoch && o.backups.contains(&b) && !o.in_sync.contains(&b) {
+                    c.replicator.send_snapshot(p, b, epoch);
                 }
             }
         });

@@ -69,15 +69,17 @@ pub const BACKUP_TAKEN: u64 = u64::MAX - 3;
 /// primary takes an in-sync backup out of the in-sync set, which sends one;
 /// until then writes to the partition wait for an ack that cannot come.
 pub const SNAPSHOT_NEEDED: u64 = u64::MAX - 4;
-/// In acks only, followed by `(partition, snapshot id)`: the backup could
-/// not load that snapshot (the partition is not a backup copy there yet,
-/// its table being older than its primary's), so it holds nothing the
-/// primary may count on; the primary sends it again a little later.
+/// In acks only, followed by `(partition, snapshot id)`: the backup did
+/// not load all of that snapshot (the partition is not a backup copy there
+/// yet, its table being older than its primary's, or entries went with a
+/// broken connection), so it holds nothing the primary may count on; the
+/// primary sends it again a little later.
 pub const SNAPSHOT_REFUSED: u64 = u64::MAX - 5;
-/// Seqs from here up are markers, never changes' seqs.
-const _: () = assert!(SNAPSHOT_REFUSED < SNAPSHOT_NEEDED && SNAPSHOT_NEEDED < BACKUP_TAKEN);
+/// The lowest marker: seqs from here up are never changes' seqs.
+const FIRST_MARKER: u64 = SNAPSHOT_REFUSED;
+const _: () = assert!(FIRST_MARKER < SNAPSHOT_NEEDED && SNAPSHOT_NEEDED < BACKUP_TAKEN);
 /// How long a primary waits before sending a refused snapshot again.
-const RESEND_REFUSED_AFTER: Duration = Duration::from_millis(200);
+pub const RESEND_REFUSED_AFTER: Duration = Duration::from_millis(200);
 /// Unshipped bytes a backup may fall behind by before it is cut off.
 pub const MAX_PENDING: usize = 32 << 20;
 const ENTRY_HEADER: usize = 2 + 8 + 4;
@@ -343,42 +345,26 @@ impl Replicator {
     /// reported yet: (partition, backup, partition epoch).
     pub fn take_finished_snapshots(&self) -> Vec<(usize, usize, u64)> {
         let mut done = Vec::new();
-        let mut refused = Vec::new();
-        self.snapshots.lock().retain(|&(p, b), s| {
-            if s.refused {
-                refused.push((p, b, s.epoch));
-                return false;
-            }
+        for ((p, b), s) in self.snapshots.lock().iter_mut() {
             if s.acknowledged && !s.reported {
                 s.reported = true;
-                done.push((p, b, s.epoch));
+                done.push((*p, *b, s.epoch));
             }
-            true
-        });
-        if !refused.is_empty() {
-            self.resend_later(refused);
         }
         done
     }
 
-    /// Snapshots a backup refused: sent again (as long as the table still
-    /// asks for them) after [`RESEND_REFUSED_AFTER`], which gives the
-    /// backup's table time to catch up with ours.
-    fn resend_later(&self, refused: Vec<(usize, usize, u64)>) {
-        let (Some(cluster), Ok(rt)) = (self.cluster.upgrade(), tokio::runtime::Handle::try_current()) else {
-            return;
-        };
-        rt.spawn(async move {
-            tokio::time::sleep(RESEND_REFUSED_AFTER).await;
-            let Some(table) = cluster.table() else { return };
-            for (p, b, epoch) in refused {
-                let o = table.owners(p);
-                let wanted = o.primary == cluster.my_index && o.epoch == epoch && o.backups.contains(&b) && !o.in_sync.contains(&b);
-                if wanted {
-                    cluster.replicator.send_snapshot(p, b, epoch);
-                }
+    /// Snapshots the backup refused, forgotten here so that they can be
+    /// sent again: (partition, backup, partition epoch).
+    pub fn take_refused_snapshots(&self) -> Vec<(usize, usize, u64)> {
+        let mut refused = Vec::new();
+        self.snapshots.lock().retain(|&(p, b), s| {
+            if s.refused {
+                refused.push((p, b, s.epoch));
             }
+            !s.refused
         });
+        refused
     }
 
     /// Those of `backups` that have not acknowledged `seq` of partition `p`.
@@ -596,7 +582,7 @@ impl Replicator {
                         s.refused = true;
                     }
                 }
-            } else if let Some(a) = self.acked[peer].get(p).filter(|_| seq < SNAPSHOT_REFUSED) {
+            } else if let Some(a) = self.acked[peer].get(p).filter(|_| seq < FIRST_MARKER) {
                 a.fetch_max(seq, Ordering::AcqRel);
             }
         }
@@ -682,8 +668,6 @@ impl Replicator {
     }
 }
 
-/// A snapshot marker: `seq` [`SNAPSHOT_BEGIN`] or [`SNAPSHOT_END`], body
-/// the words given (the primary's next seq; for an end, then the id).
 /// Proposes that backup `b` of partition `p` leave the in-sync set (at
 /// partition epoch `epoch`); the table that does it sends a snapshot.
 pub(crate) async fn take_out_of_sync(cluster: &Cluster, p: usize, b: usize, epoch: u64) {
@@ -694,6 +678,9 @@ pub(crate) async fn take_out_of_sync(cluster: &Cluster, p: usize, b: usize, epoc
     }
 }
 
+/// A snapshot marker: `seq` [`SNAPSHOT_BEGIN`] or [`SNAPSHOT_END`], body
+/// the words given (the primary's next seq; for an end, then the snapshot
+/// id and its number of entries).
 pub(crate) fn put_marker(buf: &mut BytesMut, p: usize, seq: u64, words: &[u64]) {
     buf.put_u16_le(p as u16);
     buf.put_u64_le(seq);
@@ -845,6 +832,19 @@ mod tests {
         assert_eq!(txn.get(keys[0].as_bytes()).and_then(|e| e.as_str()).map(|b| b.to_vec()), Some(b"after".to_vec()));
     }
 
+    /// Four partitions, each with primary member 0 and backup member 1
+    /// (in sync or not), all at partition epoch `epoch`.
+    fn table(epoch: u64, in_sync: bool) -> crate::placement::PartitionTable {
+        let owners = |_| crate::placement::PartitionOwners {
+            primary: 0,
+            backups: [1].into_iter().collect(),
+            in_sync: if in_sync { [1].into_iter().collect() } else { Default::default() },
+            epoch,
+            moving_to: None,
+        };
+        crate::placement::PartitionTable::new(epoch, (0..4).map(owners).collect())
+    }
+
     /// A primary (member 0) whose partitions all have member 1 as a
     /// backup that is not in sync yet, with itself as the keyspace's sink.
     fn primary_with_backup() -> Arc<Replicator> {
@@ -852,16 +852,9 @@ mod tests {
             KeyspaceConfig { partitions: 4, site_id: 1, log_retain_bytes: 1 << 20, ..Default::default() },
             Arc::new(DebugClock::default()),
         ));
-        let owners = |_| crate::placement::PartitionOwners {
-            primary: 0,
-            backups: [1].into_iter().collect(),
-            in_sync: Default::default(),
-            epoch: 1,
-            moving_to: None,
-        };
-        let table = SharedTable::default();
-        table.store(Some(Arc::new(crate::placement::PartitionTable::new(1, (0..4).map(owners).collect()))));
-        let r = Arc::new(Replicator::new(ks.clone(), std::sync::Weak::new(), table, 2, 0));
+        let shared = SharedTable::default();
+        shared.store(Some(Arc::new(table(1, false))));
+        let r = Arc::new(Replicator::new(ks.clone(), std::sync::Weak::new(), shared, 2, 0));
         ks.set_sink(r.clone());
         r
     }
@@ -976,6 +969,7 @@ mod tests {
         let applied = answer(&primary, &backup, batch);
         assert_eq!(applied.iter().map(|a| a.1).collect::<Vec<_>>(), vec![SNAPSHOT_REFUSED, 1]);
         assert_eq!(primary.take_finished_snapshots(), vec![]);
+        assert_eq!(primary.take_refused_snapshots(), vec![(p, 1, 2)]);
         assert!(primary.send_snapshot(p, 1, 2), "forgotten: it can be sent again");
         backup.ks.set_replica(p, true);
         ship(&primary, &backup);
@@ -1026,16 +1020,6 @@ mod tests {
         let applied = answer(&primary, &backup, batch);
         assert_eq!(applied, vec![(p as u16, 1), (p as u16, SNAPSHOT_NEEDED)]);
         assert_eq!(primary.acked[1][p].load(Ordering::Acquire), 1, "the marker is not a seq");
-        let table = |epoch: u64, in_sync: bool| {
-            let o = |_| crate::placement::PartitionOwners {
-                primary: 0,
-                backups: [1].into_iter().collect(),
-                in_sync: if in_sync { [1].into_iter().collect() } else { Default::default() },
-                epoch,
-                moving_to: None,
-            };
-            crate::placement::PartitionTable::new(epoch, (0..4).map(o).collect())
-        };
         assert_eq!(primary.take_gaps(&table(5, true)), vec![(p, 1, 5)]);
         assert_eq!(primary.take_gaps(&table(5, true)), vec![], "asked already at this epoch");
         assert_eq!(primary.take_gaps(&table(6, true)), vec![(p, 1, 6)], "the ask was lost: again");
@@ -1068,6 +1052,7 @@ mod tests {
             let len = bytes.len().saturating_sub(cut);
             primary.acked_by(1, bytes.freeze().slice(..len));
             let _ = primary.take_finished_snapshots();
+            let _ = primary.take_refused_snapshots();
             for p in 0..4 {
                 prop_assert!(primary.acked[1][p].load(Ordering::Acquire) < 50);
             }
