@@ -38,20 +38,22 @@ backups = {backups}
 '''
 
 
-@pytest.fixture
-def site(tmp_path):
-    """Three nodes started from config files; yields them once the site formed."""
-    cluster_ports = [free_port() for _ in range(3)]
-    ports = [free_port() for _ in range(3)]
+@contextlib.contextmanager
+def started_site(tmp_path, n=3, backups=1):
+    """`n` nodes started from config files; yields them once the site
+    formed, stops them after."""
+    cluster_ports = [free_port() for _ in range(n)]
+    ports = [free_port() for _ in range(n)]
     nodes = []
-    for i in range(3):
-        d = tmp_path / f"n{i + 1}"
-        d.mkdir()
-        node = Server(d, config=site_config(i, ports, cluster_ports), port=ports[i])
-        node.cluster_port = cluster_ports[i]
-        node.restart_args = (d, site_config(i, ports, cluster_ports), ports[i])
-        nodes.append(node)
     try:
+        for i in range(n):
+            d = tmp_path / f"n{i + 1}"
+            d.mkdir()
+            config = site_config(i, ports, cluster_ports, backups=backups)
+            node = Server(d, config=config, port=ports[i])
+            node.cluster_port = cluster_ports[i]
+            node.restart_args = (d, config, ports[i])
+            nodes.append(node)
         for s in nodes:
             wait_until(lambda s=s: b"cluster_state:ok" in cluster_info(s), timeout=15,
                        message="site did not form")
@@ -59,6 +61,13 @@ def site(tmp_path):
     finally:
         for s in nodes:
             s.stop()
+
+
+@pytest.fixture
+def site(tmp_path):
+    """Three nodes, one backup per partition."""
+    with started_site(tmp_path) as nodes:
+        yield nodes
 
 
 def owner_of(site, slot):
@@ -307,10 +316,10 @@ def status_rows(node):
     return {l.split()[0].rstrip("*"): l.split() for l in text.splitlines() if re.match(r"n\d", l)}
 
 
-def all_partitions_backed_up(node):
+def all_partitions_backed_up(node, backups=1):
     rows = status_rows(node)
     live = [r for r in rows.values() if r[4] == "active"]
-    return sum(int(r[7]) for r in live) == 271  # one in-sync backup per partition
+    return sum(int(r[7]) for r in live) == 271 * backups  # in-sync backups per partition
 
 
 def test_backups_are_rebuilt_and_a_second_failure_loses_nothing(site):
@@ -437,3 +446,32 @@ def test_a_backup_cut_off_briefly_catches_up_and_a_failover_to_it_loses_nothing(
         at = written()
         wait_until(lambda: written() > at + 300, timeout=30, message="writes did not resume after the failover")
     assert_no_acknowledged_write_lost(ledgers, n2.port)
+
+
+def test_with_two_backups_two_failures_in_a_row_lose_nothing(tmp_path):
+    """Five nodes, `backups = 2`, writers throughout. kill -9 of one node:
+    an in-sync backup of each of its partitions is promoted, and the
+    other backup, which may hold a last change of the dead primary that
+    the promoted one never got, reloads from the new primary rather than
+    stay in sync on a history the new primary rewrites. Once every
+    partition has two in-sync backups again, a second node is killed:
+    every acknowledged write is still there."""
+    with started_site(tmp_path, n=5, backups=2) as site:
+        n1, n2, n3, n4, n5 = site
+        with ledger_writers([n4.port, n5.port], 4, "w") as ledgers:
+            written = lambda: sum(len(l) for l in ledgers)
+            wait_until(lambda: all_partitions_backed_up(n5, backups=2), timeout=30,
+                       message="the site never had two in-sync backups per partition")
+            wait_until(lambda: written() > 400, timeout=20, message="writers got going")
+            for victim in (n1, n2):
+                victim.proc.kill()
+                victim.proc.wait()
+                name = f"n{site.index(victim) + 1}"
+                wait_until(lambda: status_rows(n5)[name][4] == "dead", timeout=20,
+                           message=f"{name} never marked dead")
+                at = written()
+                wait_until(lambda: written() > at + 400, timeout=30,
+                           message=f"writes did not resume after {name} was killed")
+                wait_until(lambda: all_partitions_backed_up(n5, backups=2), timeout=60,
+                           message=f"two in-sync backups per partition were not rebuilt after {name} was killed")
+        assert_no_acknowledged_write_lost(ledgers, n5.port)

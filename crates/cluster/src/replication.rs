@@ -438,8 +438,10 @@ impl Replicator {
         self.out[peer].broken.store(false, Ordering::Relaxed);
     }
 
-    /// Applies a batch from our primary; returns the cumulative acks.
-    pub fn apply_batch(&self, mut batch: Bytes) -> Result<Vec<(u16, u64)>, BatchError> {
+    /// Applies a batch from site member `from`, our primary for the
+    /// partitions in it; returns the cumulative acks.
+    pub fn apply_batch(&self, mut batch: Bytes, from: usize) -> Result<Vec<(u16, u64)>, BatchError> {
+        let from = from as u16;
         // (partition, seq) per change applied, then the last per partition:
         // no map per batch (a batch mostly holds distinct partitions).
         let mut acks: Vec<(u16, u64)> = Vec::new();
@@ -483,7 +485,7 @@ impl Replicator {
                 };
                 let next = next.filter(|&n| n != 0).ok_or(BatchError::Truncated)?;
                 match end {
-                    None => match self.ks.reset_replica(p as usize, next) {
+                    None => match self.ks.reset_replica(p as usize, next, from) {
                         Ok(()) => {
                             self.loading.lock().insert(p, (next, 0));
                         }
@@ -528,11 +530,11 @@ impl Replicator {
                 }
                 continue;
             }
-            match self.ks.apply_replicated(seq, change, &body) {
+            match self.ks.apply_replicated(seq, change, &body, from) {
                 Ok(()) => acks.push((p, seq)),
-                Err(ReplicaError::Gap { have, got }) => {
+                Err(e @ (ReplicaError::Gap { .. } | ReplicaError::Diverged { .. })) => {
                     if !gaps.contains(&p) {
-                        tracing::warn!(partition = p, have, got, "replication gap: asking the primary for a snapshot");
+                        tracing::warn!(partition = p, "{e}: asking the primary for a snapshot");
                         gaps.push(p);
                     }
                 }
@@ -772,11 +774,61 @@ mod tests {
         let p = r.ks.partition_of(b"k") as u16;
         let mut batch = entry(p, 1, "k", "a");
         batch.extend_from_slice(&entry(p, 2, "k", "b"));
-        assert_eq!(r.apply_batch(batch.clone().freeze()).unwrap(), vec![(p, 2)]);
+        assert_eq!(r.apply_batch(batch.clone().freeze(), 0).unwrap(), vec![(p, 2)]);
         // The same batch again: seqs already held are skipped.
-        assert_eq!(r.apply_batch(batch.freeze()).unwrap(), vec![(p, 2)]);
+        assert_eq!(r.apply_batch(batch.freeze(), 0).unwrap(), vec![(p, 2)]);
         let mut txn = r.ks.txn([&b"k"[..]], 0);
         assert_eq!(txn.get(b"k").and_then(|e| e.as_str()).map(|b| b.to_vec()), Some(b"b".to_vec()));
+    }
+
+    /// A failover with two backups: the dead primary (member 0) sent seq 3
+    /// to this backup but not to the promoted one (member 2), whose own
+    /// change 3 is another history. This backup must not skip it as held
+    /// (and acknowledge it), nor apply anything after it, until a snapshot
+    /// of the new primary replaces the copy.
+    #[test]
+    fn a_held_seq_from_a_new_primary_is_a_divergence_not_a_duplicate() {
+        let r = replicator();
+        let p = r.ks.partition_of(b"k") as u16;
+        let mut old = entry(p, 1, "k", "a");
+        old.extend_from_slice(&entry(p, 2, "k", "b"));
+        old.extend_from_slice(&entry(p, 3, "k", "lost"));
+        assert_eq!(r.apply_batch(old.freeze(), 0).unwrap(), vec![(p, 3)]);
+        let mut new = entry(p, 3, "k", "acked");
+        new.extend_from_slice(&entry(p, 4, "k", "later"));
+        assert_eq!(r.apply_batch(new.clone().freeze(), 2).unwrap(), vec![(p, SNAPSHOT_NEEDED)]);
+        // Nothing of the new primary's is applied or acknowledged, even at
+        // a seq past the ones held, until the copy is replaced.
+        assert_eq!(r.apply_batch(entry(p, 4, "k", "later").freeze(), 2).unwrap(), vec![(p, SNAPSHOT_NEEDED)]);
+        let mut txn = r.ks.txn([&b"k"[..]], 0);
+        assert_eq!(txn.get(b"k").and_then(|e| e.as_str()).map(|b| b.to_vec()), Some(b"lost".to_vec()));
+        drop(txn);
+        // Its snapshot (at the new primary's next seq 4) resets the copy:
+        // changes from seq 4 on apply again.
+        let mut snap = BytesMut::new();
+        for (seq, body) in [(SNAPSHOT_BEGIN, [4u64].as_slice()), (SNAPSHOT_END, [4u64, 7, 0].as_slice())] {
+            snap.put_u16_le(p);
+            snap.put_u64_le(seq);
+            snap.put_u32_le(body.len() as u32 * 8);
+            body.iter().for_each(|w| snap.put_u64_le(*w));
+        }
+        assert_eq!(r.apply_batch(snap.freeze(), 2).unwrap(), vec![(p, 3), (p, SNAPSHOT_END), (p, 7)]);
+        assert_eq!(r.apply_batch(entry(p, 4, "k", "later").freeze(), 2).unwrap(), vec![(p, 4)]);
+    }
+
+    /// The promoted backup held everything this one did: its first change
+    /// follows on, and this backup stays in sync without a snapshot.
+    #[test]
+    fn a_new_primary_that_shares_the_history_is_followed_without_a_snapshot() {
+        let r = replicator();
+        let p = r.ks.partition_of(b"k") as u16;
+        let mut old = entry(p, 1, "k", "a");
+        old.extend_from_slice(&entry(p, 2, "k", "b"));
+        assert_eq!(r.apply_batch(old.freeze(), 0).unwrap(), vec![(p, 2)]);
+        let new = entry(p, 3, "k", "c");
+        assert_eq!(r.apply_batch(new.clone().freeze(), 2).unwrap(), vec![(p, 3)]);
+        // And the new primary's batch again is a duplicate, not a divergence.
+        assert_eq!(r.apply_batch(new.freeze(), 2).unwrap(), vec![(p, 3)]);
     }
 
     #[test]
@@ -784,10 +836,10 @@ mod tests {
         let r = replicator();
         let p = r.ks.partition_of(b"k") as u16;
         let good = entry(p, 1, "k", "v");
-        assert_eq!(r.apply_batch(Bytes::copy_from_slice(&good[..good.len() - 1])), Err(BatchError::Truncated));
-        assert_eq!(r.apply_batch(entry(9, 1, "k", "v").freeze()), Err(BatchError::Partition(9)));
+        assert_eq!(r.apply_batch(Bytes::copy_from_slice(&good[..good.len() - 1]), 0), Err(BatchError::Truncated));
+        assert_eq!(r.apply_batch(entry(9, 1, "k", "v").freeze(), 0), Err(BatchError::Partition(9)));
         let other = (p + 1) % 4;
-        assert_eq!(r.apply_batch(entry(other, 1, "k", "v").freeze()), Err(BatchError::Partition(other)));
+        assert_eq!(r.apply_batch(entry(other, 1, "k", "v").freeze(), 0), Err(BatchError::Partition(other)));
     }
 
     #[test]
@@ -820,7 +872,7 @@ mod tests {
         let mut acks = Vec::new();
         while let Some((batch, _)) = primary.take_batch(0) {
             assert!(batch.len() < 2 * crate::snapshot::CHUNK_BYTES);
-            acks.extend(backup.apply_batch(batch.freeze()).unwrap());
+            acks.extend(backup.apply_batch(batch.freeze(), 0).unwrap());
             batches += 1;
         }
         assert!(batches > 4, "{batches} batches");
@@ -870,7 +922,7 @@ mod tests {
     /// `batch` applied by `backup`, its acks returned to `primary` (as
     /// member 1); returns the acks.
     fn answer(primary: &Replicator, backup: &Replicator, batch: BytesMut) -> Vec<(u16, u64)> {
-        let applied = backup.apply_batch(batch.freeze()).unwrap();
+        let applied = backup.apply_batch(batch.freeze(), 0).unwrap();
         let mut acks = BytesMut::new();
         Replicator::encode_acks(&applied, &mut acks);
         primary.acked_by(1, acks.freeze());
@@ -999,7 +1051,7 @@ mod tests {
         while let Some((batch, _)) = primary.take_batch(1) {
             n += 1;
             if n != 2 {
-                kinds.extend(backup.apply_batch(batch.freeze()).unwrap().into_iter().map(|a| a.1));
+                kinds.extend(backup.apply_batch(batch.freeze(), 0).unwrap().into_iter().map(|a| a.1));
             }
         }
         assert!(n > 3, "{n} batches");
@@ -1031,7 +1083,7 @@ mod tests {
         #[test]
         fn random_batches_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300)) {
             let r = replicator();
-            let _ = r.apply_batch(Bytes::from(data));
+            let _ = r.apply_batch(Bytes::from(data), 0);
         }
 
         /// Acks from a peer, whatever they hold, never panic and never

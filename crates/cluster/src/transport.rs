@@ -314,7 +314,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
                         Ok(Some((kind, payload))) => {
                             last_heard = tokio::time::Instant::now();
                             match kind {
-                                wire::KIND_BATCH => match c.replicator.apply_batch(payload) {
+                                wire::KIND_BATCH => match c.replicator.apply_batch(payload, peer) {
                                     Ok(applied) => {
                                         acks.clear();
                                         Replicator::encode_acks(&applied, &mut acks);

@@ -20,7 +20,7 @@ use crate::apply::{apply_change, apply_change_at, apply_owned_at, ApplyError};
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::clock::Clock;
 use crate::delta::{self, StringOpError};
-use crate::partition::Partition;
+use crate::partition::{Partition, ReplicaSource};
 use crate::partition_bits::PartitionBits;
 use crate::slot;
 use crate::stats::ChangeStats;
@@ -101,6 +101,10 @@ pub fn take_written() -> SmallVec<[(usize, u64); 4]> {
 pub enum ReplicaError {
     #[error("change seq {got} after {have}: the copy missed changes and needs a snapshot")]
     Gap { have: u64, got: u64 },
+    /// The copy holds seq `got` (and up to `have`) from another node than
+    /// the one now sending it: a history its primary does not share.
+    #[error("change seq {got} already held (up to {have}) from another node: the copy diverged and needs a snapshot")]
+    Diverged { have: u64, got: u64 },
     /// This node is not a backup of the partition (any more): a primary
     /// that lost its role is fenced here.
     #[error("not a backup of this partition")]
@@ -272,7 +276,9 @@ impl Keyspace {
     /// read sees an expired key as missing but leaves it for the primary's
     /// Expire change), so their logs stay identical to the primary's.
     pub fn set_replica(&self, partition: usize, replica: bool) {
-        self.parts[partition].lock().replica = replica;
+        let mut part = self.parts[partition].lock();
+        part.replica = replica;
+        part.source = ReplicaSource::Unknown;
     }
 
     pub fn partitions(&self) -> u16 {
@@ -469,13 +475,15 @@ impl Keyspace {
         Version { hlc: self.hlc.tick(), site: self.site }
     }
 
-    /// Applies a change a primary logged at `seq`, logging it at the same
-    /// seq, so a backup's log is the primary's. A seq already held is
-    /// skipped (a re-sent batch changes nothing); a seq past the next one is
-    /// a gap, except on a log that never held anything.
+    /// Applies a change a primary (site member `from`) logged at `seq`,
+    /// logging it at the same seq, so a backup's log is the primary's. A
+    /// seq already held is skipped when `from` sent it (a re-sent batch
+    /// changes nothing) and is a divergence otherwise (see
+    /// [`crate::partition::ReplicaSource`]); a seq past the next one is a
+    /// gap, except on a log that never held anything.
     /// `encoded` is the change as the primary encoded it, which the log
     /// keeps as it is.
-    pub fn apply_replicated(&self, seq: u64, change: Change, encoded: &[u8]) -> Result<(), ReplicaError> {
+    pub fn apply_replicated(&self, seq: u64, change: Change, encoded: &[u8], from: u16) -> Result<(), ReplicaError> {
         self.hlc.observe(change.version.hlc);
         let key = change.key.clone();
         {
@@ -484,8 +492,15 @@ impl Keyspace {
                 return Err(ReplicaError::NotReplica);
             }
             let next = part.log.next_seq();
+            if part.source == ReplicaSource::Diverged {
+                return Err(ReplicaError::Diverged { have: next - 1, got: seq });
+            }
             if seq < next {
-                return Ok(());
+                if part.source == ReplicaSource::Node(from) {
+                    return Ok(());
+                }
+                part.source = ReplicaSource::Diverged;
+                return Err(ReplicaError::Diverged { have: next - 1, got: seq });
             }
             if seq > next {
                 if next != 1 {
@@ -493,6 +508,7 @@ impl Keyspace {
                 }
                 part.log.skip_to(seq);
             }
+            part.source = ReplicaSource::Node(from);
             let kind = change.kind.index();
             apply_owned_at(&mut part, None, change)?;
             let (_, size) = part.log.append_encoded(&key, encoded);
@@ -508,12 +524,13 @@ impl Keyspace {
     /// primary's next seq was `next_seq`: its copy is emptied (nothing is
     /// logged: the copy is being replaced, not changed) and its log resumes
     /// at `next_seq`.
-    pub fn reset_replica(&self, p: usize, next_seq: u64) -> Result<(), ReplicaError> {
+    pub fn reset_replica(&self, p: usize, next_seq: u64, from: u16) -> Result<(), ReplicaError> {
         let Some(part) = self.parts.get(p) else { return Err(ReplicaError::NotReplica) };
         let mut part = part.lock();
         if !part.replica {
             return Err(ReplicaError::NotReplica);
         }
+        part.source = ReplicaSource::Node(from);
         part.drain_keys();
         part.tombstones.clear();
         part.log.reset_to(next_seq);

@@ -17,6 +17,22 @@ use crate::value::Entry;
 
 pub type EntryMap = IndexMap<Bytes, Entry, ahash::RandomState>;
 
+/// Where a backup copy's latest changes came from. A seq the copy already
+/// holds may be sent again by the node that sent it (the same batch
+/// again), and is skipped; from any other node it is a different history
+/// (a new primary's change at a seq the old one had also used), and the
+/// copy must be replaced by a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaSource {
+    /// Nothing received since the copy became a backup.
+    Unknown,
+    /// The node (a site member index) whose changes or snapshot it holds.
+    Node(u16),
+    /// It holds changes its current primary does not: it takes nothing
+    /// more until a snapshot replaces it.
+    Diverged,
+}
+
 /// Fields in the order a write reads them (`repr(C)`: the compiler would
 /// order them by alignment): at 16,384 partitions a partition's header is
 /// not in cache when a command comes, and every 64-byte line it reads is a
@@ -29,6 +45,8 @@ pub struct Partition {
     pub id: u16,
     /// Held as a backup: changed only by the primary's changes.
     pub replica: bool,
+    /// As a backup, whose changes the copy holds.
+    pub(crate) source: ReplicaSource,
     footprint: usize,
     map: EntryMap,
     pub log: PartitionLog,
@@ -53,6 +71,7 @@ impl Partition {
             stats: ChangeStats::default(),
             footprint: 0,
             replica: false,
+            source: ReplicaSource::Unknown,
             tombstones: Tombstones::new(0, 0),
         }
     }

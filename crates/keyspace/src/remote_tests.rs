@@ -543,7 +543,7 @@ fn remote_changes_reach_the_sink_and_the_observer_and_replay_on_a_backup() {
     let logged = std::mem::take(&mut *sink.0.lock());
     assert_eq!(logged.len(), 6);
     for (_, seq, c, encoded) in logged {
-        backup.apply_replicated(seq, c, &encoded).unwrap();
+        backup.apply_replicated(seq, c, &encoded, 0).unwrap();
     }
     assert_eq!(state(&backup), state(&ks));
     assert_eq!(tombstones(&backup), tombstones(&ks));
@@ -565,7 +565,7 @@ fn flushall_deletes_leave_tombstones_and_backups_get_the_same() {
         backup.set_replica(p, true);
     }
     for (_, seq, c, encoded) in std::mem::take(&mut *sink.0.lock()) {
-        backup.apply_replicated(seq, c, &encoded).unwrap();
+        backup.apply_replicated(seq, c, &encoded, 0).unwrap();
     }
     assert_eq!(tombstones(&backup), tombstones(&ks));
     assert_eq!(backup.tombstone_bytes(), ks.tombstone_bytes());
@@ -578,7 +578,7 @@ fn flushall_deletes_leave_tombstones_and_backups_get_the_same() {
         }
     }
     assert_eq!(tombstones(&fresh), tombstones(&ks));
-    backup.reset_replica(ks.partition_of(b"a"), 1).unwrap();
+    backup.reset_replica(ks.partition_of(b"a"), 1, 0).unwrap();
     assert_eq!(floor(&backup, "a"), None);
 }
 
@@ -749,7 +749,7 @@ impl Site {
             if c.version.site == self.id {
                 out.push(c.clone());
             }
-            self.backup.apply_replicated(seq, c, &encoded).unwrap();
+            self.backup.apply_replicated(seq, c, &encoded, 0).unwrap();
         }
         out
     }
