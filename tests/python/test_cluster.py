@@ -475,3 +475,74 @@ def test_with_two_backups_two_failures_in_a_row_lose_nothing(tmp_path):
                 wait_until(lambda: all_partitions_backed_up(n5, backups=2), timeout=60,
                            message=f"two in-sync backups per partition were not rebuilt after {name} was killed")
         assert_no_acknowledged_write_lost(ledgers, n5.port)
+
+
+def assert_every_copy_holds(ledgers, node, nodes):
+    """Every write acknowledged so far reads back from the primary and from
+    every backup (READONLY) of its slot, as CLUSTER SLOTS on `node` lists
+    them: in-sync copies hold the same history, whichever gets promoted."""
+    acked = {k: v for l in ledgers for k, v in list(l.items())}
+    by_port = {n.port: n for n in nodes}
+    with RespConn.to(node) as c:
+        slots = c.call("CLUSTER", "SLOTS")
+    ranges = [(first, last, [p[1]] + [r[1] for r in rs]) for first, last, p, *rs in slots]
+    conns = {}
+    try:
+        for port in {port for *_, ports in ranges for port in ports}:
+            conns[port] = RespConn.to(by_port[port])
+            assert conns[port].call("READONLY") == "OK"
+        missing = []
+        for key, value in acked.items():
+            slot = key_slot(key.encode())
+            ports = next(ports for first, last, ports in ranges if first <= slot <= last)
+            missing += [(key, port, got) for port in ports if (got := conns[port].call("GET", key)) != value.encode()]
+        assert not missing, f"{len(missing)} copies lack acknowledged writes, e.g. {missing[:5]}"
+    finally:
+        for c in conns.values():
+            c.close()
+
+
+def slot_owners(node):
+    """{first slot of each range: (primary port, replica ports)} per CLUSTER SLOTS."""
+    with RespConn.to(node) as c:
+        return {first: (p[1], {r[1] for r in rs}) for first, last, p, *rs in c.call("CLUSTER", "SLOTS")}
+
+
+def test_a_backup_holding_changes_the_promoted_one_lacks_reloads_and_nothing_is_lost(tmp_path):
+    """Five nodes, `backups = 2`. n1 holds back its batches to n2 (DEBUG
+    CLUSTER-HOLD): writes to n1's partitions backed up by n2 wait, while
+    their other backup already has them. kill -9 of n1: where n2 is
+    promoted, its next changes reuse seqs the other backup holds with the
+    dead primary's unacknowledged writes; that backup must reload rather
+    than acknowledge them as held. Then n2 is killed and those backups
+    take over: every acknowledged write is there."""
+    with started_site(tmp_path, n=5, backups=2) as site:
+        n1, n2, n3, n4, n5 = site
+        with ledger_writers([n3.port, n4.port, n5.port], 8, "h") as ledgers:
+            written = lambda: sum(len(l) for l in ledgers)
+            wait_until(lambda: all_partitions_backed_up(n5, backups=2), timeout=30,
+                       message="the site never had two in-sync backups per partition")
+            wait_until(lambda: written() > 400, timeout=20, message="writers got going")
+            before = slot_owners(n5)
+            with RespConn.to(n1) as c:
+                assert c.call("DEBUG", "CLUSTER-HOLD", "n2", 1) == "OK"
+            wait_until(lambda: int(status_rows(n1)["n2"][8]) > 0, timeout=10,
+                       message="nothing queued for n2 while held")
+            time.sleep(0.3)  # writers pile up on the held partitions
+            n1.proc.kill()
+            n1.proc.wait()
+            wait_until(lambda: status_rows(n5)["n1"][4] == "dead", timeout=20, message="n1 never marked dead")
+            at = written()
+            wait_until(lambda: written() > at + 400, timeout=30, message="writes did not resume after n1 was killed")
+            wait_until(lambda: all_partitions_backed_up(n5, backups=2), timeout=60,
+                       message="two in-sync backups per partition were not rebuilt after n1 was killed")
+            after = slot_owners(n5)
+            held = [f for f, (p, rs) in before.items() if p == n1.port and n2.port in rs]
+            assert any(after[f][0] == n2.port for f in held), "n2 was promoted for none of the held partitions"
+            assert_every_copy_holds(ledgers, n5, site)
+            n2.proc.kill()
+            n2.proc.wait()
+            wait_until(lambda: status_rows(n5)["n2"][4] == "dead", timeout=20, message="n2 never marked dead")
+            at = written()
+            wait_until(lambda: written() > at + 400, timeout=30, message="writes did not resume after n2 was killed")
+        assert_no_acknowledged_write_lost(ledgers, n5.port)

@@ -84,6 +84,10 @@ pub struct Cluster {
     /// Fault injection (`DEBUG CLUSTER-ISOLATE 1`): every node-to-node link
     /// is cut, both data and metadata, as if the network were partitioned.
     pub isolated: std::sync::atomic::AtomicBool,
+    /// Fault injection (`DEBUG CLUSTER-HOLD NODE 1`): bit i set, no
+    /// replication batch leaves for member i (its link stays up, pings
+    /// flow): as if its batches were slow to leave, up to `MAX_PENDING`.
+    held: std::sync::atomic::AtomicU64,
     /// Per partition: writes refused with TRYAGAIN while a handover runs.
     pub(crate) fenced: Box<[std::sync::atomic::AtomicBool]>,
     /// Handovers under way here: partition -> epoch.
@@ -210,6 +214,7 @@ impl Cluster {
             primary_changes: Default::default(),
             rejoining: Default::default(),
             isolated: Default::default(),
+            held: Default::default(),
             fenced: (0..partitions).map(|_| Default::default()).collect(),
             handovers: Default::default(),
             handovers_done: Default::default(),
@@ -338,6 +343,27 @@ impl Cluster {
             md.set_isolated(on);
         }
         tracing::warn!(isolated = on, "fault injection: node-to-node links {}", if on { "cut" } else { "restored" });
+    }
+
+    /// Holds back (or lets go again) the replication batches for the
+    /// member named `node_id`; false if no member has that name.
+    pub fn set_held(&self, node_id: &str, on: bool) -> bool {
+        let Some(i) = self.members().iter().position(|m| m.as_ref().is_some_and(|m| m.node_id == node_id)) else {
+            return false;
+        };
+        let bit = 1u64 << i;
+        if on {
+            self.held.fetch_or(bit, std::sync::atomic::Ordering::AcqRel);
+        } else {
+            self.held.fetch_and(!bit, std::sync::atomic::Ordering::AcqRel);
+            self.replicator.wake(i);
+        }
+        tracing::warn!(node = node_id, held = on, "fault injection: replication batches to a member {}", if on { "held back" } else { "let go" });
+        true
+    }
+
+    pub fn is_held(&self, member: usize) -> bool {
+        self.held.load(std::sync::atomic::Ordering::Acquire) & (1u64 << member) != 0
     }
 
     /// `site.secret`, as the handshake wants it.

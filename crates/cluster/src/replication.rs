@@ -428,6 +428,13 @@ impl Replicator {
         self.out[peer].acks.answered(end);
     }
 
+    /// Wakes `peer`'s connection to look for a batch.
+    pub fn wake(&self, peer: usize) {
+        if let Some(out) = self.out.get(peer) {
+            out.ready.notify_one();
+        }
+    }
+
     pub async fn batch_ready(&self, peer: usize) {
         self.out[peer].ready.notified().await
     }

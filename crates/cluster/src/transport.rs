@@ -368,6 +368,9 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
 /// Frames the peer's next batch, if any, into `out` and remembers where it
 /// ends in the peer's stream.
 fn queue_next_batch(c: &Cluster, peer: usize, out: &mut BytesMut, in_flight: &mut VecDeque<u64>) {
+    if c.is_held(peer) {
+        return;
+    }
     if let Some((batch, end)) = c.replicator.take_batch(peer) {
         wire::encode_frame(wire::KIND_BATCH, &batch, out);
         in_flight.push_back(end);

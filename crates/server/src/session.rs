@@ -545,6 +545,14 @@ impl Session {
                 Some(c) => c.set_isolated(on),
                 None => return Err(cluster::cluster_cmd::disabled()),
             }
+        } else if is(sub, "CLUSTER-HOLD") && a.len() == 4 {
+            let node = String::from_utf8_lossy(a[2]).into_owned();
+            let on = commands::args::int(a[3])? != 0;
+            match &self.node.cluster {
+                Some(c) if c.set_held(&node, on) => {}
+                Some(_) => return Err(CmdError::other(format!("ERR no member named {node}"))),
+                None => return Err(cluster::cluster_cmd::disabled()),
+            }
         } else if is(sub, "SLEEP") && a.len() == 3 {
             let secs = commands::args::float(a[2])?.clamp(0.0, 60.0);
             std::thread::sleep(std::time::Duration::from_secs_f64(secs));
