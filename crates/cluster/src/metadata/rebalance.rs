@@ -53,14 +53,13 @@ pub fn failover(current: &[Assignment], members: &[NodeId]) -> Vec<Assignment> {
                 if let Some(p) = least_loaded(&next.in_sync).or_else(|| least_loaded(&next.backups)) {
                     next.primary = p;
                     next.backups.retain(|b| *b != p);
-                    // The other backups may hold changes of the dead
-                    // primary that the new one never got (shipped to them
-                    // first, not yet acknowledged by all): the new
-                    // primary's next changes reuse those seqs, which they
-                    // would skip as held, diverging silently. They leave
-                    // the in-sync set and load a snapshot of the new
-                    // primary instead.
-                    next.in_sync.clear();
+                    // The other in-sync backups stay in sync. One that
+                    // holds a change of the dead primary the new one never
+                    // got sees the new primary's change at that seq as a
+                    // divergence (keyspace::ReplicaSource) and asks for a
+                    // snapshot, which takes it out of the in-sync set
+                    // before the write is acknowledged.
+                    next.in_sync.retain(|b| *b != p);
                     *load.entry(p).or_default() += 1;
                 }
             }
@@ -338,11 +337,11 @@ mod tests {
         let t = failover(std::slice::from_ref(&a), &[2, 3]);
         assert_eq!(t[0], Assignment { epoch: 4, ..Assignment::new(3, vec![2], vec![]) });
         assert!(t[0].safe_from(&a));
-        // Two in sync: the one not promoted is in sync no more (it may
-        // hold changes the new primary lacks); it reloads from a snapshot.
+        // Two in sync: the one not promoted stays in sync (it checks the
+        // new primary's changes against what it holds).
         let both = Assignment { epoch: 4, ..Assignment::new(1, vec![2, 3], vec![2, 3]) };
         let t = failover(std::slice::from_ref(&both), &[2, 3]);
-        assert_eq!((t[0].backups.len(), t[0].in_sync.len()), (1, 0));
+        assert_eq!((t[0].backups.len(), t[0].in_sync.len()), (1, 1));
         assert!(t[0].safe_from(&both));
         // Nobody in sync: the best remaining copy, which safe_from reports.
         let t = failover(&[Assignment { in_sync: vec![], ..a.clone() }], &[2, 3]);
