@@ -76,6 +76,14 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
                 if shared.killed.load(Ordering::Acquire) {
                     break;
                 }
+                // Pushes already queued go before the replies to these
+                // requests, whichever branch select! picked first: an
+                // invalidation for a write another client saw acknowledged
+                // must reach this client before its next reply (Redis
+                // writes it into the client's output buffer at once).
+                while let Ok(p) = push_rx.try_recv() {
+                    write_push(&session, &shared, p, &mut outbuf);
+                }
                 // Writes are collected per batch on this thread: nothing
                 // awaits between these three calls.
                 keyspace::take_written();
