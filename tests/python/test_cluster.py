@@ -401,10 +401,11 @@ def test_a_primary_cut_off_from_the_majority_stops_acknowledging(site):
 def test_a_backup_cut_off_briefly_catches_up_and_a_failover_to_it_loses_nothing(site):
     """DEBUG CLUSTER-ISOLATE on a backup for less than failure detection
     takes (1.5 s) under write load: the batches in flight on its links are
-    lost, so it sees a gap in its partitions' seqs. It asks its primaries
-    for snapshots, writes go on, every partition gets an in-sync backup
-    again; then its primary is killed (-9) and the copies it rebuilt take
-    over: every acknowledged write is there."""
+    lost. Its primaries send them again when the links are back (and a
+    backup that still finds a gap in a partition's seqs asks for a
+    snapshot); writes go on, every partition has an in-sync backup again;
+    then its primary is killed (-9) and its copies take over: every
+    acknowledged write is there."""
     n1, n2, n3 = site
     with ledger_writers([n2.port], 3, "b") as ledgers:
         written = lambda: sum(len(l) for l in ledgers)

@@ -13,7 +13,8 @@
 //! the answer to the batch holding its writes, [`crate::ack_wait`]). A
 //! backup that does not answer within [`SYNC_TIMEOUT`] makes the connection close
 //! without replying: the client learns nothing was acknowledged, which is
-//! never wrong. A backup that falls [`MAX_PENDING`] bytes behind is cut off
+//! never wrong. Batches a broken connection took unanswered are sent again
+//! on the next one ([`Replicator::requeue`]). A backup that falls [`MAX_PENDING`] bytes behind is cut off
 //! and rebuilt from snapshots, leaving the in-sync set through Raft first.
 //! Snapshots stream in chunks ahead of the changes queued for the backup
 //! (`snapshot`), so a partition of any size can be copied.
@@ -399,7 +400,7 @@ impl Replicator {
     /// The next batch for `peer`: a chunk of the snapshot it is loading,
     /// or else everything queued; None when there is nothing. With it, the
     /// stream position where it ends, for [`Self::answered`].
-    pub fn take_batch(&self, peer: usize) -> Option<(BytesMut, u64)> {
+    pub fn take_batch(&self, peer: usize) -> Option<(Bytes, u64)> {
         let out = &self.out[peer];
         let mut snapshots = out.snapshots.lock();
         if let Some(s) = snapshots.front_mut() {
@@ -409,7 +410,7 @@ impl Replicator {
             }
             // More to send: ask the connection to come back.
             out.ready.notify_one();
-            return Some((chunk, out.taken.load(Ordering::Relaxed)));
+            return Some((chunk.freeze(), out.taken.load(Ordering::Relaxed)));
         }
         // `snapshots` stays locked: a snapshot queued meanwhile (under its
         // partition lock) would otherwise fall behind changes logged after
@@ -419,7 +420,7 @@ impl Replicator {
             return None;
         }
         let end = out.taken.fetch_add(buf.len() as u64, Ordering::Relaxed) + buf.len() as u64;
-        Some((buf.split(), end))
+        Some((buf.split().freeze(), end))
     }
 
     /// `peer` answered the batch ending at stream position `end` (after
@@ -439,10 +440,34 @@ impl Replicator {
         self.out[peer].ready.notified().await
     }
 
-    /// A reconnected backup gets a fresh start: what it missed while cut
-    /// off cannot be replayed from this buffer.
+    /// A reconnected backup is no longer cut off.
     pub fn peer_connected(&self, peer: usize) {
         self.out[peer].broken.store(false, Ordering::Relaxed);
+    }
+
+    /// A connection to `peer` ended with `batches` sent and not answered
+    /// (oldest first): they may never have arrived, so they go out again,
+    /// ahead of everything queued since. The backup skips what it already
+    /// applied (the same primary's seqs) and fills in what it missed,
+    /// instead of finding a gap at the next change and reloading the
+    /// partition from a snapshot.
+    pub fn requeue(&self, peer: usize, batches: impl IntoIterator<Item = Bytes>) {
+        let out = &self.out[peer];
+        let mut again = BytesMut::new();
+        for b in batches {
+            again.extend_from_slice(&b);
+        }
+        if again.is_empty() {
+            return;
+        }
+        let bytes = again.len();
+        {
+            let mut buf = out.buf.lock();
+            again.extend_from_slice(&buf);
+            *buf = again;
+        }
+        tracing::info!(backup = peer, bytes, "connection lost with a batch unanswered: sending it again");
+        out.ready.notify_one();
     }
 
     /// Applies a batch from site member `from`, our primary for the
@@ -879,7 +904,7 @@ mod tests {
         let mut acks = Vec::new();
         while let Some((batch, _)) = primary.take_batch(0) {
             assert!(batch.len() < 2 * crate::snapshot::CHUNK_BYTES);
-            acks.extend(backup.apply_batch(batch.freeze(), 0).unwrap());
+            acks.extend(backup.apply_batch(batch, 0).unwrap());
             batches += 1;
         }
         assert!(batches > 4, "{batches} batches");
@@ -928,8 +953,8 @@ mod tests {
 
     /// `batch` applied by `backup`, its acks returned to `primary` (as
     /// member 1); returns the acks.
-    fn answer(primary: &Replicator, backup: &Replicator, batch: BytesMut) -> Vec<(u16, u64)> {
-        let applied = backup.apply_batch(batch.freeze(), 0).unwrap();
+    fn answer(primary: &Replicator, backup: &Replicator, batch: Bytes) -> Vec<(u16, u64)> {
+        let applied = backup.apply_batch(batch, 0).unwrap();
         let mut acks = BytesMut::new();
         Replicator::encode_acks(&applied, &mut acks);
         primary.acked_by(1, acks.freeze());
@@ -1013,6 +1038,40 @@ mod tests {
         assert_eq!(primary.take_finished_snapshots(), vec![(p, 1, 3)]);
     }
 
+    /// A connection broke with a batch in flight: the connection gives it
+    /// back, it goes out again ahead of what was queued meanwhile, and the
+    /// backup fills in what it missed instead of finding a gap. Given back
+    /// after it did arrive, it changes nothing.
+    #[test]
+    fn a_batch_unanswered_when_its_connection_broke_is_sent_again() {
+        let primary = primary_with_backup();
+        let backup = replicator();
+        let p = primary.ks.partition_of(b"k");
+        let write = |i: u64| {
+            let change = Change {
+                key: Bytes::from_static(b"k"),
+                version: Version { hlc: i << 16, site: 1 },
+                kind: ChangeKind::Full { value: Value::Str(Bytes::from(i.to_string())), expire_at: 0 },
+            };
+            primary.ks.apply_batch(p, vec![change], 0).unwrap();
+        };
+        write(1);
+        ship(&primary, &backup);
+        write(2);
+        write(3);
+        let (lost, _) = primary.take_batch(1).unwrap(); // in flight when the connection broke
+        write(4); // queued while it was down
+        primary.requeue(1, [lost]);
+        let (batch, _) = primary.take_batch(1).unwrap();
+        let acks = answer(&primary, &backup, batch.clone());
+        assert_eq!(acks, vec![(p as u16, 4)], "seqs 2 to 4 arrive in order");
+        assert_eq!(contents(&backup, p), contents(&primary, p));
+        // The same batch given back though it had arrived: all skipped.
+        primary.requeue(1, [batch]);
+        ship(&primary, &backup);
+        assert_eq!(contents(&backup, p), contents(&primary, p));
+    }
+
     /// A node that does not hold the partition as a backup copy yet (its
     /// table is older than the primary's) refuses the snapshot at its end
     /// instead of acknowledging what it did not load; the primary forgets
@@ -1058,7 +1117,7 @@ mod tests {
         while let Some((batch, _)) = primary.take_batch(1) {
             n += 1;
             if n != 2 {
-                kinds.extend(backup.apply_batch(batch.freeze(), 0).unwrap().into_iter().map(|a| a.1));
+                kinds.extend(backup.apply_batch(batch, 0).unwrap().into_iter().map(|a| a.1));
             }
         }
         assert!(n > 3, "{n} batches");
@@ -1076,7 +1135,7 @@ mod tests {
         let mut batch = entry(p as u16, 1, "k", "a");
         batch.extend_from_slice(&entry(p as u16, 3, "k", "c"));
         batch.extend_from_slice(&entry(p as u16, 4, "k", "d"));
-        let applied = answer(&primary, &backup, batch);
+        let applied = answer(&primary, &backup, batch.freeze());
         assert_eq!(applied, vec![(p as u16, 1), (p as u16, SNAPSHOT_NEEDED)]);
         assert_eq!(primary.acked[1][p].load(Ordering::Acquire), 1, "the marker is not a seq");
         assert_eq!(primary.take_gaps(&table(5, true)), vec![(p, 1, 5)]);

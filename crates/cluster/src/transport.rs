@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -279,14 +279,13 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
     let (mut rd, mut wr) = stream.into_split();
     let mut ping = tokio::time::interval(PING_EVERY);
     let mut last_heard = tokio::time::Instant::now();
-    // Where each batch in flight ends in the peer's stream, oldest first.
-    let mut in_flight: VecDeque<u64> = VecDeque::new();
+    let mut in_flight = InFlight { c, peer, batches: VecDeque::new() };
     let mut out = BytesMut::new();
     // Reused for every ack frame (a batch's acks, one per partition).
     let mut acks = BytesMut::new();
     loop {
         tokio::select! {
-            _ = c.replicator.batch_ready(peer), if in_flight.len() < MAX_BATCHES_IN_FLIGHT => {
+            _ = c.replicator.batch_ready(peer), if in_flight.batches.len() < MAX_BATCHES_IN_FLIGHT => {
                 if c.is_isolated() {
                     break;
                 }
@@ -329,7 +328,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
                                 wire::KIND_ACK => {
                                     answered = true;
                                     c.replicator.acked_by(peer, payload);
-                                    if let Some(end) = in_flight.pop_front() {
+                                    if let Some((end, _)) = in_flight.batches.pop_front() {
                                         c.replicator.answered(peer, end);
                                     }
                                 }
@@ -348,7 +347,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
                     c.report_finished_snapshots();
                     // What gathered while the batch was out leaves now,
                     // in the same write as any acks of ours.
-                    if in_flight.len() < MAX_BATCHES_IN_FLIGHT && !c.is_isolated() {
+                    if in_flight.batches.len() < MAX_BATCHES_IN_FLIGHT && !c.is_isolated() {
                         queue_next_batch(c, peer, &mut out, &mut in_flight);
                     }
                 }
@@ -365,14 +364,29 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
     tracing::info!(%addr, "cluster peer disconnected");
 }
 
-/// Frames the peer's next batch, if any, into `out` and remembers where it
-/// ends in the peer's stream.
-fn queue_next_batch(c: &Cluster, peer: usize, out: &mut BytesMut, in_flight: &mut VecDeque<u64>) {
+/// The batches a connection sent and the peer has not answered yet, oldest
+/// first, each with where it ends in the peer's stream. However the
+/// connection ends, they go back to the replicator to be sent again
+/// ([`Replicator::requeue`]).
+struct InFlight<'a> {
+    c: &'a Cluster,
+    peer: usize,
+    batches: VecDeque<(u64, Bytes)>,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.c.replicator.requeue(self.peer, self.batches.drain(..).map(|(_, b)| b));
+    }
+}
+
+/// Frames the peer's next batch, if any, into `out` and remembers it.
+fn queue_next_batch(c: &Cluster, peer: usize, out: &mut BytesMut, in_flight: &mut InFlight<'_>) {
     if c.is_held(peer) {
         return;
     }
     if let Some((batch, end)) = c.replicator.take_batch(peer) {
         wire::encode_frame(wire::KIND_BATCH, &batch, out);
-        in_flight.push_back(end);
+        in_flight.batches.push_back((end, batch));
     }
 }
