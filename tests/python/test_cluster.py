@@ -526,6 +526,7 @@ def test_a_backup_holding_changes_the_promoted_one_lacks_reloads_and_nothing_is_
             wait_until(lambda: written() > 400, timeout=20, message="writers got going")
             before = slot_owners(n5)
             with RespConn.to(n1) as c:
+                assert c.cmd("DEBUG", "CLUSTER-HOLD", "n9", 1).startswith(b"-ERR no member named n9")
                 assert c.call("DEBUG", "CLUSTER-HOLD", "n2", 1) == "OK"
             wait_until(lambda: int(status_rows(n1)["n2"][8]) > 0, timeout=10,
                        message="nothing queued for n2 while held")
