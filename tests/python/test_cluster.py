@@ -322,6 +322,17 @@ def all_partitions_backed_up(node, backups=1):
     return sum(int(r[7]) for r in live) == 271 * backups  # in-sync backups per partition
 
 
+def kill_and_await_failover(victim, name, observer, written, more):
+    """kill -9 `victim` (member `name`); returns once `observer` lists it
+    dead and the writers (`written()` acknowledged so far) went `more`
+    writes further."""
+    victim.proc.kill()
+    victim.proc.wait()
+    wait_until(lambda: status_rows(observer)[name][4] == "dead", timeout=20, message=f"{name} never marked dead")
+    at = written()
+    wait_until(lambda: written() > at + more, timeout=30, message=f"writes did not resume after {name} was killed")
+
+
 def test_backups_are_rebuilt_and_a_second_failure_loses_nothing(site):
     """kill -9 a node; its partitions fail over and every partition gets a
     new in-sync backup (snapshot + catch-up); the node restarts and is
@@ -441,11 +452,7 @@ def test_a_backup_cut_off_briefly_catches_up_and_a_failover_to_it_loses_nothing(
             wait_until(write_each, timeout=60, message="every partition taking writes again")
         finally:
             assert not pending, f"{len(pending)} partitions never took a write again, e.g. {sorted(pending)[:5]}"
-        n1.proc.kill()
-        n1.proc.wait()
-        wait_until(lambda: status_rows(n2)["n1"][4] == "dead", timeout=20, message="n1 never marked dead")
-        at = written()
-        wait_until(lambda: written() > at + 300, timeout=30, message="writes did not resume after the failover")
+        kill_and_await_failover(n1, "n1", n2, written, 300)
     assert_no_acknowledged_write_lost(ledgers, n2.port)
 
 
@@ -464,15 +471,8 @@ def test_with_two_backups_two_failures_in_a_row_lose_nothing(tmp_path):
             wait_until(lambda: all_partitions_backed_up(n5, backups=2), timeout=30,
                        message="the site never had two in-sync backups per partition")
             wait_until(lambda: written() > 400, timeout=20, message="writers got going")
-            for victim in (n1, n2):
-                victim.proc.kill()
-                victim.proc.wait()
-                name = f"n{site.index(victim) + 1}"
-                wait_until(lambda: status_rows(n5)[name][4] == "dead", timeout=20,
-                           message=f"{name} never marked dead")
-                at = written()
-                wait_until(lambda: written() > at + 400, timeout=30,
-                           message=f"writes did not resume after {name} was killed")
+            for victim, name in ((n1, "n1"), (n2, "n2")):
+                kill_and_await_failover(victim, name, n5, written, 400)
                 wait_until(lambda: all_partitions_backed_up(n5, backups=2), timeout=60,
                            message=f"two in-sync backups per partition were not rebuilt after {name} was killed")
         assert_no_acknowledged_write_lost(ledgers, n5.port)
@@ -531,20 +531,12 @@ def test_a_backup_holding_changes_the_promoted_one_lacks_reloads_and_nothing_is_
             wait_until(lambda: int(status_rows(n1)["n2"][8]) > 0, timeout=10,
                        message="nothing queued for n2 while held")
             time.sleep(0.3)  # writers pile up on the held partitions
-            n1.proc.kill()
-            n1.proc.wait()
-            wait_until(lambda: status_rows(n5)["n1"][4] == "dead", timeout=20, message="n1 never marked dead")
-            at = written()
-            wait_until(lambda: written() > at + 400, timeout=30, message="writes did not resume after n1 was killed")
+            kill_and_await_failover(n1, "n1", n5, written, 400)
             wait_until(lambda: all_partitions_backed_up(n5, backups=2), timeout=60,
                        message="two in-sync backups per partition were not rebuilt after n1 was killed")
             after = slot_owners(n5)
             held = [f for f, (p, rs) in before.items() if p == n1.port and n2.port in rs]
             assert any(after[f][0] == n2.port for f in held), "n2 was promoted for none of the held partitions"
             assert_every_copy_holds(ledgers, n5, site)
-            n2.proc.kill()
-            n2.proc.wait()
-            wait_until(lambda: status_rows(n5)["n2"][4] == "dead", timeout=20, message="n2 never marked dead")
-            at = written()
-            wait_until(lambda: written() > at + 400, timeout=30, message="writes did not resume after n2 was killed")
+            kill_and_await_failover(n2, "n2", n5, written, 400)
         assert_no_acknowledged_write_lost(ledgers, n5.port)

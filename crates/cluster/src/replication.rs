@@ -800,12 +800,20 @@ mod tests {
         out
     }
 
+    /// One batch of changes to key "k", (seq, value) each.
+    fn batch_of(p: u16, changes: &[(u64, &str)]) -> BytesMut {
+        let mut batch = BytesMut::new();
+        for &(seq, value) in changes {
+            batch.extend_from_slice(&entry(p, seq, "k", value));
+        }
+        batch
+    }
+
     #[test]
     fn batches_apply_in_seq_order_and_resent_entries_change_nothing() {
         let r = replicator();
         let p = r.ks.partition_of(b"k") as u16;
-        let mut batch = entry(p, 1, "k", "a");
-        batch.extend_from_slice(&entry(p, 2, "k", "b"));
+        let batch = batch_of(p, &[(1, "a"), (2, "b")]);
         assert_eq!(r.apply_batch(batch.clone().freeze(), 0).unwrap(), vec![(p, 2)]);
         // The same batch again: seqs already held are skipped.
         assert_eq!(r.apply_batch(batch.freeze(), 0).unwrap(), vec![(p, 2)]);
@@ -822,13 +830,10 @@ mod tests {
     fn a_held_seq_from_a_new_primary_is_a_divergence_not_a_duplicate() {
         let r = replicator();
         let p = r.ks.partition_of(b"k") as u16;
-        let mut old = entry(p, 1, "k", "a");
-        old.extend_from_slice(&entry(p, 2, "k", "b"));
-        old.extend_from_slice(&entry(p, 3, "k", "lost"));
+        let old = batch_of(p, &[(1, "a"), (2, "b"), (3, "lost")]);
         assert_eq!(r.apply_batch(old.freeze(), 0).unwrap(), vec![(p, 3)]);
-        let mut new = entry(p, 3, "k", "acked");
-        new.extend_from_slice(&entry(p, 4, "k", "later"));
-        assert_eq!(r.apply_batch(new.clone().freeze(), 2).unwrap(), vec![(p, SNAPSHOT_NEEDED)]);
+        let new = batch_of(p, &[(3, "acked"), (4, "later")]);
+        assert_eq!(r.apply_batch(new.freeze(), 2).unwrap(), vec![(p, SNAPSHOT_NEEDED)]);
         // Nothing of the new primary's is applied or acknowledged, even at
         // a seq past the ones held, until the copy is replaced.
         assert_eq!(r.apply_batch(entry(p, 4, "k", "later").freeze(), 2).unwrap(), vec![(p, SNAPSHOT_NEEDED)]);
@@ -854,8 +859,7 @@ mod tests {
     fn a_new_primary_that_shares_the_history_is_followed_without_a_snapshot() {
         let r = replicator();
         let p = r.ks.partition_of(b"k") as u16;
-        let mut old = entry(p, 1, "k", "a");
-        old.extend_from_slice(&entry(p, 2, "k", "b"));
+        let old = batch_of(p, &[(1, "a"), (2, "b")]);
         assert_eq!(r.apply_batch(old.freeze(), 0).unwrap(), vec![(p, 2)]);
         let new = entry(p, 3, "k", "c");
         assert_eq!(r.apply_batch(new.clone().freeze(), 2).unwrap(), vec![(p, 3)]);
