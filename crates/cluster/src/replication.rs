@@ -853,6 +853,18 @@ mod tests {
         assert_eq!(r.apply_batch(entry(p, 4, "k", "later").freeze(), 2).unwrap(), vec![(p, 4)]);
     }
 
+    /// A copy that never held anything (a process restarted without its
+    /// data, still listed as a backup) does not take a primary's change at
+    /// seq 5 as the start of its copy: that is a gap, and it asks for a
+    /// snapshot instead of acknowledging what it does not hold.
+    #[test]
+    fn an_empty_copy_is_not_started_by_a_later_change() {
+        let r = replicator();
+        let p = r.ks.partition_of(b"k") as u16;
+        assert_eq!(r.apply_batch(batch_of(p, &[(5, "x")]).freeze(), 0).unwrap(), vec![(p, SNAPSHOT_NEEDED)]);
+        assert_eq!(r.ks.with_partition(p as usize, |part, _| (part.len(), part.log.next_seq())), (0, 1));
+    }
+
     /// The promoted backup held everything this one did: its first change
     /// follows on, and this backup stays in sync without a snapshot.
     #[test]

@@ -480,7 +480,7 @@ impl Keyspace {
     /// seq already held is skipped when `from` sent it (a re-sent batch
     /// changes nothing) and is a divergence otherwise (see
     /// [`crate::partition::ReplicaSource`]); a seq past the next one is a
-    /// gap, except on a log that never held anything.
+    /// gap.
     /// `encoded` is the change as the primary encoded it, which the log
     /// keeps as it is.
     pub fn apply_replicated(&self, seq: u64, change: Change, encoded: &[u8], from: u16) -> Result<(), ReplicaError> {
@@ -503,10 +503,11 @@ impl Keyspace {
                 return Err(ReplicaError::Diverged { have: next - 1, got: seq });
             }
             if seq > next {
-                if next != 1 {
-                    return Err(ReplicaError::Gap { have: next - 1, got: seq });
-                }
-                part.log.skip_to(seq);
+                // Also on a log that never held anything: a copy that starts
+                // after its primary's first changes starts from a snapshot
+                // (a process restarted without its data must not take the
+                // primary's next change as the start of its copy).
+                return Err(ReplicaError::Gap { have: next - 1, got: seq });
             }
             part.source = ReplicaSource::Node(from);
             let kind = change.kind.index();

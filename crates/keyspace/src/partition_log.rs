@@ -335,14 +335,6 @@ impl PartitionLog {
         self.allocated = 0;
     }
 
-    /// Starts an empty log at `seq` (a copy that begins after the primary's
-    /// first changes, e.g. from a snapshot).
-    pub fn skip_to(&mut self, seq: u64) {
-        if self.spans.is_empty() && seq > self.next_seq {
-            self.next_seq = seq;
-        }
-    }
-
     /// Forgets every change and starts again at `seq` (a backup loading a
     /// snapshot of its primary's partition taken at that seq).
     pub fn reset_to(&mut self, seq: u64) {
