@@ -20,7 +20,15 @@ def alive(server):
 
 # -- pipelining ------------------------------------------------------------------------
 
-def test_pipeline_10k_in_one_send(server):
+@pytest.fixture(params=[271, 16384], ids=["271-partitions", "16384-partitions"])
+def pipeline_server(request, make_server):
+    # At 16,384 partitions the server loads the next request's partition
+    # header while one runs (Keyspace::prefetch); at 271 it does not.
+    return make_server(config=f"[site]\npartitions = {request.param}\n")
+
+
+def test_pipeline_10k_in_one_send(pipeline_server):
+    server = pipeline_server
     n = 10_000
     parts = []
     expected = []
@@ -116,6 +124,10 @@ MALFORMED = [
     (b'SET a "b"c\r\n', b"-ERR Protocol error: unbalanced quotes in request\r\n"),
     # commands before the bad frame still run
     (b"PING\r\n*1\r\n$x\r\nPING\r\n", b"+PONG\r\n-ERR Protocol error: invalid bulk length\r\n"),
+    (b"*1\r\n$4\r\nPING\r\n*1\r\n$x\r\n*1\r\n$4\r\nPING\r\n",
+     b"+PONG\r\n-ERR Protocol error: invalid bulk length\r\n"),
+    (b"*2\r\n$4\r\nECHO\r\n$1\r\na\r\nECHO b\r\n*2\r\n$4\r\nECHO\r\n$1\r\nc\r\n*1\r\n$x\r\n",
+     b"$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n-ERR Protocol error: invalid bulk length\r\n"),
 ]
 
 

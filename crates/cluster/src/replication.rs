@@ -562,6 +562,9 @@ impl Replicator {
                 }
                 continue;
             }
+            if let [a, b, ..] = batch[..] {
+                self.ks.prefetch_partition(u16::from_le_bytes([a, b]) as usize);
+            }
             match self.ks.apply_replicated(seq, change, &body, from) {
                 Ok(()) => acks.push((p, seq)),
                 Err(e @ (ReplicaError::Gap { .. } | ReplicaError::Diverged { .. })) => {

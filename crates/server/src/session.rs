@@ -38,6 +38,8 @@ pub struct Session {
     /// Where the request being run has its arguments in the read buffer;
     /// one allocation for the connection's life.
     places: Vec<(usize, usize)>,
+    /// The same for the request after it (see `process`).
+    places_ahead: Vec<(usize, usize)>,
     /// The argument slices' vector, kept empty between requests so that
     /// a request of many arguments (an 8-field HSET) allocates nothing.
     spare_args: Vec<&'static [u8]>,
@@ -75,6 +77,7 @@ impl Session {
             tx: TxState::default(),
             readonly: false,
             places: Vec::new(),
+            places_ahead: Vec::new(),
             spare_args: Vec::new(),
         }
     }
@@ -92,13 +95,35 @@ impl Session {
         // One clock read per command: a command's end is the next one's start.
         let mut start = Instant::now();
         let mut places = std::mem::take(&mut self.places);
+        let mut ahead = std::mem::take(&mut self.places_ahead);
         let mut spare = std::mem::take(&mut self.spare_args);
         // Bytes of `inbuf` already run, dropped from it once at the end.
         let mut done = 0;
+        // The next array request's length when it was located while the
+        // one before ran (its places then in `ahead`).
+        let mut located_ahead = None;
         let close = loop {
-            match resp::locate_request(&inbuf[done..], &limits, &mut places) {
+            let located = match located_ahead.take() {
+                Some(end) => {
+                    std::mem::swap(&mut places, &mut ahead);
+                    Ok(Some(Located::Array { end }))
+                }
+                None => resp::locate_request(&inbuf[done..], &limits, &mut places),
+            };
+            match located {
                 Ok(None) => break false,
                 Ok(Some(Located::Array { end })) => {
+                    // One request ahead: the partition of its first
+                    // argument (the key, for most commands) loads into
+                    // cache while this one runs. Anything but a complete
+                    // array is located again in its turn.
+                    let next = done + end;
+                    if let Ok(Some(Located::Array { end })) = resp::locate_request(&inbuf[next..], &limits, &mut ahead) {
+                        if let Some(&(at, len)) = ahead.get(1) {
+                            node.ks.prefetch(&inbuf[next + at..next + at + len]);
+                        }
+                        located_ahead = Some(end);
+                    }
                     let request = &inbuf[done..done + end];
                     let mut args = emptied(spare);
                     args.extend(places.iter().map(|&(at, len)| &request[at..at + len]));
@@ -131,6 +156,7 @@ impl Session {
         };
         inbuf.advance(done);
         self.places = places;
+        self.places_ahead = ahead;
         self.spare_args = spare;
         close
     }

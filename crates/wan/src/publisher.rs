@@ -478,9 +478,12 @@ impl Publisher {
         let room = if candidates.is_empty() { 0 } else { self.last_read.min(max) + (4 << 10) };
         let mut body = BytesMut::with_capacity(room);
         let mut seqs = Vec::new();
-        for p in candidates {
+        for (i, &p) in candidates.iter().enumerate() {
             if body.len() >= max {
                 break;
+            }
+            if let Some(&next) = candidates.get(i + 1) {
+                self.wan.ks.prefetch_partition(next);
             }
             if self.resync.contains(&p) {
                 continue;
