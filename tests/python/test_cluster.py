@@ -39,7 +39,7 @@ backups = {backups}
 
 
 @contextlib.contextmanager
-def started_site(tmp_path, n=3, backups=1):
+def started_site(tmp_path, n=3, backups=1, partitions=271):
     """`n` nodes started from config files; yields them once the site
     formed, stops them after."""
     cluster_ports = [free_port() for _ in range(n)]
@@ -49,7 +49,7 @@ def started_site(tmp_path, n=3, backups=1):
         for i in range(n):
             d = tmp_path / f"n{i + 1}"
             d.mkdir()
-            config = site_config(i, ports, cluster_ports, backups=backups)
+            config = site_config(i, ports, cluster_ports, backups=backups, partitions=partitions)
             node = Server(d, config=config, port=ports[i])
             node.cluster_port = cluster_ports[i]
             node.restart_args = (d, config, ports[i])
@@ -109,6 +109,37 @@ def test_redis_py_cluster_client_reads_and_writes_across_all_nodes(site):
     # Same slot through a hash tag: multi-key commands work.
     assert rc.mset_nonatomic({"{u}a": "1", "{u}b": "2"}) is not None
     assert rc.mget("{u}a", "{u}b") == ["1", "2"]
+
+
+def test_pipelined_writes_at_4096_partitions_reach_every_copy(tmp_path):
+    """With thousands of partitions the nodes prefetch the next command's
+    partition and replication state (Keyspace::prefetch): pipelined
+    writes through a cluster client land on every copy, and a kill -9
+    of a node loses none of them."""
+    with started_site(tmp_path, partitions=4096) as nodes:
+        rc = RedisCluster(host="127.0.0.1", port=nodes[0].port, decode_responses=True)
+        written = {}
+        for batch in range(10):
+            pipe = rc.pipeline(transaction=False)
+            for i in range(batch * 300, batch * 300 + 300):
+                key, value = f"pf:{i}", f"v{i}-" + "x" * (i % 50)
+                pipe.set(key, value)
+                written[key] = value
+            assert pipe.execute() == [True] * 300
+        pipe = rc.pipeline(transaction=False)
+        for key in written:
+            pipe.get(key)
+        assert pipe.execute() == list(written.values())
+        assert_every_copy_holds([written], nodes[0], nodes)
+        rc.close()
+        nodes[1].proc.kill()
+        nodes[1].proc.wait()
+        wait_until(lambda: status_rows(nodes[0])["n2"][4] == "dead", timeout=20, message="n2 never marked dead")
+        rc = RedisCluster(host="127.0.0.1", port=nodes[0].port, decode_responses=True)
+        wait_until(lambda: rc.get("pf:0") is not None, timeout=20, message="reads did not resume")
+        lost = [k for k, v in written.items() if rc.get(k) != v]
+        assert not lost, f"{len(lost)} acknowledged writes lost, e.g. {lost[:5]}"
+        rc.close()
 
 
 def test_redis_cli_follows_moved(site):

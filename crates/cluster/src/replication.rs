@@ -626,6 +626,16 @@ impl Replicator {
         self.ack_notify.notify_waiters();
     }
 
+    /// Prefetches the acknowledged seqs of partition `p` (see
+    /// `Cluster::prefetch`); a site's first few members only.
+    pub(crate) fn prefetch(&self, p: usize) {
+        for acked in self.acked.iter().take(4) {
+            if let Some(a) = acked.get(p) {
+                keyspace::prefetch_line(a);
+            }
+        }
+    }
+
     fn all_acked(&self, writes: &[(usize, u64)]) -> bool {
         let table = self.table.load();
         let Some(table) = table.as_ref() else { return false };

@@ -161,7 +161,7 @@ const PREFETCH_LINES: usize = 4;
 
 /// Asks the CPU to load the line holding `at` (a hint: it never faults).
 #[inline]
-fn prefetch_line(at: *const u8) {
+pub fn prefetch_line<T>(at: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is only a hint; it reads nothing the program sees
     // and does not fault, whatever the address.
@@ -318,10 +318,15 @@ impl Keyspace {
     /// pipeline: with 16,384 partitions the headers (11 MiB) are not in
     /// cache and a write's first miss cost it more than anything else
     /// partition count adds. Nothing when the headers fit in cache anyway.
-    pub fn prefetch(&self, key: &[u8]) {
-        if self.prefetching() {
-            self.prefetch_header(self.partition_of(key));
+    /// Returns the partition when it prefetched, for the caller to
+    /// prefetch what it keeps per partition too.
+    pub fn prefetch(&self, key: &[u8]) -> Option<usize> {
+        if !self.prefetching() {
+            return None;
         }
+        let p = self.partition_of(key);
+        self.prefetch_header(p);
+        Some(p)
     }
 
     /// [`Keyspace::prefetch`] by partition number (out of range: nothing),
@@ -337,7 +342,7 @@ impl Keyspace {
     }
 
     fn prefetch_header(&self, p: usize) {
-        let at = &self.parts[p] as *const Slot as *const u8;
+        let at = (&self.parts[p] as *const Slot).cast::<u8>();
         for line in 0..PREFETCH_LINES {
             prefetch_line(at.wrapping_add(line * 64));
         }

@@ -38,7 +38,7 @@ pub use apply::{apply_change, ApplyError};
 pub use change::{Change, ChangeKind, DeltaOp};
 pub use clock::{Clock, DebugClock, SystemClock};
 pub use keyspace::{
-    take_written, ChangeObserver, Keyspace, KeyspaceConfig, LogListener, PartitionCopy, RemoteOutcome, ReplicaError,
+    prefetch_line, take_written, ChangeObserver, Keyspace, KeyspaceConfig, LogListener, PartitionCopy, RemoteOutcome, ReplicaError,
     ReplicationSink, Txn, Write, WriteError,
 };
 pub use partition::Partition;

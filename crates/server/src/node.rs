@@ -48,6 +48,16 @@ const EXPIRE_PERIOD: Duration = Duration::from_millis(100);
 const TOMBSTONE_BYTES: usize = 32 << 20;
 
 impl Node {
+    /// Starts loading what a command on `key` will read first (its
+    /// partition's header, and in a site its routing and replication
+    /// state) into cache: the session calls it for the next request of a
+    /// pipeline while the current one runs (see `Keyspace::prefetch`).
+    pub fn prefetch(&self, key: &[u8]) {
+        if let (Some(p), Some(c)) = (self.ks.prefetch(key), &self.cluster) {
+            c.prefetch(p);
+        }
+    }
+
     pub fn new(settings: NodeSettings) -> Result<Arc<Node>, String> {
         let clock = Arc::new(DebugClock::default());
         let ks = Arc::new(Keyspace::new(

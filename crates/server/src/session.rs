@@ -120,7 +120,7 @@ impl Session {
                     let next = done + end;
                     if let Ok(Some(Located::Array { end })) = resp::locate_request(&inbuf[next..], &limits, &mut ahead) {
                         if let Some(&(at, len)) = ahead.get(1) {
-                            node.ks.prefetch(&inbuf[next + at..next + at + len]);
+                            node.prefetch(&inbuf[next + at..next + at + len]);
                         }
                         located_ahead = Some(end);
                     }
