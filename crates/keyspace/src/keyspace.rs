@@ -337,7 +337,9 @@ impl Keyspace {
         }
     }
 
-    fn prefetching(&self) -> bool {
+    /// Whether [`Keyspace::prefetch`] does anything here: callers may skip
+    /// the work of finding what to prefetch when it does not.
+    pub fn prefetching(&self) -> bool {
         self.parts.len() * std::mem::size_of::<Slot>() >= PREFETCH_ABOVE
     }
 

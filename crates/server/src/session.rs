@@ -102,6 +102,7 @@ impl Session {
         // The next array request's length when it was located while the
         // one before ran (its places then in `ahead`).
         let mut located_ahead = None;
+        let look_ahead = node.ks.prefetching();
         let close = loop {
             let located = match located_ahead.take() {
                 Some(end) => {
@@ -118,11 +119,13 @@ impl Session {
                     // cache while this one runs. Anything but a complete
                     // array is located again in its turn.
                     let next = done + end;
-                    if let Ok(Some(Located::Array { end })) = resp::locate_request(&inbuf[next..], &limits, &mut ahead) {
-                        if let Some(&(at, len)) = ahead.get(1) {
-                            node.prefetch(&inbuf[next + at..next + at + len]);
+                    if look_ahead {
+                        if let Ok(Some(Located::Array { end })) = resp::locate_request(&inbuf[next..], &limits, &mut ahead) {
+                            if let Some(&(at, len)) = ahead.get(1) {
+                                node.prefetch(&inbuf[next + at..next + at + len]);
+                            }
+                            located_ahead = Some(end);
                         }
-                        located_ahead = Some(end);
                     }
                     let request = &inbuf[done..done + end];
                     let mut args = emptied(spare);
