@@ -35,8 +35,9 @@ class WanSite:
     before it runs and a node restarts on the same ports."""
 
     def __init__(self, tmp_path, site_id, name, size=1, memory_budget=None, disk_budget=None, backups=1,
-                 secret=None):
+                 secret=None, partitions=None):
         self.tmp_path = tmp_path
+        self.partitions = partitions
         self.secret = secret
         self.id, self.name, self.size = site_id, name, size
         self.memory_budget, self.disk_budget, self.backups = memory_budget, disk_budget, backups
@@ -65,6 +66,8 @@ class WanSite:
         if self.size > 1:
             lines.append(f'cluster_listen = "127.0.0.1:{self.cluster_ports[i]}"')
         lines += ["[site]", f"id = {self.id}", f'name = "{self.name}"']
+        if self.partitions:
+            lines.append(f"partitions = {self.partitions}")
         if self.size > 1:
             seeds = ", ".join(f'"127.0.0.1:{p}"' for p in self.cluster_ports)
             lines += [f"seeds = [{seeds}]", f"backups = {self.backups}"]

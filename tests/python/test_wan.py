@@ -18,7 +18,7 @@ from redis.cluster import RedisCluster
 
 from conftest import binary
 from helpers import wait_until
-from helpers_net import RespConn
+from helpers_net import RespConn, http_json
 from helpers_wan import (WanSite, batch, client, delete_change, entry, hello,
                          link_all, metric, partition_of, proof_frame, read_frames, refusal_text, rss_bytes,
                          source_status, target_status, wait_converged, wait_drained, wait_state,
@@ -210,12 +210,17 @@ def cluster_client(site):
     return RedisCluster(host="127.0.0.1", port=site.live[0].port, socket_timeout=20)
 
 
-def test_two_sites_of_three_nodes_converge(sites):
-    london = sites(1, "london", size=3)
-    newyork = sites(2, "newyork", size=3)
+@pytest.mark.parametrize("partitions", [None, 4096], ids=["271-partitions", "4096-partitions"])
+def test_two_sites_of_three_nodes_converge(sites, partitions):
+    # At 4,096 partitions nodes prefetch the next command's, the next
+    # replicated entry's and the next logged partition's state.
+    london = sites(1, "london", size=3, partitions=partitions)
+    newyork = sites(2, "newyork", size=3, partitions=partitions)
     link_all([london, newyork])
     london.start()
     newyork.start()
+    for n in london.live + newyork.live:
+        assert http_json("127.0.0.1", n.admin_port, "/status")["site"]["partitions"] == (partitions or 271)
     a, b = cluster_client(london), cluster_client(newyork)
     rnd = random.Random(3)
     p = a.pipeline()
