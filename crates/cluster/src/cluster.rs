@@ -585,18 +585,13 @@ impl Cluster {
         self.table.load().is_some()
     }
 
-    /// Redis Cluster routing for one command: every key in one slot, and
-    /// that slot's partition served here (or a backup here and the
-    /// connection said READONLY, for a read).
     /// Starts loading what routing and replicating a write to partition
     /// `p` read (its owners entry, its fence, its backups' acknowledged
     /// seqs) into cache, for a command that runs soon; see
     /// `Keyspace::prefetch`, which says when it is worth it.
     pub fn prefetch(&self, p: usize) {
-        if let Some(table) = self.table.load().as_ref() {
-            if p < table.partitions.len() {
-                keyspace::prefetch_line(&table.partitions[p]);
-            }
+        if let Some(owners) = self.table.load().as_ref().and_then(|t| t.partitions.get(p)) {
+            keyspace::prefetch_line(owners);
         }
         if let Some(f) = self.fenced.get(p) {
             keyspace::prefetch_line(f);
@@ -604,6 +599,9 @@ impl Cluster {
         self.replicator.prefetch(p);
     }
 
+    /// Redis Cluster routing for one command: every key in one slot, and
+    /// that slot's partition served here (or a backup here and the
+    /// connection said READONLY, for a read).
     pub fn check(&self, spec: &CommandSpec, args: &[&[u8]], readonly_conn: bool) -> Result<(), CmdError> {
         let mut positions = spec.key_positions(args.len());
         let Some(first) = positions.next() else { return Ok(()) };

@@ -153,6 +153,14 @@ impl From<ApplyError> for WriteError {
 #[repr(align(64))]
 struct Slot(Mutex<Partition>);
 
+impl std::ops::Deref for Slot {
+    type Target = Mutex<Partition>;
+
+    fn deref(&self) -> &Mutex<Partition> {
+        &self.0
+    }
+}
+
 /// Partition headers taking more than this are prefetched (see
 /// [`Keyspace::prefetch`]); below it they stay in a core's L2.
 const PREFETCH_ABOVE: usize = 1 << 20;
@@ -170,14 +178,6 @@ pub fn prefetch_line<T>(at: *const T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = at;
-}
-
-impl std::ops::Deref for Slot {
-    type Target = Mutex<Partition>;
-
-    fn deref(&self) -> &Mutex<Partition> {
-        &self.0
-    }
 }
 
 pub struct Keyspace {
@@ -330,11 +330,13 @@ impl Keyspace {
     }
 
     /// [`Keyspace::prefetch`] by partition number (out of range: nothing),
-    /// for a loop over changes of many partitions.
-    pub fn prefetch_partition(&self, p: usize) {
-        if self.prefetching() && p < self.parts.len() {
+    /// for a loop over changes of many partitions; true when it prefetched.
+    pub fn prefetch_partition(&self, p: usize) -> bool {
+        let worth = self.prefetching() && p < self.parts.len();
+        if worth {
             self.prefetch_header(p);
         }
+        worth
     }
 
     /// Whether [`Keyspace::prefetch`] does anything here: callers may skip

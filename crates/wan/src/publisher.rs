@@ -483,9 +483,10 @@ impl Publisher {
                 break;
             }
             if let Some(&next) = candidates.get(i + 1) {
-                self.wan.ks.prefetch_partition(next);
-                if let Some(c) = self.cur.get(next) {
-                    keyspace::prefetch_line(c);
+                if self.wan.ks.prefetch_partition(next) {
+                    if let Some(c) = self.cur.get(next) {
+                        keyspace::prefetch_line(c);
+                    }
                 }
             }
             if self.resync.contains(&p) {
