@@ -1,24 +1,37 @@
 # Two network namespaces joined by an emulated WAN link, for
-# bench/wan_delta.sh (sourced), or by hand (run):
+# bench/wan_delta.sh and bench/wan_load.sh (sourced), or by hand (run):
 #
 #   bash bench/netns.sh up | down | status | rate RATE
 #
-#   ns_dg1 (veth_dg1 10.77.0.1/24) <----veth----> ns_dg2 (veth_dg2 10.77.0.2/24)
+#   ns_dg1 (veth_dg1 10.77.0.1/24) <--> ns_dgl: bridge br_dg, shaped ends <--> ns_dg2 (veth_dg2 10.77.0.2/24)
+#                                       veth_dgl1 (towards site 1)
+#                                       veth_dgl2 (towards site 2)
 #
-# Loopback is up in each; both ends get `tc qdisc add dev ... root netem
+# The link is a namespace of its own, a bridge between the two sites'
+# veth pairs, and its shaping sits on the bridge's two ports, each
+# shaping what goes towards its site: `tc qdisc add dev ... root netem
 # delay $WAN_DELAY $WAN_JITTER rate $WAN_RATE` (tc takes the jitter as the
 # value after the delay, not as a `jitter` keyword), so a round trip
 # crosses the delay twice and each direction is capped at the rate. On a
 # kernel without netem, tbf caps the rate and there is no delay (see
-# netns_shape).
+# netns_shape). Being in its own namespace, the link's work (forwarding,
+# shaping, its timers) can be steered off a sending site's CPUs
+# (bench/wan_common.sh steers it to the receiving site's), as a real link
+# costs the sending hosts nothing: shaped on a site's own veth end, the
+# shaping's timers and softirqs ran on that site's CPU.
 # Environment (defaults): WAN_DELAY [10ms], WAN_JITTER [1ms], WAN_RATE [200mbit].
 # Needs root (ip netns, tc). Sourced: netns_setup removes the namespaces
 # again when the script exits (trap on EXIT, added to any trap already set).
 
 NETNS1=ns_dg1
 NETNS2=ns_dg2
+NETNS_LINK=ns_dgl
 NETNS_VETH1=veth_dg1
 NETNS_VETH2=veth_dg2
+# The link's ends: towards site 1 and towards site 2.
+NETNS_LINK1=veth_dgl1
+NETNS_LINK2=veth_dgl2
+NETNS_BRIDGE=br_dg
 NETNS_IP1=10.77.0.1
 NETNS_IP2=10.77.0.2
 WAN_DELAY=${WAN_DELAY:-10ms}
@@ -32,8 +45,8 @@ NETNS_SHAPING="none"
 
 # The link as one line, for reports.
 netns_link() {
-    printf 'veth pair %s (%s) <-> %s (%s), on both ends: %s' \
-        "$NETNS1" "$NETNS_IP1" "$NETNS2" "$NETNS_IP2" "$NETNS_SHAPING"
+    printf '%s (%s) <-> bridge in %s <-> %s (%s), each direction: %s' \
+        "$NETNS1" "$NETNS_IP1" "$NETNS_LINK" "$NETNS2" "$NETNS_IP2" "$NETNS_SHAPING"
 }
 
 # netns_shape NS DEV: netem delay + jitter + rate on DEV's egress. Kernels
@@ -68,10 +81,10 @@ netns_possible() {
     command -v tc >/dev/null || { NETNS_WHY="no 'tc' command (apt-get install -y iproute2)"; return 1; }
 }
 
-# Removes both namespaces (their veth ends go with them). Safe to call twice.
+# Removes the namespaces (their veth ends go with them). Safe to call twice.
 netns_cleanup() {
     local ns
-    for ns in "$NETNS1" "$NETNS2"; do
+    for ns in "$NETNS1" "$NETNS2" "$NETNS_LINK"; do
         if ip netns list 2>/dev/null | grep -qw "^$ns"; then
             ip netns del "$ns" && netns_say "removed network namespace $ns"
         fi
@@ -102,11 +115,19 @@ netns_create() {
     if ! out=$( {
         ip netns add "$NETNS1" &&
         ip netns add "$NETNS2" &&
-        ip link add "$NETNS_VETH1" netns "$NETNS1" type veth peer name "$NETNS_VETH2" netns "$NETNS2" &&
+        ip netns add "$NETNS_LINK" &&
+        ip link add "$NETNS_VETH1" netns "$NETNS1" type veth peer name "$NETNS_LINK1" netns "$NETNS_LINK" &&
+        ip link add "$NETNS_VETH2" netns "$NETNS2" type veth peer name "$NETNS_LINK2" netns "$NETNS_LINK" &&
+        ip -n "$NETNS_LINK" link add "$NETNS_BRIDGE" type bridge &&
+        ip -n "$NETNS_LINK" link set "$NETNS_LINK1" master "$NETNS_BRIDGE" &&
+        ip -n "$NETNS_LINK" link set "$NETNS_LINK2" master "$NETNS_BRIDGE" &&
         ip -n "$NETNS1" addr add "$NETNS_IP1/24" dev "$NETNS_VETH1" &&
         ip -n "$NETNS2" addr add "$NETNS_IP2/24" dev "$NETNS_VETH2" &&
         ip -n "$NETNS1" link set lo up &&
         ip -n "$NETNS2" link set lo up &&
+        ip -n "$NETNS_LINK" link set "$NETNS_BRIDGE" up &&
+        ip -n "$NETNS_LINK" link set "$NETNS_LINK1" up &&
+        ip -n "$NETNS_LINK" link set "$NETNS_LINK2" up &&
         ip -n "$NETNS1" link set "$NETNS_VETH1" up &&
         ip -n "$NETNS2" link set "$NETNS_VETH2" up
     } 2>&1 ); then
@@ -114,7 +135,7 @@ netns_create() {
         netns_cleanup
         return 1
     fi
-    netns_shape "$NETNS1" "$NETNS_VETH1" && netns_shape "$NETNS2" "$NETNS_VETH2" || { netns_cleanup; return 1; }
+    netns_shape "$NETNS_LINK" "$NETNS_LINK2" && netns_shape "$NETNS_LINK" "$NETNS_LINK1" || { netns_cleanup; return 1; }
     netns_say "network namespaces up: $(netns_link)"
 }
 
@@ -122,7 +143,7 @@ netns_create() {
 # whichever netns_shape put there), keeping the rest.
 netns_rate() {
     local rate=$1 ns dev ns_dev
-    for ns_dev in "$NETNS1:$NETNS_VETH1" "$NETNS2:$NETNS_VETH2"; do
+    for ns_dev in "$NETNS_LINK:$NETNS_LINK1" "$NETNS_LINK:$NETNS_LINK2"; do
         ns=${ns_dev%%:*} dev=${ns_dev#*:}
         if ip netns exec "$ns" tc qdisc show dev "$dev" | grep -q netem; then
             ip netns exec "$ns" tc qdisc change dev "$dev" root netem delay "$WAN_DELAY" "$WAN_JITTER" rate "$rate"
@@ -134,10 +155,10 @@ netns_rate() {
 
 netns_status() {
     local ns
-    for ns in "$NETNS1" "$NETNS2"; do
+    for ns in "$NETNS1" "$NETNS2" "$NETNS_LINK"; do
         echo "== $ns"
         ip -n "$ns" -br addr 2>&1
-        ip netns exec "$ns" tc qdisc show 2>&1 | grep -E "netem|tbf"
+        ip netns exec "$ns" tc qdisc show 2>&1 | grep -E "netem|tbf" || true
     done
     if command -v ping >/dev/null; then
         ip netns exec "$NETNS1" ping -c 3 -q "$NETNS_IP2" 2>&1 | tail -1

@@ -16,10 +16,11 @@ cpu_mask() {
     printf '%x' "$mask"
 }
 
-# Receive packet steering: the packets a site's veth end receives are
-# processed on that site's CPUs. Without it a veth hands each packet to the
-# receiving stack on the sending CPU, and site 1 pays for site 2's TCP
-# receive work (separate machines would each do their own).
+# Receive packet steering: the packets a veth end receives are processed
+# on the given CPUs. Without it a veth hands each packet to the receiving
+# stack on the sending CPU, and site 1 pays for site 2's TCP receive work
+# and for the link's (separate machines and a real link would each do
+# their own).
 steer_receive() {
     local ns=$1 dev=$2 cpus=$3 q
     for q in $(ip netns exec "$ns" sh -c "ls -d /sys/class/net/$dev/queues/rx-*" 2>/dev/null); do
@@ -68,8 +69,16 @@ wan_placement() {
             local c1=${WAN_SITE1_CPUS:-$(cpu_range 0 $((half - 1)))} c2=${WAN_SITE2_CPUS:-$(cpu_range $half $(($(nproc) - 1)))}
             echo "CPUs: site 1 (nodes, clients, benchmark) $c1; site 2 (nodes, clients) $c2"
             if ((WAN_NETNS_UP)); then
-                if steer_receive "$NETNS1" "$NETNS_VETH1" "$c1" && steer_receive "$NETNS2" "$NETNS_VETH2" "$c2"; then
-                    echo "receive processing: $NETNS_VETH1 on CPUs $c1, $NETNS_VETH2 on CPUs $c2 (rps_cpus)"
+                # The link's work (bridge, shaping, its timers) for what
+                # site 1 sends runs on site 2's CPUs and the other way
+                # round (WAN_LINK_CPUS=sender: on the sender's, as when
+                # each site's veth end was shaped).
+                local l1=$c2 l2=$c1
+                if [[ ${WAN_LINK_CPUS:-receiver} == sender ]]; then l1=$c1 l2=$c2; fi
+                if steer_receive "$NETNS1" "$NETNS_VETH1" "$c1" && steer_receive "$NETNS2" "$NETNS_VETH2" "$c2" &&
+                    steer_receive "$NETNS_LINK" "$NETNS_LINK1" "$l1" && steer_receive "$NETNS_LINK" "$NETNS_LINK2" "$l2"; then
+                    echo "receive processing: $NETNS_VETH1 on CPUs $c1, $NETNS_VETH2 on CPUs $c2 (rps_cpus);" \
+                        "the link: from site 1 on CPUs $l1, from site 2 on CPUs $l2"
                 else
                     echo "*** could not set rps_cpus: each site's packets are received on the sender's CPU."
                 fi

@@ -2,9 +2,9 @@
 # GemFire's WAN delta experiment (REFERENCE.md #1): two sites of three
 # `deltagrid server` processes, delta off then on, with `deltagrid bench
 # wan-delta`. As root, each site runs in its own network namespace
-# (bench/netns.sh: ns_dg1 10.77.0.1 and ns_dg2 10.77.0.2, joined by a veth
-# pair shaped with tc on both ends) and the benchmark client runs in site
-# 1's, so WAN traffic crosses the emulated link. Otherwise, or if the
+# (bench/netns.sh: ns_dg1 10.77.0.1 and ns_dg2 10.77.0.2, joined through
+# a link namespace shaped with tc in each direction) and the benchmark
+# client runs in site 1's, so WAN traffic crosses the emulated link. Otherwise, or if the
 # namespaces cannot be made, both sites run on loopback, and the output
 # says so loudly.
 #

@@ -4,8 +4,8 @@
 # clients 50% SET / 50% GET, site 2's 100% GET; runs: WAN off, ack on-apply
 # vs pipelined, partitions 271/2048/5120/16384, and a link outage. As root,
 # each site runs in its own network namespace (bench/netns.sh: ns_dg1
-# 10.77.0.1 and ns_dg2 10.77.0.2, joined by a veth pair shaped with tc on
-# both ends); the benchmark and site 1's clients run in ns_dg1, site 2's
+# 10.77.0.1 and ns_dg2 10.77.0.2, joined through a link namespace shaped
+# with tc in each direction); the benchmark and site 1's clients run in ns_dg1, site 2's
 # clients in ns_dg2, and the outage is `ip -n ns_dg1 link set veth_dg1 down`
 # ... `up`. Otherwise, or if the namespaces cannot be made, both sites run
 # on loopback, the outage pauses site 1's publishers instead, and the
@@ -23,7 +23,9 @@
 #   [200mbit: the outage runs' link, set with `bash bench/netns.sh rate`;
 #   empty or = WAN_RATE: one rate for all];
 #   WAN_PIN_SITES=1 gives each site half the CPUs (taskset; WAN_SITE1_CPUS,
-#   WAN_SITE2_CPUS override), as separate data centers would have;
+#   WAN_SITE2_CPUS override), as separate data centers would have, and
+#   runs the link's work on the receiving site's CPUs (WAN_LINK_CPUS=sender:
+#   on the sending site's; bench/wan_common.sh);
 #   WAN_NETNS=0 forces loopback; DELTAGRID_BIN, DELTAGRID_BUILD=0 as in
 #   bench/common.sh (the binary is looked for under $CARGO_TARGET_DIR when set);
 #   PLOT_PYTHON: a python with matplotlib (default: bench/.venv, then
