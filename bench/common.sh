@@ -123,6 +123,27 @@ wait_ready() {
     return 2
 }
 
+# `taskset` prefixes for the servers a script starts (redis_up,
+# start_deltagrid) and for its load client; empty unless pin_setup set them.
+SERVER_PIN=()
+CLIENT_PIN=()
+
+# pin_setup: with PIN=1, servers on CPU 0 and the load client on the other
+# CPUs (SERVER_CPUS / CLIENT_CPUS, taskset lists, override either), so that
+# a server and the client never share a CPU or migrate between them.
+pin_setup() {
+    local s=${SERVER_CPUS:-} c=${CLIENT_CPUS:-}
+    if [[ ${PIN:-0} == 1 ]]; then
+        (($(nproc) >= 2)) || die "PIN=1 needs 2 CPUs or more (nproc: $(nproc))"
+        s=${s:-0} c=${c:-$( (($(nproc) == 2)) && echo 1 || echo "1-$(($(nproc) - 1))")}
+    fi
+    [[ -n $s || -n $c ]] || return 0
+    command -v taskset >/dev/null || die "PIN, SERVER_CPUS and CLIENT_CPUS need taskset (util-linux)"
+    [[ -z $s ]] || SERVER_PIN=(taskset -c "$s")
+    [[ -z $c ]] || CLIENT_PIN=(taskset -c "$c")
+    say "pinned: servers on CPUs ${s:-any}, the load client on CPUs ${c:-any}"
+}
+
 # redis_up NAME PORT [redis-server options...]: starts redis-server on
 # 127.0.0.1:PORT without persistence and waits for PING; exits on failure.
 # REDIS_PID: the process started last.
@@ -131,7 +152,7 @@ redis_up() {
     shift 2
     command -v "$server" >/dev/null || die "$server not found (apt-get install redis-server)"
     mkdir -p "$BENCH_WORK/$name"  # its dir: a replica writes the RDB it syncs from there
-    "$server" --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$BENCH_WORK/$name" \
+    "${SERVER_PIN[@]}" "$server" --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$BENCH_WORK/$name" \
         --daemonize no --logfile "$BENCH_WORK/$name.log" "$@" &
     local pid=$!
     BENCH_PIDS+=("$pid")
@@ -219,7 +240,7 @@ start_deltagrid() {
     find_deltagrid || return 0
     local threads=()
     [[ -z ${DG_THREADS:-} ]] || threads=(--threads "$DG_THREADS")
-    "$DG_BIN" server --listen "127.0.0.1:$DG_PORT" --admin-listen "127.0.0.1:$DG_ADMIN_PORT" "${threads[@]}" \
+    "${SERVER_PIN[@]}" "$DG_BIN" server --listen "127.0.0.1:$DG_PORT" --admin-listen "127.0.0.1:$DG_ADMIN_PORT" "${threads[@]}" \
         >"$BENCH_WORK/deltagrid.log" 2>&1 &
     local pid=$! rc=0
     BENCH_PIDS+=("$pid")

@@ -30,6 +30,10 @@
 #   DG_THREADS    deltagrid's worker threads (`server --threads`; default one
 #                 per CPU). Redis serves clients on one thread; DG_THREADS=1
 #                 gives deltagrid the same while redis-benchmark has the other core
+#   PIN=1         makes that so: both servers on CPU 0, redis-benchmark on the
+#                 others (SERVER_CPUS, CLIENT_CPUS: taskset lists; bench/common.sh).
+#                 Unpinned, the scheduler sometimes puts the client on the
+#                 server's CPU or moves them, which moves a row by several %
 #   DELTAGRID_BIN, DELTAGRID_BUILD, REDIS_SERVER, PLOT_PYTHON: see bench/common.sh
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -47,6 +51,7 @@ ROUNDS=${ROUNDS:-1}
 
 command -v redis-benchmark >/dev/null || { say "error: redis-benchmark not found (apt-get install redis-tools)"; exit 1; }
 
+pin_setup
 bench_start_servers
 
 STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
@@ -65,7 +70,7 @@ csv_quote() { local v=${1//\"/\"\"}; printf '"%s"' "$v"; }
 run_one() {
     local target=$1 port=$2 test=$3 d=$4 p=$5 n=$6
     local out=$BENCH_WORK/rb.out err=$BENCH_WORK/rb.err rc=0 status=ok
-    local cmd=(redis-benchmark -h 127.0.0.1 -p "$port" -t "$test" -d "$d" -c "$CLIENTS" -P "$p" -n "$n" --csv)
+    local cmd=("${CLIENT_PIN[@]}" redis-benchmark -h 127.0.0.1 -p "$port" -t "$test" -d "$d" -c "$CLIENTS" -P "$p" -n "$n" --csv)
     local pid=$REDIS_PID
     [[ $target == deltagrid ]] && pid=$DG_PID
     say "  $target: ${cmd[*]}"

@@ -5,32 +5,36 @@
 //! maxmemory check never fires.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::thread_shard::thread_shard;
+use crate::thread_shard::{add_owned, own_shard, thread_shard};
 
 /// The count is kept in shards, a thread adding to its own (a single
 /// counter written by every core on every allocation bounces its cache
-/// line between them). A block freed by another thread than the one that
-/// allocated it makes one shard go down and another up; only the sum means
-/// anything.
+/// line between them). The first `SHARDS` threads each own one and add
+/// with a plain load and store ([`own_shard`]); the threads after them
+/// share the next `SHARDS` with locked adds. A block freed by another
+/// thread than the one that allocated it makes one shard go down and
+/// another up; only the sum means anything (each shard counts wrapping,
+/// as two's complement, so the sum is exact).
 const SHARDS: usize = 16;
 
 #[repr(align(128))]
-struct Shard(AtomicIsize);
+struct Shard(AtomicU64);
 
-static COUNTS: [Shard; SHARDS] = [const { Shard(AtomicIsize::new(0)) }; SHARDS];
-
-fn count() -> &'static AtomicIsize {
-    &COUNTS[thread_shard(SHARDS)].0
-}
+static COUNTS: [Shard; 2 * SHARDS] = [const { Shard(AtomicU64::new(0)) }; 2 * SHARDS];
 
 fn add(bytes: usize) {
-    count().fetch_add(bytes as isize, Ordering::Relaxed);
+    match own_shard(SHARDS) {
+        Some(s) => add_owned(&COUNTS[s].0, bytes as u64),
+        None => {
+            COUNTS[SHARDS + thread_shard(SHARDS)].0.fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+    }
 }
 
 fn sub(bytes: usize) {
-    count().fetch_sub(bytes as isize, Ordering::Relaxed);
+    add((bytes as u64).wrapping_neg() as usize);
 }
 
 pub struct CountingAlloc;
@@ -74,7 +78,8 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
 /// Bytes currently allocated through [`CountingAlloc`].
 pub fn allocated() -> usize {
-    COUNTS.iter().map(|s| s.0.load(Ordering::Relaxed)).sum::<isize>().max(0) as usize
+    let sum = COUNTS.iter().fold(0u64, |sum, s| sum.wrapping_add(s.0.load(Ordering::Relaxed)));
+    (sum as i64).max(0) as usize
 }
 
 /// Parses "4GiB", "512mb", "100k", "1048576" into bytes (Redis and IEC units).

@@ -11,7 +11,8 @@
 //! in profiles of the command path; a fixed-bucket histogram costs two
 //! atomic adds. Each thread adds to its own shard of these counters (a
 //! shared counter written by every core per command showed as cache-line
-//! traffic under pipelined load); `/metrics` and INFO sum the shards.
+//! traffic under pipelined load), with plain stores where it is the shard's
+//! only writer ([`own_shard`]); `/metrics` and INFO sum the shards.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -21,14 +22,16 @@ use keyspace::ChangeKind;
 use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 
-use crate::thread_shard::thread_shard;
+use crate::thread_shard::{add_owned, own_shard, thread_shard};
 
 const META: Metadata<'static> = Metadata::new("deltagrid", Level::INFO, None);
 
 /// Latency buckets in seconds: 10 µs .. 1 s.
 const BUCKETS: [f64; 14] = [1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 0.25, 1.0];
 
-/// Shards of the per-command counters; threads beyond this share.
+/// Per-command counters owned by one thread each (the first threads to
+/// run commands: the workers); after them come as many shared by the
+/// threads beyond, which add with locked instructions.
 const SHARDS: usize = 8;
 
 /// Calls and a fixed-bucket latency histogram for one command (128 bytes:
@@ -44,7 +47,8 @@ struct CommandStats {
 pub struct Metrics {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
-    /// `SHARDS` copies of the command table's stats, shard after shard.
+    /// `2 * SHARDS` copies of the command table's stats, shard after
+    /// shard: `SHARDS` owned, then `SHARDS` shared.
     per_command: Box<[CommandStats]>,
     pub connections_received: AtomicU64,
     pub rejected_connections: AtomicU64,
@@ -66,7 +70,7 @@ impl Metrics {
         Metrics {
             recorder,
             handle,
-            per_command: (0..SHARDS * TABLE.len()).map(|_| CommandStats::default()).collect(),
+            per_command: (0..2 * SHARDS * TABLE.len()).map(|_| CommandStats::default()).collect(),
             connections_received: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
@@ -84,11 +88,21 @@ impl Metrics {
 
     /// Records one executed command and how long it took.
     pub fn command(&self, spec: &'static CommandSpec, took: Duration) {
-        let stats = &self.per_command[thread_shard(SHARDS) * TABLE.len() + table_index(spec)];
         let secs = took.as_secs_f64();
         let bucket = BUCKETS.iter().position(|&b| secs <= b).unwrap_or(BUCKETS.len());
-        stats.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        stats.sum_ns.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        let ns = took.as_nanos() as u64;
+        match own_shard(SHARDS) {
+            Some(shard) => {
+                let stats = &self.per_command[shard * TABLE.len() + table_index(spec)];
+                add_owned(&stats.buckets[bucket], 1);
+                add_owned(&stats.sum_ns, ns);
+            }
+            None => {
+                let stats = &self.per_command[(SHARDS + thread_shard(SHARDS)) * TABLE.len() + table_index(spec)];
+                stats.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+                stats.sum_ns.fetch_add(ns, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Commands executed so far, of every kind.
