@@ -29,9 +29,11 @@ const META: Metadata<'static> = Metadata::new("deltagrid", Level::INFO, None);
 /// Latency buckets in seconds: 10 µs .. 1 s.
 const BUCKETS: [f64; 14] = [1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 0.25, 1.0];
 
-/// Per-command counters owned by one thread each (the first threads to
-/// run commands: the workers); after them come as many shared by the
-/// threads beyond, which add with locked instructions.
+/// Per-command counters owned by one thread each: the process's first
+/// threads to be numbered (a thread is numbered at its first allocation,
+/// so the runtime's workers are among them unless there are many); after
+/// them come as many shared by later threads, which add with locked
+/// instructions.
 const SHARDS: usize = 8;
 
 /// Calls and a fixed-bucket latency histogram for one command (128 bytes:
