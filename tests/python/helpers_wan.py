@@ -35,9 +35,10 @@ class WanSite:
     before it runs and a node restarts on the same ports."""
 
     def __init__(self, tmp_path, site_id, name, size=1, memory_budget=None, disk_budget=None, backups=1,
-                 secret=None, partitions=None):
+                 secret=None, partitions=None, log_memory=None):
         self.tmp_path = tmp_path
         self.partitions = partitions
+        self.log_memory = log_memory
         self.secret = secret
         self.id, self.name, self.size = site_id, name, size
         self.memory_budget, self.disk_budget, self.backups = memory_budget, disk_budget, backups
@@ -65,6 +66,8 @@ class WanSite:
         ]
         if self.size > 1:
             lines.append(f'cluster_listen = "127.0.0.1:{self.cluster_ports[i]}"')
+        if self.log_memory is not None:
+            lines.append(f'log_memory = "{self.log_memory}"')
         lines += ["[site]", f"id = {self.id}", f'name = "{self.name}"']
         if self.partitions:
             lines.append(f"partitions = {self.partitions}")

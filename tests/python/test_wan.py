@@ -450,6 +450,41 @@ def test_a_killed_primarys_backlog_is_shipped_by_its_successor_exactly_once(site
     assert src["applied"] == 60 + 1500 + 300, src
 
 
+def test_a_successor_whose_log_does_not_reach_back_copies_its_partitions_and_says_so(sites):
+    # Backups keep no log beyond what a consumer needs (log_memory 0), so
+    # the successor of a primary killed with a backlog cannot resume from
+    # its log: it copies those partitions' contents, counts and logs it.
+    london = sites(1, "london", size=3, log_memory="0")
+    newyork = sites(2, "newyork")
+    link_all([london, newyork])
+    london.start()
+    newyork.start()
+    for n in london.live:
+        wan_control(n, "pause", "newyork")
+    for n in london.live:
+        wait_state(n, "newyork", "paused")
+    a = cluster_client(london)
+    ledger = {f"copied:{i}": f"v{i}" for i in range(600)}
+    p = a.pipeline()
+    for k, v in ledger.items():
+        p.set(k, v)
+    assert all(r is True for r in p.execute())
+    london.kill_node(1)
+    for n in london.live:
+        wan_control(n, "resume", "newyork")
+    b = client(newyork.nodes[0])
+
+    def missing():
+        got = write_pipelined(b, [("GET", k) for k in ledger])
+        return [k for k, v in zip(ledger, got) if v != ledger[k].encode()]
+    wait_until(lambda: not missing(), timeout=60, interval=0.2, message="every acknowledged write at site 2")
+    copies = sum(target_status(n, "newyork")["partition_copies"] for n in london.live)
+    assert copies > 0
+    assert sum(metric(n, "deltagrid_wan_partition_copies_total", target_site="newyork") for n in london.live) == copies
+    assert b"copying these partitions' contents" in london.logs()
+    wait_converged([london, newyork], timeout=30)
+
+
 # -- 6 -------------------------------------------------------------------------
 
 def bytes_sent(site):

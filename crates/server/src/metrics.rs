@@ -173,6 +173,7 @@ impl Metrics {
             c("deltagrid_wan_full_values_shipped_total", t.fulls_shipped);
             c("deltagrid_wan_full_value_fallbacks_total", t.full_fallbacks);
             c("deltagrid_wan_resyncs_total", t.resyncs);
+            c("deltagrid_wan_partition_copies_total", t.partition_copies);
             c("deltagrid_wan_spilled_events_total", t.spilled_events);
             c("deltagrid_wan_spilled_bytes_total", t.spilled_bytes);
             let g = |name: &'static str, extra: Option<(&'static str, &'static str)>, v: f64| {

@@ -333,6 +333,7 @@ pub struct TargetStatus {
     pub fulls_shipped: u64,
     pub full_fallbacks: u64,
     pub resyncs: u64,
+    pub partition_copies: u64,
     pub spilled_events: u64,
     pub spilled_bytes: u64,
 }
@@ -386,6 +387,7 @@ impl Wan {
                     fulls_shipped: get(&s.fulls_shipped),
                     full_fallbacks: get(&s.full_fallbacks),
                     resyncs: get(&s.resyncs),
+                    partition_copies: get(&s.partition_copies),
                     spilled_events: get(&s.spilled_events),
                     spilled_bytes: get(&s.spilled_bytes),
                 }

@@ -478,6 +478,7 @@ impl Publisher {
         let room = if candidates.is_empty() { 0 } else { self.last_read.min(max) + (4 << 10) };
         let mut body = BytesMut::with_capacity(room);
         let mut seqs = Vec::new();
+        let mut copies = 0u64;
         for (i, &p) in candidates.iter().enumerate() {
             if body.len() >= max {
                 break;
@@ -520,6 +521,7 @@ impl Publisher {
                     // Trimmed before this target had it: copy the contents.
                     self.resync.insert(p);
                     self.pending.remove(p);
+                    copies += 1;
                 }
                 Some((last, done, shipped)) => {
                     if let Some(last) = last {
@@ -544,6 +546,14 @@ impl Publisher {
                     }
                 }
             }
+        }
+        if copies > 0 {
+            add(&self.target.stats.partition_copies, copies);
+            tracing::warn!(
+                target_site = %self.target.settings.name,
+                partitions = copies,
+                "the log no longer reaches back to what the target has (a promoted backup's log keeps node.log_memory): copying these partitions' contents"
+            );
         }
         if !self.resync.is_empty() {
             self.target.wake.notify_one();

@@ -21,6 +21,9 @@ pub struct PublisherStats {
     /// Full values sent because the receiver lacked a delta's base.
     pub full_fallbacks: AtomicU64,
     pub resyncs: AtomicU64,
+    /// Partitions whose log no longer reached back to what the target had
+    /// (a promoted backup's, mostly), so their contents were copied.
+    pub partition_copies: AtomicU64,
     /// Changes and bytes written to the journal because memory was over budget.
     pub spilled_events: AtomicU64,
     pub spilled_bytes: AtomicU64,
