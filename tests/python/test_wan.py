@@ -385,6 +385,21 @@ def test_a_site_whose_every_node_restarted_comes_back_and_is_re_synced(sites):
 
 # -- 5 -------------------------------------------------------------------------
 
+def resume_until_site2_holds(london, newyork, ledger):
+    """Resumes site 1's publishers and waits until site 2 holds every key
+    of `ledger` with its value (str or bytes); returns a client of site 2."""
+    for n in london.live:
+        wan_control(n, "resume", "newyork")
+    b = client(newyork.nodes[0])
+    want = {k: v.encode() if isinstance(v, str) else v for k, v in ledger.items()}
+
+    def missing():
+        got = write_pipelined(b, [("GET", k) for k in want])
+        return [k for k, v in zip(want, got) if v != want[k]]
+    wait_until(lambda: not missing(), timeout=60, interval=0.2, message="every acknowledged write at site 2")
+    return b
+
+
 def test_a_killed_primarys_backlog_is_shipped_by_its_successor_exactly_once(sites):
     london = sites(1, "london", size=3)
     newyork = sites(2, "newyork")
@@ -429,15 +444,7 @@ def test_a_killed_primarys_backlog_is_shipped_by_its_successor_exactly_once(site
                                             for f, l, pr, *_ in slots)]
     assert len(victim_keys) > 300  # the test is about these
     london.kill_node(1)
-    for n in london.live:
-        wan_control(n, "resume", "newyork")
-    b = client(newyork.nodes[0])
-
-    def missing():
-        got = write_pipelined(b, [("GET", k) for k in ledger])
-        return [k for k, v in zip(ledger, got) if v != ledger[k]]
-    wait_until(lambda: not missing(), timeout=60, interval=0.2,
-               message="every acknowledged write at site 2")
+    b = resume_until_site2_holds(london, newyork, ledger)
     # Counters: exactly site 1's values (no INCR applied twice or lost).
     a = RedisCluster(host="127.0.0.1", port=london.live[0].port, socket_timeout=20)
     want = {c: a.get(c) for c in counters}
@@ -470,14 +477,7 @@ def test_a_successor_whose_log_does_not_reach_back_copies_its_partitions_and_say
         p.set(k, v)
     assert all(r is True for r in p.execute())
     london.kill_node(1)
-    for n in london.live:
-        wan_control(n, "resume", "newyork")
-    b = client(newyork.nodes[0])
-
-    def missing():
-        got = write_pipelined(b, [("GET", k) for k in ledger])
-        return [k for k, v in zip(ledger, got) if v != ledger[k].encode()]
-    wait_until(lambda: not missing(), timeout=60, interval=0.2, message="every acknowledged write at site 2")
+    resume_until_site2_holds(london, newyork, ledger)
     copies = sum(target_status(n, "newyork")["partition_copies"] for n in london.live)
     assert copies > 0
     assert sum(metric(n, "deltagrid_wan_partition_copies_total", target_site="newyork") for n in london.live) == copies
