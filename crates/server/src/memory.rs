@@ -7,12 +7,12 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::thread_shard::{add_owned, own_shard, thread_shard};
+use crate::thread_shard::CounterShard;
 
 /// The count is kept in shards, a thread adding to its own (a single
 /// counter written by every core on every allocation bounces its cache
 /// line between them). The first `SHARDS` threads each own one and add
-/// with a plain load and store ([`own_shard`]); the threads after them
+/// with a plain load and store ([`CounterShard`]); the threads after them
 /// share the next `SHARDS` with locked adds. A block freed by another
 /// thread than the one that allocated it makes one shard go down and
 /// another up; only the sum means anything (each shard counts wrapping,
@@ -25,16 +25,13 @@ struct Shard(AtomicU64);
 static COUNTS: [Shard; 2 * SHARDS] = [const { Shard(AtomicU64::new(0)) }; 2 * SHARDS];
 
 fn add(bytes: usize) {
-    match own_shard(SHARDS) {
-        Some(s) => add_owned(&COUNTS[s].0, bytes as u64),
-        None => {
-            COUNTS[SHARDS + thread_shard(SHARDS)].0.fetch_add(bytes as u64, Ordering::Relaxed);
-        }
-    }
+    let shard = CounterShard::of_this_thread(SHARDS);
+    shard.add(&COUNTS[shard.index].0, bytes as u64);
 }
 
 fn sub(bytes: usize) {
-    add((bytes as u64).wrapping_neg() as usize);
+    let shard = CounterShard::of_this_thread(SHARDS);
+    shard.add(&COUNTS[shard.index].0, (bytes as u64).wrapping_neg());
 }
 
 pub struct CountingAlloc;

@@ -12,7 +12,7 @@
 //! atomic adds. Each thread adds to its own shard of these counters (a
 //! shared counter written by every core per command showed as cache-line
 //! traffic under pipelined load), with plain stores where it is the shard's
-//! only writer ([`own_shard`]); `/metrics` and INFO sum the shards.
+//! only writer ([`CounterShard`]); `/metrics` and INFO sum the shards.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -22,7 +22,7 @@ use keyspace::ChangeKind;
 use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 
-use crate::thread_shard::{add_owned, own_shard, thread_shard};
+use crate::thread_shard::CounterShard;
 
 const META: Metadata<'static> = Metadata::new("deltagrid", Level::INFO, None);
 
@@ -92,19 +92,10 @@ impl Metrics {
     pub fn command(&self, spec: &'static CommandSpec, took: Duration) {
         let secs = took.as_secs_f64();
         let bucket = BUCKETS.iter().position(|&b| secs <= b).unwrap_or(BUCKETS.len());
-        let ns = took.as_nanos() as u64;
-        match own_shard(SHARDS) {
-            Some(shard) => {
-                let stats = &self.per_command[shard * TABLE.len() + table_index(spec)];
-                add_owned(&stats.buckets[bucket], 1);
-                add_owned(&stats.sum_ns, ns);
-            }
-            None => {
-                let stats = &self.per_command[(SHARDS + thread_shard(SHARDS)) * TABLE.len() + table_index(spec)];
-                stats.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-                stats.sum_ns.fetch_add(ns, Ordering::Relaxed);
-            }
-        }
+        let shard = CounterShard::of_this_thread(SHARDS);
+        let stats = &self.per_command[shard.index * TABLE.len() + table_index(spec)];
+        shard.add(&stats.buckets[bucket], 1);
+        shard.add(&stats.sum_ns, took.as_nanos() as u64);
     }
 
     /// Commands executed so far, of every kind.
