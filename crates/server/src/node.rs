@@ -114,6 +114,9 @@ impl Node {
             site_id: settings.site_id,
             site_name: settings.site_name.clone(),
         });
+        // Commands are timed by quanta's TSC clock (session.rs), which
+        // calibrates itself at its first use: here, not in a command.
+        let _ = quanta::Instant::now();
         let run_id: String = (0..40).map(|_| format!("{:x}", rand_nibble())).collect();
         let node = Arc::new(Node {
             runtime: Runtime::new(&settings),

@@ -7,7 +7,6 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 use commands::args::{is, owned};
@@ -15,6 +14,7 @@ use commands::{lookup, CmdError, CommandSpec, Ctx, Flags};
 use resp::{Located, ReplyWriter};
 
 use crate::clients::ClientShared;
+use crate::exec_gate::HeldShared;
 use crate::node::Node;
 use crate::transaction::{self, TxState};
 use crate::{client_cmd, config_cmd, introspection};
@@ -92,8 +92,11 @@ impl Session {
         let node = self.node.clone();
         let limits = node.runtime.limits();
         node.clock.refresh();
-        // One clock read per command: a command's end is the next one's start.
-        let mut start = Instant::now();
+        // One clock read per command: a command's end is the next one's
+        // start. quanta's clock reads the TSC, without the fence and the
+        // conversion of clock_gettime (20 ns instead of 37 here, per command).
+        let mut start = quanta::Instant::now();
+        let mut gate = HeldShared::new(&node.exec_gate);
         let mut places = std::mem::take(&mut self.places);
         let mut ahead = std::mem::take(&mut self.places_ahead);
         let mut spare = std::mem::take(&mut self.spare_args);
@@ -132,7 +135,7 @@ impl Session {
                     args.extend(places.iter().map(|&(at, len)| &request[at..at + len]));
                     done += end;
                     if !args.is_empty() {
-                        start = self.execute(&node, &args, out, start);
+                        start = self.execute(&mut gate, &args, out, start);
                     }
                     spare = emptied(args);
                     if self.closing {
@@ -146,7 +149,7 @@ impl Session {
                         Ok(false) => break false,
                         Ok(true) if owned.is_empty() => {}
                         Ok(true) => {
-                            start = self.execute(&node, &borrowed(&owned), out, start);
+                            start = self.execute(&mut gate, &borrowed(&owned), out, start);
                             if self.closing {
                                 break true;
                             }
@@ -172,7 +175,7 @@ impl Session {
     }
 
     /// Runs one command; returns the time it ended.
-    fn execute(&mut self, node: &Node, args: &[&[u8]], outbuf: &mut BytesMut, start: Instant) -> Instant {
+    fn execute(&mut self, gate: &mut HeldShared, args: &[&[u8]], outbuf: &mut BytesMut, start: quanta::Instant) -> quanta::Instant {
         let mut out = ReplyWriter::new(outbuf, self.resp3);
         let Some(spec) = lookup(args[0]) else {
             self.tx.dirty |= self.tx.in_multi();
@@ -181,7 +184,11 @@ impl Session {
         };
         // Routing (in admit) and the command run under the exec gate, so a
         // handover that takes the gate knows every routed command is done.
-        let shared = (spec.name != "exec").then(|| node.exec_gate.shared());
+        if spec.name == "exec" {
+            gate.release();
+        } else {
+            gate.hold();
+        }
         if let Err(e) = self.admit(spec, args) {
             self.tx.dirty |= self.tx.in_multi();
             if e == CmdError::Oom {
@@ -201,9 +208,8 @@ impl Session {
         } else {
             self.run(spec, args, &mut out);
         }
-        drop(shared);
         self.shared.set_last_cmd(spec);
-        let end = Instant::now();
+        let end = quanta::Instant::now();
         self.node.metrics.command(spec, end - start);
         end
     }
