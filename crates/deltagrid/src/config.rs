@@ -78,6 +78,9 @@ pub struct NodeSection {
     /// Worker threads serving clients, replication and WAN (0 or unset:
     /// one per CPU).
     pub threads: Option<usize>,
+    /// Microseconds a worker that served clients keeps polling before it
+    /// sleeps (0: never polls).
+    pub idle_poll_us: Option<u64>,
     pub proto_max_bulk_len: Option<Size>,
     pub client_query_buffer_limit: Option<Size>,
     pub log_memory: Option<Size>,
@@ -165,6 +168,9 @@ impl ConfigFile {
         }
         if let Some(v) = n.threads {
             s.threads = v;
+        }
+        if let Some(v) = n.idle_poll_us {
+            s.idle_poll = idle_poll(v)?;
         }
         if let Some(v) = n.proto_max_bulk_len {
             s.proto_max_bulk_len = v.0 as usize;
@@ -259,6 +265,14 @@ fn backup_schedule(b: BackupSection) -> anyhow::Result<Option<backup::schedule::
     backup::Store::open(&to).map_err(|e| anyhow::anyhow!("backup.to: {e}"))?;
     let full_every = full_every.context("backup.to is set but backup.full_every is not")?;
     Ok(Some(backup::schedule::Schedule { to, full_every, incremental_every, keep_full: b.keep_full.unwrap_or(0) }))
+}
+
+/// `idle_poll_us`: polling longer than a millisecond only burns a core.
+pub fn idle_poll(us: u64) -> anyhow::Result<std::time::Duration> {
+    if us > 1000 {
+        bail!("node.idle_poll_us must be in 0..=1000, got {us}");
+    }
+    Ok(std::time::Duration::from_micros(us))
 }
 
 /// "90s", "15m", "1h", "7d" (a number and one unit).
@@ -356,6 +370,21 @@ mod tests {
         assert!(e.contains("nodes"), "{e}");
         let e = toml::from_str::<ConfigFile>("[node]\nmaxmemory = \"lots\"\n").unwrap_err().to_string();
         assert!(e.contains("lots"), "{e}");
+    }
+
+    #[test]
+    fn idle_polling_is_set_in_microseconds_up_to_a_millisecond() {
+        let mut s = NodeSettings::default();
+        assert_eq!(s.idle_poll, server::settings::DEFAULT_IDLE_POLL);
+        let c: ConfigFile = toml::from_str("[node]\nidle_poll_us = 0\n").unwrap();
+        c.apply(&mut s).unwrap();
+        assert!(s.idle_poll.is_zero());
+        let c: ConfigFile = toml::from_str("[node]\nidle_poll_us = 200\n").unwrap();
+        c.apply(&mut s).unwrap();
+        assert_eq!(s.idle_poll, std::time::Duration::from_micros(200));
+        let c: ConfigFile = toml::from_str("[node]\nidle_poll_us = 5000\n").unwrap();
+        let e = c.apply(&mut s).unwrap_err().to_string();
+        assert!(e.contains("idle_poll_us"), "{e}");
     }
 
     #[test]

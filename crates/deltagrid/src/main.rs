@@ -153,6 +153,11 @@ struct ServerArgs {
     /// Worker threads (default: one per CPU)
     #[arg(long)]
     threads: Option<usize>,
+    /// Microseconds a worker that served clients keeps polling before it
+    /// sleeps; 0: never (for cores shared with other busy processes)
+    /// [default: 50]
+    #[arg(long)]
+    idle_poll_us: Option<u64>,
     /// Allow DEBUG (CLOCK-ADVANCE, SET-ACTIVE-EXPIRE): for tests
     #[arg(long)]
     enable_debug_command: bool,
@@ -187,6 +192,9 @@ impl ServerArgs {
         }
         if let Some(v) = self.threads {
             s.threads = v;
+        }
+        if let Some(v) = self.idle_poll_us {
+            s.idle_poll = config::idle_poll(v)?;
         }
         s.enable_debug_command |= self.enable_debug_command;
         Ok(s)
@@ -246,7 +254,7 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
     if settings.threads > 0 {
         rt.worker_threads(settings.threads);
     }
-    let rt = rt.enable_all().build()?;
+    let rt = server::idle_poll::build_runtime(rt.enable_all(), settings.idle_poll)?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await

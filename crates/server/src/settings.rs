@@ -18,6 +18,9 @@ pub struct NodeSettings {
     pub maxclients: usize,
     /// Worker threads of the node's runtime; 0: one per CPU.
     pub threads: usize,
+    /// How long a worker that served clients keeps polling before it
+    /// sleeps (`idle_poll`); zero: it sleeps at once.
+    pub idle_poll: std::time::Duration,
     pub proto_max_bulk_len: usize,
     pub client_query_buffer_limit: usize,
     pub enable_debug_command: bool,
@@ -40,6 +43,9 @@ pub struct NodeSettings {
     pub backup: Option<backup::schedule::Schedule>,
 }
 
+/// `node.idle_poll_us` when not set.
+pub const DEFAULT_IDLE_POLL: std::time::Duration = std::time::Duration::from_micros(50);
+
 /// Log kept per node with WAN replication when `node.log_memory` is not set.
 pub const DEFAULT_LOG_RETAIN_BYTES: usize = 4 << 20;
 
@@ -54,6 +60,7 @@ impl Default for NodeSettings {
             requirepass: None,
             maxclients: 10_000,
             threads: 0,
+            idle_poll: DEFAULT_IDLE_POLL,
             proto_max_bulk_len: 512 << 20,
             client_query_buffer_limit: 1 << 30,
             enable_debug_command: false,
