@@ -135,6 +135,10 @@ def test_pipelined_writes_at_4096_partitions_reach_every_copy(tmp_path):
         nodes[1].proc.kill()
         nodes[1].proc.wait()
         wait_until(lambda: status_rows(nodes[0])["n2"][4] == "dead", timeout=20, message="n2 never marked dead")
+        # The client's slot map must not name the dead node: 4,096
+        # partitions take a moment to be promoted elsewhere.
+        wait_until(lambda: int(status_rows(nodes[0])["n2"][5]) == 0, timeout=30,
+                   message="primaries left on the dead node")
         rc = RedisCluster(host="127.0.0.1", port=nodes[0].port, decode_responses=True)
         wait_until(lambda: rc.get("pf:0") is not None, timeout=20, message="reads did not resume")
         lost = [k for k, v in written.items() if rc.get(k) != v]
