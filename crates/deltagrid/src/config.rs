@@ -78,8 +78,8 @@ pub struct NodeSection {
     /// Worker threads serving clients, replication and WAN (0 or unset:
     /// one per CPU).
     pub threads: Option<usize>,
-    /// Microseconds a worker that served clients keeps polling before it
-    /// sleeps (0: never polls).
+    /// Microseconds a worker woken to do work keeps polling for more
+    /// before it sleeps again (0: never polls).
     pub idle_poll_us: Option<u64>,
     pub proto_max_bulk_len: Option<Size>,
     pub client_query_buffer_limit: Option<Size>,

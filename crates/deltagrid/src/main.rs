@@ -153,8 +153,8 @@ struct ServerArgs {
     /// Worker threads (default: one per CPU)
     #[arg(long)]
     threads: Option<usize>,
-    /// Microseconds a worker that served clients keeps polling before it
-    /// sleeps; 0: never (for cores shared with other busy processes)
+    /// Microseconds a worker woken to do work keeps polling for more before
+    /// it sleeps again; 0: never (for cores shared with other busy processes)
     /// [default: 50]
     #[arg(long)]
     idle_poll_us: Option<u64>,

@@ -33,9 +33,12 @@ thread_local! {
     static WOKEN: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Builds `builder`'s runtime with idle polling for up to `budget` (zero:
-/// none) in its park hooks.
+/// Builds `builder`'s runtime with idle polling for up to `budget` in its
+/// park hooks (zero: a plain runtime).
 pub fn build_runtime(builder: &mut Builder, budget: Duration) -> std::io::Result<Runtime> {
+    if budget.is_zero() {
+        return builder.build();
+    }
     Ok(build_with(builder, budget)?.0)
 }
 
@@ -50,7 +53,6 @@ fn build_with(builder: &mut Builder, budget: Duration) -> std::io::Result<(Runti
     let rt = builder.build()?;
     let made: Vec<RawFd> = epoll_instances().into_iter().filter(|fd| !before.contains(fd)).collect();
     let epoll = match made[..] {
-        _ if budget.is_zero() => None,
         [fd, ref others @ ..] if others.iter().all(|&o| same_file(fd, o)) => Some(fd),
         _ => {
             tracing::warn!("idle polling is off: the runtime's epoll instance was not found in /proc/self/fd");

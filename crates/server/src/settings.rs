@@ -18,8 +18,8 @@ pub struct NodeSettings {
     pub maxclients: usize,
     /// Worker threads of the node's runtime; 0: one per CPU.
     pub threads: usize,
-    /// How long a worker that served clients keeps polling before it
-    /// sleeps (`idle_poll`); zero: it sleeps at once.
+    /// How long a worker woken to do work keeps polling for more before it
+    /// sleeps again ([`crate::idle_poll`]); zero: it sleeps at once.
     pub idle_poll: std::time::Duration,
     pub proto_max_bulk_len: usize,
     pub client_query_buffer_limit: usize,
