@@ -283,6 +283,15 @@ impl Keyspace {
         }
     }
 
+    /// Every remote site applied partition `p`'s changes before `seq` (a
+    /// backup hears it from the primary): its log lets them go at its next
+    /// trim; see [`crate::PartitionLog::release_before`].
+    pub fn release_log_before(&self, p: usize, seq: u64) {
+        if let Some(part) = self.parts.get(p) {
+            part.lock().log.release_before(seq);
+        }
+    }
+
     /// Brings a locked partition's log up to [`Keyspace::advance_log_needed_from`];
     /// true when that lets changes go (trimmed by the caller's append or trim).
     fn catch_up_log(&self, part: &mut Partition) -> bool {

@@ -1,9 +1,13 @@
 //! The partition log: the ordered changes of one partition, numbered by
 //! `seq` (1, 2, ...). It feeds backups, WAN publishers and incremental
-//! backups; each consumer holds a cursor (the next seq it needs). The log
-//! keeps what some cursor still needs, and otherwise `retain_bytes` plus
-//! the chunk being filled (it trims when an append needs a new chunk), so
-//! with nobody consuming it memory stays flat.
+//! backups; each consumer holds a cursor (the next seq it needs). With a
+//! cursor registered (a primary's WAN publishers) the log keeps exactly
+//! what the lowest cursor has yet to see; without one (a backup's copy),
+//! the newest `retain_bytes`, less what every remote site is known to
+//! have applied ([`PartitionLog::release_before`]); plus, either way, the
+//! chunk being filled (it trims when an append needs a new chunk). So
+//! with nobody consuming it memory stays flat, and changes a remote site
+//! already has are not held on either copy.
 //!
 //! Changes are held encoded ([`codec`]), back to back in chunks of up to
 //! [`CHUNK_MAX`] bytes, not as [`Change`] values: appending copies the
@@ -82,6 +86,9 @@ pub struct PartitionLog {
     /// memory.
     allocated: usize,
     retain_bytes: usize,
+    /// Changes before this seq are let go even within `retain_bytes`: every
+    /// remote site applied them (a backup's log; 0 until told).
+    released_before: u64,
     first_chunk: u64,
     /// The node's total over all partition logs, kept in step with
     /// `allocated` so reading it locks nothing (and budgets count the memory
@@ -119,6 +126,7 @@ impl PartitionLog {
             bytes: 0,
             allocated: 0,
             retain_bytes,
+            released_before: 0,
             needed_from: None,
             changed: ChangedKeys::new(0),
             #[cfg(test)]
@@ -257,14 +265,14 @@ impl PartitionLog {
         }
     }
 
-    /// Drops what nobody needs beyond `retain_bytes` now.
+    /// Drops what nobody needs now.
     pub fn trim(&mut self) {
         let allocated = self.allocated;
         self.trim_local();
         self.count_change(allocated);
     }
 
-    /// Drops the oldest changes nobody needs while over `retain_bytes`, and
+    /// Drops the oldest changes nobody needs (see the module docs), and
     /// the chunks left without changes, leaving `total` to the caller.
     fn trim_local(&mut self) {
         if self.spans.is_empty() {
@@ -277,7 +285,14 @@ impl PartitionLog {
         let first = self.first_seq();
         let (mut n, mut trimmed) = (0, 0);
         for (span, seq) in self.spans.iter().zip(first..) {
-            if self.bytes - trimmed <= self.retain_bytes || self.needed_from.is_some_and(|needed| seq >= needed) {
+            let keep = match self.needed_from {
+                // What the consumers have read and every remote site
+                // applied serves nobody: a primary's acknowledged changes
+                // only pushed the changes still queued out of the caches.
+                Some(needed) => seq >= needed,
+                None => seq >= self.released_before && self.bytes - trimmed <= self.retain_bytes,
+            };
+            if keep {
                 break;
             }
             trimmed += self.span_len(span);
@@ -345,6 +360,7 @@ impl PartitionLog {
         self.count_change(allocated);
         self.bytes = 0;
         self.next_seq = seq;
+        self.released_before = 0;
     }
 
     /// Counts this log's bytes in `total` too (shared by a node's logs).
@@ -369,6 +385,14 @@ impl PartitionLog {
             self.needed_from = Some(seq);
         }
         moved
+    }
+
+    /// Every remote site applied the changes before `seq` (a backup hears
+    /// it from its primary): they go at the next trim even while within
+    /// `retain_bytes`, which then only bounds what a promoted copy resumes
+    /// from. Never moves back.
+    pub fn release_before(&mut self, seq: u64) {
+        self.released_before = self.released_before.max(seq);
     }
 
     pub fn set_retain_bytes(&mut self, bytes: usize) {
@@ -490,6 +514,39 @@ mod tests {
         assert_eq!(log.read_from(first).unwrap().count(), (201 - first) as usize);
         log.set_needed_from(None);
         assert!(log.bytes() <= 100);
+    }
+
+    #[test]
+    fn holds_nothing_every_remote_site_applied() {
+        // A backup's copy: retention bounds it, and what every remote site
+        // applied goes even within that.
+        let mut log = PartitionLog::new(1 << 20);
+        for i in 0..100 {
+            log.append(&del(&format!("key{i}")));
+        }
+        log.trim();
+        assert_eq!(log.first_seq(), 1, "all within retain_bytes");
+        log.release_before(60);
+        log.trim();
+        assert_eq!(log.first_seq(), 60);
+        log.release_before(10);
+        for i in 100..200 {
+            log.append(&del(&format!("key{i}")));
+        }
+        log.trim();
+        assert_eq!(log.first_seq(), 60, "a release never moves back");
+        // Promoted, with a publisher's cursor: exactly what it has yet to
+        // read, whatever retain_bytes allows.
+        log.set_needed_from(Some(150));
+        assert_eq!((log.first_seq(), log.read_from(150).unwrap().count()), (150, 51));
+        // A copy loaded anew starts with no release.
+        log.set_needed_from(None);
+        log.reset_to(7);
+        for i in 0..3 {
+            log.append(&del(&format!("again{i}")));
+        }
+        log.trim();
+        assert_eq!((log.first_seq(), log.len()), (7, 3));
     }
 
     #[test]

@@ -238,6 +238,12 @@ impl cluster::replication::WanWatermarks for Wan {
     fn applied(&self, target: &str, partition: usize, seq: u64) {
         if let Some(a) = self.target(target).and_then(|t| t.shared_applied.get(partition)) {
             a.fetch_max(seq, Ordering::Relaxed);
+            // What every target applied is of no use to a promoted copy:
+            // this copy's log keeps only what some target may still need.
+            let all = self.targets.iter().map(|t| t.shared_applied[partition].load(Ordering::Relaxed)).min();
+            if let Some(all) = all.filter(|&seq| seq > 0) {
+                self.ks.release_log_before(partition, all + 1);
+            }
         }
     }
 }

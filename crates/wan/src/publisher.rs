@@ -57,8 +57,9 @@ const BACKOFF_MAX: Duration = Duration::from_secs(1);
 const UNREACHABLE_LOG_EVERY: Duration = Duration::from_secs(30);
 /// How often a primary tells its backups how far each target applied
 /// (after a failover the new primary re-sends at most this much, which the
-/// target's watermarks skip).
-const SHARE_EVERY: Duration = Duration::from_millis(500);
+/// target's watermarks skip). Backups' logs let go of what every target
+/// applied, so this also bounds what they hold beyond the unapplied changes.
+const SHARE_EVERY: Duration = Duration::from_millis(100);
 /// A batch that drained the logs (not full) is followed by the next one
 /// no sooner than this, so a target's fixed work per batch (and both
 /// sites' per-batch wake-ups and packets) is shared by more changes; a
