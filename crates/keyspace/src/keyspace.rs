@@ -197,6 +197,9 @@ pub struct Keyspace {
     /// without the partition's lock (0: no consumer); the log catches up
     /// whenever the partition is locked to log a change or read its log.
     log_needed: Box<[AtomicU64]>,
+    /// Per partition, the seq before which every remote site applied the
+    /// changes (0: not known), caught up the same way.
+    log_released: Box<[AtomicU64]>,
 }
 
 impl Keyspace {
@@ -223,6 +226,7 @@ impl Keyspace {
                 .collect(),
             log_bytes,
             log_needed: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
+            log_released: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
             partitions,
             site: cfg.site_id,
             hlc: Hlc::new(clock),
@@ -284,18 +288,26 @@ impl Keyspace {
     }
 
     /// Every remote site applied partition `p`'s changes before `seq` (a
-    /// backup hears it from the primary): its log lets them go at its next
-    /// trim; see [`crate::PartitionLog::release_before`].
+    /// backup hears it from the primary): its log lets them go when the
+    /// partition is next locked to log a change or read its log (a marker
+    /// per partition ten times a second must not cost a cold lock each);
+    /// see [`crate::PartitionLog::release_before`].
     pub fn release_log_before(&self, p: usize, seq: u64) {
-        if let Some(part) = self.parts.get(p) {
-            part.lock().log.release_before(seq);
+        if let Some(cell) = self.log_released.get(p) {
+            cell.fetch_max(seq, Ordering::Relaxed);
         }
     }
 
-    /// Brings a locked partition's log up to [`Keyspace::advance_log_needed_from`];
-    /// true when that lets changes go (trimmed by the caller's append or trim).
+    /// Brings a locked partition's log up to [`Keyspace::advance_log_needed_from`]
+    /// and [`Keyspace::release_log_before`]; true when the first lets
+    /// changes go (trimmed by the caller's append or trim).
     fn catch_up_log(&self, part: &mut Partition) -> bool {
-        let needed = self.log_needed[part.id as usize].load(Ordering::Relaxed);
+        let p = part.id as usize;
+        let released = self.log_released[p].load(Ordering::Relaxed);
+        if released != 0 {
+            part.log.release_before(released);
+        }
+        let needed = self.log_needed[p].load(Ordering::Relaxed);
         needed != 0 && part.log.advance_needed_from(needed)
     }
 
@@ -578,6 +590,7 @@ impl Keyspace {
                 return Err(ReplicaError::Gap { have: next - 1, got: seq });
             }
             part.source = ReplicaSource::Node(from);
+            self.catch_up_log(&mut part);
             let kind = change.kind.index();
             apply_owned_at(&mut part, None, change)?;
             let (_, size) = part.log.append_encoded(&key, encoded);
@@ -603,6 +616,8 @@ impl Keyspace {
         part.drain_keys();
         part.tombstones.clear();
         part.log.reset_to(next_seq);
+        // What was released counted the old copy's seqs.
+        self.log_released[p].store(0, Ordering::Relaxed);
         Ok(())
     }
 
@@ -899,6 +914,20 @@ mod log_needed_tests {
         assert_eq!(ks.with_partition_mut(0, |p| { p.log.trim(); p.log.first_seq() }), 9);
         ks.set_log_needed_from(0, None);
         assert_eq!(ks.with_partition(0, |p, _| p.log.len()), 0);
+    }
+
+    #[test]
+    fn a_release_lets_retained_changes_go_once_the_partition_is_next_locked() {
+        let cfg = KeyspaceConfig { partitions: 1, log_retain_bytes: 1 << 20, ..Default::default() };
+        let ks = Keyspace::new(cfg, Arc::new(DebugClock::default()));
+        for i in 0..10 {
+            set(&ks, &format!("k{i}"));
+        }
+        ks.release_log_before(0, 6);
+        ks.release_log_before(0, 3);
+        assert_eq!(ks.with_partition_mut(0, |p| { p.log.trim(); p.log.first_seq() }), 1, "not before the next lock that logs");
+        set(&ks, "k10");
+        assert_eq!(ks.with_partition_mut(0, |p| { p.log.trim(); p.log.first_seq() }), 6, "and never moved back");
     }
 }
 
