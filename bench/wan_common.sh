@@ -42,6 +42,9 @@ wan_placement() {
     if [[ ${WAN_NETNS:-1} != 0 ]] && netns_setup; then
         WAN_NETNS_UP=1
         echo "link: $(netns_link)"
+        # The publishers' TCP pacing is part of what site 1 pays per byte
+        # (docs/benchmarks.md, WAN under load, session 24).
+        echo "TCP congestion control in $NETNS1: $(ip netns exec "$NETNS1" sysctl -n net.ipv4.tcp_congestion_control 2>/dev/null || echo unknown)"
         if [[ ${NETNS_NO_DELAY:-0} == 1 ]]; then
             echo
             echo "*** NOTE: this kernel has no netem: the link is rate-limited ($WAN_RATE, tbf) but has NO added delay or jitter."
