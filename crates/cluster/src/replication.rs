@@ -114,6 +114,10 @@ struct SnapshotSent {
     refused: bool,
     /// [`Replicator::take_finished_snapshots`] returned it.
     reported: bool,
+    /// The partition's last seq when the backup acknowledged the end:
+    /// writes up to it may have been acknowledged without this backup,
+    /// so it is reported in sync only once it acknowledged this seq.
+    need: Option<u64>,
 }
 
 pub struct Replicator {
@@ -125,6 +129,16 @@ pub struct Replicator {
     out: Vec<PeerOut>,
     /// acked[member][partition]: highest seq that member acknowledged.
     acked: Vec<Box<[AtomicU64]>>,
+    /// catching_up[member][partition]: that backup loaded a snapshot of
+    /// the partition from this primary, so writes wait for its acks too
+    /// while the table does not say yet that it is in sync. Otherwise a
+    /// write acknowledged between the backup catching up and the table
+    /// saying so could be missing from it; if the primary then died and
+    /// the backup, committed as in sync meanwhile, replaced the old copy,
+    /// that write was lost (`test_cluster.py::
+    /// test_backups_are_rebuilt_and_a_second_failure_loses_nothing`, about
+    /// one run in ten under CPU contention).
+    catching_up: Vec<Box<[AtomicBool]>>,
     /// Wakes writes whose backups all answered but whose acks did not
     /// cover them yet (rare: see [`Self::wait`]).
     ack_notify: Notify,
@@ -183,6 +197,7 @@ impl Replicator {
                 })
                 .collect(),
             acked: (0..members).map(|_| (0..parts).map(|_| AtomicU64::new(0)).collect()).collect(),
+            catching_up: (0..members).map(|_| (0..parts).map(|_| AtomicBool::new(false)).collect()).collect(),
             ack_notify: Notify::new(),
             table_generation: AtomicU64::new(0),
             snapshots: Mutex::new(HashMap::new()),
@@ -251,7 +266,7 @@ impl Replicator {
                 return false;
             }
             let id = self.snapshot_ids.fetch_add(1, Ordering::Relaxed) + 1;
-            snaps.insert((p, b), SnapshotSent { epoch, id, acknowledged: false, refused: false, reported: false });
+            snaps.insert((p, b), SnapshotSent { epoch, id, acknowledged: false, refused: false, reported: false, need: None });
             id
         };
         let peer = &self.out[b];
@@ -266,6 +281,7 @@ impl Replicator {
             let entries: Vec<Change> = entries.chain(part.tombstone_changes()).collect();
             // The backup's acks start over from the snapshot.
             self.acked[b][p].store(0, Ordering::Release);
+            self.catching_up[b][p].store(false, Ordering::Release);
             let stream = SnapshotStream::new(p, part.log.next_seq(), id, entries);
             let keys = stream.keys();
             // Queued before the lock lets the next change be logged, so
@@ -342,12 +358,17 @@ impl Replicator {
         asked
     }
 
-    /// Snapshots whose end the backup acknowledged and that nobody has
-    /// reported yet: (partition, backup, partition epoch).
+    /// Snapshots whose end the backup acknowledged, whose backup has since
+    /// acknowledged every change logged before that (see
+    /// [`SnapshotSent::need`]), and that nobody has reported yet:
+    /// (partition, backup, partition epoch).
     pub fn take_finished_snapshots(&self) -> Vec<(usize, usize, u64)> {
         let mut done = Vec::new();
         for ((p, b), s) in self.snapshots.lock().iter_mut() {
-            if s.acknowledged && !s.reported {
+            if s.acknowledged
+                && !s.reported
+                && s.need.is_some_and(|need| self.acked[*b][*p].load(Ordering::Acquire) >= need)
+            {
                 s.reported = true;
                 done.push((*p, *b, s.epoch));
             }
@@ -612,11 +633,25 @@ impl Replicator {
                     break;
                 }
                 let (_, id) = (acks.get_u16_le(), acks.get_u64_le());
-                if let Some(s) = self.snapshots.lock().get_mut(&(p, peer)).filter(|s| s.id == id) {
-                    if seq == SNAPSHOT_END {
+                let loaded = match self.snapshots.lock().get_mut(&(p, peer)).filter(|s| s.id == id) {
+                    Some(s) if seq == SNAPSHOT_END && !s.acknowledged => {
                         s.acknowledged = true;
-                    } else {
+                        true
+                    }
+                    Some(s) if seq == SNAPSHOT_REFUSED => {
                         s.refused = true;
+                        false
+                    }
+                    _ => false,
+                };
+                if loaded {
+                    // Counted for acks first, then the last seq read under
+                    // the partition's lock: a write logged after that sees
+                    // the flag when it checks its acks.
+                    self.catching_up[peer][p].store(true, Ordering::Release);
+                    let last = self.ks.with_partition(p, |part, _| part.log.next_seq() - 1);
+                    if let Some(s) = self.snapshots.lock().get_mut(&(p, peer)).filter(|s| s.id == id) {
+                        s.need = Some(last);
                     }
                 }
             } else if let Some(a) = self.acked[peer].get(p).filter(|_| seq < FIRST_MARKER) {
@@ -645,6 +680,11 @@ impl Replicator {
             // survives is not ours to say, so it is never acknowledged.
             owners.primary == self.my_index
                 && owners.in_sync.iter().all(|&b| self.acked[b][p].load(Ordering::Acquire) >= seq)
+                && owners
+                    .backups
+                    .iter()
+                    .filter(|&&b| self.catching_up[b][p].load(Ordering::Acquire))
+                    .all(|&b| self.acked[b][p].load(Ordering::Acquire) >= seq)
         })
     }
 
@@ -662,7 +702,9 @@ impl Replicator {
         let table = self.table.load();
         let Some(table) = table.as_ref() else { return targets };
         for &(p, _) in writes {
-            for &b in &table.owners(p).in_sync {
+            let owners = table.owners(p);
+            let catching_up = owners.backups.iter().filter(|&&b| self.catching_up[b][p].load(Ordering::Acquire));
+            for &b in owners.in_sync.iter().chain(catching_up) {
                 if !targets.iter().any(|&(t, _)| t == b) {
                     let peer = &self.out[b];
                     let buf = peer.buf.lock();
@@ -673,8 +715,9 @@ impl Replicator {
         targets
     }
 
-    /// Waits until every in-sync backup of each written partition
-    /// acknowledged the seq; false on timeout.
+    /// Waits until every in-sync backup of each written partition, and
+    /// every backup catching up from a snapshot it loaded
+    /// (`catching_up`), acknowledged the seq; false on timeout.
     ///
     /// It sleeps until the backups answered the batches holding the writes
     /// ([`AckWaiters`]); only when they did and the acks still do not cover
