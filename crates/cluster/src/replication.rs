@@ -692,6 +692,18 @@ impl Replicator {
     /// primary moved): waiting writers re-check against it.
     pub fn table_changed(&self) {
         self.table_generation.fetch_add(1, Ordering::AcqRel);
+        // A backup the table now has in sync is waited for as such, so a
+        // later step out of the in-sync set releases the writes waiting
+        // for it at once.
+        if let Some(table) = self.table.load().as_ref() {
+            for (p, owners) in table.partitions.iter().enumerate().filter(|(_, o)| o.primary == self.my_index) {
+                for &b in &owners.in_sync {
+                    if let Some(flag) = self.catching_up.get(b).and_then(|f| f.get(p)) {
+                        flag.store(false, Ordering::Release);
+                    }
+                }
+            }
+        }
         self.sweep();
     }
 
