@@ -48,7 +48,7 @@ use tokio::sync::Notify;
 
 use crate::ack_wait::AckWaiters;
 use crate::cluster::Cluster;
-use crate::placement::SharedTable;
+use crate::placement::{PartitionOwners, SharedTable};
 use crate::snapshot::SnapshotStream;
 
 pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
@@ -646,8 +646,9 @@ impl Replicator {
                 };
                 if loaded {
                     // Counted for acks first, then the last seq read under
-                    // the partition's lock: a write logged after that sees
-                    // the flag when it checks its acks.
+                    // the partition's lock (with the snapshots' lock let
+                    // go: the two are never nested): a write logged after
+                    // that sees the flag when it checks its acks.
                     self.catching_up[peer][p].store(true, Ordering::Release);
                     let last = self.ks.with_partition(p, |part, _| part.log.next_seq() - 1);
                     if let Some(s) = self.snapshots.lock().get_mut(&(p, peer)).filter(|s| s.id == id) {
@@ -679,13 +680,18 @@ impl Replicator {
             // A partition this node no longer leads: whether the write
             // survives is not ours to say, so it is never acknowledged.
             owners.primary == self.my_index
-                && owners.in_sync.iter().all(|&b| self.acked[b][p].load(Ordering::Acquire) >= seq)
-                && owners
-                    .backups
-                    .iter()
-                    .filter(|&&b| self.catching_up[b][p].load(Ordering::Acquire))
-                    .all(|&b| self.acked[b][p].load(Ordering::Acquire) >= seq)
+                && self.waited_for(p, owners).all(|b| self.acked[b][p].load(Ordering::Acquire) >= seq)
         })
+    }
+
+    /// The backups a write to partition `p` waits for: the in-sync ones,
+    /// and those catching up from a snapshot they loaded (`catching_up`).
+    fn waited_for<'a>(&'a self, p: usize, owners: &'a PartitionOwners) -> impl Iterator<Item = usize> + 'a {
+        owners
+            .backups
+            .iter()
+            .copied()
+            .filter(move |&b| owners.in_sync.contains(&b) || self.catching_up[b][p].load(Ordering::Acquire))
     }
 
     /// The partition table changed (a backup left the in-sync set, a
@@ -714,9 +720,7 @@ impl Replicator {
         let table = self.table.load();
         let Some(table) = table.as_ref() else { return targets };
         for &(p, _) in writes {
-            let owners = table.owners(p);
-            let catching_up = owners.backups.iter().filter(|&&b| self.catching_up[b][p].load(Ordering::Acquire));
-            for &b in owners.in_sync.iter().chain(catching_up) {
+            for b in self.waited_for(p, table.owners(p)) {
                 if !targets.iter().any(|&(t, _)| t == b) {
                     let peer = &self.out[b];
                     let buf = peer.buf.lock();
