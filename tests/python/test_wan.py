@@ -455,6 +455,9 @@ def test_a_killed_primarys_backlog_is_shipped_by_its_successor_exactly_once(site
     # of what the victim had shipped were dropped as duplicates.
     src = source_status(newyork.nodes[0], "london")
     assert src["applied"] == 60 + 1500 + 300, src
+    # The successors resumed from the batches they had received as
+    # backups: no partition was copied instead.
+    assert sum(target_status(n, "newyork")["partition_copies"] for n in london.live) == 0
 
 
 def test_a_successor_whose_log_does_not_reach_back_copies_its_partitions_and_says_so(sites):

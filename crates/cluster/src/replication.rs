@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use keyspace::{codec, Change, Keyspace, ReplicaError, ReplicationSink};
+use keyspace::{codec, Change, Held, Keyspace, Pinned, ReplicaError, ReplicationSink};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use tokio::sync::Notify;
@@ -493,7 +493,19 @@ impl Replicator {
 
     /// Applies a batch from site member `from`, our primary for the
     /// partitions in it; returns the cumulative acks.
-    pub fn apply_batch(&self, mut batch: Bytes, from: usize) -> Result<Vec<(u16, u64)>, BatchError> {
+    pub fn apply_batch(&self, batch: Bytes, from: usize) -> Result<Vec<(u16, u64)>, BatchError> {
+        self.apply_received(batch, None, from)
+    }
+
+    /// [`Self::apply_batch`] for a batch read into the buffer `pin`
+    /// counts. With WAN replication the batch is held first
+    /// (`Keyspace::hold_received`): the backup's logs store nothing, and a
+    /// copy promoted while the batch is being applied finds in it the
+    /// changes it applied.
+    pub fn apply_received(&self, mut batch: Bytes, pin: Option<Arc<Pinned>>, from: usize) -> Result<Vec<(u16, u64)>, BatchError> {
+        if self.ks.holds_received() {
+            self.ks.hold_received(batch.clone(), held_changes(&batch), pin);
+        }
         let from = from as u16;
         // (partition, seq) per change applied, then the last per partition:
         // no map per batch (a batch mostly holds distinct partitions).
@@ -784,6 +796,28 @@ pub(crate) async fn take_out_of_sync(cluster: &Cluster, p: usize, b: usize, epoc
     }
 }
 
+/// Where the changes of a batch are (not its markers or snapshot
+/// entries), up to the first entry that does not fit (applying the batch
+/// refuses it there).
+fn held_changes(batch: &[u8]) -> Vec<Held> {
+    let mut held = Vec::new();
+    let mut at = 0;
+    while let Some(head) = batch.get(at..at + ENTRY_HEADER) {
+        let p = u16::from_le_bytes([head[0], head[1]]);
+        let seq = u64::from_le_bytes(head[2..10].try_into().expect("8 bytes"));
+        let len = u32::from_le_bytes(head[10..14].try_into().expect("4 bytes"));
+        let start = at + ENTRY_HEADER;
+        if len as usize > batch.len() - start {
+            break;
+        }
+        if seq != SNAPSHOT_DATA && seq < FIRST_MARKER {
+            held.push(Held { partition: p, seq, start: start as u32, len });
+        }
+        at = start + len as usize;
+    }
+    held
+}
+
 /// A snapshot marker: `seq` [`SNAPSHOT_BEGIN`] or [`SNAPSHOT_END`], body
 /// the words given (the primary's next seq; for an end, then the snapshot
 /// id and its number of entries).
@@ -1055,6 +1089,51 @@ mod tests {
             keys.sort();
             keys
         })
+    }
+
+    /// A backup's logs store nothing; promoted, its log holds what it
+    /// received from where every remote site applied, as its primary's
+    /// did, and it keeps that through being handed back and forth.
+    #[test]
+    fn a_promoted_backup_logs_what_it_received_from_where_every_site_applied() {
+        let primary = primary_with_backup();
+        let backup = replicator();
+        let p = primary.ks.partition_of(b"k0");
+        for i in 1..=10u64 {
+            let change = Change {
+                key: Bytes::from(format!("k{}", i % 3)),
+                version: Version { hlc: i << 16, site: 1 },
+                kind: ChangeKind::Full { value: Value::Str(Bytes::from(vec![b'v'; 100 * i as usize])), expire_at: 0 },
+            };
+            let p_of = primary.ks.partition_of(&change.key);
+            primary.ks.apply_batch(p_of, vec![change], 0).unwrap();
+        }
+        ship(&primary, &backup);
+        let log = |r: &Replicator, from: u64| {
+            r.ks.with_partition(p, |part, _| {
+                part.log.read_from(from).map(|it| it.map(|l| (l.seq, l.encoded.to_vec())).collect::<Vec<_>>())
+            })
+        };
+        let next = backup.ks.with_partition(p, |part, _| part.log.next_seq());
+        assert!(next > 3, "changes of partition {p} reached the backup");
+        assert_eq!(backup.ks.with_partition(p, |part, _| part.log.len()), 0, "a backup's log stores nothing");
+        assert!(backup.ks.log_bytes() > 0, "the batches are held instead");
+        backup.ks.release_log_before(p, 3);
+        backup.ks.set_replica(p, false);
+        let want = log(&primary, 3).unwrap();
+        assert_eq!(want.len() as u64, next - 3);
+        assert_eq!(log(&backup, 3), Some(want.clone()));
+        assert_eq!(log(&backup, 2), None, "what every site applied is not kept");
+        // Handed back (a handover), then promoted again.
+        backup.ks.set_replica(p, true);
+        assert_eq!(backup.ks.with_partition(p, |part, _| part.log.len()), 0);
+        backup.ks.set_replica(p, false);
+        assert_eq!(log(&backup, 3), Some(want));
+        // A snapshot replaces the copy: nothing of the old one comes back.
+        backup.ks.set_replica(p, true);
+        backup.ks.reset_replica(p, next + 5, 0).unwrap();
+        backup.ks.set_replica(p, false);
+        assert_eq!(backup.ks.with_partition(p, |part, _| (part.log.len(), part.log.next_seq())), (0, next + 5));
     }
 
     /// Snapshots taken again and again while a writer keeps logging and

@@ -16,6 +16,8 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use keyspace::Pinned;
+
 use crate::cluster::{cluster_id, Cluster, Member};
 use crate::replication::Replicator;
 use crate::wire::{self, Hello, WireError};
@@ -272,8 +274,9 @@ async fn dial_loop(c: Arc<Cluster>, i: usize) {
 /// peer goes silent. Every batch frame is answered by one ack frame (empty
 /// when the batch held no change, e.g. only snapshot data), which is what
 /// [`MAX_BATCHES_IN_FLIGHT`] counts.
-async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: SocketAddr) {
+async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: SocketAddr) {
     let Some(peer) = c.peer_index(addr) else { return };
+    let mut rb = ReadBuffer::new(buf, c.keyspace().holds_received());
     c.set_connected(addr, true);
     c.replicator.peer_connected(peer);
     let (mut rd, mut wr) = stream.into_split();
@@ -284,6 +287,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
     // Reused for every ack frame (a batch's acks, one per partition).
     let mut acks = BytesMut::new();
     loop {
+        rb.make_room();
         tokio::select! {
             _ = c.replicator.batch_ready(peer), if in_flight.batches.len() < MAX_BATCHES_IN_FLIGHT => {
                 if c.is_isolated() {
@@ -301,7 +305,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
                 }
                 wire::encode_frame(wire::KIND_PING, &[], &mut out);
             }
-            read = rd.read_buf(&mut buf) => {
+            read = rd.read_buf(&mut rb.buf) => {
                 match read {
                     Ok(0) | Err(_) => break,
                     Ok(_) if c.is_isolated() => break,
@@ -309,11 +313,11 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
                 }
                 let mut answered = false;
                 loop {
-                    match wire::decode_frame(&mut buf) {
+                    match wire::decode_frame(&mut rb.buf) {
                         Ok(Some((kind, payload))) => {
                             last_heard = tokio::time::Instant::now();
                             match kind {
-                                wire::KIND_BATCH => match c.replicator.apply_batch(payload, peer) {
+                                wire::KIND_BATCH => match c.replicator.apply_received(payload, rb.pin.clone(), peer) {
                                     Ok(applied) => {
                                         acks.clear();
                                         Replicator::encode_acks(&applied, &mut acks);
@@ -362,6 +366,51 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, mut buf: BytesMut, addr: S
     }
     c.set_connected(addr, false);
     tracing::info!(%addr, "cluster peer disconnected");
+}
+
+/// What a connection reads into, in buffers of at least this many bytes
+/// while received batches are held.
+const READ_BUFFER: usize = 64 << 10;
+
+/// The buffer a connection reads frames into. While this node holds the
+/// batches it receives as a backup (`Keyspace::hold_received`), each
+/// buffer is allocated here, sized for the frame begun in it, with a
+/// [`Pinned`] that counts its memory for as long as held batches keep it
+/// alive; otherwise `read_buf` grows and reuses one buffer.
+struct ReadBuffer {
+    buf: BytesMut,
+    pin: Option<Arc<Pinned>>,
+    pinned: bool,
+}
+
+impl ReadBuffer {
+    fn new(buf: BytesMut, pinned: bool) -> Self {
+        let mut rb = ReadBuffer { buf, pin: None, pinned };
+        if pinned {
+            rb.fresh();
+        }
+        rb
+    }
+
+    /// Room for the next read: a new buffer once this one is full.
+    fn make_room(&mut self) {
+        if self.pinned && self.buf.capacity() == self.buf.len() {
+            self.fresh();
+        }
+    }
+
+    /// Moves what was read and not taken yet into a new pinned buffer.
+    fn fresh(&mut self) {
+        let frame = match self.buf.get(..4) {
+            Some(&[a, b, c, d]) => (u32::from_le_bytes([a, b, c, d]) as usize).min(wire::MAX_FRAME),
+            _ => 0,
+        };
+        let want = READ_BUFFER.max(4 + frame);
+        let mut fresh = BytesMut::with_capacity(want);
+        fresh.extend_from_slice(&self.buf);
+        self.pin = Some(Arc::new(Pinned::new(fresh.capacity())));
+        self.buf = fresh;
+    }
 }
 
 /// The batches a connection sent and the peer has not answered yet, oldest

@@ -22,6 +22,7 @@ use crate::clock::Clock;
 use crate::delta::{self, StringOpError};
 use crate::partition::{Partition, ReplicaSource};
 use crate::partition_bits::PartitionBits;
+use crate::received::{Held, Pinned, Received};
 use crate::slot;
 use crate::stats::ChangeStats;
 use crate::value::{Entry, Value};
@@ -200,6 +201,12 @@ pub struct Keyspace {
     /// Per partition, the seq before which every remote site applied the
     /// changes (0: not known), caught up the same way.
     log_released: Box<[AtomicU64]>,
+    /// The replication batches this node received as a backup, which its
+    /// copies' logs stand for (they store nothing themselves).
+    received: Mutex<Received>,
+    /// The bytes `received` holds, read without its lock.
+    received_bytes: Arc<AtomicUsize>,
+    holds_received: bool,
 }
 
 impl Keyspace {
@@ -213,6 +220,7 @@ impl Keyspace {
         let changed_per_part = cfg.changed_keys_bytes / partitions as usize;
         let log_bytes = Arc::new(AtomicUsize::new(0));
         let expiring = Arc::new(PartitionBits::new(partitions as usize));
+        let received = Received::new(partitions as usize, cfg.log_retain_bytes);
         Keyspace {
             parts: (0..partitions)
                 .map(|p| {
@@ -227,6 +235,9 @@ impl Keyspace {
             log_bytes,
             log_needed: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
             log_released: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
+            received_bytes: received.counter(),
+            holds_received: received.enabled(),
+            received: Mutex::new(received),
             partitions,
             site: cfg.site_id,
             hlc: Hlc::new(clock),
@@ -315,10 +326,53 @@ impl Keyspace {
     /// [`Keyspace::apply_replicated`], never expire keys on their own (a
     /// read sees an expired key as missing but leaves it for the primary's
     /// Expire change), so their logs stay identical to the primary's.
+    ///
+    /// A copy turning into a backup hands what its log holds to the
+    /// received batches; a backup promoted gets its log back from them
+    /// (see [`crate::received`]), as far as they reach.
     pub fn set_replica(&self, partition: usize, replica: bool) {
         let mut part = self.parts[partition].lock();
+        let (was, diverged) = (part.replica, part.source == ReplicaSource::Diverged);
         part.replica = replica;
         part.source = ReplicaSource::Unknown;
+        let mut received = self.received.lock();
+        match (was, replica) {
+            (false, true) => {
+                received.forget(partition);
+                if let Some((payload, held)) = part.log.take_held(partition as u16) {
+                    received.hold(payload, held, None, |p| self.released(p));
+                }
+            }
+            (true, false) => {
+                if !diverged {
+                    let released = self.log_released[partition].load(Ordering::Relaxed);
+                    let run = received.run(partition, part.log.next_seq());
+                    let from = run.partition_point(|&(seq, _)| seq < released);
+                    part.log.restore(&run[from..]);
+                }
+                received.forget(partition);
+            }
+            _ => {}
+        }
+    }
+
+    /// Holds a replication batch this node received as a backup (the
+    /// `changes` in `payload`, read into the buffer `pin` counts), before
+    /// applying it: a copy promoted meanwhile finds its changes there.
+    pub fn hold_received(&self, payload: Bytes, changes: Vec<Held>, pin: Option<Arc<Pinned>>) {
+        self.received.lock().hold(payload, changes, pin, |p| self.released(p));
+    }
+
+    /// Whether received batches are held at all (WAN replication keeps a
+    /// log; see [`crate::received`]).
+    pub fn holds_received(&self) -> bool {
+        self.holds_received
+    }
+
+    /// The seq before which every remote site applied partition `p`'s
+    /// changes (0: not known).
+    fn released(&self, p: usize) -> u64 {
+        self.log_released.get(p).map_or(0, |r| r.load(Ordering::Relaxed))
     }
 
     pub fn partitions(&self) -> u16 {
@@ -450,7 +504,7 @@ impl Keyspace {
     /// Bytes held by partition logs (a running total: no partition is
     /// locked, so WAN publishers may ask often).
     pub fn log_bytes(&self) -> usize {
-        self.log_bytes.load(Ordering::Relaxed)
+        self.log_bytes.load(Ordering::Relaxed) + self.received_bytes.load(Ordering::Relaxed)
     }
 
     /// Removes every key, logging a Delete for each.
@@ -556,13 +610,14 @@ impl Keyspace {
     }
 
     /// Applies a change a primary (site member `from`) logged at `seq`,
-    /// logging it at the same seq, so a backup's log is the primary's. A
+    /// counting it at the same seq in the partition's log (which stores
+    /// nothing on a backup: its batch is held, see `hold_received`). A
     /// seq already held is skipped when `from` sent it (a re-sent batch
     /// changes nothing) and is a divergence otherwise (see
     /// [`crate::partition::ReplicaSource`]); a seq past the next one is a
     /// gap.
-    /// `encoded` is the change as the primary encoded it, which the log
-    /// keeps as it is.
+    /// `encoded` is the change as the primary encoded it (counted in the
+    /// partition's change statistics).
     pub fn apply_replicated(&self, seq: u64, change: Change, encoded: &[u8], from: u16) -> Result<(), ReplicaError> {
         self.hlc.observe(change.version.hlc);
         let key = change.key.clone();
@@ -593,8 +648,9 @@ impl Keyspace {
             self.catch_up_log(&mut part);
             let kind = change.kind.index();
             apply_owned_at(&mut part, None, change)?;
-            let (_, size) = part.log.append_encoded(&key, encoded);
-            part.stats.record(kind, size, 0);
+            // Its batch is held instead (`hold_received`).
+            part.log.skip(&key);
+            part.stats.record(kind, encoded.len(), 0);
         }
         if let Some(o) = self.observer() {
             o.changed(&[key], 0);
@@ -618,6 +674,7 @@ impl Keyspace {
         part.log.reset_to(next_seq);
         // What was released counted the old copy's seqs.
         self.log_released[p].store(0, Ordering::Relaxed);
+        self.received.lock().forget(p);
         Ok(())
     }
 

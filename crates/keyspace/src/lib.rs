@@ -28,6 +28,7 @@ mod keyspace;
 pub mod partition;
 pub mod partition_bits;
 pub mod partition_log;
+pub mod received;
 pub mod slot;
 pub mod stats;
 pub mod tombstones;
@@ -44,6 +45,7 @@ pub use keyspace::{
 pub use partition::Partition;
 pub use partition_bits::PartitionBits;
 pub use partition_log::PartitionLog;
+pub use received::{Held, Pinned};
 pub use stats::ChangeStats;
 pub use tombstones::Tombstones;
 pub use value::{Entry, Field, HashValue, Value};

@@ -2,12 +2,14 @@
 //! `seq` (1, 2, ...). It feeds backups, WAN publishers and incremental
 //! backups; each consumer holds a cursor (the next seq it needs). With a
 //! cursor registered (a primary's WAN publishers) the log keeps exactly
-//! what the lowest cursor has yet to see; without one (a backup's copy),
-//! the newest `retain_bytes`, less what every remote site is known to
-//! have applied ([`PartitionLog::release_before`]); plus, either way, the
-//! chunk being filled (it trims when an append needs a new chunk). So
-//! with nobody consuming it memory stays flat, and changes a remote site
-//! already has are not held on either copy.
+//! what the lowest cursor has yet to see; without one, the newest
+//! `retain_bytes`, less what every remote site is known to have applied
+//! ([`PartitionLog::release_before`]); plus, either way, the chunk being
+//! filled (it trims when an append needs a new chunk). So with nobody
+//! consuming it memory stays flat. A backup's copy only counts seqs
+//! ([`PartitionLog::skip`]): the batches it received stand for its log
+//! ([`crate::received`]) until a promotion rebuilds it
+//! ([`PartitionLog::restore`]).
 //!
 //! Changes are held encoded ([`codec`]), back to back in chunks of up to
 //! [`CHUNK_MAX`] bytes, not as [`Change`] values: appending copies the
@@ -32,6 +34,7 @@ use bytes::Bytes;
 use crate::change::Change;
 use crate::changed_keys::ChangedKeys;
 use crate::codec;
+use crate::received::Held;
 
 /// A partition's first chunk is this small (16,384 partitions hold little
 /// each), and so is its second; each next one doubles, up to
@@ -153,6 +156,68 @@ impl PartitionLog {
         self.spans.get(usize::try_from(i).ok()?).map(|s| self.slice(s))
     }
 
+    /// Counts a change at the next seq without storing it (a backup's
+    /// copy: the batch it came in is held instead, see
+    /// [`crate::received`]); returns its seq.
+    pub fn skip(&mut self, key: &Bytes) -> u64 {
+        let seq = self.next_seq;
+        self.changed.touch(key, seq);
+        self.next_seq += 1;
+        if !self.spans.is_empty() {
+            self.drop_all();
+        }
+        seq
+    }
+
+    /// Takes out every change held (a primary's copy becoming a backup's):
+    /// their encodings back to back, and where each is (as partition
+    /// `partition`'s). The log then holds nothing and goes on at the same
+    /// seq.
+    pub fn take_held(&mut self, partition: u16) -> Option<(Bytes, Vec<Held>)> {
+        if self.spans.is_empty() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(self.bytes);
+        let mut held = Vec::with_capacity(self.spans.len());
+        for (s, seq) in self.spans.iter().zip(self.first_seq()..) {
+            let enc = self.slice(s);
+            held.push(Held { partition, seq, start: out.len() as u32, len: enc.len() as u32 });
+            out.extend_from_slice(enc);
+        }
+        self.drop_all();
+        Some((Bytes::from(out), held))
+    }
+
+    /// Replaces what the log holds with `changes`, (seq, encoding) pairs
+    /// that are consecutive and end at `next_seq - 1` (a promoted copy's
+    /// log rebuilt from the batches it received); anything else is
+    /// ignored, and the log is left empty.
+    pub fn restore(&mut self, changes: &[(u64, &[u8])]) {
+        self.drop_all();
+        let consecutive = changes.windows(2).all(|w| w[1].0 == w[0].0 + 1);
+        let ends = changes.last().map(|&(seq, _)| seq + 1) == Some(self.next_seq);
+        if !consecutive || !ends {
+            return;
+        }
+        let next = self.next_seq;
+        self.next_seq = changes[0].0;
+        let allocated = self.allocated;
+        for &(_, enc) in changes {
+            self.store(enc.len(), |out| out.extend_from_slice(enc));
+        }
+        debug_assert_eq!(self.next_seq, next);
+        self.count_change(allocated);
+    }
+
+    /// Forgets every change held, keeping the next seq.
+    fn drop_all(&mut self) {
+        let allocated = self.allocated;
+        self.spans.clear();
+        self.bytes = 0;
+        self.free_chunks();
+        self.count_change(allocated);
+    }
+
     fn append_with(&mut self, key: &Bytes, size: usize, write: impl FnOnce(&mut Vec<u8>)) -> (u64, usize) {
         let seq = self.next_seq;
         self.changed.touch(key, seq);
@@ -169,6 +234,16 @@ impl PartitionLog {
             return (seq, size);
         }
         let allocated = self.allocated;
+        self.store(size, write);
+        // One update of the node's total for the chunk taken and those
+        // freed (mostly none: chunks hold many changes).
+        self.count_change(allocated);
+        (seq, size)
+    }
+
+    /// Stores a change of `size` bytes at the next seq, leaving `total`
+    /// to the caller.
+    fn store(&mut self, size: usize, write: impl FnOnce(&mut Vec<u8>)) {
         let chunk = self.chunk_with_room(size);
         let start = chunk.len();
         write(chunk);
@@ -182,10 +257,6 @@ impl PartitionLog {
         self.next_seq += 1;
         self.allocated += (self.spans.capacity() - spans) * std::mem::size_of::<Span>();
         self.bytes += size;
-        // One update of the node's total for the chunk taken and those
-        // freed (mostly none: chunks hold many changes).
-        self.count_change(allocated);
-        (seq, size)
     }
 
     /// Brings the node's total in step after `allocated` was `before`.
@@ -354,11 +425,7 @@ impl PartitionLog {
     /// snapshot of its primary's partition taken at that seq).
     pub fn reset_to(&mut self, seq: u64) {
         self.changed.drop_anchor();
-        let allocated = self.allocated;
-        self.spans.clear();
-        self.free_chunks();
-        self.count_change(allocated);
-        self.bytes = 0;
+        self.drop_all();
         self.next_seq = seq;
         self.released_before = 0;
     }
@@ -469,6 +536,34 @@ mod tests {
     fn set(k: &str, len: usize) -> Change {
         let value = crate::value::Value::Str(Bytes::from(vec![b'v'; len]));
         Change { key: Bytes::copy_from_slice(k.as_bytes()), version: Version::ZERO, kind: ChangeKind::Full { value, expire_at: 0 } }
+    }
+
+    #[test]
+    fn a_log_taken_out_and_restored_holds_the_same_changes_and_skips_store_nothing() {
+        let mut log = PartitionLog::new(1 << 20);
+        let total = Arc::new(AtomicUsize::new(0));
+        log.count_in(total.clone());
+        for i in 0..5 {
+            log.append(&set(&format!("k{i}"), 100 + i));
+        }
+        let want: Vec<(u64, Vec<u8>)> = log.read_from(1).unwrap().map(|l| (l.seq, l.encoded.to_vec())).collect();
+        let (payload, held) = log.take_held(7).unwrap();
+        assert_eq!((log.len(), log.next_seq(), total.load(Ordering::Relaxed)), (0, 6, 0));
+        assert!(held.iter().all(|h| h.partition == 7));
+        let changes: Vec<(u64, &[u8])> =
+            held.iter().map(|h| (h.seq, &payload[h.start as usize..(h.start + h.len) as usize])).collect();
+        // Not ending at the log's last seq, or not consecutive: refused.
+        log.restore(&changes[..4]);
+        assert!(log.is_empty());
+        log.restore(&[changes[0], changes[2], changes[3], changes[4]]);
+        assert!(log.is_empty());
+        log.restore(&changes[1..]);
+        let got: Vec<(u64, Vec<u8>)> = log.read_from(2).unwrap().map(|l| (l.seq, l.encoded.to_vec())).collect();
+        assert_eq!(got, want[1..]);
+        assert_eq!(total.load(Ordering::Relaxed), log.allocated());
+        // A backup's copy counts the seq and stores nothing.
+        assert_eq!(log.skip(&Bytes::from_static(b"k9")), 6);
+        assert_eq!((log.len(), log.next_seq(), total.load(Ordering::Relaxed)), (0, 7, 0));
     }
 
     #[test]

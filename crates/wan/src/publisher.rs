@@ -499,6 +499,12 @@ impl Publisher {
             let delta = self.target.settings.delta;
             let stats = &self.target.stats;
             let read = self.wan.ks.with_partition(p, |part, _now| {
+                if part.replica {
+                    // A backup copy now, whatever the table this publisher
+                    // last read says: its log stores nothing, and the next
+                    // table makes the partition someone else's.
+                    return Some((None, true, false));
+                }
                 let iter = part.log.read_from(from)?;
                 let mut last = None;
                 let mut done = true;
@@ -903,6 +909,9 @@ impl Publisher {
             let mut body = BytesMut::new();
             let mut last = None;
             let read = self.wan.ks.with_partition(p, |part, _| {
+                if part.replica {
+                    return Some(());
+                }
                 let iter = part.log.read_from(from)?;
                 for logged in iter {
                     last = Some(logged.seq);
@@ -977,6 +986,9 @@ impl Publisher {
         for p in (0..self.parts).filter(|&p| self.cur[p].owned) {
             let acked = self.cur[p].acked;
             self.wan.ks.with_partition(p, |part, _| {
+                if part.replica {
+                    return;
+                }
                 s.queue_bytes_primary += part.log.allocated() as u64;
                 // Only changes that originated here are queued for the
                 // site; past a scan budget, every unacknowledged entry

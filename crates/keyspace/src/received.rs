@@ -1,0 +1,333 @@
+//! What a backup keeps of its primaries' changes for WAN replication: the
+//! replication batches as they arrived, one queue per node, oldest first,
+//! instead of a copy of each change in its partition's log. Only a copy
+//! being promoted reads it: [`Received::run`] gives its partition's
+//! changes, from which the new primary's log is rebuilt so that its WAN
+//! publishers resume from what the remote sites applied.
+//!
+//! Copying every change a backup applied into its partition log (and
+//! trimming it again ~100 ms later) cost the core that also serves the
+//! clients a few percent of its writes, for bytes the batch already held
+//! in memory; holding a batch costs a reference count and an index entry
+//! per change ([`Held`]).
+//!
+//! The budget counts memory, not lengths: a batch read into a buffer of
+//! the connection's keeps that buffer alive, so the buffer is what is
+//! counted ([`Pinned`], once however many of its batches are held).
+//! Batches go oldest first: once every change in the front batch was
+//! applied by every remote site (`released`, see
+//! [`crate::Keyspace::release_log_before`]) or belongs to a copy since
+//! replaced ([`Received::forget`]), and whenever the queue is over budget.
+//! A copy promoted after its changes went over budget finds that its log
+//! does not reach back, and its publishers copy the partition's contents
+//! instead (as when a backup's own log was trimmed to `log_memory`).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+
+/// One change in a held batch: partition, seq, and where its encoding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Held {
+    pub partition: u16,
+    pub seq: u64,
+    pub start: u32,
+    pub len: u32,
+}
+
+/// The memory of a buffer batches were read into, counted in a
+/// [`Received`] queue's total from when it first holds one of them until
+/// the last reference (the queue's, or the connection still reading into
+/// the buffer) goes.
+#[derive(Debug)]
+pub struct Pinned {
+    bytes: usize,
+    total: OnceLock<Arc<AtomicUsize>>,
+}
+
+impl Pinned {
+    /// A buffer of `bytes` (its capacity), counted nowhere yet.
+    pub fn new(bytes: usize) -> Self {
+        Pinned { bytes, total: OnceLock::new() }
+    }
+
+    fn count_in(&self, total: &Arc<AtomicUsize>) {
+        if self.total.set(total.clone()).is_ok() {
+            total.fetch_add(self.bytes, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(total) = self.total.get() {
+            total.fetch_sub(self.bytes, Ordering::Relaxed);
+        }
+    }
+}
+
+struct Batch {
+    number: u64,
+    payload: Bytes,
+    changes: Vec<Held>,
+    /// Keeps the buffer counted while the payload keeps it alive.
+    _pin: Option<Arc<Pinned>>,
+    /// Bytes counted for this batch alone (one without a shared buffer).
+    own: usize,
+}
+
+pub struct Received {
+    batches: VecDeque<Batch>,
+    next_number: u64,
+    /// How many changes of the front batch are known to be let go (what
+    /// `released` says only grows, and a forgotten copy stays forgotten).
+    front_done: usize,
+    /// Per partition: batches numbered below this hold nothing of its
+    /// current copy.
+    valid_from: Box<[u64]>,
+    budget: usize,
+    /// Bytes of memory held: pinned buffers, own batches, indexes.
+    held: Arc<AtomicUsize>,
+}
+
+impl Received {
+    /// A queue for `partitions` partitions holding up to `budget` bytes
+    /// (0: it holds nothing).
+    pub fn new(partitions: usize, budget: usize) -> Self {
+        Received {
+            batches: VecDeque::new(),
+            next_number: 0,
+            front_done: 0,
+            valid_from: vec![0; partitions].into_boxed_slice(),
+            budget,
+            held: Arc::default(),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.budget > 0
+    }
+
+    /// The running count of [`Self::bytes`], to read without a lock.
+    pub fn counter(&self) -> Arc<AtomicUsize> {
+        self.held.clone()
+    }
+
+    /// Bytes of memory the held batches take.
+    pub fn bytes(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    pub fn len(&self) -> usize {
+        self.batches.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    /// Holds a batch whose `changes` lie in `payload` (ranges outside it
+    /// are dropped); `pin` is the buffer it was read into, None when the
+    /// payload has its own allocation. Then lets go what `released(p)`
+    /// (the seq before which every remote site applied partition p's
+    /// changes) and the budget allow.
+    pub fn hold(&mut self, payload: Bytes, mut changes: Vec<Held>, pin: Option<Arc<Pinned>>, released: impl Fn(usize) -> u64) {
+        let parts = self.valid_from.len();
+        changes.retain(|h| {
+            (h.partition as usize) < parts && (h.start as usize).checked_add(h.len as usize).is_some_and(|end| end <= payload.len())
+        });
+        if !self.enabled() || changes.is_empty() {
+            return;
+        }
+        let index = changes.capacity() * std::mem::size_of::<Held>();
+        let own = index + if pin.is_none() { payload.len() } else { 0 };
+        if let Some(pin) = &pin {
+            pin.count_in(&self.held);
+        }
+        self.held.fetch_add(own, Ordering::Relaxed);
+        self.batches.push_back(Batch { number: self.next_number, payload, changes, _pin: pin, own });
+        self.next_number += 1;
+        self.trim(released);
+    }
+
+    /// What the queue holds of partition `p` belongs to a copy that is
+    /// gone (replaced by a snapshot, promoted, handed on).
+    pub fn forget(&mut self, p: usize) {
+        if let Some(v) = self.valid_from.get_mut(p) {
+            *v = self.next_number;
+        }
+    }
+
+    /// Drops the batches nobody needs from the front.
+    pub fn trim(&mut self, released: impl Fn(usize) -> u64) {
+        while let Some(front) = self.batches.front() {
+            if self.held.load(Ordering::Relaxed) <= self.budget {
+                while let Some(h) = front.changes.get(self.front_done) {
+                    let p = h.partition as usize;
+                    if front.number >= self.valid_from[p] && h.seq >= released(p) {
+                        break;
+                    }
+                    self.front_done += 1;
+                }
+                if self.front_done < front.changes.len() {
+                    return;
+                }
+            }
+            if let Some(b) = self.batches.pop_front() {
+                self.held.fetch_sub(b.own, Ordering::Relaxed);
+            }
+            self.front_done = 0;
+        }
+    }
+
+    /// Partition `p`'s changes ending at seq `next - 1`, consecutive and
+    /// oldest first, as far back as the queue holds them without a gap;
+    /// empty when it does not hold `next - 1`. A change held twice (a
+    /// batch sent again after a reconnection) counts once; changes at
+    /// `next` or after were not applied.
+    pub fn run(&self, p: usize, next: u64) -> Vec<(u64, &[u8])> {
+        let Some(&valid_from) = self.valid_from.get(p) else { return Vec::new() };
+        let mut run: Vec<(u64, &[u8])> = Vec::new();
+        for b in self.batches.iter().filter(|b| b.number >= valid_from) {
+            for h in b.changes.iter().filter(|h| h.partition as usize == p && h.seq < next) {
+                let last = run.last().map(|&(seq, _)| seq);
+                if last.is_some_and(|last| h.seq <= last) {
+                    continue;
+                }
+                if last.is_some_and(|last| h.seq != last + 1) {
+                    run.clear();
+                }
+                let start = h.start as usize;
+                run.push((h.seq, &b.payload[start..start + h.len as usize]));
+            }
+        }
+        if run.last().map(|&(seq, _)| seq + 1) != Some(next) {
+            run.clear();
+        }
+        run
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch of (partition, seq) changes whose encoding is the seq's
+    /// decimal digits.
+    fn batch(changes: &[(u16, u64)]) -> (Bytes, Vec<Held>) {
+        let mut payload = Vec::new();
+        let mut held = Vec::new();
+        for &(p, seq) in changes {
+            let enc = seq.to_string();
+            held.push(Held { partition: p, seq, start: payload.len() as u32, len: enc.len() as u32 });
+            payload.extend_from_slice(enc.as_bytes());
+        }
+        (Bytes::from(payload), held)
+    }
+
+    fn seqs(run: &[(u64, &[u8])]) -> Vec<u64> {
+        run.iter()
+            .map(|&(seq, enc)| {
+                assert_eq!(enc, seq.to_string().as_bytes(), "the encoding held for the seq");
+                seq
+            })
+            .collect()
+    }
+
+    const NONE: fn(usize) -> u64 = |_| 0;
+
+    #[test]
+    fn a_promoted_copy_gets_its_consecutive_changes_up_to_its_last() {
+        let mut r = Received::new(2, 1 << 20);
+        for b in [batch(&[(0, 1), (1, 1), (0, 2)]), batch(&[(0, 3), (1, 2)]), batch(&[(0, 4)])] {
+            r.hold(b.0, b.1, None, NONE);
+        }
+        assert_eq!(seqs(&r.run(0, 5)), [1, 2, 3, 4]);
+        assert_eq!(seqs(&r.run(1, 3)), [1, 2]);
+        // Held but not applied (the copy's next seq is 4): not in the run.
+        assert_eq!(seqs(&r.run(0, 4)), [1, 2, 3]);
+        // The copy applied a change the queue does not hold: no run.
+        assert!(r.run(0, 6).is_empty());
+    }
+
+    #[test]
+    fn a_gap_starts_the_run_again_and_repeats_count_once() {
+        let mut r = Received::new(1, 1 << 20);
+        for b in [batch(&[(0, 1), (0, 2)]), batch(&[(0, 5), (0, 6)]), batch(&[(0, 5), (0, 6), (0, 7)])] {
+            r.hold(b.0, b.1, None, NONE);
+        }
+        assert_eq!(seqs(&r.run(0, 8)), [5, 6, 7]);
+    }
+
+    #[test]
+    fn released_changes_go_oldest_batch_first() {
+        let mut r = Received::new(2, 1 << 20);
+        let (a, ha) = batch(&[(0, 1), (1, 1)]);
+        let (b, hb) = batch(&[(0, 2)]);
+        r.hold(a, ha, None, NONE);
+        r.hold(b, hb, None, NONE);
+        // Partition 0 released through 2, partition 1 not yet: both stay.
+        r.trim(|p| if p == 0 { 3 } else { 0 });
+        assert_eq!(r.len(), 2);
+        r.trim(|_| 3);
+        assert_eq!(r.len(), 0);
+        assert_eq!(r.bytes(), 0, "nothing counted once empty");
+    }
+
+    #[test]
+    fn a_forgotten_copy_holds_nothing_back() {
+        let mut r = Received::new(2, 1 << 20);
+        let (a, ha) = batch(&[(0, 1), (1, 7)]);
+        r.hold(a, ha, None, NONE);
+        r.forget(1);
+        assert!(r.run(1, 8).is_empty(), "changes of the old copy are not the new one's");
+        r.trim(|p| if p == 0 { 2 } else { 0 });
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn over_budget_the_oldest_go_and_the_run_no_longer_reaches_back() {
+        let (a, ha) = batch(&[(0, 1)]);
+        let per = a.len() + ha.capacity() * std::mem::size_of::<Held>();
+        let mut r = Received::new(1, 2 * per);
+        for seq in 1..=3 {
+            let (b, h) = batch(&[(0, seq)]);
+            r.hold(b, h, None, NONE);
+        }
+        assert_eq!(r.len(), 2);
+        assert!(r.bytes() <= 2 * per);
+        assert_eq!(seqs(&r.run(0, 4)), [2, 3]);
+    }
+
+    #[test]
+    fn a_shared_buffer_is_counted_once_and_until_its_last_batch_goes() {
+        let mut r = Received::new(1, 1 << 20);
+        let pin = Arc::new(Pinned::new(64 << 10));
+        let mut index = 0;
+        for seq in 1..=2 {
+            let (b, h) = batch(&[(0, seq)]);
+            index = h.capacity() * std::mem::size_of::<Held>();
+            r.hold(b, h, Some(pin.clone()), NONE);
+        }
+        assert_eq!(r.bytes(), (64 << 10) + 2 * index);
+        drop(pin);
+        r.trim(|_| 2);
+        assert_eq!(r.bytes(), (64 << 10) + index, "one batch still holds the buffer");
+        r.trim(|_| 3);
+        assert_eq!(r.bytes(), 0);
+    }
+
+    #[test]
+    fn disabled_or_out_of_range_holds_nothing() {
+        let mut r = Received::new(1, 0);
+        let (a, ha) = batch(&[(0, 1)]);
+        r.hold(a.clone(), ha.clone(), None, NONE);
+        assert!(r.is_empty());
+        let mut r = Received::new(1, 1 << 20);
+        let bad = vec![Held { partition: 0, seq: 1, start: 0, len: 99 }, Held { partition: 3, seq: 1, start: 0, len: 1 }];
+        r.hold(a, bad, None, NONE);
+        assert!(r.is_empty(), "ranges past the payload and unknown partitions are dropped");
+    }
+}
