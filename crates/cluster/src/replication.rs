@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use keyspace::{codec, Change, Held, Keyspace, Pinned, ReplicaError, ReplicationSink};
+use keyspace::{codec, Change, Held, HeldChanges, Keyspace, Pinned, ReplicaError, ReplicationSink};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use tokio::sync::Notify;
@@ -799,8 +799,8 @@ pub(crate) async fn take_out_of_sync(cluster: &Cluster, p: usize, b: usize, epoc
 /// Where the changes of a batch are (not its markers or snapshot
 /// entries), up to the first entry that does not fit (applying the batch
 /// refuses it there).
-fn held_changes(batch: &[u8]) -> Vec<Held> {
-    let mut held = Vec::new();
+fn held_changes(batch: &[u8]) -> HeldChanges {
+    let mut held = HeldChanges::new();
     let mut at = 0;
     while let Some(head) = batch.get(at..at + ENTRY_HEADER) {
         let p = u16::from_le_bytes([head[0], head[1]]);

@@ -22,7 +22,7 @@ use crate::clock::Clock;
 use crate::delta::{self, StringOpError};
 use crate::partition::{Partition, ReplicaSource};
 use crate::partition_bits::PartitionBits;
-use crate::received::{Held, Pinned, Received};
+use crate::received::{Counts, HeldChanges, Pinned, Received};
 use crate::slot;
 use crate::stats::ChangeStats;
 use crate::value::{Entry, Value};
@@ -205,7 +205,9 @@ pub struct Keyspace {
     /// copies' logs stand for (they store nothing themselves).
     received: Mutex<Received>,
     /// The bytes `received` holds, read without its lock.
-    received_bytes: Arc<AtomicUsize>,
+    received_bytes: Arc<Counts>,
+    /// Moves whenever some `log_released` grew (see `Received::trim`).
+    release_generation: AtomicU64,
     holds_received: bool,
 }
 
@@ -235,7 +237,8 @@ impl Keyspace {
             log_bytes,
             log_needed: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
             log_released: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
-            received_bytes: received.counter(),
+            received_bytes: received.counts(),
+            release_generation: AtomicU64::new(0),
             holds_received: received.enabled(),
             received: Mutex::new(received),
             partitions,
@@ -305,7 +308,9 @@ impl Keyspace {
     /// see [`crate::PartitionLog::release_before`].
     pub fn release_log_before(&self, p: usize, seq: u64) {
         if let Some(cell) = self.log_released.get(p) {
-            cell.fetch_max(seq, Ordering::Relaxed);
+            if cell.fetch_max(seq, Ordering::Relaxed) < seq {
+                self.release_generation.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -340,7 +345,7 @@ impl Keyspace {
             (false, true) => {
                 received.forget(partition);
                 if let Some((payload, held)) = part.log.take_held(partition as u16) {
-                    received.hold(payload, held, None, |p| self.released(p));
+                    received.hold(payload, HeldChanges::from_vec(held), None, self.release_generation(), |p| self.released(p));
                 }
             }
             (true, false) => {
@@ -359,8 +364,13 @@ impl Keyspace {
     /// Holds a replication batch this node received as a backup (the
     /// `changes` in `payload`, read into the buffer `pin` counts), before
     /// applying it: a copy promoted meanwhile finds its changes there.
-    pub fn hold_received(&self, payload: Bytes, changes: Vec<Held>, pin: Option<Arc<Pinned>>) {
-        self.received.lock().hold(payload, changes, pin, |p| self.released(p));
+    pub fn hold_received(&self, payload: Bytes, changes: HeldChanges, pin: Option<Arc<Pinned>>) {
+        let generation = self.release_generation();
+        self.received.lock().hold(payload, changes, pin, generation, |p| self.released(p));
+    }
+
+    fn release_generation(&self) -> u64 {
+        self.release_generation.load(Ordering::Relaxed)
     }
 
     /// Whether received batches are held at all (WAN replication keeps a
@@ -504,7 +514,7 @@ impl Keyspace {
     /// Bytes held by partition logs (a running total: no partition is
     /// locked, so WAN publishers may ask often).
     pub fn log_bytes(&self) -> usize {
-        self.log_bytes.load(Ordering::Relaxed) + self.received_bytes.load(Ordering::Relaxed)
+        self.log_bytes.load(Ordering::Relaxed) + self.received_bytes.total()
     }
 
     /// Removes every key, logging a Delete for each.

@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 /// One change in a held batch: partition, seq, and where its encoding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +38,24 @@ pub struct Held {
     pub len: u32,
 }
 
+/// Where a batch's changes are (most batches hold a few).
+pub type HeldChanges = SmallVec<[Held; 4]>;
+
+/// The bytes a queue holds: buffers its batches keep alive ([`Pinned`]
+/// adds and takes away its own), and what it counts per batch (updated
+/// under the queue's lock, read without it).
+#[derive(Debug, Default)]
+pub struct Counts {
+    pinned: AtomicUsize,
+    own: AtomicUsize,
+}
+
+impl Counts {
+    pub fn total(&self) -> usize {
+        self.pinned.load(Ordering::Relaxed) + self.own.load(Ordering::Relaxed)
+    }
+}
+
 /// The memory of a buffer batches were read into, counted in a
 /// [`Received`] queue's total from when it first holds one of them until
 /// the last reference (the queue's, or the connection still reading into
@@ -44,26 +63,26 @@ pub struct Held {
 #[derive(Debug)]
 pub struct Pinned {
     bytes: usize,
-    total: OnceLock<Arc<AtomicUsize>>,
+    counts: OnceLock<Arc<Counts>>,
 }
 
 impl Pinned {
     /// A buffer of `bytes` (its capacity), counted nowhere yet.
     pub fn new(bytes: usize) -> Self {
-        Pinned { bytes, total: OnceLock::new() }
+        Pinned { bytes, counts: OnceLock::new() }
     }
 
-    fn count_in(&self, total: &Arc<AtomicUsize>) {
-        if self.total.set(total.clone()).is_ok() {
-            total.fetch_add(self.bytes, Ordering::Relaxed);
+    fn count_in(&self, counts: &Arc<Counts>) {
+        if self.counts.get().is_none() && self.counts.set(counts.clone()).is_ok() {
+            counts.pinned.fetch_add(self.bytes, Ordering::Relaxed);
         }
     }
 }
 
 impl Drop for Pinned {
     fn drop(&mut self) {
-        if let Some(total) = self.total.get() {
-            total.fetch_sub(self.bytes, Ordering::Relaxed);
+        if let Some(counts) = self.counts.get() {
+            counts.pinned.fetch_sub(self.bytes, Ordering::Relaxed);
         }
     }
 }
@@ -71,7 +90,7 @@ impl Drop for Pinned {
 struct Batch {
     number: u64,
     payload: Bytes,
-    changes: Vec<Held>,
+    changes: HeldChanges,
     /// Keeps the buffer counted while the payload keeps it alive.
     _pin: Option<Arc<Pinned>>,
     /// Bytes counted for this batch alone (one without a shared buffer).
@@ -84,12 +103,17 @@ pub struct Received {
     /// How many changes of the front batch are known to be let go (what
     /// `released` says only grows, and a forgotten copy stays forgotten).
     front_done: usize,
+    /// The release generation (see [`Self::trim`]) at which the front
+    /// batch was last found to hold a change still needed; None: not
+    /// checked since it changed.
+    blocked_at: Option<u64>,
     /// Per partition: batches numbered below this hold nothing of its
     /// current copy.
     valid_from: Box<[u64]>,
     budget: usize,
-    /// Bytes of memory held: pinned buffers, own batches, indexes.
-    held: Arc<AtomicUsize>,
+    /// What `counts.own` says, kept under the lock.
+    own: usize,
+    counts: Arc<Counts>,
 }
 
 impl Received {
@@ -100,9 +124,11 @@ impl Received {
             batches: VecDeque::new(),
             next_number: 0,
             front_done: 0,
+            blocked_at: None,
             valid_from: vec![0; partitions].into_boxed_slice(),
             budget,
-            held: Arc::default(),
+            own: 0,
+            counts: Arc::default(),
         }
     }
 
@@ -111,13 +137,19 @@ impl Received {
     }
 
     /// The running count of [`Self::bytes`], to read without a lock.
-    pub fn counter(&self) -> Arc<AtomicUsize> {
-        self.held.clone()
+    pub fn counts(&self) -> Arc<Counts> {
+        self.counts.clone()
     }
 
     /// Bytes of memory the held batches take.
     pub fn bytes(&self) -> usize {
-        self.held.load(Ordering::Relaxed)
+        self.counts.total()
+    }
+
+    fn count_own(&mut self, add: usize, sub: usize) {
+        self.own = self.own + add - sub;
+        // Only ever written under the queue's lock: a plain store.
+        self.counts.own.store(self.own, Ordering::Relaxed);
     }
 
     pub fn len(&self) -> usize {
@@ -130,10 +162,16 @@ impl Received {
 
     /// Holds a batch whose `changes` lie in `payload` (ranges outside it
     /// are dropped); `pin` is the buffer it was read into, None when the
-    /// payload has its own allocation. Then lets go what `released(p)`
-    /// (the seq before which every remote site applied partition p's
-    /// changes) and the budget allow.
-    pub fn hold(&mut self, payload: Bytes, mut changes: Vec<Held>, pin: Option<Arc<Pinned>>, released: impl Fn(usize) -> u64) {
+    /// payload has its own allocation. Then lets go what the budget and
+    /// `released` allow (see [`Self::trim`]).
+    pub fn hold(
+        &mut self,
+        payload: Bytes,
+        mut changes: HeldChanges,
+        pin: Option<Arc<Pinned>>,
+        generation: u64,
+        released: impl Fn(usize) -> u64,
+    ) {
         let parts = self.valid_from.len();
         changes.retain(|h| {
             (h.partition as usize) < parts && (h.start as usize).checked_add(h.len as usize).is_some_and(|end| end <= payload.len())
@@ -141,15 +179,18 @@ impl Received {
         if !self.enabled() || changes.is_empty() {
             return;
         }
-        let index = changes.capacity() * std::mem::size_of::<Held>();
-        let own = index + if pin.is_none() { payload.len() } else { 0 };
+        let index = if changes.spilled() { changes.capacity() * std::mem::size_of::<Held>() } else { 0 };
+        let own = std::mem::size_of::<Batch>() + index + if pin.is_none() { payload.len() } else { 0 };
         if let Some(pin) = &pin {
-            pin.count_in(&self.held);
+            pin.count_in(&self.counts);
         }
-        self.held.fetch_add(own, Ordering::Relaxed);
+        self.count_own(own, 0);
+        if self.batches.is_empty() {
+            self.blocked_at = None;
+        }
         self.batches.push_back(Batch { number: self.next_number, payload, changes, _pin: pin, own });
         self.next_number += 1;
-        self.trim(released);
+        self.trim(generation, released);
     }
 
     /// What the queue holds of partition `p` belongs to a copy that is
@@ -157,13 +198,23 @@ impl Received {
     pub fn forget(&mut self, p: usize) {
         if let Some(v) = self.valid_from.get_mut(p) {
             *v = self.next_number;
+            self.blocked_at = None;
         }
     }
 
-    /// Drops the batches nobody needs from the front.
-    pub fn trim(&mut self, released: impl Fn(usize) -> u64) {
+    /// Drops the batches nobody needs from the front: while over budget,
+    /// and while every change in the front one is released (`released(p)`
+    /// is the seq before which every remote site applied partition p's
+    /// changes) or forgotten. `generation` changes whenever some
+    /// `released(p)` grew: a front found blocked is not looked at again
+    /// until it did (its index is cold by then; one look per batch held
+    /// cost more than holding it).
+    pub fn trim(&mut self, generation: u64, released: impl Fn(usize) -> u64) {
         while let Some(front) = self.batches.front() {
-            if self.held.load(Ordering::Relaxed) <= self.budget {
+            if self.bytes() <= self.budget {
+                if self.blocked_at == Some(generation) {
+                    return;
+                }
                 while let Some(h) = front.changes.get(self.front_done) {
                     let p = h.partition as usize;
                     if front.number >= self.valid_from[p] && h.seq >= released(p) {
@@ -172,13 +223,15 @@ impl Received {
                     self.front_done += 1;
                 }
                 if self.front_done < front.changes.len() {
+                    self.blocked_at = Some(generation);
                     return;
                 }
             }
             if let Some(b) = self.batches.pop_front() {
-                self.held.fetch_sub(b.own, Ordering::Relaxed);
+                self.count_own(0, b.own);
             }
             self.front_done = 0;
+            self.blocked_at = None;
         }
     }
 
@@ -216,9 +269,9 @@ mod tests {
 
     /// A batch of (partition, seq) changes whose encoding is the seq's
     /// decimal digits.
-    fn batch(changes: &[(u16, u64)]) -> (Bytes, Vec<Held>) {
+    fn batch(changes: &[(u16, u64)]) -> (Bytes, HeldChanges) {
         let mut payload = Vec::new();
-        let mut held = Vec::new();
+        let mut held = HeldChanges::new();
         for &(p, seq) in changes {
             let enc = seq.to_string();
             held.push(Held { partition: p, seq, start: payload.len() as u32, len: enc.len() as u32 });
@@ -242,7 +295,7 @@ mod tests {
     fn a_promoted_copy_gets_its_consecutive_changes_up_to_its_last() {
         let mut r = Received::new(2, 1 << 20);
         for b in [batch(&[(0, 1), (1, 1), (0, 2)]), batch(&[(0, 3), (1, 2)]), batch(&[(0, 4)])] {
-            r.hold(b.0, b.1, None, NONE);
+            r.hold(b.0, b.1, None, 0, NONE);
         }
         assert_eq!(seqs(&r.run(0, 5)), [1, 2, 3, 4]);
         assert_eq!(seqs(&r.run(1, 3)), [1, 2]);
@@ -256,7 +309,7 @@ mod tests {
     fn a_gap_starts_the_run_again_and_repeats_count_once() {
         let mut r = Received::new(1, 1 << 20);
         for b in [batch(&[(0, 1), (0, 2)]), batch(&[(0, 5), (0, 6)]), batch(&[(0, 5), (0, 6), (0, 7)])] {
-            r.hold(b.0, b.1, None, NONE);
+            r.hold(b.0, b.1, None, 0, NONE);
         }
         assert_eq!(seqs(&r.run(0, 8)), [5, 6, 7]);
     }
@@ -266,12 +319,14 @@ mod tests {
         let mut r = Received::new(2, 1 << 20);
         let (a, ha) = batch(&[(0, 1), (1, 1)]);
         let (b, hb) = batch(&[(0, 2)]);
-        r.hold(a, ha, None, NONE);
-        r.hold(b, hb, None, NONE);
+        r.hold(a, ha, None, 0, NONE);
+        r.hold(b, hb, None, 0, NONE);
         // Partition 0 released through 2, partition 1 not yet: both stay.
-        r.trim(|p| if p == 0 { 3 } else { 0 });
+        r.trim(1, |p| if p == 0 { 3 } else { 0 });
         assert_eq!(r.len(), 2);
-        r.trim(|_| 3);
+        r.trim(1, |_| 3);
+        assert_eq!(r.len(), 2, "a blocked front is looked at again only once the generation moved");
+        r.trim(2, |_| 3);
         assert_eq!(r.len(), 0);
         assert_eq!(r.bytes(), 0, "nothing counted once empty");
     }
@@ -280,21 +335,21 @@ mod tests {
     fn a_forgotten_copy_holds_nothing_back() {
         let mut r = Received::new(2, 1 << 20);
         let (a, ha) = batch(&[(0, 1), (1, 7)]);
-        r.hold(a, ha, None, NONE);
+        r.hold(a, ha, None, 0, NONE);
         r.forget(1);
         assert!(r.run(1, 8).is_empty(), "changes of the old copy are not the new one's");
-        r.trim(|p| if p == 0 { 2 } else { 0 });
+        r.trim(3, |p| if p == 0 { 2 } else { 0 });
         assert!(r.is_empty());
     }
 
     #[test]
     fn over_budget_the_oldest_go_and_the_run_no_longer_reaches_back() {
-        let (a, ha) = batch(&[(0, 1)]);
-        let per = a.len() + ha.capacity() * std::mem::size_of::<Held>();
+        let (a, _) = batch(&[(0, 1)]);
+        let per = a.len() + std::mem::size_of::<Batch>();
         let mut r = Received::new(1, 2 * per);
         for seq in 1..=3 {
             let (b, h) = batch(&[(0, seq)]);
-            r.hold(b, h, None, NONE);
+            r.hold(b, h, None, 0, NONE);
         }
         assert_eq!(r.len(), 2);
         assert!(r.bytes() <= 2 * per);
@@ -305,17 +360,16 @@ mod tests {
     fn a_shared_buffer_is_counted_once_and_until_its_last_batch_goes() {
         let mut r = Received::new(1, 1 << 20);
         let pin = Arc::new(Pinned::new(64 << 10));
-        let mut index = 0;
+        let index = std::mem::size_of::<Batch>();
         for seq in 1..=2 {
             let (b, h) = batch(&[(0, seq)]);
-            index = h.capacity() * std::mem::size_of::<Held>();
-            r.hold(b, h, Some(pin.clone()), NONE);
+            r.hold(b, h, Some(pin.clone()), 0, NONE);
         }
         assert_eq!(r.bytes(), (64 << 10) + 2 * index);
         drop(pin);
-        r.trim(|_| 2);
+        r.trim(4, |_| 2);
         assert_eq!(r.bytes(), (64 << 10) + index, "one batch still holds the buffer");
-        r.trim(|_| 3);
+        r.trim(5, |_| 3);
         assert_eq!(r.bytes(), 0);
     }
 
@@ -323,11 +377,12 @@ mod tests {
     fn disabled_or_out_of_range_holds_nothing() {
         let mut r = Received::new(1, 0);
         let (a, ha) = batch(&[(0, 1)]);
-        r.hold(a.clone(), ha.clone(), None, NONE);
+        r.hold(a.clone(), ha.clone(), None, 0, NONE);
         assert!(r.is_empty());
         let mut r = Received::new(1, 1 << 20);
-        let bad = vec![Held { partition: 0, seq: 1, start: 0, len: 99 }, Held { partition: 3, seq: 1, start: 0, len: 1 }];
-        r.hold(a, bad, None, NONE);
+        let bad: HeldChanges =
+            [Held { partition: 0, seq: 1, start: 0, len: 99 }, Held { partition: 3, seq: 1, start: 0, len: 1 }].into_iter().collect();
+        r.hold(a, bad, None, 0, NONE);
         assert!(r.is_empty(), "ranges past the payload and unknown partitions are dropped");
     }
 }
