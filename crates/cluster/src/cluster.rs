@@ -413,16 +413,18 @@ impl Cluster {
             tracing::info!("rejoined: this node holds no copies any more and takes new work");
         }
         let rejoining = self.rejoining.load(std::sync::atomic::Ordering::Acquire);
+        let mut turned = Vec::new();
         for (p, owners) in table.partitions.iter().enumerate() {
             let was_primary = old.as_ref().is_some_and(|t| t.owners(p).primary == self.my_index) && !was_rejoining;
             let primary = owners.primary == self.my_index && !rejoining;
             if primary != was_primary || old.is_none() {
-                self.ks.set_replica(p, !primary);
+                turned.push((p, !primary));
             }
             if !primary {
                 self.fenced[p].store(false, std::sync::atomic::Ordering::Release);
             }
         }
+        self.ks.set_replicas(&turned);
         tracing::info!(epoch = table.epoch, "partition table installed");
         let table = Arc::new(table);
         self.table.store(Some(table.clone()));

@@ -1119,7 +1119,8 @@ mod tests {
         assert_eq!(backup.ks.with_partition(p, |part, _| part.log.len()), 0, "a backup's log stores nothing");
         assert!(backup.ks.log_bytes() > 0, "the batches are held instead");
         backup.ks.release_log_before(p, 3);
-        backup.ks.set_replica(p, false);
+        // Promoted with another copy (one pass over what was received).
+        backup.ks.set_replicas(&[(p, false), ((p + 1) % 4, false)]);
         let want = log(&primary, 3).unwrap();
         assert_eq!(want.len() as u64, next - 3);
         assert_eq!(log(&backup, 3), Some(want.clone()));

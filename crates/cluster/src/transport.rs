@@ -399,13 +399,16 @@ impl ReadBuffer {
         }
     }
 
-    /// Moves what was read and not taken yet into a new pinned buffer.
+    /// Moves what was read and not taken yet into a new pinned buffer,
+    /// with room for the rest of the frame begun in it: up to twice what
+    /// arrived of it, so memory follows the bytes a peer sent, not the
+    /// length it announced.
     fn fresh(&mut self) {
         let frame = match self.buf.get(..4) {
             Some(&[a, b, c, d]) => (u32::from_le_bytes([a, b, c, d]) as usize).min(wire::MAX_FRAME),
             _ => 0,
         };
-        let want = READ_BUFFER.max(4 + frame);
+        let want = READ_BUFFER.max((4 + frame).min(2 * self.buf.len()));
         let mut fresh = BytesMut::with_capacity(want);
         fresh.extend_from_slice(&self.buf);
         self.pin = Some(Arc::new(Pinned::new(fresh.capacity())));
@@ -437,5 +440,62 @@ fn queue_next_batch(c: &Cluster, peer: usize, out: &mut BytesMut, in_flight: &mu
     if let Some((batch, end)) = c.replicator.take_batch(peer) {
         wire::encode_frame(wire::KIND_BATCH, &batch, out);
         in_flight.batches.push_back((end, batch));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `data` to a pinned [`ReadBuffer`] at most `step` bytes per
+    /// read, as `read_buf` would (never past the buffer's capacity);
+    /// returns the frames and how many buffers it allocated.
+    fn read_all(data: &[u8], step: usize) -> (Vec<(u8, Bytes)>, usize) {
+        let mut rb = ReadBuffer::new(BytesMut::new(), true);
+        let (mut frames, mut buffers, mut at) = (Vec::new(), 1, 0);
+        while at < data.len() {
+            let before = rb.pin.as_ref().map(Arc::as_ptr);
+            rb.make_room();
+            if rb.pin.as_ref().map(Arc::as_ptr) != before {
+                buffers += 1;
+            }
+            let n = (rb.buf.capacity() - rb.buf.len()).min(step).min(data.len() - at);
+            assert!(n > 0, "room for the next read");
+            rb.buf.extend_from_slice(&data[at..at + n]);
+            at += n;
+            while let Some(f) = wire::decode_frame(&mut rb.buf).unwrap() {
+                frames.push(f);
+            }
+        }
+        (frames, buffers)
+    }
+
+    #[test]
+    fn frames_arrive_whole_in_buffers_sized_by_what_was_read() {
+        let bodies: Vec<Vec<u8>> = [300, 70_000, 5, 1 << 20, 40].iter().map(|&n| (0..n).map(|i| i as u8).collect()).collect();
+        let mut data = BytesMut::new();
+        for b in &bodies {
+            wire::encode_frame(wire::KIND_BATCH, b, &mut data);
+        }
+        let (frames, buffers) = read_all(&data, 16 << 10);
+        assert_eq!(frames.len(), bodies.len());
+        for ((kind, got), want) in frames.iter().zip(&bodies) {
+            assert_eq!((*kind, &got[..]), (wire::KIND_BATCH, &want[..]));
+        }
+        // 1.1 MB in buffers of 64 KiB and more, each at most twice what
+        // had arrived of its frame: a handful, not one per read.
+        assert!(buffers <= 12, "{buffers} buffers");
+    }
+
+    #[test]
+    fn an_announced_length_allocates_only_as_the_bytes_come() {
+        let mut rb = ReadBuffer::new(BytesMut::new(), true);
+        rb.buf.extend_from_slice(&(wire::MAX_FRAME as u32).to_le_bytes());
+        rb.buf.extend_from_slice(&[wire::KIND_BATCH; 100]);
+        while rb.buf.len() < rb.buf.capacity() {
+            rb.buf.extend_from_slice(&[0]);
+        }
+        rb.make_room();
+        assert!(rb.buf.capacity() <= 2 * READ_BUFFER, "{} bytes for a frame announced at {} of which 64 KiB came", rb.buf.capacity(), wire::MAX_FRAME);
     }
 }

@@ -22,7 +22,7 @@ use crate::clock::Clock;
 use crate::delta::{self, StringOpError};
 use crate::partition::{Partition, ReplicaSource};
 use crate::partition_bits::PartitionBits;
-use crate::received::{Counts, HeldChanges, Pinned, Received};
+use crate::received::{consecutive_run, Counts, HeldChanges, Pinned, Received};
 use crate::slot;
 use crate::stats::ChangeStats;
 use crate::value::{Entry, Value};
@@ -336,6 +336,26 @@ impl Keyspace {
     /// received batches; a backup promoted gets its log back from them
     /// (see [`crate::received`]), as far as they reach.
     pub fn set_replica(&self, partition: usize, replica: bool) {
+        self.set_replica_with(partition, replica, None);
+    }
+
+    /// [`Keyspace::set_replica`] for many partitions: the received batches
+    /// are read once for all the copies promoted (not once per copy).
+    pub fn set_replicas(&self, changes: &[(usize, bool)]) {
+        let promoted: Vec<usize> = changes.iter().filter(|&&(p, replica)| !replica && p < self.parts.len()).map(|&(p, _)| p).collect();
+        let mut held = match promoted.len() {
+            0 | 1 => Default::default(),
+            _ => self.received.lock().changes_of(&promoted),
+        };
+        for &(p, replica) in changes {
+            self.set_replica_with(p, replica, held.remove(&p));
+        }
+    }
+
+    /// `held`: partition `partition`'s received changes, read beforehand
+    /// (see [`Keyspace::set_replicas`]); the queue is read again when they
+    /// do not reach its last seq.
+    fn set_replica_with(&self, partition: usize, replica: bool, held: Option<Vec<(u64, Bytes)>>) {
         let mut part = self.parts[partition].lock();
         let (was, diverged) = (part.replica, part.source == ReplicaSource::Diverged);
         part.replica = replica;
@@ -350,8 +370,13 @@ impl Keyspace {
             }
             (true, false) => {
                 if !diverged {
-                    let released = self.log_released[partition].load(Ordering::Relaxed);
-                    let run = received.run(partition, part.log.next_seq());
+                    let released = self.released(partition);
+                    let next = part.log.next_seq();
+                    let early = held.as_ref().map(|h| consecutive_run(h.iter().map(|(seq, b)| (*seq, &b[..])), next));
+                    let run = match early {
+                        Some(run) if !run.is_empty() => run,
+                        _ => received.run(partition, next),
+                    };
                     let from = run.partition_point(|&(seq, _)| seq < released);
                     part.log.restore(&run[from..]);
                 }

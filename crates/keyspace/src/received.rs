@@ -242,25 +242,55 @@ impl Received {
     /// `next` or after were not applied.
     pub fn run(&self, p: usize, next: u64) -> Vec<(u64, &[u8])> {
         let Some(&valid_from) = self.valid_from.get(p) else { return Vec::new() };
-        let mut run: Vec<(u64, &[u8])> = Vec::new();
-        for b in self.batches.iter().filter(|b| b.number >= valid_from) {
-            for h in b.changes.iter().filter(|h| h.partition as usize == p && h.seq < next) {
-                let last = run.last().map(|&(seq, _)| seq);
-                if last.is_some_and(|last| h.seq <= last) {
+        let changes = self.batches.iter().filter(|b| b.number >= valid_from).flat_map(|b| {
+            b.changes
+                .iter()
+                .filter(|h| h.partition as usize == p)
+                .map(|h| (h.seq, &b.payload[h.start as usize..h.start as usize + h.len as usize]))
+        });
+        consecutive_run(changes, next)
+    }
+
+    /// The changes held of each partition in `parts`, oldest first, in
+    /// one pass (a table that promotes many copies at once); each list
+    /// then gives its run with [`consecutive_run`], as [`Self::run`] would.
+    pub fn changes_of(&self, parts: &[usize]) -> std::collections::HashMap<usize, Vec<(u64, Bytes)>> {
+        let mut out: std::collections::HashMap<usize, Vec<(u64, Bytes)>> = parts.iter().map(|&p| (p, Vec::new())).collect();
+        for b in &self.batches {
+            for h in &b.changes {
+                let p = h.partition as usize;
+                if b.number < self.valid_from[p] {
                     continue;
                 }
-                if last.is_some_and(|last| h.seq != last + 1) {
-                    run.clear();
+                if let Some(list) = out.get_mut(&p) {
+                    list.push((h.seq, b.payload.slice(h.start as usize..h.start as usize + h.len as usize)));
                 }
-                let start = h.start as usize;
-                run.push((h.seq, &b.payload[start..start + h.len as usize]));
             }
         }
-        if run.last().map(|&(seq, _)| seq + 1) != Some(next) {
+        out
+    }
+}
+
+/// Of one partition's `changes` (oldest first), the consecutive run
+/// ending at seq `next - 1`, as far back as it goes without a gap; empty
+/// when `next - 1` is not among them. A seq seen twice counts once;
+/// changes at `next` or after were not applied.
+pub fn consecutive_run<'a>(changes: impl IntoIterator<Item = (u64, &'a [u8])>, next: u64) -> Vec<(u64, &'a [u8])> {
+    let mut run: Vec<(u64, &[u8])> = Vec::new();
+    for (seq, enc) in changes.into_iter().filter(|&(seq, _)| seq < next) {
+        let last = run.last().map(|&(seq, _)| seq);
+        if last.is_some_and(|last| seq <= last) {
+            continue;
+        }
+        if last.is_some_and(|last| seq != last + 1) {
             run.clear();
         }
-        run
+        run.push((seq, enc));
     }
+    if run.last().map(|&(seq, _)| seq + 1) != Some(next) {
+        run.clear();
+    }
+    run
 }
 
 #[cfg(test)]
@@ -303,6 +333,21 @@ mod tests {
         assert_eq!(seqs(&r.run(0, 4)), [1, 2, 3]);
         // The copy applied a change the queue does not hold: no run.
         assert!(r.run(0, 6).is_empty());
+    }
+
+    #[test]
+    fn one_pass_for_many_partitions_gives_the_same_runs() {
+        let mut r = Received::new(3, 1 << 20);
+        for b in [batch(&[(0, 1), (1, 1), (0, 2)]), batch(&[(2, 9), (0, 3), (1, 2)]), batch(&[(0, 4), (1, 3)])] {
+            r.hold(b.0, b.1, None, 0, NONE);
+        }
+        r.forget(2);
+        let all = r.changes_of(&[0, 1, 2]);
+        for (p, next) in [(0, 5), (1, 4), (1, 3), (2, 10)] {
+            let one = consecutive_run(all[&p].iter().map(|(seq, b)| (*seq, &b[..])), next);
+            assert_eq!(seqs(&one), seqs(&r.run(p, next)), "partition {p}");
+        }
+        assert!(all[&2].is_empty(), "forgotten");
     }
 
     #[test]
