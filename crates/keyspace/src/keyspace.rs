@@ -22,7 +22,7 @@ use crate::clock::Clock;
 use crate::delta::{self, StringOpError};
 use crate::partition::{Partition, ReplicaSource};
 use crate::partition_bits::PartitionBits;
-use crate::received::{consecutive_run, Counts, HeldChanges, Pinned, Received};
+use crate::received::{consecutive_run, Counts, HeldChanges, HeldRun, Pinned, Received};
 use crate::slot;
 use crate::stats::ChangeStats;
 use crate::value::{Entry, Value};
@@ -354,8 +354,8 @@ impl Keyspace {
 
     /// `held`: partition `partition`'s received changes, read beforehand
     /// (see [`Keyspace::set_replicas`]); the queue is read again when they
-    /// do not reach its last seq.
-    fn set_replica_with(&self, partition: usize, replica: bool, held: Option<Vec<(u64, Bytes)>>) {
+    /// do not reach its last seq, or belong to a copy replaced since.
+    fn set_replica_with(&self, partition: usize, replica: bool, held: Option<HeldRun>) {
         let mut part = self.parts[partition].lock();
         let (was, diverged) = (part.replica, part.source == ReplicaSource::Diverged);
         part.replica = replica;
@@ -372,7 +372,10 @@ impl Keyspace {
                 if !diverged {
                     let released = self.released(partition);
                     let next = part.log.next_seq();
-                    let early = held.as_ref().map(|h| consecutive_run(h.iter().map(|(seq, b)| (*seq, &b[..])), next));
+                    let early = held
+                        .as_ref()
+                        .filter(|h| received.copy_of(partition) == Some(h.copy))
+                        .map(|h| consecutive_run(h.changes.iter().map(|(seq, b)| (*seq, &b[..])), next));
                     let run = match early {
                         Some(run) if !run.is_empty() => run,
                         _ => received.run(partition, next),

@@ -22,7 +22,7 @@
 //! does not reach back, and its publishers copy the partition's contents
 //! instead (as when a backup's own log was trimmed to `log_memory`).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -36,6 +36,13 @@ pub struct Held {
     pub seq: u64,
     pub start: u32,
     pub len: u32,
+}
+
+/// A partition's held changes, read ahead of its promotion, and the copy
+/// they belong to.
+pub struct HeldRun {
+    pub copy: u64,
+    pub changes: Vec<(u64, Bytes)>,
 }
 
 /// Where a batch's changes are (most batches hold a few).
@@ -253,21 +260,29 @@ impl Received {
 
     /// The changes held of each partition in `parts`, oldest first, in
     /// one pass (a table that promotes many copies at once); each list
-    /// then gives its run with [`consecutive_run`], as [`Self::run`] would.
-    pub fn changes_of(&self, parts: &[usize]) -> std::collections::HashMap<usize, Vec<(u64, Bytes)>> {
-        let mut out: std::collections::HashMap<usize, Vec<(u64, Bytes)>> = parts.iter().map(|&p| (p, Vec::new())).collect();
+    /// then gives its run with [`consecutive_run`], as [`Self::run`] would,
+    /// while the partition's copy is the same ([`Self::copy_of`]).
+    pub fn changes_of(&self, parts: &[usize]) -> HashMap<usize, HeldRun> {
+        let mut out: HashMap<usize, HeldRun> =
+            parts.iter().filter_map(|&p| Some((p, HeldRun { copy: self.copy_of(p)?, changes: Vec::new() }))).collect();
         for b in &self.batches {
             for h in &b.changes {
                 let p = h.partition as usize;
                 if b.number < self.valid_from[p] {
                     continue;
                 }
-                if let Some(list) = out.get_mut(&p) {
-                    list.push((h.seq, b.payload.slice(h.start as usize..h.start as usize + h.len as usize)));
+                if let Some(run) = out.get_mut(&p) {
+                    run.changes.push((h.seq, b.payload.slice(h.start as usize..h.start as usize + h.len as usize)));
                 }
             }
         }
         out
+    }
+
+    /// Which copy of partition `p` the queue holds changes of: it changes
+    /// with every [`Self::forget`].
+    pub fn copy_of(&self, p: usize) -> Option<u64> {
+        self.valid_from.get(p).copied()
     }
 }
 
@@ -344,10 +359,13 @@ mod tests {
         r.forget(2);
         let all = r.changes_of(&[0, 1, 2]);
         for (p, next) in [(0, 5), (1, 4), (1, 3), (2, 10)] {
-            let one = consecutive_run(all[&p].iter().map(|(seq, b)| (*seq, &b[..])), next);
+            let one = consecutive_run(all[&p].changes.iter().map(|(seq, b)| (*seq, &b[..])), next);
             assert_eq!(seqs(&one), seqs(&r.run(p, next)), "partition {p}");
         }
-        assert!(all[&2].is_empty(), "forgotten");
+        assert!(all[&2].changes.is_empty(), "forgotten");
+        assert_eq!(Some(all[&0].copy), r.copy_of(0));
+        r.forget(0);
+        assert_ne!(Some(all[&0].copy), r.copy_of(0), "a list read before a forget is of another copy");
     }
 
     #[test]
