@@ -117,6 +117,10 @@ pub struct Received {
     /// Per partition: batches numbered below this hold nothing of its
     /// current copy.
     valid_from: Box<[u64]>,
+    /// The highest of `valid_from`: batches numbered from here on are
+    /// valid for every partition (forgetting is rare; at 16,384
+    /// partitions `valid_from` is a cache miss per change looked at).
+    forgotten_below: u64,
     budget: usize,
     /// What `counts.own` says, kept under the lock.
     own: usize,
@@ -133,6 +137,7 @@ impl Received {
             front_done: 0,
             blocked_at: None,
             valid_from: vec![0; partitions].into_boxed_slice(),
+            forgotten_below: 0,
             budget,
             own: 0,
             counts: Arc::default(),
@@ -205,6 +210,7 @@ impl Received {
     pub fn forget(&mut self, p: usize) {
         if let Some(v) = self.valid_from.get_mut(p) {
             *v = self.next_number;
+            self.forgotten_below = self.next_number;
             self.blocked_at = None;
         }
     }
@@ -222,9 +228,10 @@ impl Received {
                 if self.blocked_at == Some(generation) {
                     return;
                 }
+                let all_valid = front.number >= self.forgotten_below;
                 while let Some(h) = front.changes.get(self.front_done) {
                     let p = h.partition as usize;
-                    if front.number >= self.valid_from[p] && h.seq >= released(p) {
+                    if (all_valid || front.number >= self.valid_from[p]) && h.seq >= released(p) {
                         break;
                     }
                     self.front_done += 1;
@@ -402,6 +409,14 @@ mod tests {
         r.forget(1);
         assert!(r.run(1, 8).is_empty(), "changes of the old copy are not the new one's");
         r.trim(3, |p| if p == 0 { 2 } else { 0 });
+        assert!(r.is_empty());
+        // The new copy's changes are held until released.
+        let (b, hb) = batch(&[(1, 3)]);
+        r.hold(b, hb, None, 4, |_| 0);
+        assert_eq!(seqs(&r.run(1, 4)), [3]);
+        r.trim(5, |_| 3);
+        assert_eq!(r.len(), 1);
+        r.trim(6, |_| 4);
         assert!(r.is_empty());
     }
 
