@@ -22,7 +22,7 @@ use crate::clock::Clock;
 use crate::delta::{self, StringOpError};
 use crate::partition::{Partition, ReplicaSource};
 use crate::partition_bits::PartitionBits;
-use crate::received::{consecutive_run, Counts, HeldChanges, HeldRun, Pinned, Received};
+use crate::received::{Counts, HeldChanges, HeldRun, Pinned, Received};
 use crate::slot;
 use crate::stats::ChangeStats;
 use crate::value::{Entry, Value};
@@ -302,10 +302,11 @@ impl Keyspace {
     }
 
     /// Every remote site applied partition `p`'s changes before `seq` (a
-    /// backup hears it from the primary): its log lets them go when the
-    /// partition is next locked to log a change or read its log (a marker
-    /// per partition ten times a second must not cost a cold lock each);
-    /// see [`crate::PartitionLog::release_before`].
+    /// backup hears it from the primary): the held batches holding only
+    /// such changes go (see [`crate::received`]), and a promoted copy's
+    /// log lets them go when the partition is next locked to log a change
+    /// or read its log (a marker per partition ten times a second must not
+    /// cost a cold lock each); see [`crate::PartitionLog::release_before`].
     pub fn release_log_before(&self, p: usize, seq: u64) {
         if let Some(cell) = self.log_released.get(p) {
             if cell.fetch_max(seq, Ordering::Relaxed) < seq {
@@ -353,13 +354,15 @@ impl Keyspace {
     }
 
     /// `held`: partition `partition`'s received changes, read beforehand
-    /// (see [`Keyspace::set_replicas`]); the queue is read again when they
-    /// do not reach its last seq, or belong to a copy replaced since.
+    /// (see [`Keyspace::set_replicas`]).
     fn set_replica_with(&self, partition: usize, replica: bool, held: Option<HeldRun>) {
         let mut part = self.parts[partition].lock();
         let (was, diverged) = (part.replica, part.source == ReplicaSource::Diverged);
         part.replica = replica;
         part.source = ReplicaSource::Unknown;
+        if was == replica {
+            return;
+        }
         let mut received = self.received.lock();
         match (was, replica) {
             (false, true) => {
@@ -372,13 +375,9 @@ impl Keyspace {
                 if !diverged {
                     let released = self.released(partition);
                     let next = part.log.next_seq();
-                    let early = held
-                        .as_ref()
-                        .filter(|h| received.copy_of(partition) == Some(h.copy))
-                        .map(|h| consecutive_run(h.changes.iter().map(|(seq, b)| (*seq, &b[..])), next));
-                    let run = match early {
-                        Some(run) if !run.is_empty() => run,
-                        _ => received.run(partition, next),
+                    let run = match &held {
+                        Some(ahead) => received.run_with(partition, ahead, next),
+                        None => received.run(partition, next),
                     };
                     let from = run.partition_point(|&(seq, _)| seq < released);
                     part.log.restore(&run[from..]);
@@ -683,7 +682,6 @@ impl Keyspace {
                 return Err(ReplicaError::Gap { have: next - 1, got: seq });
             }
             part.source = ReplicaSource::Node(from);
-            self.catch_up_log(&mut part);
             let kind = change.kind.index();
             apply_owned_at(&mut part, None, change)?;
             // Its batch is held instead (`hold_received`).

@@ -454,10 +454,9 @@ impl PartitionLog {
         moved
     }
 
-    /// Every remote site applied the changes before `seq` (a backup hears
-    /// it from its primary): they go at the next trim even while within
-    /// `retain_bytes`, which then only bounds what a promoted copy resumes
-    /// from. Never moves back.
+    /// Every remote site applied the changes before `seq` (what a backup
+    /// heard from its primary, caught up once it is promoted): they go at
+    /// the next trim even while within `retain_bytes`. Never moves back.
     pub fn release_before(&mut self, seq: u64) {
         self.released_before = self.released_before.max(seq);
     }

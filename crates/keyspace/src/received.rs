@@ -41,8 +41,10 @@ pub struct Held {
 /// A partition's held changes, read ahead of its promotion, and the copy
 /// they belong to.
 pub struct HeldRun {
-    pub copy: u64,
-    pub changes: Vec<(u64, Bytes)>,
+    copy: u64,
+    /// The number the next batch held after this was read gets.
+    upto: u64,
+    changes: Vec<(u64, Bytes)>,
 }
 
 /// Where a batch's changes are (most batches hold a few).
@@ -255,23 +257,39 @@ impl Received {
     /// batch sent again after a reconnection) counts once; changes at
     /// `next` or after were not applied.
     pub fn run(&self, p: usize, next: u64) -> Vec<(u64, &[u8])> {
-        let Some(&valid_from) = self.valid_from.get(p) else { return Vec::new() };
-        let changes = self.batches.iter().filter(|b| b.number >= valid_from).flat_map(|b| {
+        consecutive_run(self.changes(p, 0), next)
+    }
+
+    /// [`Self::run`] from what [`Self::changes_of`] read ahead and the
+    /// batches held since (all of the queue if the copy was replaced in
+    /// between).
+    pub fn run_with<'a>(&'a self, p: usize, ahead: &'a HeldRun, next: u64) -> Vec<(u64, &'a [u8])> {
+        if self.copy_of(p) != Some(ahead.copy) {
+            return self.run(p, next);
+        }
+        let early = ahead.changes.iter().map(|(seq, b)| (*seq, &b[..]));
+        consecutive_run(early.chain(self.changes(p, ahead.upto)), next)
+    }
+
+    /// Partition `p`'s changes of its current copy held in batches
+    /// numbered `from` on, oldest first.
+    fn changes(&self, p: usize, from: u64) -> impl Iterator<Item = (u64, &[u8])> {
+        let from = from.max(self.valid_from.get(p).copied().unwrap_or(u64::MAX));
+        let skip = self.batches.front().map_or(0, |f| from.saturating_sub(f.number) as usize).min(self.batches.len());
+        self.batches.range(skip..).flat_map(move |b| {
             b.changes
                 .iter()
-                .filter(|h| h.partition as usize == p)
+                .filter(move |h| h.partition as usize == p)
                 .map(|h| (h.seq, &b.payload[h.start as usize..h.start as usize + h.len as usize]))
-        });
-        consecutive_run(changes, next)
+        })
     }
 
     /// The changes held of each partition in `parts`, oldest first, in
-    /// one pass (a table that promotes many copies at once); each list
-    /// then gives its run with [`consecutive_run`], as [`Self::run`] would,
-    /// while the partition's copy is the same ([`Self::copy_of`]).
+    /// one pass (a table that promotes many copies at once), for
+    /// [`Self::run_with`].
     pub fn changes_of(&self, parts: &[usize]) -> HashMap<usize, HeldRun> {
         let mut out: HashMap<usize, HeldRun> =
-            parts.iter().filter_map(|&p| Some((p, HeldRun { copy: self.copy_of(p)?, changes: Vec::new() }))).collect();
+            parts.iter().filter_map(|&p| Some((p, HeldRun { copy: self.copy_of(p)?, upto: self.next_number, changes: Vec::new() }))).collect();
         for b in &self.batches {
             for h in &b.changes {
                 let p = h.partition as usize;
@@ -366,13 +384,18 @@ mod tests {
         r.forget(2);
         let all = r.changes_of(&[0, 1, 2]);
         for (p, next) in [(0, 5), (1, 4), (1, 3), (2, 10)] {
-            let one = consecutive_run(all[&p].changes.iter().map(|(seq, b)| (*seq, &b[..])), next);
-            assert_eq!(seqs(&one), seqs(&r.run(p, next)), "partition {p}");
+            assert_eq!(seqs(&r.run_with(p, &all[&p], next)), seqs(&r.run(p, next)), "partition {p}");
         }
         assert!(all[&2].changes.is_empty(), "forgotten");
+        // Batches held after the read-ahead count too.
+        let (b, h) = batch(&[(0, 5), (1, 4)]);
+        r.hold(b, h, None, 0, NONE);
+        assert_eq!(seqs(&r.run_with(0, &all[&0], 6)), [1, 2, 3, 4, 5]);
+        assert_eq!(seqs(&r.run_with(1, &all[&1], 5)), [1, 2, 3, 4]);
         assert_eq!(Some(all[&0].copy), r.copy_of(0));
         r.forget(0);
         assert_ne!(Some(all[&0].copy), r.copy_of(0), "a list read before a forget is of another copy");
+        assert!(r.run_with(0, &all[&0], 6).is_empty(), "so the queue is read again, and holds nothing of the new copy");
     }
 
     #[test]
