@@ -425,6 +425,15 @@ impl Cluster {
             }
         }
         self.ks.set_replicas(&turned);
+        // Copies this node stopped holding (neither primary nor backup any
+        // more): no marker will release what it received of them.
+        if let Some(old) = &old {
+            let backs = |o: &PartitionOwners| o.backups.contains(&self.my_index);
+            let dropped: Vec<usize> = (0..table.partitions.len().min(old.partitions.len()))
+                .filter(|&p| backs(old.owners(p)) && !backs(table.owners(p)) && table.owners(p).primary != self.my_index)
+                .collect();
+            self.ks.forget_received(&dropped);
+        }
         tracing::info!(epoch = table.epoch, "partition table installed");
         let table = Arc::new(table);
         self.table.store(Some(table.clone()));
@@ -652,7 +661,68 @@ impl Cluster {
 
 #[cfg(test)]
 mod tests {
-    use super::cluster_id;
+    use super::*;
+    use crate::placement::{PartitionOwners, PartitionTable};
+    use crate::replication::Replicator;
+    use bytes::Bytes;
+    use keyspace::{Change, ChangeKind, DebugClock, KeyspaceConfig, Value, Version};
+
+    fn keyspace() -> Arc<Keyspace> {
+        Arc::new(Keyspace::new(
+            KeyspaceConfig { partitions: 4, site_id: 1, log_retain_bytes: 1 << 20, ..Default::default() },
+            Arc::new(DebugClock::default()),
+        ))
+    }
+
+    /// Every partition led by member 0 with `backup` as its backup.
+    fn table(epoch: u64, backup: usize) -> PartitionTable {
+        let owners = |_| PartitionOwners {
+            primary: 0,
+            backups: [backup].into_iter().collect(),
+            in_sync: [backup].into_iter().collect(),
+            epoch,
+            moving_to: None,
+        };
+        PartitionTable::new(epoch, (0..4).map(owners).collect())
+    }
+
+    /// What a backup received of a copy that a new table moves to another
+    /// node goes with the copy (no marker would ever release it).
+    #[test]
+    fn a_copy_moved_elsewhere_takes_its_received_batches_along() {
+        let seeds: Vec<SocketAddr> = (1..=3).map(|i| SocketAddr::from(([127, 0, 0, 1], i))).collect();
+        let settings = ClusterSettings {
+            cluster_listen: seeds[1],
+            seeds: seeds.clone(),
+            backups: 1,
+            replication: Replication::Sync,
+            joined: None,
+            secret: None,
+        };
+        let ks = keyspace();
+        let backup = Cluster::new(settings, 1, 4, "n2", seeds[1], ks.clone(), std::env::temp_dir()).unwrap();
+        backup.install_table(table(1, 1));
+        let primary_ks = keyspace();
+        let shared = crate::placement::SharedTable::default();
+        shared.store(Some(Arc::new(table(1, 1))));
+        let primary = Arc::new(Replicator::new(primary_ks.clone(), std::sync::Weak::new(), shared, 3, 0));
+        primary_ks.set_sink(primary.clone());
+        for p in 0..4 {
+            primary_ks.set_replica(p, false);
+        }
+        for i in 0..20u64 {
+            let key = Bytes::from(format!("k{i}"));
+            let p = primary_ks.partition_of(&key);
+            let kind = ChangeKind::Full { value: Value::Str(Bytes::from(vec![b'v'; 200])), expire_at: 0 };
+            primary_ks.apply_batch(p, vec![Change { key, version: Version { hlc: (i + 1) << 16, site: 1 }, kind }], 0).unwrap();
+        }
+        while let Some((batch, _)) = primary.take_batch(1) {
+            backup.replicator.apply_batch(batch, 0).unwrap();
+        }
+        assert!(ks.log_bytes() > 20 * 200, "the backup holds what it received");
+        backup.install_table(table(2, 2));
+        assert_eq!(ks.log_bytes(), 0, "nothing held of copies this node no longer has");
+    }
 
     #[test]
     fn cluster_ids_are_stable_40_hex_digits() {

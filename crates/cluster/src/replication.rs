@@ -514,6 +514,9 @@ impl Replicator {
         // snapshot end.
         let mut ends: Vec<(u16, u64, u64)> = Vec::new();
         let mut gaps: SmallVec<[u16; 2]> = SmallVec::new();
+        // Partitions this node leads now: what a stale primary sent of
+        // them was held above and is let go below.
+        let mut led: SmallVec<[usize; 2]> = SmallVec::new();
         while batch.has_remaining() {
             if batch.remaining() < ENTRY_HEADER {
                 return Err(BatchError::Truncated);
@@ -606,9 +609,16 @@ impl Replicator {
                         gaps.push(p);
                     }
                 }
+                Err(ReplicaError::NotReplica) => {
+                    if !led.contains(&(p as usize)) {
+                        tracing::warn!(partition = p, seq, "replicated change refused: this node leads the partition now");
+                        led.push(p as usize);
+                    }
+                }
                 Err(e) => tracing::error!(partition = p, seq, "replicated change refused: {e}"),
             }
         }
+        self.ks.forget_received(&led);
         // Seq acks first, then "snapshot loaded": an ack with seq
         // SNAPSHOT_END followed by one with the snapshot's id.
         acks.sort_by_key(|&(p, _)| p);
@@ -1135,6 +1145,37 @@ mod tests {
         backup.ks.reset_replica(p, next + 5, 0).unwrap();
         backup.ks.set_replica(p, false);
         assert_eq!(backup.ks.with_partition(p, |part, _| (part.log.len(), part.log.next_seq())), (0, next + 5));
+    }
+
+    /// A stale primary's batch for a partition this node leads is held
+    /// before it is refused; refused, it goes at once instead of keeping
+    /// the received queue's front until the budget trims it.
+    #[test]
+    fn changes_a_leader_refuses_are_not_held() {
+        let primary = primary_with_backup();
+        let backup = replicator();
+        let p = primary.ks.partition_of(b"k0");
+        let keys: Vec<Bytes> = (0..200).map(|i| Bytes::from(format!("k{i}"))).filter(|k| primary.ks.partition_of(k) == p).take(6).collect();
+        let write = |i: u64| {
+            for k in &keys {
+                let change = Change {
+                    key: k.clone(),
+                    version: Version { hlc: i << 16, site: 1 },
+                    kind: ChangeKind::Full { value: Value::Str(Bytes::from(vec![b'v'; 300])), expire_at: 0 },
+                };
+                primary.ks.apply_batch(p, vec![change], 0).unwrap();
+            }
+        };
+        write(1);
+        ship(&primary, &backup);
+        backup.ks.set_replica(p, false);
+        assert_eq!(backup.ks.with_partition(p, |part, _| part.log.len()), keys.len(), "promoted with what it received");
+        // The old primary goes on sending: refused, and not kept.
+        write(2);
+        ship(&primary, &backup);
+        let (len, log) = backup.ks.with_partition(p, |part, _| (part.log.len(), part.log.allocated()));
+        assert_eq!(len, keys.len());
+        assert_eq!(backup.ks.log_bytes(), log, "nothing held but the promoted copy's log");
     }
 
     /// Snapshots taken again and again while a writer keeps logging and

@@ -396,6 +396,22 @@ impl Keyspace {
         self.received.lock().hold(payload, changes, pin, generation, |p| self.released(p));
     }
 
+    /// What the received batches hold of partitions `parts` is of no use
+    /// here any more: a stale primary's changes of a partition this node
+    /// leads, or of a copy it no longer holds. Nothing would release them
+    /// (no marker comes for them), so they go now rather than keep the
+    /// queue's front until the budget trims it.
+    pub fn forget_received(&self, parts: &[usize]) {
+        if parts.is_empty() || !self.holds_received {
+            return;
+        }
+        let mut received = self.received.lock();
+        for &p in parts {
+            received.forget(p);
+        }
+        received.trim(self.release_generation(), |p| self.released(p));
+    }
+
     fn release_generation(&self) -> u64 {
         self.release_generation.load(Ordering::Relaxed)
     }

@@ -17,7 +17,10 @@
 //! Batches go oldest first: once every change in the front batch was
 //! applied by every remote site (`released`, see
 //! [`crate::Keyspace::release_log_before`]) or belongs to a copy since
-//! replaced ([`Received::forget`]), and whenever the queue is over budget.
+//! replaced ([`Received::forget`]; also what nothing will release: a
+//! stale primary's changes of a partition this node leads, those of a copy
+//! it no longer holds, see `Keyspace::forget_received`), and whenever the
+//! queue is over budget.
 //! A copy promoted after its changes went over budget finds that its log
 //! does not reach back, and its publishers copy the partition's contents
 //! instead (as when a backup's own log was trimmed to `log_memory`).
