@@ -663,16 +663,9 @@ impl Cluster {
 mod tests {
     use super::*;
     use crate::placement::{PartitionOwners, PartitionTable};
-    use crate::replication::Replicator;
+    use crate::replication::tests::{keyspace, keyspace_of, primary_with_backup};
     use bytes::Bytes;
-    use keyspace::{Change, ChangeKind, DebugClock, KeyspaceConfig, Value, Version};
-
-    fn keyspace() -> Arc<Keyspace> {
-        Arc::new(Keyspace::new(
-            KeyspaceConfig { partitions: 4, site_id: 1, log_retain_bytes: 1 << 20, ..Default::default() },
-            Arc::new(DebugClock::default()),
-        ))
-    }
+    use keyspace::{Change, ChangeKind, Value, Version};
 
     /// Every partition led by member 0 with `backup` as its backup.
     fn table(epoch: u64, backup: usize) -> PartitionTable {
@@ -702,14 +695,8 @@ mod tests {
         let ks = keyspace();
         let backup = Cluster::new(settings, 1, 4, "n2", seeds[1], ks.clone(), std::env::temp_dir()).unwrap();
         backup.install_table(table(1, 1));
-        let primary_ks = keyspace();
-        let shared = crate::placement::SharedTable::default();
-        shared.store(Some(Arc::new(table(1, 1))));
-        let primary = Arc::new(Replicator::new(primary_ks.clone(), std::sync::Weak::new(), shared, 3, 0));
-        primary_ks.set_sink(primary.clone());
-        for p in 0..4 {
-            primary_ks.set_replica(p, false);
-        }
+        let primary = primary_with_backup();
+        let primary_ks = keyspace_of(&primary);
         for i in 0..20u64 {
             let key = Bytes::from(format!("k{i}"));
             let p = primary_ks.partition_of(&key);

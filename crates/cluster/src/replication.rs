@@ -521,9 +521,8 @@ impl Replicator {
             if batch.remaining() < ENTRY_HEADER {
                 return Err(BatchError::Truncated);
             }
-            let p = batch.get_u16_le();
-            let seq = batch.get_u64_le();
-            let len = batch.get_u32_le() as usize;
+            let (p, seq, len) = entry_head(&batch);
+            batch.advance(ENTRY_HEADER);
             if len > batch.remaining() {
                 return Err(BatchError::Truncated);
             }
@@ -812,20 +811,26 @@ pub(crate) async fn take_out_of_sync(cluster: &Cluster, p: usize, b: usize, epoc
 fn held_changes(batch: &[u8]) -> HeldChanges {
     let mut held = HeldChanges::new();
     let mut at = 0;
-    while let Some(head) = batch.get(at..at + ENTRY_HEADER) {
-        let p = u16::from_le_bytes([head[0], head[1]]);
-        let seq = u64::from_le_bytes(head[2..10].try_into().expect("8 bytes"));
-        let len = u32::from_le_bytes(head[10..14].try_into().expect("4 bytes"));
+    while batch.len() - at >= ENTRY_HEADER {
+        let (p, seq, len) = entry_head(&batch[at..]);
         let start = at + ENTRY_HEADER;
-        if len as usize > batch.len() - start {
+        if len > batch.len() - start {
             break;
         }
         if seq != SNAPSHOT_DATA && seq < FIRST_MARKER {
-            held.push(Held { partition: p, seq, start: start as u32, len });
+            held.push(Held { partition: p, seq, start: start as u32, len: len as u32 });
         }
-        at = start + len as usize;
+        at = start + len;
     }
     held
+}
+
+/// Partition, seq and length of the entry `at` begins with (at least
+/// [`ENTRY_HEADER`] bytes).
+fn entry_head(at: &[u8]) -> (u16, u64, usize) {
+    let h: &[u8; ENTRY_HEADER] = at[..ENTRY_HEADER].try_into().expect("an entry header");
+    let [p0, p1, s @ .., l0, l1, l2, l3] = *h;
+    (u16::from_le_bytes([p0, p1]), u64::from_le_bytes(s), u32::from_le_bytes([l0, l1, l2, l3]) as usize)
 }
 
 /// A snapshot marker: `seq` [`SNAPSHOT_BEGIN`] or [`SNAPSHOT_END`], body
@@ -884,16 +889,21 @@ impl ReplicationSink for Replicator {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use keyspace::{ChangeKind, DebugClock, KeyspaceConfig, Value, Version};
     use proptest::prelude::*;
 
-    fn replicator() -> Replicator {
-        let ks = Arc::new(Keyspace::new(
+    /// Four partitions, a log kept (so received batches are held).
+    pub(crate) fn keyspace() -> Arc<Keyspace> {
+        Arc::new(Keyspace::new(
             KeyspaceConfig { partitions: 4, site_id: 1, log_retain_bytes: 1 << 20, ..Default::default() },
             Arc::new(DebugClock::default()),
-        ));
+        ))
+    }
+
+    fn replicator() -> Replicator {
+        let ks = keyspace();
         for p in 0..4 {
             ks.set_replica(p, true);
         }
@@ -1063,11 +1073,13 @@ mod tests {
 
     /// A primary (member 0) whose partitions all have member 1 as a
     /// backup that is not in sync yet, with itself as the keyspace's sink.
-    fn primary_with_backup() -> Arc<Replicator> {
-        let ks = Arc::new(Keyspace::new(
-            KeyspaceConfig { partitions: 4, site_id: 1, log_retain_bytes: 1 << 20, ..Default::default() },
-            Arc::new(DebugClock::default()),
-        ));
+    /// A replicator's keyspace, for tests outside this module.
+    pub(crate) fn keyspace_of(r: &Replicator) -> &Arc<Keyspace> {
+        &r.ks
+    }
+
+    pub(crate) fn primary_with_backup() -> Arc<Replicator> {
+        let ks = keyspace();
         let shared = SharedTable::default();
         shared.store(Some(Arc::new(table(1, false))));
         let r = Arc::new(Replicator::new(ks.clone(), std::sync::Weak::new(), shared, 2, 0));

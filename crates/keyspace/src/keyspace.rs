@@ -738,7 +738,8 @@ impl Keyspace {
         part.log.reset_to(next_seq);
         // What was released counted the old copy's seqs.
         self.log_marks[p].released.store(0, Ordering::Relaxed);
-        self.received.lock().forget(p);
+        // Under the partition's lock, as a promotion reads the queue.
+        self.forget_received(&[p]);
         Ok(())
     }
 
