@@ -48,7 +48,7 @@ use tokio::sync::Notify;
 
 use crate::ack_wait::AckWaiters;
 use crate::cluster::Cluster;
-use crate::placement::{PartitionOwners, SharedTable};
+use crate::placement::{PartitionOwners, PartitionTable, SharedTable};
 use crate::snapshot::SnapshotStream;
 
 pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
@@ -114,6 +114,9 @@ struct SnapshotSent {
     refused: bool,
     /// [`Replicator::take_finished_snapshots`] returned it.
     reported: bool,
+    /// The partition's next seq just before the snapshot was taken: the
+    /// backup holds everything before it once it loaded the snapshot.
+    point: u64,
     /// The partition's last seq when the backup acknowledged the end:
     /// writes up to it may have been acknowledged without this backup,
     /// so it is reported in sync only once it acknowledged this seq.
@@ -155,6 +158,23 @@ pub struct Replicator {
     /// partition epoch a resync was asked for (None: not yet asked).
     gaps: Mutex<HashMap<(usize, usize), Option<u64>>>,
     wan: std::sync::OnceLock<Arc<dyn WanWatermarks>>,
+}
+
+/// The partition table as it stood when [`Replicator::durability`] was
+/// called, to read [`Replicator::durable_seq`] of many partitions.
+pub struct Durability<'a> {
+    r: &'a Replicator,
+    table: arc_swap::Guard<Option<Arc<PartitionTable>>>,
+}
+
+impl Durability<'_> {
+    pub fn seq(&self, p: usize) -> u64 {
+        let Some(owners) = self.table.as_ref().and_then(|t| t.partitions.get(p)) else { return 0 };
+        if owners.primary != self.r.my_index {
+            return 0;
+        }
+        self.r.waited_for(p, owners).map(|b| self.r.acked[b][p].load(Ordering::Acquire)).min().unwrap_or(u64::MAX)
+    }
 }
 
 /// Where a backup hands the WAN watermarks its primary shares.
@@ -260,13 +280,15 @@ impl Replicator {
     /// Queues a snapshot of partition `p` for backup `b`, once per
     /// partition epoch. Returns false when one was already queued.
     pub fn send_snapshot(&self, p: usize, b: usize, epoch: u64) -> bool {
+        // At or before the snapshot's point (the two locks never nest).
+        let point = self.ks.with_partition(p, |part, _| part.log.next_seq());
         let id = {
             let mut snaps = self.snapshots.lock();
             if snaps.get(&(p, b)).is_some_and(|s| s.epoch == epoch) {
                 return false;
             }
             let id = self.snapshot_ids.fetch_add(1, Ordering::Relaxed) + 1;
-            snaps.insert((p, b), SnapshotSent { epoch, id, acknowledged: false, refused: false, reported: false, need: None });
+            snaps.insert((p, b), SnapshotSent { epoch, id, point, acknowledged: false, refused: false, reported: false, need: None });
             id
         };
         let peer = &self.out[b];
@@ -657,6 +679,10 @@ impl Replicator {
                 let loaded = match self.snapshots.lock().get_mut(&(p, peer)).filter(|s| s.id == id) {
                     Some(s) if seq == SNAPSHOT_END && !s.acknowledged => {
                         s.acknowledged = true;
+                        // It holds what the snapshot held (see `durable_seq`).
+                        if let Some(a) = self.acked[peer].get(p) {
+                            a.fetch_max(s.point.saturating_sub(1), Ordering::AcqRel);
+                        }
                         true
                     }
                     Some(s) if seq == SNAPSHOT_REFUSED => {
@@ -713,6 +739,24 @@ impl Replicator {
             .iter()
             .copied()
             .filter(move |&b| owners.in_sync.contains(&b) || self.catching_up[b][p].load(Ordering::Acquire))
+    }
+
+    /// The last seq of partition `p` that every backup a write waits for
+    /// ([`Self::wait`]) acknowledged: `u64::MAX` when no backup is waited
+    /// for, 0 when this node does not lead `p`. A change after it (and
+    /// after [`keyspace::Partition::promoted_through`]) dies with this
+    /// node if it fails now, so WAN publishers ship nothing past it: the
+    /// promoted copy numbers its next changes from where its log ends, and
+    /// a remote site that had the lost change would skip as already
+    /// applied the new changes that reuse its seq, and keep a value this
+    /// site never had.
+    pub fn durable_seq(&self, p: usize) -> u64 {
+        self.durability().seq(p)
+    }
+
+    /// [`Self::durable_seq`] for many partitions under one table.
+    pub fn durability(&self) -> Durability<'_> {
+        Durability { r: self, table: self.table.load() }
     }
 
     /// The partition table changed (a backup left the in-sync set, a
@@ -1257,6 +1301,48 @@ pub(crate) mod tests {
         assert_eq!(primary.take_finished_snapshots(), vec![]);
         ship(&primary, &backup);
         assert_eq!(primary.take_finished_snapshots(), vec![(p, 1, 3)]);
+    }
+
+    /// What may leave the site is what outlives the primary: everything
+    /// while no backup is waited for, else up to what every waited-for
+    /// backup acknowledged (a loaded snapshot counts for what it held),
+    /// and, on a promoted copy, what its log held when promoted.
+    #[test]
+    fn only_what_the_backups_hold_is_durable() {
+        let primary = primary_with_backup();
+        let backup = replicator();
+        let p = primary.ks.partition_of(b"k");
+        let write = |i: u64| {
+            let change = Change {
+                key: Bytes::from_static(b"k"),
+                version: Version { hlc: i << 16, site: 1 },
+                kind: ChangeKind::Full { value: Value::Str(Bytes::from(i.to_string())), expire_at: 0 },
+            };
+            primary.ks.apply_batch(p, vec![change], 0).unwrap();
+        };
+        write(1);
+        assert_eq!(primary.durable_seq(p), u64::MAX, "the backup is not in sync: nothing is waited for");
+        primary.table.store(Some(Arc::new(table(2, true))));
+        primary.table_changed();
+        assert_eq!(primary.durable_seq(p), 0, "the backup has acknowledged nothing yet");
+        ship(&primary, &backup);
+        assert_eq!(primary.durable_seq(p), 1);
+        write(2);
+        write(3);
+        assert_eq!(primary.durable_seq(p), 1, "seqs 2 and 3 are not on the backup yet");
+        ship(&primary, &backup);
+        assert_eq!(primary.durable_seq(p), 3);
+        // A new copy from a snapshot: nothing until it is loaded, then
+        // what the snapshot held, though no change came after it.
+        backup.ks.set_replica(p, true);
+        assert!(primary.send_snapshot(p, 1, 3));
+        assert_eq!(primary.durable_seq(p), 0);
+        ship(&primary, &backup);
+        assert_eq!(primary.durable_seq(p), 3);
+        assert_eq!(backup.durable_seq(p), 0, "not its primary");
+        // Promoted, a copy may ship what its log held.
+        backup.ks.set_replica(p, false);
+        assert_eq!(backup.ks.with_partition(p, |part, _| part.promoted_through), 3);
     }
 
     /// A connection broke with a batch in flight: the connection gives it

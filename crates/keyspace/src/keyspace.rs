@@ -392,6 +392,7 @@ impl Keyspace {
                     let from = run.partition_point(|&(seq, _)| seq < released);
                     part.log.restore(&run[from..]);
                 }
+                part.promoted_through = part.log.next_seq().saturating_sub(1);
                 received.forget(partition);
             }
             _ => {}

@@ -58,6 +58,11 @@ pub struct Partition {
     expires: BTreeSet<(u64, Bytes)>,
     /// Told when `expires` stops being empty.
     expiring: Option<Arc<PartitionBits>>,
+    /// The last seq the log held when this copy last became the primary's
+    /// (0 if it never was a backup): what survived the failover or came
+    /// with the handover, and so may leave the site (see
+    /// `cluster::Replicator::durable_seq`).
+    pub promoted_through: u64,
 }
 
 impl Partition {
@@ -73,6 +78,7 @@ impl Partition {
             replica: false,
             source: ReplicaSource::Unknown,
             tombstones: Tombstones::new(0, 0),
+            promoted_through: 0,
         }
     }
 

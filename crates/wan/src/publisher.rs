@@ -121,6 +121,18 @@ struct Cursor {
     owned: bool,
 }
 
+/// A body that is not a log read, waiting to be sent.
+struct Outgoing {
+    body: Bytes,
+    /// The (partition, seq) it settles.
+    seqs: Vec<(u16, u64)>,
+    /// It holds current values, which may be changes the backups do not
+    /// hold yet: sent once each (partition, seq) is durable (see
+    /// `durable_seq`), or dropped if the partition is led elsewhere by
+    /// then (its new primary re-syncs or goes on from its log).
+    after: Vec<(usize, u64)>,
+}
+
 struct Conn {
     tx: mpsc::UnboundedSender<Frame>,
     rx: mpsc::UnboundedReceiver<Frame>,
@@ -136,8 +148,9 @@ struct Publisher {
     table: Option<Arc<cluster::PartitionTable>>,
     pending: PartitionBits,
     resync: BTreeSet<usize>,
-    /// Fallback and re-sync bodies, with the (partition, seq) they settle.
-    outbox: VecDeque<(Bytes, Vec<(u16, u64)>)>,
+    /// Fallback and re-sync bodies, and batches given back by a broken
+    /// connection.
+    outbox: VecDeque<Outgoing>,
     in_flight: VecDeque<InFlight>,
     /// A small batch read from the logs is on its way and not yet
     /// applied: more changes wait for it to fill the next batch (Nagle).
@@ -408,8 +421,17 @@ impl Publisher {
             return;
         }
         while !self.window_full() {
-            if let Some((body, seqs)) = self.outbox.pop_front() {
-                self.send(body.clone(), seqs, None, Some(body));
+            if let Some(front) = self.outbox.front() {
+                if let Some(&(p, _)) = front.after.iter().find(|&&(p, seq)| self.durable_seq(p) < seq) {
+                    if self.cur[p].owned {
+                        // A backup round trip away; the next pass sends it.
+                        break;
+                    }
+                    self.outbox.pop_front();
+                    continue;
+                }
+                let Some(o) = self.outbox.pop_front() else { break };
+                self.send(o.body.clone(), o.seqs, None, Some(o.body));
                 continue;
             }
             if let Some(p) = self.resync.pop_first() {
@@ -476,6 +498,8 @@ impl Publisher {
             }
         }
         let candidates: Vec<usize> = self.pending.members_from(0);
+        let cluster = self.wan.cluster.clone();
+        let durability = cluster.as_ref().map(|c| c.replicator.durability());
         let room = if candidates.is_empty() { 0 } else { self.last_read.min(max) + (4 << 10) };
         let mut body = BytesMut::with_capacity(room);
         let mut seqs = Vec::new();
@@ -498,6 +522,7 @@ impl Publisher {
             let site = self.my_site();
             let delta = self.target.settings.delta;
             let stats = &self.target.stats;
+            let durable = durability.as_ref().map_or(u64::MAX, |d| d.seq(p));
             let read = self.wan.ks.with_partition(p, |part, _now| {
                 if part.replica {
                     // A backup copy now, whatever the table this publisher
@@ -505,12 +530,14 @@ impl Publisher {
                     // table makes the partition someone else's.
                     return Some((None, true, false));
                 }
+                let durable = durable.max(part.promoted_through);
                 let iter = part.log.read_from(from)?;
                 let mut last = None;
                 let mut done = true;
                 let mut shipped = false;
                 for logged in iter {
-                    if body.len() >= max {
+                    // Past what the backups hold: read again later.
+                    if body.len() >= max || logged.seq > durable {
                         done = false;
                         break;
                     }
@@ -614,12 +641,19 @@ impl Publisher {
     /// full values with their versions, then its tombstones, taken under
     /// one lock; its log continues after them. One partition at a time, so
     /// a re-sync holds at most one partition's copy in memory.
+    /// The last seq of partition `p` this site would keep if this node
+    /// failed now (see `Replicator::durable_seq`); nothing after it (or
+    /// after the log's `promoted_through`) is shipped.
+    fn durable_seq(&self, p: usize) -> u64 {
+        self.wan.cluster.as_ref().map_or(u64::MAX, |c| c.replicator.durable_seq(p))
+    }
+
     fn copy_partition(&mut self, p: usize) {
         if !self.cur[p].owned {
             return;
         }
         let max = self.batch_max.max(256 << 10);
-        let (bodies, next) = self.wan.ks.with_partition(p, |part, now| {
+        let (bodies, next, promoted_through) = self.wan.ks.with_partition(p, |part, now| {
             let mut bodies = Vec::new();
             let mut body = BytesMut::new();
             // Everything held, whichever site wrote it: a hash may mix
@@ -638,13 +672,14 @@ impl Publisher {
                 }
             }
             bodies.push(body.freeze());
-            (bodies, part.log.next_seq())
+            (bodies, part.log.next_seq(), part.promoted_through)
         });
         let n = bodies.len();
+        let after: Vec<(usize, u64)> = if next.saturating_sub(1) > promoted_through { vec![(p, next - 1)] } else { Vec::new() };
         for (i, b) in bodies.into_iter().enumerate() {
             // The last body settles everything logged before the copy.
             let seqs = if i + 1 == n && next > 1 { vec![(p as u16, next - 1)] } else { Vec::new() };
-            self.outbox.push_back((b, seqs));
+            self.outbox.push_back(Outgoing { body: b, seqs, after: after.clone() });
         }
         self.cur[p].next = next;
         self.pending.insert(p);
@@ -708,6 +743,7 @@ impl Publisher {
     /// The receiver lacked a delta's base: send what this node holds now.
     fn send_full_values(&mut self, keys: Vec<(u16, Bytes)>) {
         let mut body = BytesMut::new();
+        let mut after: Vec<(usize, u64)> = Vec::new();
         for (p, key) in keys {
             let p = p as usize;
             if p >= self.parts || !self.cur[p].owned || self.wan.ks.partition_of(&key) != p {
@@ -716,10 +752,19 @@ impl Publisher {
             for change in self.wan.ks.full_changes(&key) {
                 wire::put_entry(&mut body, p as u16, 0, &change);
             }
+            // Read after the value: at or past the change that made it.
+            let (last, promoted_through) =
+                self.wan.ks.with_partition(p, |part, _| (part.log.next_seq().saturating_sub(1), part.promoted_through));
+            if last > promoted_through {
+                match after.iter_mut().find(|(q, _)| *q == p) {
+                    Some(a) => a.1 = a.1.max(last),
+                    None => after.push((p, last)),
+                }
+            }
             add(&self.target.stats.full_fallbacks, 1);
         }
         if !body.is_empty() {
-            self.outbox.push_front((body.freeze(), Vec::new()));
+            self.outbox.push_front(Outgoing { body: body.freeze(), seqs: Vec::new(), after });
         }
     }
 
@@ -758,13 +803,14 @@ impl Publisher {
         self.small_in_flight = None;
         self.hold_until = None;
         self.cur.iter_mut().for_each(|c| c.inflight = 0);
-        let mut kept: Vec<(Bytes, Vec<(u16, u64)>)> = Vec::new();
+        let mut kept: Vec<Outgoing> = Vec::new();
         for b in self.in_flight.drain(..) {
             if let Some(id) = b.journal {
                 self.journal_read = self.journal_read.min(id);
             }
             if let Some(body) = b.body {
-                kept.push((body, b.seqs));
+                // Sent once, so it was durable then.
+                kept.push(Outgoing { body, seqs: b.seqs, after: Vec::new() });
             }
         }
         for k in kept.into_iter().rev() {
@@ -908,12 +954,19 @@ impl Publisher {
             let stats = &self.target.stats;
             let mut body = BytesMut::new();
             let mut last = None;
+            let mut done = true;
+            let durable = self.durable_seq(p);
             let read = self.wan.ks.with_partition(p, |part, _| {
                 if part.replica {
                     return Some(());
                 }
+                let durable = durable.max(part.promoted_through);
                 let iter = part.log.read_from(from)?;
                 for logged in iter {
+                    if logged.seq > durable {
+                        done = false;
+                        break;
+                    }
                     last = Some(logged.seq);
                     if logged.head.version.site == site {
                         put_change(&mut body, p as u16, &logged, delta, part, stats);
@@ -944,7 +997,9 @@ impl Publisher {
             }
             self.cur[p].spilled = last;
             self.cur[p].next = self.cur[p].next.max(last + 1);
-            self.pending.remove(p);
+            if done {
+                self.pending.remove(p);
+            }
             self.set_needed(p, Some(self.low(p)));
             spilled_any = true;
         }

@@ -1,0 +1,208 @@
+"""Two sites of three nodes replicating both ways while writers run at
+both and nodes are killed (`kill -9`) and restarted at either site, with
+publishers paused now and then so that kills meet a backlog. Afterwards:
+both sites hold the same contents (digest of every key, value and TTL),
+and every write a client got an acknowledgement for is there at both,
+including the fields both sites wrote into the same hashes and the
+deletes.
+
+`CHAOS_ROUNDS` (default 4: two kills per site) and `CHAOS_SEED` make it
+longer or another sequence: `CHAOS_ROUNDS=40 pytest test_wan_chaos.py`."""
+import contextlib
+import os
+import random
+import threading
+import time
+
+import pytest
+from redis.cluster import RedisCluster
+
+from helpers import wait_until
+from helpers_net import http_json
+from helpers_wan import WanSite, digest, digest_diff, link_all, wait_converged, wan_control, wait_state
+
+pytestmark = pytest.mark.deltagrid_only
+
+SHARED_HASHES = 16
+
+
+class Writer(threading.Thread):
+    """Writes through a cluster client of one site until stopped: unique
+    keys (SET), fields of hashes the other site writes too (HSET), and
+    deletes of keys it set before (DEL). Remembers what was acknowledged;
+    an operation that failed has an unknown outcome and is left out."""
+
+    def __init__(self, site, prefix, seed):
+        super().__init__(daemon=True)
+        self.site, self.prefix = site, prefix
+        self.rng = random.Random(seed)
+        self.stop = threading.Event()
+        self.values = {}    # key -> value, acknowledged SETs not deleted since
+        self.keys = []      # the same keys, to pick one to delete
+        self.deleted = set()  # keys whose DEL was acknowledged
+        self.fields = {}    # (hash, field) -> value
+        self.unknown = set()  # keys a failed DEL may or may not have removed
+        self.missed = []    # keys a DEL did not find though their SET was acknowledged
+        self.acked = 0
+        self.errors = 0
+
+    def client(self):
+        port = self.rng.choice([n.port for n in self.site.live])
+        return RedisCluster(host="127.0.0.1", port=port, socket_timeout=8)
+
+    def run(self):
+        rc, i = None, 0
+        while not self.stop.is_set():
+            i += 1
+            try:
+                rc = rc or self.client()
+                self.one(rc, i)
+                self.acked += 1
+            except Exception:  # outcome unknown; a new client finds the live nodes
+                self.errors += 1
+                rc = None
+                time.sleep(0.05)
+
+    def one(self, rc, i):
+        op = i % 5
+        if op == 4 and self.values:
+            at = self.rng.randrange(len(self.keys))
+            self.keys[at], self.keys[-1] = self.keys[-1], self.keys[at]
+            key = self.keys.pop()
+            del self.values[key]
+            self.unknown.add(key)  # until the reply says
+            if rc.delete(key) != 1:
+                self.missed.append(key)  # its SET was acknowledged
+            self.deleted.add(key)
+            self.unknown.discard(key)
+        elif op == 3:
+            h, f, v = f"shared:{i % SHARED_HASHES}", f"{self.prefix}:{i}", f"v{i}"
+            rc.hset(h, f, v)
+            self.fields[(h, f)] = v
+        else:
+            key, v = f"{self.prefix}:{i}", f"v{i}"
+            assert rc.set(key, v)
+            self.values[key] = v
+            self.keys.append(key)
+
+
+@contextlib.contextmanager
+def writers(sites_and_prefixes, seed):
+    ws = [Writer(site, prefix, seed + k) for k, (site, prefix) in enumerate(sites_and_prefixes)]
+    for w in ws:
+        w.start()
+    try:
+        yield ws
+    finally:
+        for w in ws:
+            w.stop.set()
+        for w in ws:
+            w.join(timeout=60)
+            assert not w.is_alive(), f"writer {w.prefix} did not stop"
+
+
+def members(node):
+    """node id -> member row of /status as `node` sees the site."""
+    return {m["node_id"]: m for m in http_json("127.0.0.1", node.admin_port, "/status")["cluster"]["members"]}
+
+
+def all_backed_up(node, partitions=271):
+    rows = [m for m in members(node).values() if m["state"] == "active"]
+    return sum(m["in_sync"] for m in rows) == partitions and sum(m["primaries"] for m in rows) == partitions
+
+
+def kill_and_restart(site, i, progress):
+    """kill -9 node i of `site`; once the site failed over (writes go on,
+    every partition has a primary and an in-sync backup again), restarts
+    it on its data directory and waits until it is active again."""
+    name = f"{site.name}-n{i + 1}"
+    site.kill_node(i)
+    observer = site.live[0]
+    wait_until(lambda: members(observer)[name]["state"] == "dead", timeout=30,
+               message=f"{name} never marked dead")
+    at = progress()
+    wait_until(lambda: progress() > at + 100, timeout=30, message=f"writes did not resume after {name} died")
+    wait_until(lambda: all_backed_up(observer), timeout=60, message=f"backups not rebuilt after {name} died")
+    site.start_node(i, same_dir=True)
+    wait_until(lambda: members(observer)[name]["state"] == "active" and members(observer)[name]["connected"],
+               timeout=60, message=f"{name} did not come back active")
+    wait_until(lambda: all_backed_up(observer), timeout=60, message=f"backups not rebuilt after {name} came back")
+
+
+def explain_divergence(a, b, ws):
+    """Prints, for keys on which the sites differ, what the writers know."""
+    da, db = digest(a), digest(b)
+    for k in digest_diff(da, db)[:20]:
+        key = k.decode()
+        x, y = da.get(k), db.get(k)
+        if x and y and x[0] == y[0] == "hash":
+            fx, fy = dict(x[1]), dict(y[1])
+            fields = sorted(f for f in set(fx) | set(fy) if fx.get(f) != fy.get(f))
+            print(f"DIFF {key} fields: " + ", ".join(f"{f!r}: {fx.get(f)!r} vs {fy.get(f)!r}" for f in fields[:10]))
+            continue
+        known = [(w.prefix, w.values.get(key), key in w.deleted, key in w.unknown) for w in ws
+                 if key.startswith(w.prefix + ":")]
+        print(f"DIFF {key}: {a.name} {x!r:.60} {b.name} {y!r:.60} writer (set, deleted, delete unknown) {known}")
+
+
+def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tmp_path):
+    rounds = int(os.environ.get("CHAOS_ROUNDS", "4"))
+    seed = int(os.environ.get("CHAOS_SEED", "7"))
+    london = WanSite(tmp_path, 1, "london", size=3)
+    newyork = WanSite(tmp_path, 2, "newyork", size=3)
+    link_all([london, newyork])
+    try:
+        london.start()
+        newyork.start()
+        with writers([(london, "lon0"), (london, "lon1"), (newyork, "nyc0")], seed) as ws:
+            def progress(site):
+                return lambda: sum(w.acked for w in ws if w.site is site)
+            wait_until(lambda: all(w.acked > 50 for w in ws), timeout=30, message="writers got going")
+            for r in range(rounds):
+                site, other = (london, newyork) if r % 2 == 0 else (newyork, london)
+                # Kills take turns between the sites and go round their
+                # nodes; every other pair of kills meets a backlog (the
+                # site's publishers hold their changes until after the
+                # restart).
+                paused = (r // 2) % 2 == 0
+                if paused:
+                    for n in site.live:
+                        wan_control(n, "pause", other.name)
+                    for n in site.live:
+                        wait_state(n, other.name, "paused")
+                    at = progress(site)()
+                    wait_until(lambda: progress(site)() > at + 200, timeout=30, message="a backlog formed")
+                kill_and_restart(site, (r // 2 + seed) % 3, progress(site))
+                if paused:
+                    for n in site.live:
+                        wan_control(n, "resume", other.name)
+                print(f"round {r}: {site.name}, paused {paused}, acked {[w.acked for w in ws]}, "
+                      f"errors {[w.errors for w in ws]}, {time.strftime('%X')}")
+            written = sum(w.acked for w in ws)
+            wait_until(lambda: sum(w.acked for w in ws) > written + 200, timeout=30,
+                       message="writes did not go on after the last restart")
+        try:
+            contents = wait_converged([london, newyork], timeout=120)
+        except BaseException:
+            explain_divergence(london, newyork, ws)
+            raise
+        errors = sum(w.errors for w in ws)
+        lost = []
+        for w in ws:
+            for key, v in w.values.items():
+                if contents.get(key.encode(), (None, None))[1] != v.encode():
+                    lost.append((key, v, contents.get(key.encode())))
+            for key in w.deleted - w.unknown:
+                if key.encode() in contents:
+                    lost.append((key, "deleted", contents[key.encode()]))
+            for (h, f), v in w.fields.items():
+                held = dict(contents.get(h.encode(), (None, ()))[1])
+                if held.get(f.encode()) != v.encode():
+                    lost.append((h, f, v))
+            lost += [(key, "not there to delete") for key in w.missed]
+        acked = sum(len(w.values) + len(w.deleted) + len(w.fields) for w in ws)
+        assert acked > 1000, f"too few writes to judge: {acked} (errors {errors})"
+        assert not lost, f"{len(lost)} of {acked} acknowledged writes missing or wrong, e.g. {lost[:5]}"
+    finally:
+        london.stop()
+        newyork.stop()
