@@ -63,7 +63,7 @@ class Server:
                 cfg.write_text(config)
                 args += ["--config", str(cfg)]
             args += list(extra_args)
-        self.log = open(self.log_path, "wb")
+        self.log = open(self.log_path, "ab")  # a restart on the same directory appends
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         self._wait_ready()
 

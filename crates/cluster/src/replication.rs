@@ -114,9 +114,6 @@ struct SnapshotSent {
     refused: bool,
     /// [`Replicator::take_finished_snapshots`] returned it.
     reported: bool,
-    /// The partition's next seq just before the snapshot was taken: the
-    /// backup holds everything before it once it loaded the snapshot.
-    point: u64,
     /// The partition's last seq when the backup acknowledged the end:
     /// writes up to it may have been acknowledged without this backup,
     /// so it is reported in sync only once it acknowledged this seq.
@@ -142,6 +139,10 @@ pub struct Replicator {
     /// test_backups_are_rebuilt_and_a_second_failure_loses_nothing`, about
     /// one run in ten under CPU contention).
     catching_up: Vec<Box<[AtomicBool]>>,
+    /// snapshot_point[member][partition]: the partition's next seq when
+    /// the latest snapshot for that member was taken (under the
+    /// partition's lock, which the snapshots' lock never nests with).
+    snapshot_point: Vec<Box<[AtomicU64]>>,
     /// Wakes writes whose backups all answered but whose acks did not
     /// cover them yet (rare: see [`Self::wait`]).
     ack_notify: Notify,
@@ -218,6 +219,7 @@ impl Replicator {
                 .collect(),
             acked: (0..members).map(|_| (0..parts).map(|_| AtomicU64::new(0)).collect()).collect(),
             catching_up: (0..members).map(|_| (0..parts).map(|_| AtomicBool::new(false)).collect()).collect(),
+            snapshot_point: (0..members).map(|_| (0..parts).map(|_| AtomicU64::new(0)).collect()).collect(),
             ack_notify: Notify::new(),
             table_generation: AtomicU64::new(0),
             snapshots: Mutex::new(HashMap::new()),
@@ -280,15 +282,13 @@ impl Replicator {
     /// Queues a snapshot of partition `p` for backup `b`, once per
     /// partition epoch. Returns false when one was already queued.
     pub fn send_snapshot(&self, p: usize, b: usize, epoch: u64) -> bool {
-        // At or before the snapshot's point (the two locks never nest).
-        let point = self.ks.with_partition(p, |part, _| part.log.next_seq());
         let id = {
             let mut snaps = self.snapshots.lock();
             if snaps.get(&(p, b)).is_some_and(|s| s.epoch == epoch) {
                 return false;
             }
             let id = self.snapshot_ids.fetch_add(1, Ordering::Relaxed) + 1;
-            snaps.insert((p, b), SnapshotSent { epoch, id, point, acknowledged: false, refused: false, reported: false, need: None });
+            snaps.insert((p, b), SnapshotSent { epoch, id, acknowledged: false, refused: false, reported: false, need: None });
             id
         };
         let peer = &self.out[b];
@@ -303,6 +303,7 @@ impl Replicator {
             let entries: Vec<Change> = entries.chain(part.tombstone_changes()).collect();
             // The backup's acks start over from the snapshot.
             self.acked[b][p].store(0, Ordering::Release);
+            self.snapshot_point[b][p].store(part.log.next_seq(), Ordering::Release);
             self.catching_up[b][p].store(false, Ordering::Release);
             let stream = SnapshotStream::new(p, part.log.next_seq(), id, entries);
             let keys = stream.keys();
@@ -679,9 +680,10 @@ impl Replicator {
                 let loaded = match self.snapshots.lock().get_mut(&(p, peer)).filter(|s| s.id == id) {
                     Some(s) if seq == SNAPSHOT_END && !s.acknowledged => {
                         s.acknowledged = true;
-                        // It holds what the snapshot held (see `durable_seq`).
-                        if let Some(a) = self.acked[peer].get(p) {
-                            a.fetch_max(s.point.saturating_sub(1), Ordering::AcqRel);
+                        // It holds what the snapshot held (see `durable_seq`):
+                        // an idle partition's acks would never get there.
+                        if let (Some(a), Some(point)) = (self.acked[peer].get(p), self.snapshot_point[peer].get(p)) {
+                            a.fetch_max(point.load(Ordering::Acquire).saturating_sub(1), Ordering::AcqRel);
                         }
                         true
                     }

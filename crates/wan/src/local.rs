@@ -93,9 +93,16 @@ pub fn apply_changes(
             Ok(RemoteOutcome::Duplicate) => Outcome::Duplicate,
             Ok(RemoteOutcome::ConflictLost) => Outcome::ConflictLost,
             Ok(RemoteOutcome::NeedFull) => Outcome::NeedFull,
-            // Whatever did not apply (a type clash, an overflow against a
-            // base we hold differently, a role change since the check
-            // above) is settled by the full value, sent to the primary.
+            // The partition stopped being led here since the check above,
+            // or is fenced for a handover (its copy is read-only while the
+            // table still names this node): routed again once the table
+            // moves on. Answering NeedFull here lost changes whose
+            // publisher no longer led their partition by the time the
+            // answer came (found by test_wan_chaos.py).
+            Err(keyspace::ApplyError::NotPrimary) => Outcome::Moved,
+            // Whatever else did not apply (a type clash, an overflow
+            // against a base we hold differently) is settled by the full
+            // value, sent to the primary.
             Err(_) => Outcome::NeedFull,
         };
         out.push(outcome as u8);
@@ -243,5 +250,34 @@ impl Conn {
                 return Err("connection closed".into());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keyspace::{ChangeKind, DebugClock, KeyspaceConfig, Value, Version};
+    use std::sync::Arc;
+
+    fn set(key: &str, hlc: u64) -> Change {
+        Change {
+            key: Bytes::copy_from_slice(key.as_bytes()),
+            version: Version { hlc, site: 2 },
+            kind: ChangeKind::Full { value: Value::Str(Bytes::from_static(b"v")), expire_at: 0 },
+        }
+    }
+
+    /// A partition fenced for a handover (its copy read-only, the table
+    /// still naming this node) sends a change on to wherever it is led
+    /// next, rather than asking its publisher for the full value: that
+    /// publisher may no longer lead the partition when the answer comes.
+    #[test]
+    fn a_change_for_a_copy_that_stopped_leading_is_routed_again() {
+        let ks = Keyspace::new(KeyspaceConfig { partitions: 4, site_id: 1, ..Default::default() }, Arc::new(DebugClock::default()));
+        let p = ks.partition_of(b"k");
+        assert_eq!(apply_changes(&ks, |_| true, [set("k", 1 << 16)], 0), vec![Outcome::Applied as u8]);
+        ks.set_replica(p, true);
+        assert_eq!(apply_changes(&ks, |_| true, [set("k", 2 << 16)], 0), vec![Outcome::Moved as u8]);
+        assert_eq!(apply_changes(&ks, |_| false, [set("k", 2 << 16)], 0), vec![Outcome::Moved as u8]);
     }
 }

@@ -131,6 +131,9 @@ struct Outgoing {
     /// `durable_seq`), or dropped if the partition is led elsewhere by
     /// then (its new primary re-syncs or goes on from its log).
     after: Vec<(usize, u64)>,
+    /// Full values the target asked for: read again from this node's
+    /// copy if dropped (nobody else would send them).
+    keys: Vec<(u16, Bytes)>,
 }
 
 struct Conn {
@@ -151,6 +154,8 @@ struct Publisher {
     /// Fallback and re-sync bodies, and batches given back by a broken
     /// connection.
     outbox: VecDeque<Outgoing>,
+    /// The outbox's front waits for its changes to be durable.
+    outbox_waits: bool,
     in_flight: VecDeque<InFlight>,
     /// A small batch read from the logs is on its way and not yet
     /// applied: more changes wait for it to fill the next batch (Nagle).
@@ -206,6 +211,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         pending: PartitionBits::new(parts),
         resync: BTreeSet::new(),
         outbox: VecDeque::new(),
+        outbox_waits: false,
         in_flight: VecDeque::new(),
         small_in_flight: None,
         hold_until: None,
@@ -407,6 +413,7 @@ impl Publisher {
             && self.small_in_flight.is_none()
             && self.hold_until.is_none()
             && !self.window_full()
+            && !self.outbox_waits
     }
 
     /// Sends while the window has room.
@@ -420,14 +427,21 @@ impl Publisher {
         if self.state() != PublisherState::Replicating || !self.connected() {
             return;
         }
+        self.outbox_waits = false;
         while !self.window_full() {
             if let Some(front) = self.outbox.front() {
                 if let Some(&(p, _)) = front.after.iter().find(|&&(p, seq)| self.durable_seq(p) < seq) {
                     if self.cur[p].owned {
-                        // A backup round trip away; the next pass sends it.
+                        // A backup round trip away; the next tick sends it
+                        // (quiet till then: nothing else may go first).
+                        self.outbox_waits = true;
                         break;
                     }
-                    self.outbox.pop_front();
+                    if let Some(o) = self.outbox.pop_front() {
+                        if !o.keys.is_empty() {
+                            self.send_full_values(o.keys);
+                        }
+                    }
                     continue;
                 }
                 let Some(o) = self.outbox.pop_front() else { break };
@@ -679,7 +693,7 @@ impl Publisher {
         for (i, b) in bodies.into_iter().enumerate() {
             // The last body settles everything logged before the copy.
             let seqs = if i + 1 == n && next > 1 { vec![(p as u16, next - 1)] } else { Vec::new() };
-            self.outbox.push_back(Outgoing { body: b, seqs, after: after.clone() });
+            self.outbox.push_back(Outgoing { body: b, seqs, after: after.clone(), keys: Vec::new() });
         }
         self.cur[p].next = next;
         self.pending.insert(p);
@@ -744,18 +758,27 @@ impl Publisher {
     fn send_full_values(&mut self, keys: Vec<(u16, Bytes)>) {
         let mut body = BytesMut::new();
         let mut after: Vec<(usize, u64)> = Vec::new();
-        for (p, key) in keys {
+        let mut unheld = 0u64;
+        for (p, key) in keys.iter().cloned() {
             let p = p as usize;
-            if p >= self.parts || !self.cur[p].owned || self.wan.ks.partition_of(&key) != p {
+            if p >= self.parts || self.wan.ks.partition_of(&key) != p {
                 continue;
             }
-            for change in self.wan.ks.full_changes(&key) {
+            // A partition led elsewhere since the batch left still gets
+            // the value this node holds as its backup (its primary's
+            // publisher counts the change as applied: nobody else sends
+            // it); last writer wins makes an older one harmless.
+            let changes = self.wan.ks.full_changes(&key);
+            if changes.is_empty() && !self.cur[p].owned {
+                unheld += 1;
+            }
+            for change in changes {
                 wire::put_entry(&mut body, p as u16, 0, &change);
             }
             // Read after the value: at or past the change that made it.
             let (last, promoted_through) =
                 self.wan.ks.with_partition(p, |part, _| (part.log.next_seq().saturating_sub(1), part.promoted_through));
-            if last > promoted_through {
+            if self.cur[p].owned && last > promoted_through {
                 match after.iter_mut().find(|(q, _)| *q == p) {
                     Some(a) => a.1 = a.1.max(last),
                     None => after.push((p, last)),
@@ -763,8 +786,16 @@ impl Publisher {
             }
             add(&self.target.stats.full_fallbacks, 1);
         }
+        if unheld > 0 {
+            tracing::warn!(
+                target_site = %self.target.settings.name,
+                keys = unheld,
+                "the target asked for full values of keys in partitions this node no longer holds: they may differ there until written again"
+            );
+        }
         if !body.is_empty() {
-            self.outbox.push_front(Outgoing { body: body.freeze(), seqs: Vec::new(), after });
+            let keys = if after.is_empty() { Vec::new() } else { keys };
+            self.outbox.push_front(Outgoing { body: body.freeze(), seqs: Vec::new(), after, keys });
         }
     }
 
@@ -810,7 +841,7 @@ impl Publisher {
             }
             if let Some(body) = b.body {
                 // Sent once, so it was durable then.
-                kept.push(Outgoing { body, seqs: b.seqs, after: Vec::new() });
+                kept.push(Outgoing { body, seqs: b.seqs, after: Vec::new(), keys: Vec::new() });
             }
         }
         for k in kept.into_iter().rev() {
