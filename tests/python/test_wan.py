@@ -402,13 +402,19 @@ def resume_until_site2_holds(london, newyork, ledger):
     return b
 
 
-def test_a_killed_primarys_backlog_is_shipped_by_its_successor_exactly_once(sites):
+def three_nodes_and_one(sites):
+    """Started sites london (3 nodes) and newyork (1), linked both ways,
+    and a cluster client of london."""
     london = sites(1, "london", size=3)
     newyork = sites(2, "newyork")
     link_all([london, newyork])
     london.start()
     newyork.start()
-    a = cluster_client(london)
+    return london, newyork, cluster_client(london)
+
+
+def test_a_killed_primarys_backlog_is_shipped_by_its_successor_exactly_once(sites):
+    london, newyork, a = three_nodes_and_one(sites)
     counters = [f"counter:{i}" for i in range(60)]
     # Counters already shipped once: a successor re-reading its log from the
     # start must not apply these again.
@@ -480,12 +486,7 @@ def test_a_change_its_backups_lack_does_not_leave_the_site(sites):
     keep different values (and the promoted backup's next changes, reusing
     its seq, would be skipped there as already applied). Once the backup
     holds it, it ships."""
-    london = sites(1, "london", size=3)
-    newyork = sites(2, "newyork")
-    link_all([london, newyork])
-    london.start()
-    newyork.start()
-    a = cluster_client(london)
+    london, newyork, a = three_nodes_and_one(sites)
     started = time.monotonic()
     a.set("k", "v1")
     wait_key(newyork.nodes[0], b"k", b"v1")

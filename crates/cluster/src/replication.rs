@@ -1305,6 +1305,16 @@ pub(crate) mod tests {
         assert_eq!(primary.take_finished_snapshots(), vec![(p, 1, 3)]);
     }
 
+    /// The primary writes value `i` to key "k" at hlc `i`.
+    fn write_k(primary: &Replicator, i: u64) {
+        let change = Change {
+            key: Bytes::from_static(b"k"),
+            version: Version { hlc: i << 16, site: 1 },
+            kind: ChangeKind::Full { value: Value::Str(Bytes::from(i.to_string())), expire_at: 0 },
+        };
+        primary.ks.apply_batch(primary.ks.partition_of(b"k"), vec![change], 0).unwrap();
+    }
+
     /// What may leave the site is what outlives the primary: everything
     /// while no backup is waited for, else up to what every waited-for
     /// backup acknowledged (a loaded snapshot counts for what it held),
@@ -1314,14 +1324,7 @@ pub(crate) mod tests {
         let primary = primary_with_backup();
         let backup = replicator();
         let p = primary.ks.partition_of(b"k");
-        let write = |i: u64| {
-            let change = Change {
-                key: Bytes::from_static(b"k"),
-                version: Version { hlc: i << 16, site: 1 },
-                kind: ChangeKind::Full { value: Value::Str(Bytes::from(i.to_string())), expire_at: 0 },
-            };
-            primary.ks.apply_batch(p, vec![change], 0).unwrap();
-        };
+        let write = |i: u64| write_k(&primary, i);
         write(1);
         assert_eq!(primary.durable_seq(p), u64::MAX, "the backup is not in sync: nothing is waited for");
         primary.table.store(Some(Arc::new(table(2, true))));
@@ -1356,14 +1359,7 @@ pub(crate) mod tests {
         let primary = primary_with_backup();
         let backup = replicator();
         let p = primary.ks.partition_of(b"k");
-        let write = |i: u64| {
-            let change = Change {
-                key: Bytes::from_static(b"k"),
-                version: Version { hlc: i << 16, site: 1 },
-                kind: ChangeKind::Full { value: Value::Str(Bytes::from(i.to_string())), expire_at: 0 },
-            };
-            primary.ks.apply_batch(p, vec![change], 0).unwrap();
-        };
+        let write = |i: u64| write_k(&primary, i);
         write(1);
         ship(&primary, &backup);
         write(2);
