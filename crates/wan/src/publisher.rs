@@ -5,6 +5,12 @@
 //! and `spilled` (the highest seq written to the journal). The partition
 //! log keeps everything from `max(acked, spilled) + 1` (the lowest over all
 //! targets, see [`Wan::retain`]); that is the queue, there is no copy.
+//! Only what outlives this node leaves: a log is read up to the seq its
+//! in-sync backups acknowledged (`cluster::Replicator::durable_seq`) or
+//! what the copy held when it was promoted, whichever is later; bodies of
+//! current values (copies, fallbacks) wait in the outbox until what they
+//! read is durable. A change that dies with this node must not live on at
+//! another site.
 //!
 //! Sending order, which keeps every partition's changes in seq order:
 //! bodies that are not log reads (full-value fallbacks, re-sync copies),
