@@ -214,21 +214,28 @@ def rss_bytes(server):
 
 # -- contents ----------------------------------------------------------------
 
+def slot_copies(nodes):
+    """slot -> (primary, [backups]) as Servers of `nodes` (a site's live
+    nodes), per CLUSTER SLOTS; a copy on none of them is None / left out."""
+    with RespConn.to(nodes[0]) as c:
+        ranges = c.call("CLUSTER", "SLOTS")
+    by_port = {s.port: s for s in nodes}
+    table = {}
+    for first, last, primary, *backups in ranges:
+        copies = (by_port.get(primary[1]), [by_port[b[1]] for b in backups if b[1] in by_port])
+        for slot in range(first, last + 1):
+            table[slot] = copies
+    return table
+
+
 def _primary_router(nodes):
     """key -> node that is primary for it (single node: that node)."""
     if len(nodes) == 1:
         return lambda key: nodes[0]
-    with RespConn.to(nodes[0]) as c:
-        ranges = c.call("CLUSTER", "SLOTS")
-    by_port = {s.port: s for s in nodes}
-    table = [None] * 16384
-    for first, last, primary, *_ in ranges:
-        node = by_port.get(primary[1])
-        for slot in range(first, last + 1):
-            table[slot] = node
+    table = slot_copies(nodes)
 
     def route(key):
-        node = table[key_slot(key)]
+        node = table.get(key_slot(key), (None, []))[0]
         if node is None:
             raise redis.ConnectionError(f"slot {key_slot(key)} has no live primary")
         return node

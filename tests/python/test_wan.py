@@ -23,7 +23,7 @@ from helpers import wait_until
 from helpers_net import RespConn, http_json
 from helpers_wan import (WanSite, batch, client, delete_change, entry, hello,
                          link_all, metric, partition_of, proof_frame, read_frames, refusal_text, rss_bytes,
-                         source_status, target_status, wait_converged, wait_drained, wait_state,
+                         slot_copies, source_status, target_status, wait_converged, wait_drained, wait_state,
                          wan_control, wan_proof, wan_status, welcome_challenge, write_pipelined)
 
 pytestmark = pytest.mark.deltagrid_only
@@ -468,18 +468,6 @@ def test_a_killed_primarys_backlog_is_shipped_by_its_successor_exactly_once(site
     assert sum(target_status(n, "newyork")["partition_copies"] for n in london.live) == 0
 
 
-def slot_copies(site):
-    """slot -> (primary Server, [backup Servers]) of a site."""
-    with RespConn.to(site.live[0]) as c:
-        ranges = c.call("CLUSTER", "SLOTS")
-    by_port = {n.port: n for n in site.live}
-    out = {}
-    for first, last, primary, *backups in ranges:
-        for slot in range(first, last + 1):
-            out[slot] = (by_port[primary[1]], [by_port[b[1]] for b in backups])
-    return out
-
-
 def test_a_change_its_backups_lack_does_not_leave_the_site(sites):
     """A change the primary logged but its backup does not hold yet would
     die with the primary; another site must not get it first, or the two
@@ -493,7 +481,7 @@ def test_a_change_its_backups_lack_does_not_leave_the_site(sites):
     # How long a change takes to cross here; the publisher holds a batch
     # at most 50 ms.
     crossing = time.monotonic() - started
-    primary, [backup] = slot_copies(london)[a.keyslot("k")]
+    primary, [backup] = slot_copies(london.live)[a.keyslot("k")]
 
     def held_back(value, then):
         """SET k `value` at the primary with the backup stopped: the

@@ -722,15 +722,11 @@ impl Replicator {
     }
 
     fn all_acked(&self, writes: &[(usize, u64)]) -> bool {
-        let table = self.table.load();
-        let Some(table) = table.as_ref() else { return false };
-        writes.iter().all(|&(p, seq)| {
-            let owners = table.owners(p);
-            // A partition this node no longer leads: whether the write
-            // survives is not ours to say, so it is never acknowledged.
-            owners.primary == self.my_index
-                && self.waited_for(p, owners).all(|b| self.acked[b][p].load(Ordering::Acquire) >= seq)
-        })
+        // A partition this node no longer leads has durable seq 0: whether
+        // the write survives is not ours to say, so it is never
+        // acknowledged (seqs start at 1).
+        let durability = self.durability();
+        writes.iter().all(|&(p, seq)| durability.seq(p) >= seq)
     }
 
     /// The backups a write to partition `p` waits for: the in-sync ones,
