@@ -1,15 +1,20 @@
 """Helpers for the WAN replication tests (test_wan.py): sites of one or
 more real nodes on loopback with a [wan] section, the admin endpoints of
 the publishers and receivers, a digest of a site's whole contents, RSS of a
-process, and raw WAN protocol frames for the bad-input tests.
+process, raw WAN protocol frames for the bad-input tests, and a remote
+site played by the test (FakeSite) where a real one cannot be made to
+answer at a chosen moment.
 """
 import hashlib
 import hmac
+import socket
 import struct
+import threading
 import time
 import urllib.error
 import urllib.request
 
+import lz4.block
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
@@ -454,3 +459,108 @@ def refusal_text(frames):
     return None
 
 
+
+
+def read_varint(b, at):
+    n = shift = 0
+    while True:
+        byte = b[at]
+        at += 1
+        n |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return n, at
+
+
+def batch_entries(body):
+    """A batch body's entries: [(partition, seq, key)] (the change's key
+    is its first field)."""
+    out, at = [], 0
+    while at < len(body):
+        p = struct.unpack_from("<H", body, at)[0]
+        seq, at = read_varint(body, at + 2)
+        n, at = read_varint(body, at)
+        klen, k_at = read_varint(body, at)
+        out.append((p, seq, bytes(body[k_at:k_at + klen])))
+        at += n
+    return out
+
+
+class FakeSite:
+    """A remote site's WAN port played by the test: it welcomes any
+    publisher, records every entry it gets ([(node_id, partition, seq,
+    key)]) and acknowledges each batch as received and applied, except:
+    the first batch logging key `ask` is answered with a request for its
+    full value (`asked` then holds (node_id, partition, seq)), and a batch
+    of full values of a key in `withhold` is never acknowledged as applied
+    (as if the site lost it with a node)."""
+
+    def __init__(self, name, site_id):
+        self.name, self.site_id = name, site_id
+        self.listener = socket.create_server(("127.0.0.1", fresh_port()))
+        self.endpoints = [f"127.0.0.1:{self.listener.getsockname()[1]}"]
+        self.lock = threading.Lock()
+        self.entries = []
+        self.ask = None
+        self.asked = None
+        self.withhold = set()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def seen(self, key, node_id=None, full=None):
+        """Entries of `key` (from `node_id`; full=True: full values asked
+        for or copied, seq 0; False: log entries)."""
+        with self.lock:
+            return [e for e in self.entries if e[3] == key and node_id in (None, e[0])
+                    and (full is None or (e[2] == 0) == full)]
+
+    def close(self):
+        self.listener.close()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        buf = b""
+        node_id = None
+        try:
+            while True:
+                while len(buf) < 4 or len(buf) < 4 + struct.unpack_from("<I", buf)[0]:
+                    data = conn.recv(1 << 16)
+                    if not data:
+                        return
+                    buf += data
+                n = struct.unpack_from("<I", buf)[0]
+                kind, body, buf = buf[4], buf[5:4 + n], buf[4 + n:]
+                if kind == 1:  # hello: magic, version, site id, site name, partitions, node id
+                    name_len = struct.unpack_from("<H", body, 8)[0]
+                    at = 10 + name_len + 2
+                    id_len = struct.unpack_from("<H", body, at)[0]
+                    node_id = body[at + 2:at + 2 + id_len].decode()
+                    conn.sendall(frame(2, struct.pack("<H", self.site_id) + wstr(self.name)
+                                       + struct.pack("<IQB", 0, 1, 0)))
+                elif kind == 4:
+                    batch_id, flags, raw_len = struct.unpack_from("<QBI", body)
+                    raw = body[13:]
+                    if flags & 1:
+                        raw = lz4.block.decompress(raw, uncompressed_size=raw_len)
+                    entries = batch_entries(raw)
+                    replies = [frame(5, struct.pack("<Q", batch_id))]
+                    with self.lock:
+                        self.entries += [(node_id, *e) for e in entries]
+                        logged = [(p, seq) for p, seq, k in entries if seq != 0 and k == self.ask]
+                        if logged:
+                            self.asked = (node_id, *logged[0])
+                            replies.append(frame(7, struct.pack("<IHI", 1, logged[0][0], len(self.ask)) + self.ask))
+                            self.ask = None
+                        if not any(seq == 0 and k in self.withhold for _, seq, k in entries):
+                            replies.append(frame(6, struct.pack("<Q", batch_id)))
+                    conn.sendall(b"".join(replies))
+        except OSError:
+            return
+        finally:
+            conn.close()

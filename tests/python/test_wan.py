@@ -21,7 +21,7 @@ from redis.cluster import RedisCluster
 from conftest import binary
 from helpers import wait_until
 from helpers_net import RespConn, http_json
-from helpers_wan import (WanSite, batch, client, delete_change, entry, hello,
+from helpers_wan import (FakeSite, WanSite, batch, client, delete_change, entry, hello,
                          link_all, metric, partition_of, proof_frame, read_frames, refusal_text, rss_bytes,
                          slot_copies, source_status, target_status, wait_converged, wait_drained, wait_state,
                          wan_control, wan_proof, wan_status, welcome_challenge, write_pipelined)
@@ -513,6 +513,52 @@ def test_a_change_its_backups_lack_does_not_leave_the_site(sites):
     # the same.
     held_back("v3", lambda: london.kill_node(london.nodes.index(primary)))
     wait_converged([london, newyork], timeout=60, min_keys=1)
+
+
+def test_a_delta_whose_base_the_other_site_lacks_is_followed_by_the_full_value(sites):
+    london, newyork, a = three_nodes_and_one(sites)
+    a.set("{t}k", "b" * 1000)
+    wait_key(newyork.nodes[0], b"{t}k", b"b" * 1000)
+    # Site 2 changes the key without telling site 1: it no longer holds the
+    # base of site 1's next (newer) delta.
+    wan_control(newyork.nodes[0], "pause", "london")
+    wait_state(newyork.nodes[0], "london", "paused")
+    client(newyork.nodes[0]).set("{t}k", "x" * 1000)
+    time.sleep(0.01)  # site 1's next version is newer by the clock
+    assert a.setrange("{t}k", 0, "ABCDEFGHIJKL") == 1000
+    wait_key(newyork.nodes[0], b"{t}k", b"ABCDEFGHIJKL" + b"b" * 988)
+    assert source_status(newyork.nodes[0], "london")["need_full"] == 1
+    assert sum(target_status(n, "newyork")["full_fallbacks"] for n in london.live) == 1
+    wan_control(newyork.nodes[0], "resume", "london")
+    wait_converged([london, newyork], timeout=30, min_keys=1)
+
+
+def test_the_successor_of_a_primary_asked_for_a_full_value_ships_the_change_again(sites):
+    """Site 2 acknowledges a batch as applied together with its request for
+    a delta's full value. If the primary that was asked dies before the
+    full value is applied there, its successor must not resume past the
+    delta (nobody would send that key again, and the sites would keep
+    different values): it ships the change again."""
+    newyork = FakeSite("newyork", 2)
+    london = sites(1, "london", size=3).target(newyork)
+    london.start()
+    a = cluster_client(london)
+    a.set("{t}k", "b" * 1000)
+    wait_until(lambda: newyork.seen(b"{t}k", full=False), timeout=20, message="the key crossed")
+    primary, [backup] = slot_copies(london.live)[a.keyslot("{t}k")]
+    primary_id, backup_id = (f"london-n{london.nodes.index(n) + 1}" for n in (primary, backup))
+    newyork.ask, newyork.withhold = b"{t}k", {b"{t}k"}
+    assert a.setrange("{t}k", 0, "ABCDEFGHIJKL") == 1000
+    wait_until(lambda: newyork.seen(b"{t}k", primary_id, full=True), timeout=20,
+               message="the full value asked for was sent")
+    asker, _, seq = newyork.asked
+    assert asker == primary_id
+    # The primary tells its backups what site 2 applied every 100 ms.
+    time.sleep(0.5)
+    london.kill_node(london.nodes.index(primary))
+    wait_until(lambda: [e for e in newyork.seen(b"{t}k", backup_id) if e[2] in (0, seq)], timeout=30,
+               message="the successor shipped the change again")
+    newyork.close()
 
 
 def test_a_successor_whose_log_does_not_reach_back_copies_its_partitions_and_says_so(sites):

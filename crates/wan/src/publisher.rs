@@ -12,6 +12,12 @@
 //! read is durable. A change that dies with this node must not live on at
 //! another site.
 //!
+//! A batch the target applied but for some of whose deltas it asked the
+//! full value does not settle those partitions: their `acked` (what the
+//! backups are told, where a successor resumes) waits until the full values
+//! are applied too, so a successor of a node that dies in between ships the
+//! changes again (and is asked again) rather than resuming past them.
+//!
 //! Sending order, which keeps every partition's changes in seq order:
 //! bodies that are not log reads (full-value fallbacks, re-sync copies),
 //! then the journal, then the logs in memory. When the node's logs are over
@@ -30,7 +36,7 @@
 //! large one and then one per change. In `on-apply` mode one batch is in
 //! flight until it is applied.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -107,6 +113,17 @@ struct InFlight {
     journal: Option<u64>,
     /// Bodies that cannot be read again from a log or the journal.
     body: Option<Bytes>,
+    /// Partitions whose hold it releases once applied (see [`Held`]).
+    releases: Vec<usize>,
+}
+
+/// A partition whose `acked` waits for full values the target asked for:
+/// how many fallbacks are not yet applied, and the highest seq applied
+/// meanwhile (what `acked` becomes when the last one is).
+#[derive(Debug, Default)]
+struct Held {
+    fallbacks: u32,
+    applied: u64,
 }
 
 /// Where a publisher is in one partition's log. One struct per partition
@@ -140,6 +157,8 @@ struct Outgoing {
     /// Full values the target asked for: read again from this node's
     /// copy if dropped (nobody else would send them).
     keys: Vec<(u16, Bytes)>,
+    /// Partitions whose hold it releases once applied (see [`Held`]).
+    releases: Vec<usize>,
 }
 
 struct Conn {
@@ -162,6 +181,8 @@ struct Publisher {
     outbox: VecDeque<Outgoing>,
     /// The outbox's front waits for its changes to be durable.
     outbox_waits: bool,
+    /// Partitions whose `acked` waits for full values (see [`Held`]).
+    held: HashMap<usize, Held>,
     in_flight: VecDeque<InFlight>,
     /// A small batch read from the logs is on its way and not yet
     /// applied: more changes wait for it to fill the next batch (Nagle).
@@ -218,6 +239,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         resync: BTreeSet::new(),
         outbox: VecDeque::new(),
         outbox_waits: false,
+        held: HashMap::new(),
         in_flight: VecDeque::new(),
         small_in_flight: None,
         hold_until: None,
@@ -338,6 +360,7 @@ impl Publisher {
         self.spill_ages.clear();
         self.cur.iter_mut().for_each(|c| c.spilled = 0);
         self.outbox.clear();
+        self.held.clear();
         self.pending.clear();
         for p in 0..self.parts {
             self.set_needed(p, None);
@@ -354,6 +377,36 @@ impl Publisher {
     fn advance_needed(&self, p: usize) {
         self.target.needed[p].store(self.low(p), Ordering::SeqCst);
         self.wan.retain_forward(p);
+    }
+
+    /// The target applied partition `p` through `seq`: `acked` moves (the
+    /// log may let go, the backups are told) unless full values the target
+    /// asked for are outstanding there.
+    fn settle(&mut self, p: usize, seq: u64) {
+        if let Some(h) = self.held.get_mut(&p) {
+            h.applied = h.applied.max(seq);
+            return;
+        }
+        let Some(c) = self.cur.get_mut(p) else { return };
+        if seq > c.acked {
+            c.acked = seq;
+            let owned = c.owned;
+            self.to_share.insert(p);
+            if owned && self.queueing() {
+                self.advance_needed(p);
+            }
+        }
+    }
+
+    /// One of `p`'s outstanding fallbacks was applied.
+    fn release(&mut self, p: usize) {
+        let Some(h) = self.held.get_mut(&p) else { return };
+        h.fallbacks = h.fallbacks.saturating_sub(1);
+        if h.fallbacks == 0 {
+            let applied = h.applied;
+            self.held.remove(&p);
+            self.settle(p, applied);
+        }
     }
 
     fn low(&self, p: usize) -> u64 {
@@ -386,7 +439,10 @@ impl Publisher {
             if owned {
                 // Promoted: resume from what the previous primary shared.
                 let shared = self.target.shared_applied[p].load(Ordering::Relaxed);
-                self.cur[p].acked = self.cur[p].acked.max(shared);
+                match self.held.get_mut(&p) {
+                    Some(h) => h.applied = h.applied.max(shared),
+                    None => self.cur[p].acked = self.cur[p].acked.max(shared),
+                }
                 self.cur[p].next = self.low(p);
                 self.pending.insert(p);
                 if self.queueing() {
@@ -447,11 +503,12 @@ impl Publisher {
                         if !o.keys.is_empty() {
                             self.send_full_values(o.keys);
                         }
+                        o.releases.into_iter().for_each(|p| self.release(p));
                     }
                     continue;
                 }
                 let Some(o) = self.outbox.pop_front() else { break };
-                self.send(o.body.clone(), o.seqs, None, Some(o.body));
+                self.send(o.body.clone(), o.seqs, None, Some(o.body), o.releases);
                 continue;
             }
             if let Some(p) = self.resync.pop_first() {
@@ -465,7 +522,7 @@ impl Publisher {
                             let (id, body) = records[0].clone();
                             self.journal_read = id + 1;
                             let seqs = wire::max_seqs(&body);
-                            self.send(body, seqs, Some(id), None);
+                            self.send(body, seqs, Some(id), None, Vec::new());
                             continue;
                         }
                         Ok(_) => {}
@@ -495,7 +552,7 @@ impl Publisher {
                 self.batch_max = (self.batch_max * 2).min(BATCH_MAX);
             }
             let small = body.len() < BATCH_MIN;
-            self.send(body, seqs, None, None);
+            self.send(body, seqs, None, None, Vec::new());
             if !full {
                 // The logs are drained: what is written next waits to fill
                 // a batch rather than leaving one change at a time.
@@ -586,10 +643,7 @@ impl Publisher {
                         } else if c.inflight == 0 && c.spilled <= c.acked {
                             // Only other sites' changes, nothing of this
                             // partition on its way: nothing to wait for.
-                            c.acked = last;
-                            if self.queueing() {
-                                self.advance_needed(p);
-                            }
+                            self.settle(p, last);
                         } else {
                             // Settled by the batch in flight or the journal.
                             seqs.push((p as u16, last));
@@ -616,7 +670,14 @@ impl Publisher {
         (body.freeze(), seqs)
     }
 
-    fn send(&mut self, body: Bytes, seqs: Vec<(u16, u64)>, journal: Option<u64>, keep: Option<Bytes>) {
+    fn send(
+        &mut self,
+        body: Bytes,
+        seqs: Vec<(u16, u64)>,
+        journal: Option<u64>,
+        keep: Option<Bytes>,
+        releases: Vec<usize>,
+    ) {
         let Some(conn) = self.conn.as_ref() else { return };
         self.batch_id += 1;
         let events = wire::count_entries(&body);
@@ -638,6 +699,7 @@ impl Publisher {
             seqs,
             journal,
             body: keep,
+            releases,
         });
     }
 
@@ -699,7 +761,7 @@ impl Publisher {
         for (i, b) in bodies.into_iter().enumerate() {
             // The last body settles everything logged before the copy.
             let seqs = if i + 1 == n && next > 1 { vec![(p as u16, next - 1)] } else { Vec::new() };
-            self.outbox.push_back(Outgoing { body: b, seqs, after: after.clone(), keys: Vec::new() });
+            self.outbox.push_back(Outgoing { body: b, seqs, after: after.clone(), keys: Vec::new(), releases: Vec::new() });
         }
         self.cur[p].next = next;
         self.pending.insert(p);
@@ -737,15 +799,9 @@ impl Publisher {
                     let p = p as usize;
                     let Some(c) = self.cur.get_mut(p) else { continue };
                     c.inflight = c.inflight.saturating_sub(1);
-                    if seq > c.acked {
-                        c.acked = seq;
-                        let owned = c.owned;
-                        self.to_share.insert(p);
-                        if owned && self.queueing() {
-                            self.advance_needed(p);
-                        }
-                    }
+                    self.settle(p, seq);
                 }
+                b.releases.into_iter().for_each(|p| self.release(p));
                 self.trim_journal();
             }
             Frame::NeedFull(keys) => self.send_full_values(keys),
@@ -800,8 +856,16 @@ impl Publisher {
             );
         }
         if !body.is_empty() {
+            // The batch that asked is acknowledged as applied next: it does
+            // not settle these partitions until this body is applied too.
+            let mut releases: Vec<usize> = keys.iter().map(|(p, _)| *p as usize).filter(|&p| p < self.parts).collect();
+            releases.sort_unstable();
+            releases.dedup();
+            for &p in &releases {
+                self.held.entry(p).or_default().fallbacks += 1;
+            }
             let keys = if after.is_empty() { Vec::new() } else { keys };
-            self.outbox.push_front(Outgoing { body: body.freeze(), seqs: Vec::new(), after, keys });
+            self.outbox.push_front(Outgoing { body: body.freeze(), seqs: Vec::new(), after, keys, releases });
         }
     }
 
@@ -847,7 +911,7 @@ impl Publisher {
             }
             if let Some(body) = b.body {
                 // Sent once, so it was durable then.
-                kept.push(Outgoing { body, seqs: b.seqs, after: Vec::new(), keys: Vec::new() });
+                kept.push(Outgoing { body, seqs: b.seqs, after: Vec::new(), keys: Vec::new(), releases: b.releases });
             }
         }
         for k in kept.into_iter().rev() {
@@ -922,8 +986,12 @@ impl Publisher {
                 }
                 for (p, seq) in applied {
                     let p = p as usize;
-                    if p < self.parts && seq > self.cur[p].acked {
-                        self.cur[p].acked = seq;
+                    match self.held.get_mut(&p) {
+                        // It may have applied past a change whose full value
+                        // it still lacks.
+                        Some(h) => h.applied = h.applied.max(seq),
+                        None if p < self.parts && seq > self.cur[p].acked => self.cur[p].acked = seq,
+                        None => {}
                     }
                 }
                 for p in 0..self.parts {
