@@ -21,6 +21,7 @@ pub mod local;
 pub mod publisher;
 pub mod receiver;
 pub mod stats;
+pub mod watermarks;
 pub mod wire;
 
 use std::collections::HashMap;
@@ -209,11 +210,8 @@ pub struct Wan {
     pub targets: Vec<Arc<Target>>,
     /// Per source site: what this node's receiver has seen and applied.
     pub received: Mutex<HashMap<u16, Arc<ReceiverStats>>>,
-    /// (source site, publisher incarnation, source partition) -> highest
-    /// seq applied through this node: a re-sent entry at or below it is
-    /// skipped. (Skipping is an economy: a re-applied change is a
-    /// Duplicate by version anyway.)
-    pub watermarks: Mutex<HashMap<(u16, u64, u16), u64>>,
+    /// What this node's receiver applied, per publisher and partition.
+    pub watermarks: Mutex<watermarks::Watermarks>,
     /// This process's publishers' incarnation (see [`wire::Hello`]).
     pub incarnation: u64,
 }
@@ -263,7 +261,7 @@ impl Wan {
             cluster,
             targets,
             received: Mutex::new(HashMap::new()),
-            watermarks: Mutex::new(HashMap::new()),
+            watermarks: Mutex::new(watermarks::Watermarks::default()),
             incarnation: cluster::auth::random_u64(),
         });
         ks.set_listener(wan.clone());

@@ -124,13 +124,7 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
     let source = hello.site_id;
     *stats.name.lock() = hello.site_name.clone();
     let inc = hello.incarnation;
-    let applied: Vec<(u16, u64)> = wan
-        .watermarks
-        .lock()
-        .iter()
-        .filter(|((s, i, _), _)| *s == source && *i == inc)
-        .map(|((_, _, p), seq)| (*p, *seq))
-        .collect();
+    let applied = wan.watermarks.lock().of(source, inc);
     let secret = wan.settings.secret.as_deref().map(str::as_bytes);
     let challenge = secret.map(|secret| {
         let nonce = auth::nonce();
@@ -267,7 +261,7 @@ async fn apply_loop(
             let marks = wan.watermarks.lock();
             entries
                 .into_iter()
-                .filter(|e| e.seq == 0 || marks.get(&(source, inc, e.partition)).is_none_or(|&m| e.seq > m))
+                .filter(|e| e.seq == 0 || marks.get(source, inc, e.partition).is_none_or(|m| e.seq > m))
                 .collect()
         };
         add(&stats.duplicates, (total - fresh.len()) as u64);
@@ -286,13 +280,7 @@ async fn apply_loop(
                 Outcome::Moved => {}
             }
         }
-        {
-            let mut marks = wan.watermarks.lock();
-            for e in fresh.iter().filter(|e| e.seq != 0) {
-                let m = marks.entry((source, inc, e.partition)).or_insert(0);
-                *m = (*m).max(e.seq);
-            }
-        }
+        wan.watermarks.lock().raise(source, inc, fresh.iter().filter(|e| e.seq != 0).map(|e| (e.partition, e.seq)));
         if !need.is_empty() {
             let _ = tx.send(Frame::NeedFull(need));
         }
