@@ -761,6 +761,18 @@ impl Keyspace {
         Ok(())
     }
 
+    /// A remote change that changed nothing (a duplicate, or older than
+    /// what is held) was decided by what the partition holds, which may be
+    /// an earlier attempt's change whose backups never acknowledged it (its
+    /// sender retries after a failed wait): the caller waits, as for a
+    /// write, until the backups hold the partition's log so far.
+    pub(crate) fn written_through_now(&self, part: &Partition) {
+        let last = part.log.next_seq().saturating_sub(1);
+        if last > 0 && self.sink.get().is_some() {
+            WRITTEN.with(|w| w.borrow_mut().push((part.id as usize, last)));
+        }
+    }
+
     fn record(&self, part: &mut Partition, change: &Change, saved: usize) -> u64 {
         if let Some(l) = self.listener.get() {
             l.appended(part.id as usize, change);

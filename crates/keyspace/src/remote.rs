@@ -106,7 +106,10 @@ impl Keyspace {
                     touched = true;
                     outcome
                 }),
-                None => Ok(outcome),
+                None => {
+                    self.written_through_now(&part);
+                    Ok(outcome)
+                }
             }
         };
         if touched {

@@ -550,6 +550,25 @@ fn remote_changes_reach_the_sink_and_the_observer_and_replay_on_a_backup() {
     assert_eq!(floor(&backup, "gone"), Some(v));
 }
 
+/// A change applied once whose backups never acknowledged it (the
+/// sender's wait failed) comes again: the second attempt changes nothing
+/// but still waits for the backups to hold it, as the first did.
+#[test]
+fn a_remote_change_that_changes_nothing_still_waits_for_the_backups() {
+    let ks = keyspace(1);
+    ks.set_sink(Arc::new(Capture::default()));
+    let v = remote_version(&ks, 0);
+    crate::take_written();
+    assert_eq!(apply(&ks, &full("k", "x", v)), Applied);
+    let first = crate::take_written();
+    assert_eq!(first.len(), 1);
+    assert_eq!(apply(&ks, &full("k", "x", v)), Duplicate);
+    assert_eq!(crate::take_written(), first);
+    let older = Version { hlc: v.hlc - 1, site: 2 };
+    assert_eq!(apply(&ks, &full("k", "y", older)), ConflictLost);
+    assert_eq!(crate::take_written(), first);
+}
+
 #[test]
 fn flushall_deletes_leave_tombstones_and_backups_get_the_same() {
     let ks = keyspace(1);
