@@ -4,7 +4,8 @@ publishers paused now and then so that kills meet a backlog. Afterwards:
 both sites hold the same contents (digest of every key, value and TTL),
 and every write a client got an acknowledgement for is there at both,
 including the fields both sites wrote into the same hashes and the
-deletes.
+deletes. Both sites also overwrite parts of the same strings, so deltas
+meet other bases and full values are asked for while nodes die.
 
 `CHAOS_ROUNDS` (default 4: two kills per site) and `CHAOS_SEED` make it
 longer or another sequence: `CHAOS_ROUNDS=40 pytest test_wan_chaos.py`."""
@@ -19,17 +20,20 @@ from redis.cluster import RedisCluster
 
 from helpers import wait_until
 from helpers_net import http_json
-from helpers_wan import WanSite, digest, digest_diff, link_all, wait_converged, wan_control, wait_state
+from helpers_wan import (WanSite, digest, digest_diff, link_all, source_status, wait_converged, wan_control,
+                         wait_state)
 
 pytestmark = pytest.mark.deltagrid_only
 
 SHARED_HASHES = 16
+SHARED_STRINGS = 8
 
 
 class Writer(threading.Thread):
     """Writes through a cluster client of one site until stopped: unique
-    keys (SET), fields of hashes the other site writes too (HSET), and
-    deletes of keys it set before (DEL). Remembers what was acknowledged;
+    keys (SET), fields of hashes the other site writes too (HSET), deletes
+    of keys it set before (DEL), and parts of strings the other site
+    overwrites too (SETRANGE). Remembers what was acknowledged;
     an operation that failed has an unknown outcome and is left out."""
 
     def __init__(self, site, prefix, seed):
@@ -64,8 +68,13 @@ class Writer(threading.Thread):
                 time.sleep(0.05)
 
     def one(self, rc, i):
-        op = i % 5
-        if op == 4 and self.values:
+        op = i % 6
+        if op == 5:
+            # Both sites overwrite parts of the same strings: a delta often
+            # reaches a site holding another base, which asks for the full
+            # value (only convergence is checked for these).
+            rc.setrange(f"shared:s{i % SHARED_STRINGS}", self.rng.randrange(0, 1000, 12), f"{self.prefix}:{i:08d}"[-12:])
+        elif op == 4 and self.values:
             at = self.rng.randrange(len(self.keys))
             self.keys[at], self.keys[-1] = self.keys[-1], self.keys[at]
             key = self.keys.pop()
@@ -203,6 +212,11 @@ def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tm
         acked = sum(len(w.values) + len(w.deleted) + len(w.fields) for w in ws)
         assert acked > 1000, f"too few writes to judge: {acked} (errors {errors})"
         assert not lost, f"{len(lost)} of {acked} acknowledged writes missing or wrong, e.g. {lost[:5]}"
+        # The shared strings made sites ask for full values (counters of
+        # the nodes that were not restarted since).
+        asked = sum(source_status(n, other.name)["need_full"]
+                    for site, other in ((london, newyork), (newyork, london)) for n in site.live)
+        assert asked > 0, "no delta met another base: the full-value path went untested"
     finally:
         london.stop()
         newyork.stop()
