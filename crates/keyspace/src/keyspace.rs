@@ -765,10 +765,13 @@ impl Keyspace {
     /// what is held) was decided by what the partition holds, which may be
     /// an earlier attempt's change whose backups never acknowledged it (its
     /// sender retries after a failed wait): the caller waits, as for a
-    /// write, until the backups hold the partition's log so far.
+    /// write, until the backups hold the partition's log so far. Not for
+    /// what was logged before this copy became primary: no backup
+    /// acknowledges that again (an idle partition handed over would wait
+    /// for ever; found by test_wan_chaos.py).
     pub(crate) fn written_through_now(&self, part: &Partition) {
         let last = part.log.next_seq().saturating_sub(1);
-        if last > 0 && self.sink.get().is_some() {
+        if last > part.promoted_through && self.sink.get().is_some() {
             WRITTEN.with(|w| w.borrow_mut().push((part.id as usize, last)));
         }
     }

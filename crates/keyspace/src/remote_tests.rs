@@ -567,6 +567,13 @@ fn a_remote_change_that_changes_nothing_still_waits_for_the_backups() {
     let older = Version { hlc: v.hlc - 1, site: 2 };
     assert_eq!(apply(&ks, &full("k", "y", older)), ConflictLost);
     assert_eq!(crate::take_written(), first);
+    // A copy promoted since: its backups acknowledge only what it logs
+    // from then on, and nothing is logged now.
+    let p = ks.partition_of(b"k");
+    ks.set_replica(p, true);
+    ks.set_replica(p, false);
+    assert_eq!(apply(&ks, &full("k", "x", v)), Duplicate);
+    assert!(crate::take_written().is_empty());
 }
 
 #[test]
