@@ -489,11 +489,12 @@ def batch_entries(body):
 class FakeSite:
     """A remote site's WAN port played by the test: it welcomes any
     publisher, records every entry it gets ([(node_id, partition, seq,
-    key)]) and acknowledges each batch as received and applied, except:
-    the first batch logging key `ask` is answered with a request for its
-    full value (`asked` then holds (node_id, partition, seq)), and a batch
-    of full values of a key in `withhold` is never acknowledged as applied
-    (as if the site lost it with a node)."""
+    key)]) and the size of every batch body (`bodies`), and acknowledges
+    each batch as received and applied, except: the first batch logging key
+    `ask` is answered with a request for its full value (or for those of
+    `ask_keys`, [(partition, key)], if set; `asked` then holds (node_id,
+    partition, seq)), and a batch of full values of a key in `withhold` is
+    never acknowledged as applied (as if the site lost it with a node)."""
 
     def __init__(self, name, site_id):
         self.name, self.site_id = name, site_id
@@ -502,7 +503,9 @@ class FakeSite:
         self.lock = threading.Lock()
         self.entries = []
         self.ask = None
+        self.ask_keys = None
         self.asked = None
+        self.bodies = []
         self.withhold = set()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -552,10 +555,13 @@ class FakeSite:
                     replies = [frame(5, struct.pack("<Q", batch_id))]
                     with self.lock:
                         self.entries += [(node_id, *e) for e in entries]
+                        self.bodies.append(raw_len)
                         logged = [(p, seq) for p, seq, k in entries if seq != 0 and k == self.ask]
                         if logged:
                             self.asked = (node_id, *logged[0])
-                            replies.append(frame(7, struct.pack("<IHI", 1, logged[0][0], len(self.ask)) + self.ask))
+                            keys = self.ask_keys or [(logged[0][0], self.ask)]
+                            replies.append(frame(7, struct.pack("<I", len(keys)) + b"".join(
+                                struct.pack("<HI", p, len(k)) + k for p, k in keys)))
                             self.ask = None
                         if not any(seq == 0 and k in self.withhold for _, seq, k in entries):
                             replies.append(frame(6, struct.pack("<Q", batch_id)))

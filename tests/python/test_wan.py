@@ -561,6 +561,29 @@ def test_the_successor_of_a_primary_asked_for_a_full_value_ships_the_change_agai
     newyork.close()
 
 
+def test_full_values_asked_for_in_bulk_leave_in_batches_under_the_frame_limit(sites):
+    # 100 values of 700 KB asked for at once: one body of 70 MB would be
+    # over the protocol's 64 MiB frame limit, refused by every receiver and
+    # sent again for ever; nor should the publisher read them all at once.
+    newyork = FakeSite("newyork", 2)
+    london = sites(1, "london").target(newyork)
+    london.start()
+    r = client(london.nodes[0])
+    big = [f"big:{i}".encode() for i in range(100)]
+    write_pipelined(r, [("SET", k, os.urandom(700_000)) for k in big], chunk=10)
+    wait_until(lambda: all(newyork.seen(k, full=False) for k in big), timeout=60, message="the values crossed")
+    before = len(newyork.bodies)
+    newyork.ask_keys = [(partition_of(k), k) for k in big]
+    newyork.ask = b"trigger"
+    r.set("trigger", "1")
+    wait_until(lambda: all(newyork.seen(k, full=True) for k in big), timeout=60,
+               message="every full value asked for was sent")
+    sizes = newyork.bodies[before:]
+    assert sum(sizes) > 70_000_000
+    assert max(sizes) < 2 << 20, f"a batch of {max(sizes)} bytes"
+    newyork.close()
+
+
 def test_a_successor_whose_log_does_not_reach_back_copies_its_partitions_and_says_so(sites):
     # Backups keep no log beyond what a consumer needs (log_memory 0), so
     # the successor of a primary killed with a backlog cannot resume from

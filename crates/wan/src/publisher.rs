@@ -144,6 +144,16 @@ struct Cursor {
     owned: bool,
 }
 
+/// Keys whose full values the target asked for, not yet read.
+struct Asked {
+    keys: VecDeque<(u16, Bytes)>,
+    /// Their partitions, held (see [`Held`]) until the batch that reads
+    /// the last of them is applied.
+    releases: Vec<usize>,
+    /// A batch of them is in the outbox or on its way.
+    started: bool,
+}
+
 /// A body that is not a log read, waiting to be sent.
 struct Outgoing {
     body: Bytes,
@@ -183,6 +193,8 @@ struct Publisher {
     outbox_waits: bool,
     /// Partitions whose `acked` waits for full values (see [`Held`]).
     held: HashMap<usize, Held>,
+    /// Requests for full values not yet read, oldest first.
+    asked: VecDeque<Asked>,
     in_flight: VecDeque<InFlight>,
     /// A small batch read from the logs is on its way and not yet
     /// applied: more changes wait for it to fill the next batch (Nagle).
@@ -240,6 +252,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         outbox: VecDeque::new(),
         outbox_waits: false,
         held: HashMap::new(),
+        asked: VecDeque::new(),
         in_flight: VecDeque::new(),
         small_in_flight: None,
         hold_until: None,
@@ -360,6 +373,7 @@ impl Publisher {
         self.spill_ages.clear();
         self.cur.iter_mut().for_each(|c| c.spilled = 0);
         self.outbox.clear();
+        self.asked.clear();
         self.held.clear();
         self.pending.clear();
         for p in 0..self.parts {
@@ -504,7 +518,7 @@ impl Publisher {
                     }
                     if let Some(o) = self.outbox.pop_front() {
                         if !o.keys.is_empty() {
-                            self.send_full_values(o.keys);
+                            self.ask_full_values(o.keys);
                         }
                         o.releases.into_iter().for_each(|p| self.release(p));
                     }
@@ -512,6 +526,9 @@ impl Publisher {
                 }
                 let Some(o) = self.outbox.pop_front() else { break };
                 self.send(o.body.clone(), o.seqs, None, Some(o.body), o.releases);
+                continue;
+            }
+            if self.read_full_values() {
                 continue;
             }
             if let Some(p) = self.resync.pop_first() {
@@ -807,7 +824,7 @@ impl Publisher {
                 b.releases.into_iter().for_each(|p| self.release(p));
                 self.trim_journal();
             }
-            Frame::NeedFull(keys) => self.send_full_values(keys),
+            Frame::NeedFull(keys) => self.ask_full_values(keys),
             Frame::Refuse(why) => {
                 tracing::warn!(target_site = self.target.settings.name, "remote site refused: {why}");
                 self.disconnected("refused");
@@ -819,16 +836,42 @@ impl Publisher {
         }
     }
 
-    /// The receiver lacked a delta's base: send what this node holds now.
-    fn send_full_values(&mut self, keys: Vec<(u16, Bytes)>) {
+    /// The receiver lacked the base of these keys' deltas: their full
+    /// values are read and sent a batch at a time ([`Self::read_full_values`]).
+    /// The batch that asked is acknowledged as applied next; it does not
+    /// settle these partitions until the last of them is applied too.
+    fn ask_full_values(&mut self, keys: Vec<(u16, Bytes)>) {
+        let keys: VecDeque<(u16, Bytes)> = keys
+            .into_iter()
+            .filter(|(p, key)| (*p as usize) < self.parts && self.wan.ks.partition_of(key) == *p as usize)
+            .collect();
+        let mut releases: Vec<usize> = keys.iter().map(|(p, _)| *p as usize).collect();
+        releases.sort_unstable();
+        releases.dedup();
+        for &p in &releases {
+            self.held.entry(p).or_default().fallbacks += 1;
+        }
+        if !keys.is_empty() {
+            self.asked.push_back(Asked { keys, releases, started: false });
+        }
+    }
+
+    /// Reads the next batch of full values asked for (up to `batch_max`
+    /// bytes: a request for many large values neither makes one body over
+    /// the frame limit nor holds them all at once) into the outbox; false
+    /// if none is asked for.
+    fn read_full_values(&mut self) -> bool {
+        if self.asked.is_empty() {
+            return false;
+        }
+        let max = self.batch_max.max(256 << 10);
         let mut body = BytesMut::new();
         let mut after: Vec<(usize, u64)> = Vec::new();
+        let mut keys = Vec::new();
         let mut unheld = 0u64;
-        for (p, key) in keys.iter().cloned() {
-            let p = p as usize;
-            if p >= self.parts || self.wan.ks.partition_of(&key) != p {
-                continue;
-            }
+        while body.len() < max {
+            let Some((p16, key)) = self.asked.front_mut().and_then(|a| a.keys.pop_front()) else { break };
+            let p = p16 as usize;
             // A partition led elsewhere since the batch left still gets
             // the value this node holds as its backup (its primary's
             // publisher counts the change as applied: nobody else sends
@@ -838,7 +881,7 @@ impl Publisher {
                 unheld += 1;
             }
             for change in changes {
-                wire::put_entry(&mut body, p as u16, 0, &change);
+                wire::put_entry(&mut body, p16, 0, &change);
             }
             // Read after the value: at or past the change that made it.
             let (last, promoted_through) =
@@ -849,6 +892,7 @@ impl Publisher {
                     None => after.push((p, last)),
                 }
             }
+            keys.push((p16, key));
             add(&self.target.stats.full_fallbacks, 1);
         }
         if unheld > 0 {
@@ -858,18 +902,21 @@ impl Publisher {
                 "the target asked for full values of keys in partitions this node no longer holds: they may differ there until written again"
             );
         }
-        if !body.is_empty() {
-            // The batch that asked is acknowledged as applied next: it does
-            // not settle these partitions until this body is applied too.
-            let mut releases: Vec<usize> = keys.iter().map(|(p, _)| *p as usize).filter(|&p| p < self.parts).collect();
-            releases.sort_unstable();
-            releases.dedup();
-            for &p in &releases {
-                self.held.entry(p).or_default().fallbacks += 1;
-            }
-            let keys = if after.is_empty() { Vec::new() } else { keys };
-            self.outbox.push_front(Outgoing { body: body.freeze(), seqs: Vec::new(), after, keys, releases });
+        // The request's last batch releases its partitions (an empty one
+        // too, if earlier ones are on their way: it is applied after them).
+        let Some(front) = self.asked.front_mut() else { return true };
+        let started = std::mem::replace(&mut front.started, true);
+        let releases = match front.keys.is_empty() {
+            true => self.asked.pop_front().map(|a| a.releases).unwrap_or_default(),
+            false => Vec::new(),
+        };
+        if body.is_empty() && !started {
+            releases.into_iter().for_each(|p| self.release(p));
+            return true;
         }
+        let keys = if after.is_empty() { Vec::new() } else { keys };
+        self.outbox.push_back(Outgoing { body: body.freeze(), seqs: Vec::new(), after, keys, releases });
+        true
     }
 
     fn trim_journal(&mut self) {
