@@ -584,6 +584,27 @@ def test_full_values_asked_for_in_bulk_leave_in_batches_under_the_frame_limit(si
     newyork.close()
 
 
+def test_a_site_asking_for_more_full_values_than_the_budget_allows_is_re_synced(sites):
+    # Requests for full values not yet read may hold a quarter of
+    # memory_budget (here 256 KiB); 3,000 keys of 100 bytes are more.
+    newyork = FakeSite("newyork", 2)
+    london = sites(1, "london", memory_budget="1MiB").target(newyork)
+    london.start()
+    r = client(london.nodes[0])
+    r.set("kept", "v")
+    wait_until(lambda: newyork.seen(b"kept", full=False), timeout=20, message="the key crossed")
+    keys = [f"{i:0100d}".encode() for i in range(3000)]
+    newyork.ask_keys = [(partition_of(k), k) for k in keys]
+    newyork.ask = b"trigger"
+    r.set("trigger", "1")
+    wait_until(lambda: target_status(london.nodes[0], "newyork")["resyncs"] == 1, timeout=20,
+               message="the target re-synced")
+    assert b"re-syncing it instead" in london.logs()
+    wait_until(lambda: newyork.seen(b"kept", full=True), timeout=20, message="the re-sync copied the contents")
+    wait_state(london.nodes[0], "newyork", "replicating")
+    newyork.close()
+
+
 def test_a_successor_whose_log_does_not_reach_back_copies_its_partitions_and_says_so(sites):
     # Backups keep no log beyond what a consumer needs (log_memory 0), so
     # the successor of a primary killed with a backlog cannot resume from

@@ -79,6 +79,12 @@ const SHARE_EVERY: Duration = Duration::from_millis(100);
 const SMALL_BATCH_EVERY: Duration = Duration::from_millis(50);
 /// A batch not received in this long means the link is gone.
 const STALL: Duration = Duration::from_secs(10);
+/// Keys of full values asked for and not yet read may take this share of
+/// `memory_budget` (at least [`ASKED_MIN_BYTES`]); past it the target is
+/// re-synced instead, so a site asking for more than this node can hold,
+/// or asking again and again, cannot grow its memory.
+const ASKED_BUDGET_SHARE: usize = 4;
+const ASKED_MIN_BYTES: usize = 64 << 10;
 
 /// What `wan status` shows for a target, refreshed by the publisher.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -193,8 +199,10 @@ struct Publisher {
     outbox_waits: bool,
     /// Partitions whose `acked` waits for full values (see [`Held`]).
     held: HashMap<usize, Held>,
-    /// Requests for full values not yet read, oldest first.
+    /// Requests for full values not yet read, oldest first, and the bytes
+    /// of their keys.
     asked: VecDeque<Asked>,
+    asked_bytes: usize,
     in_flight: VecDeque<InFlight>,
     /// A small batch read from the logs is on its way and not yet
     /// applied: more changes wait for it to fill the next batch (Nagle).
@@ -253,6 +261,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         outbox_waits: false,
         held: HashMap::new(),
         asked: VecDeque::new(),
+        asked_bytes: 0,
         in_flight: VecDeque::new(),
         small_in_flight: None,
         hold_until: None,
@@ -374,6 +383,7 @@ impl Publisher {
         self.cur.iter_mut().for_each(|c| c.spilled = 0);
         self.outbox.clear();
         self.asked.clear();
+        self.asked_bytes = 0;
         self.held.clear();
         self.pending.clear();
         for p in 0..self.parts {
@@ -851,8 +861,20 @@ impl Publisher {
         for &p in &releases {
             self.held.entry(p).or_default().fallbacks += 1;
         }
-        if !keys.is_empty() {
-            self.asked.push_back(Asked { keys, releases, started: false });
+        if keys.is_empty() {
+            return;
+        }
+        self.asked_bytes += keys.iter().map(|(_, k)| k.len() + 16).sum::<usize>();
+        self.asked.push_back(Asked { keys, releases, started: false });
+        let limit = (self.wan.settings.memory_budget as usize / ASKED_BUDGET_SHARE).max(ASKED_MIN_BYTES);
+        if self.asked_bytes > limit {
+            tracing::error!(
+                target_site = self.target.settings.name,
+                bytes = self.asked_bytes,
+                "the target asked for more full values than this node keeps requests for ({limit} bytes of keys, a quarter of wan.memory_budget): re-syncing it instead"
+            );
+            self.drop_backlog();
+            self.target.set_state(PublisherState::NeedsResync);
         }
     }
 
@@ -871,6 +893,7 @@ impl Publisher {
         let mut unheld = 0u64;
         while body.len() < max {
             let Some((p16, key)) = self.asked.front_mut().and_then(|a| a.keys.pop_front()) else { break };
+            self.asked_bytes = self.asked_bytes.saturating_sub(key.len() + 16);
             let p = p16 as usize;
             // A partition led elsewhere since the batch left still gets
             // the value this node holds as its backup (its primary's
