@@ -528,7 +528,7 @@ class FakeSite:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn):
-        buf = b""
+        buf = bytearray()
         node_id = None
         try:
             while True:
@@ -538,7 +538,8 @@ class FakeSite:
                         return
                     buf += data
                 n = struct.unpack_from("<I", buf)[0]
-                kind, body, buf = buf[4], buf[5:4 + n], buf[4 + n:]
+                kind, body = buf[4], bytes(buf[5:4 + n])
+                del buf[:4 + n]
                 if kind == 1:  # hello: magic, version, site id, site name, partitions, node id
                     name_len = struct.unpack_from("<H", body, 8)[0]
                     at = 10 + name_len + 2
