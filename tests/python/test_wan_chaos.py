@@ -8,7 +8,8 @@ deletes. Both sites also overwrite parts of the same strings, so deltas
 meet other bases and full values are asked for while nodes die.
 
 `CHAOS_ROUNDS` (default 4: two kills per site) and `CHAOS_SEED` make it
-longer or another sequence: `CHAOS_ROUNDS=40 pytest test_wan_chaos.py`."""
+longer or another sequence: `CHAOS_ROUNDS=40 pytest test_wan_chaos.py`;
+`CHAOS_SITES=3` adds a third site (tokyo) to the mesh, with a writer."""
 import contextlib
 import os
 import random
@@ -157,18 +158,20 @@ def explain_divergence(a, b, ws):
 def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tmp_path):
     rounds = int(os.environ.get("CHAOS_ROUNDS", "4"))
     seed = int(os.environ.get("CHAOS_SEED", "7"))
-    london = WanSite(tmp_path, 1, "london", size=3)
-    newyork = WanSite(tmp_path, 2, "newyork", size=3)
-    link_all([london, newyork])
+    names = [("london", "lon"), ("newyork", "nyc"), ("tokyo", "tyo")][:int(os.environ.get("CHAOS_SITES", "2"))]
+    sites = [WanSite(tmp_path, i + 1, name, size=3) for i, (name, _) in enumerate(names)]
+    link_all(sites)
     try:
-        london.start()
-        newyork.start()
-        with writers([(london, "lon0"), (london, "lon1"), (newyork, "nyc0")], seed) as ws:
+        for site in sites:
+            site.start()
+        who = [(sites[0], "lon0"), (sites[0], "lon1")] + [(site, f"{p}0") for site, (_, p) in zip(sites[1:], names[1:])]
+        with writers(who, seed) as ws:
             def progress(site):
                 return lambda: sum(w.acked for w in ws if w.site is site)
             wait_until(lambda: all(w.acked > 50 for w in ws), timeout=30, message="writers got going")
             for r in range(rounds):
-                site, other = (london, newyork) if r % 2 == 0 else (newyork, london)
+                site = sites[r % len(sites)]
+                others = [o for o in sites if o is not site]
                 # Kills take turns between the sites and go round their
                 # nodes; every other pair of kills meets a backlog (the
                 # site's publishers hold their changes until after the
@@ -176,24 +179,28 @@ def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tm
                 paused = (r // 2) % 2 == 0
                 if paused:
                     for n in site.live:
-                        wan_control(n, "pause", other.name)
+                        for o in others:
+                            wan_control(n, "pause", o.name)
                     for n in site.live:
-                        wait_state(n, other.name, "paused")
+                        for o in others:
+                            wait_state(n, o.name, "paused")
                     at = progress(site)()
                     wait_until(lambda: progress(site)() > at + 200, timeout=30, message="a backlog formed")
-                kill_and_restart(site, (r // 2 + seed) % 3, progress(site))
+                kill_and_restart(site, (r // len(sites) + seed) % 3, progress(site))
                 if paused:
                     for n in site.live:
-                        wan_control(n, "resume", other.name)
+                        for o in others:
+                            wan_control(n, "resume", o.name)
                 print(f"round {r}: {site.name}, paused {paused}, acked {[w.acked for w in ws]}, "
                       f"errors {[w.errors for w in ws]}, {time.strftime('%X')}")
             written = sum(w.acked for w in ws)
             wait_until(lambda: sum(w.acked for w in ws) > written + 200, timeout=30,
                        message="writes did not go on after the last restart")
         try:
-            contents = wait_converged([london, newyork], timeout=120)
+            contents = wait_converged(sites, timeout=120)
         except BaseException:
-            explain_divergence(london, newyork, ws)
+            for other in sites[1:]:
+                explain_divergence(sites[0], other, ws)
             raise
         errors = sum(w.errors for w in ws)
         lost = []
@@ -215,8 +222,8 @@ def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tm
         # The shared strings made sites ask for full values (counters of
         # the nodes that were not restarted since).
         asked = sum(source_status(n, other.name)["need_full"]
-                    for site, other in ((london, newyork), (newyork, london)) for n in site.live)
+                    for site in sites for other in sites if other is not site for n in site.live)
         assert asked > 0, "no delta met another base: the full-value path went untested"
     finally:
-        london.stop()
-        newyork.stop()
+        for site in sites:
+            site.stop()
