@@ -673,6 +673,9 @@ impl Publisher {
                         } else if c.inflight == 0 && c.spilled <= c.acked {
                             // Only other sites' changes, nothing of this
                             // partition on its way: nothing to wait for.
+                            // The backups are told too (since session 28),
+                            // so they let go of the batches holding these
+                            // and a promoted one resumes from here.
                             self.settle(p, last);
                         } else {
                             // Settled by the batch in flight or the journal.
