@@ -441,14 +441,20 @@ def read_frames(sock, timeout=5.0):
             closed = True
             break
         buf += data
-    frames = []
-    while len(buf) >= 5:
-        n = struct.unpack_from("<I", buf)[0]
-        if len(buf) < 4 + n:
+    return split_frames(buf)[0], closed
+
+
+def split_frames(buf):
+    """The whole frames `buf` starts with, [(kind, body)], and how many
+    bytes they take."""
+    frames, at = [], 0
+    while len(buf) - at >= 5:
+        n = struct.unpack_from("<I", buf, at)[0]
+        if len(buf) - at < 4 + n:
             break
-        frames.append((buf[4], buf[5:4 + n]))
-        buf = buf[4 + n:]
-    return frames, closed
+        frames.append((buf[at + 4], bytes(buf[at + 5:at + 4 + n])))
+        at += 4 + n
+    return frames, at
 
 
 def refusal_text(frames):
@@ -531,43 +537,45 @@ class FakeSite:
         buf = bytearray()
         node_id = None
         try:
-            while True:
-                while len(buf) < 4 or len(buf) < 4 + struct.unpack_from("<I", buf)[0]:
-                    data = conn.recv(1 << 16)
-                    if not data:
-                        return
-                    buf += data
-                n = struct.unpack_from("<I", buf)[0]
-                kind, body = buf[4], bytes(buf[5:4 + n])
-                del buf[:4 + n]
-                if kind == 1:  # hello: magic, version, site id, site name, partitions, node id
-                    name_len = struct.unpack_from("<H", body, 8)[0]
-                    at = 10 + name_len + 2
-                    id_len = struct.unpack_from("<H", body, at)[0]
-                    node_id = body[at + 2:at + 2 + id_len].decode()
-                    conn.sendall(frame(2, struct.pack("<H", self.site_id) + wstr(self.name)
-                                       + struct.pack("<IQB", 0, 1, 0)))
-                elif kind == 4:
-                    batch_id, flags, raw_len = struct.unpack_from("<QBI", body)
-                    raw = body[13:]
-                    if flags & 1:
-                        raw = lz4.block.decompress(raw, uncompressed_size=raw_len)
-                    entries = batch_entries(raw)
-                    replies = [frame(5, struct.pack("<Q", batch_id))]
-                    with self.lock:
-                        self.entries += [(node_id, *e) for e in entries]
-                        self.bodies.append(raw_len)
-                        logged = [(p, seq) for p, seq, k in entries if seq != 0 and k == self.ask]
-                        if logged:
-                            self.asked = (node_id, *logged[0])
-                            keys = self.ask_keys or [(logged[0][0], self.ask)]
-                            replies.append(frame(7, struct.pack("<I", len(keys)) + b"".join(
-                                struct.pack("<HI", p, len(k)) + k for p, k in keys)))
-                            self.ask = None
-                        if not any(seq == 0 and k in self.withhold for _, seq, k in entries):
-                            replies.append(frame(6, struct.pack("<Q", batch_id)))
-                    conn.sendall(b"".join(replies))
+            while data := conn.recv(1 << 16):
+                buf += data
+                frames, used = split_frames(buf)
+                del buf[:used]
+                for kind, body in frames:
+                    node_id = self._answer(conn, node_id, kind, body)
         except OSError:
             return
         finally:
             conn.close()
+
+    def _answer(self, conn, node_id, kind, body):
+        """Answers one frame of publisher `node_id`; returns the node id
+        (from its hello)."""
+        if kind == 1:  # hello: magic, version, site id, site name, partitions, node id
+            name_len = struct.unpack_from("<H", body, 8)[0]
+            at = 10 + name_len + 2
+            id_len = struct.unpack_from("<H", body, at)[0]
+            node_id = body[at + 2:at + 2 + id_len].decode()
+            conn.sendall(frame(2, struct.pack("<H", self.site_id) + wstr(self.name)
+                               + struct.pack("<IQB", 0, 1, 0)))
+        elif kind == 4:
+            batch_id, flags, raw_len = struct.unpack_from("<QBI", body)
+            raw = body[13:]
+            if flags & 1:
+                raw = lz4.block.decompress(raw, uncompressed_size=raw_len)
+            entries = batch_entries(raw)
+            replies = [frame(5, struct.pack("<Q", batch_id))]
+            with self.lock:
+                self.entries += [(node_id, *e) for e in entries]
+                self.bodies.append(raw_len)
+                logged = [(p, seq) for p, seq, k in entries if seq != 0 and k == self.ask]
+                if logged:
+                    self.asked = (node_id, *logged[0])
+                    keys = self.ask_keys or [(logged[0][0], self.ask)]
+                    replies.append(frame(7, struct.pack("<I", len(keys)) + b"".join(
+                        struct.pack("<HI", p, len(k)) + k for p, k in keys)))
+                    self.ask = None
+                if not any(seq == 0 and k in self.withhold for _, seq, k in entries):
+                    replies.append(frame(6, struct.pack("<Q", batch_id)))
+            conn.sendall(b"".join(replies))
+        return node_id

@@ -770,8 +770,7 @@ impl Keyspace {
     /// acknowledges that again (an idle partition handed over would wait
     /// for ever; found by test_wan_chaos.py).
     pub(crate) fn written_through_now(&self, part: &Partition) {
-        let last = part.log.next_seq().saturating_sub(1);
-        if last > part.promoted_through && self.sink.get().is_some() {
+        if let Some(last) = part.logged_as_primary().filter(|_| self.sink.get().is_some()) {
             WRITTEN.with(|w| w.borrow_mut().push((part.id as usize, last)));
         }
     }

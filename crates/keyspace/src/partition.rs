@@ -114,6 +114,20 @@ impl Partition {
         self.map.get(key)
     }
 
+    /// The last seq this copy logged since it became primary, if any: what
+    /// only its backups' acknowledgements make durable (what it held when
+    /// promoted survived a failover or came with a handover already).
+    pub fn logged_as_primary(&self) -> Option<u64> {
+        let last = self.log.next_seq().saturating_sub(1);
+        (last > self.promoted_through).then_some(last)
+    }
+
+    /// How far this copy's log may leave the site, given the seq its
+    /// in-sync backups hold: that, or what it held when promoted.
+    pub fn durable_through(&self, backups_hold: u64) -> u64 {
+        backups_hold.max(self.promoted_through)
+    }
+
     /// Position of `key` in the map, for lookups by index that follow.
     /// Valid until the map changes.
     pub fn index_of(&self, key: &[u8]) -> Option<usize> {

@@ -86,6 +86,11 @@ const STALL: Duration = Duration::from_secs(10);
 const ASKED_BUDGET_SHARE: usize = 4;
 const ASKED_MIN_BYTES: usize = 64 << 10;
 
+/// What a key asked for counts against the share above.
+fn asked_size(key: &Bytes) -> usize {
+    key.len() + 16
+}
+
 /// What `wan status` shows for a target, refreshed by the publisher.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Snapshot {
@@ -436,6 +441,27 @@ impl Publisher {
         }
     }
 
+    /// Raises what partition `p` is known to have applied to `seq` (a
+    /// welcome's watermark, what a previous primary shared), or the held
+    /// value while full values are outstanding there: the target may have
+    /// applied past a change whose full value it still lacks.
+    fn raise_acked(&mut self, p: usize, seq: u64) {
+        match self.held.get_mut(&p) {
+            Some(h) => h.applied = h.applied.max(seq),
+            None => {
+                if let Some(c) = self.cur.get_mut(p) {
+                    c.acked = c.acked.max(seq);
+                }
+            }
+        }
+    }
+
+    /// Largest body of current values (re-sync copies, full values): the
+    /// batch size, but not so small that a copy takes many round trips.
+    fn body_max(&self) -> usize {
+        self.batch_max.max(256 << 10)
+    }
+
     fn low(&self, p: usize) -> u64 {
         self.cur[p].acked.max(self.cur[p].spilled) + 1
     }
@@ -466,10 +492,7 @@ impl Publisher {
             if owned {
                 // Promoted: resume from what the previous primary shared.
                 let shared = self.target.shared_applied[p].load(Ordering::Relaxed);
-                match self.held.get_mut(&p) {
-                    Some(h) => h.applied = h.applied.max(shared),
-                    None => self.cur[p].acked = self.cur[p].acked.max(shared),
-                }
+                self.raise_acked(p, shared);
                 self.cur[p].next = self.low(p);
                 self.pending.insert(p);
                 if self.queueing() {
@@ -637,7 +660,7 @@ impl Publisher {
                     // table makes the partition someone else's.
                     return Some((None, true, false));
                 }
-                let durable = durable.max(part.promoted_through);
+                let durable = part.durable_through(durable);
                 let iter = part.log.read_from(from)?;
                 let mut last = None;
                 let mut done = true;
@@ -751,11 +774,6 @@ impl Publisher {
         self.target.set_state(PublisherState::Replicating);
     }
 
-    /// Copies one partition whose log no longer goes back far enough (or
-    /// any owned one after `needs-resync`) into the outbox: its entries as
-    /// full values with their versions, then its tombstones, taken under
-    /// one lock; its log continues after them. One partition at a time, so
-    /// a re-sync holds at most one partition's copy in memory.
     /// The last seq of partition `p` this site would keep if this node
     /// failed now (see `Replicator::durable_seq`); nothing after it (or
     /// after the log's `promoted_through`) is shipped.
@@ -763,12 +781,17 @@ impl Publisher {
         self.wan.cluster.as_ref().map_or(u64::MAX, |c| c.replicator.durable_seq(p))
     }
 
+    /// Copies one partition whose log no longer goes back far enough (or
+    /// any owned one after `needs-resync`) into the outbox: its entries as
+    /// full values with their versions, then its tombstones, taken under
+    /// one lock; its log continues after them. One partition at a time, so
+    /// a re-sync holds at most one partition's copy in memory.
     fn copy_partition(&mut self, p: usize) {
         if !self.cur[p].owned {
             return;
         }
-        let max = self.batch_max.max(256 << 10);
-        let (bodies, next, promoted_through) = self.wan.ks.with_partition(p, |part, now| {
+        let max = self.body_max();
+        let (bodies, next, unsettled) = self.wan.ks.with_partition(p, |part, now| {
             let mut bodies = Vec::new();
             let mut body = BytesMut::new();
             // Everything held, whichever site wrote it: a hash may mix
@@ -787,10 +810,10 @@ impl Publisher {
                 }
             }
             bodies.push(body.freeze());
-            (bodies, part.log.next_seq(), part.promoted_through)
+            (bodies, part.log.next_seq(), part.logged_as_primary())
         });
         let n = bodies.len();
-        let after: Vec<(usize, u64)> = if next.saturating_sub(1) > promoted_through { vec![(p, next - 1)] } else { Vec::new() };
+        let after: Vec<(usize, u64)> = unsettled.map(|last| (p, last)).into_iter().collect();
         for (i, b) in bodies.into_iter().enumerate() {
             // The last body settles everything logged before the copy.
             let seqs = if i + 1 == n && next > 1 { vec![(p as u16, next - 1)] } else { Vec::new() };
@@ -858,16 +881,16 @@ impl Publisher {
             .into_iter()
             .filter(|(p, key)| (*p as usize) < self.parts && self.wan.ks.partition_of(key) == *p as usize)
             .collect();
+        if keys.is_empty() {
+            return;
+        }
         let mut releases: Vec<usize> = keys.iter().map(|(p, _)| *p as usize).collect();
         releases.sort_unstable();
         releases.dedup();
         for &p in &releases {
             self.held.entry(p).or_default().fallbacks += 1;
         }
-        if keys.is_empty() {
-            return;
-        }
-        self.asked_bytes += keys.iter().map(|(_, k)| k.len() + 16).sum::<usize>();
+        self.asked_bytes += keys.iter().map(|(_, k)| asked_size(k)).sum::<usize>();
         self.asked.push_back(Asked { keys, releases, started: false });
         let limit = (self.wan.settings.memory_budget as usize / ASKED_BUDGET_SHARE).max(ASKED_MIN_BYTES);
         if self.asked_bytes > limit {
@@ -889,14 +912,14 @@ impl Publisher {
         if self.asked.is_empty() {
             return false;
         }
-        let max = self.batch_max.max(256 << 10);
+        let max = self.body_max();
         let mut body = BytesMut::new();
         let mut after: Vec<(usize, u64)> = Vec::new();
         let mut keys = Vec::new();
         let mut unheld = 0u64;
         while body.len() < max {
             let Some((p16, key)) = self.asked.front_mut().and_then(|a| a.keys.pop_front()) else { break };
-            self.asked_bytes = self.asked_bytes.saturating_sub(key.len() + 16);
+            self.asked_bytes = self.asked_bytes.saturating_sub(asked_size(&key));
             let p = p16 as usize;
             // A partition led elsewhere since the batch left still gets
             // the value this node holds as its backup (its primary's
@@ -910,9 +933,8 @@ impl Publisher {
                 wire::put_entry(&mut body, p16, 0, &change);
             }
             // Read after the value: at or past the change that made it.
-            let (last, promoted_through) =
-                self.wan.ks.with_partition(p, |part, _| (part.log.next_seq().saturating_sub(1), part.promoted_through));
-            if self.cur[p].owned && last > promoted_through {
+            let unsettled = self.wan.ks.with_partition(p, |part, _| part.logged_as_primary());
+            if let Some(last) = unsettled.filter(|_| self.cur[p].owned) {
                 match after.iter_mut().find(|(q, _)| *q == p) {
                     Some(a) => a.1 = a.1.max(last),
                     None => after.push((p, last)),
@@ -1061,14 +1083,7 @@ impl Publisher {
                     self.target.set_state(PublisherState::NeedsResync);
                 }
                 for (p, seq) in applied {
-                    let p = p as usize;
-                    match self.held.get_mut(&p) {
-                        // It may have applied past a change whose full value
-                        // it still lacks.
-                        Some(h) => h.applied = h.applied.max(seq),
-                        None if p < self.parts && seq > self.cur[p].acked => self.cur[p].acked = seq,
-                        None => {}
-                    }
+                    self.raise_acked(p as usize, seq);
                 }
                 for p in 0..self.parts {
                     if self.cur[p].owned {
@@ -1141,7 +1156,7 @@ impl Publisher {
                 if part.replica {
                     return Some(());
                 }
-                let durable = durable.max(part.promoted_through);
+                let durable = part.durable_through(durable);
                 let iter = part.log.read_from(from)?;
                 for logged in iter {
                     if logged.seq > durable {
