@@ -209,12 +209,20 @@ def metric(node, name, **labels):
     return total
 
 
-def rss_bytes(server):
+def rss_bytes(server, field="VmRSS"):
+    """The server's resident set (VmHWM: its peak since it started or since
+    `reset_peak_rss`)."""
     with open(f"/proc/{server.proc.pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
+    raise AssertionError(f"no {field}")
+
+
+def reset_peak_rss(server):
+    """Makes the server's peak resident set its current one (Linux >= 4.0)."""
+    with open(f"/proc/{server.proc.pid}/clear_refs", "w") as f:
+        f.write("5")
 
 
 # -- contents ----------------------------------------------------------------

@@ -23,7 +23,7 @@ from helpers import wait_until
 from helpers_net import RespConn, http_json
 from helpers_wan import (FakeSite, WanSite, batch, client, delete_change, entry, hello,
                          link_all, metric, partition_of, proof_frame, read_frames, refusal_text, rss_bytes,
-                         slot_copies, source_status, target_status, wait_converged, wait_drained, wait_state,
+                         reset_peak_rss, slot_copies, source_status, target_status, wait_converged, wait_drained, wait_state,
                          wan_control, wan_proof, wan_status, welcome_challenge, write_pipelined)
 
 pytestmark = pytest.mark.deltagrid_only
@@ -604,6 +604,28 @@ def test_a_site_asking_for_more_full_values_than_the_budget_allows_is_re_synced(
     assert b"re-syncing it instead" in london.logs()
     wait_until(lambda: newyork.seen(b"kept", full=True), timeout=20, message="the re-sync copied the contents")
     wait_state(london.nodes[0], "newyork", "replicating")
+    newyork.close()
+
+
+def test_a_re_sync_reads_a_partition_a_batch_at_a_time(sites):
+    # One partition holding 120 MB: a copy made whole before it is sent
+    # would hold as much again.
+    newyork = FakeSite("newyork", 2)
+    london = sites(1, "london", partitions=1).target(newyork)
+    london.start()
+    node = london.nodes[0]
+    r = client(node)
+    keys = [f"v:{i}".encode() for i in range(120)]
+    write_pipelined(r, [("SET", k, os.urandom(1_000_000)) for k in keys], chunk=5)
+    wait_until(lambda: all(newyork.seen(k, full=False) for k in keys), timeout=60, message="the values crossed")
+    reset_peak_rss(node)
+    before = rss_bytes(node)
+    wan_control(node, "resync", "newyork")
+    wait_until(lambda: all(newyork.seen(k, full=True) for k in keys), timeout=60,
+               message="the re-sync copied every key")
+    grown = rss_bytes(node, "VmHWM") - before
+    assert grown < 40 << 20, f"the re-sync of a 120 MB partition took {grown >> 20} MiB more"
+    assert target_status(node, "newyork")["resyncs"] == 1
     newyork.close()
 
 

@@ -36,6 +36,8 @@
 //! tombstones are kept (`tombstone_bytes`, `tombstone_ttl_ms`): a change
 //! older than an evicted tombstone can bring data back.
 
+use std::collections::VecDeque;
+
 use bytes::Bytes;
 
 use super::Keyspace;
@@ -157,6 +159,28 @@ impl Partition {
         out
     }
 
+    /// The key as a re-sync copies it ([`Partition::full_changes`], with
+    /// its field tombstones, less a value expired by `now_ms`): with the
+    /// keys taken at one moment ([`Partition::copy_keys`]) and read a batch
+    /// at a time, whatever the log holds after that moment following them,
+    /// a copy of the partition that never holds it all at once.
+    pub fn copy_changes(&self, key: &Bytes, now_ms: u64) -> Vec<Change> {
+        let mut out = self.full_changes(key);
+        if self.get(key).is_some_and(|e| e.is_expired(now_ms)) {
+            out.pop();
+        }
+        out.extend(self.tombstones.fields(key).map(|(f, v)| field_tomb(key.clone(), f.clone(), v)));
+        out
+    }
+
+    /// Every key a re-sync copies: those held (less expired ones), then
+    /// those that only have tombstones.
+    pub fn copy_keys(&self, now_ms: u64) -> VecDeque<Bytes> {
+        let held = self.iter().filter(|(_, e)| !e.is_expired(now_ms)).map(|(k, _)| k.clone());
+        let gone = self.tombstones.keys().filter(|k| self.get(k).is_none()).cloned();
+        held.chain(gone).collect()
+    }
+
     /// The tombstones as changes (a Delete per key floor, an HDEL per field
     /// tombstone, an HDEL of no field per hash version), oldest first:
     /// loaded after a snapshot's entries through
@@ -168,11 +192,7 @@ impl Partition {
             .map(|(key, what, version)| match what {
                 Tomb::Key => Change { key: key.clone(), version, kind: ChangeKind::Delete },
                 Tomb::Hash => hash_at(key.clone(), version),
-                Tomb::Field(f) => Change {
-                    key: key.clone(),
-                    version,
-                    kind: ChangeKind::Delta { base: Version::ZERO, op: DeltaOp::HashDel { fields: vec![f.clone()] } },
-                },
+                Tomb::Field(f) => field_tomb(key.clone(), f.clone(), version),
             })
             .collect()
     }
@@ -367,6 +387,11 @@ fn string_loses_to_hash(
 }
 
 /// "The key was a hash at v": an HDEL of no field.
+/// A field tombstone as a change: an HDEL of the field at `v`.
+fn field_tomb(key: Bytes, field: Bytes, v: Version) -> Change {
+    Change { key, version: v, kind: ChangeKind::Delta { base: Version::ZERO, op: DeltaOp::HashDel { fields: vec![field] } } }
+}
+
 fn hash_at(key: Bytes, v: Version) -> Change {
     Change {
         key,

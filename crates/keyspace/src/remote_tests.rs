@@ -609,6 +609,35 @@ fn flushall_deletes_leave_tombstones_and_backups_get_the_same() {
 }
 
 #[test]
+fn a_copy_read_key_by_key_gives_another_site_the_same_contents_and_tombstones() {
+    let ks = keyspace(1);
+    local_set(&ks, "a", "1");
+    local_set(&ks, "gone", "1");
+    ks.txn([&b"gone"[..]], 0).write(b"gone", Write::Delete).unwrap();
+    local_hset(&ks, "h", &[("f", "1"), ("g", "1")]);
+    ks.txn([&b"h"[..]], 0).write(b"h", Write::HashDel(vec![b("f")])).unwrap();
+    local_hset(&ks, "emptied", &[("f", "1")]);
+    ks.txn([&b"emptied"[..]], 0).write(b"emptied", Write::HashDel(vec![b("f")])).unwrap();
+    let other = keyspace(2);
+    let mut copied = Vec::new();
+    for p in 0..ks.partitions() as usize {
+        let keys = ks.with_partition(p, |part, now| part.copy_keys(now));
+        for key in keys {
+            copied.push(key.clone());
+            for c in ks.with_partition(p, |part, now| part.copy_changes(&key, now)) {
+                apply(&other, &c);
+            }
+        }
+    }
+    copied.sort();
+    assert_eq!(copied, [b("a"), b("emptied"), b("gone"), b("h")]);
+    assert_eq!(state(&other), state(&ks));
+    let sorted = |t: TombList| t.into_iter().flatten().collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(sorted(tombstones(&other)), sorted(tombstones(&ks)));
+    assert!(field_tomb(&other, "h", "f").is_some() && floor(&other, "gone").is_some());
+}
+
+#[test]
 fn without_tombstones_nothing_is_kept() {
     let ks = Keyspace::new(KeyspaceConfig { partitions: 7, ..Default::default() }, Arc::new(DebugClock::default()));
     local_set(&ks, "a", "1");

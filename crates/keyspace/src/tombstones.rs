@@ -125,6 +125,16 @@ impl Tombstones {
         k.floor.max(k.fields.get(field).copied())
     }
 
+    /// Keys holding any tombstone, in no order.
+    pub fn keys(&self) -> impl Iterator<Item = &Bytes> {
+        self.keys.keys()
+    }
+
+    /// The key's field tombstones (not its floor), in no order.
+    pub fn fields(&self, key: &[u8]) -> impl Iterator<Item = (&Bytes, Version)> {
+        self.keys.get(key).into_iter().flat_map(|k| k.fields.iter().map(|(f, v)| (f, *v)))
+    }
+
     /// Every tombstone, oldest inserted first. For snapshots and tests.
     pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Tomb, Version)> {
         self.order.iter().filter(|(k, t, v)| current(&self.keys, k, t) == Some(*v)).map(|(k, t, v)| (k, t, *v))

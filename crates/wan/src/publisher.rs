@@ -165,6 +165,16 @@ struct Asked {
     started: bool,
 }
 
+/// The partition being copied (see [`Publisher::begin_copy`]): the keys it
+/// held when the copy began, read a batch at a time.
+struct Copying {
+    p: usize,
+    keys: VecDeque<Bytes>,
+    /// Where its log goes on after the copy: the copy's last body settles
+    /// `next - 1`.
+    next: u64,
+}
+
 /// A body that is not a log read, waiting to be sent.
 struct Outgoing {
     body: Bytes,
@@ -196,7 +206,9 @@ struct Publisher {
     cur: Vec<Cursor>,
     table: Option<Arc<cluster::PartitionTable>>,
     pending: PartitionBits,
+    /// Partitions to copy, and the one being copied.
     resync: BTreeSet<usize>,
+    copying: Option<Copying>,
     /// Fallback and re-sync bodies, and batches given back by a broken
     /// connection.
     outbox: VecDeque<Outgoing>,
@@ -262,6 +274,7 @@ pub async fn run(wan: Arc<Wan>, target: Arc<Target>, journal_dir: PathBuf) {
         table: None,
         pending: PartitionBits::new(parts),
         resync: BTreeSet::new(),
+        copying: None,
         outbox: VecDeque::new(),
         outbox_waits: false,
         held: HashMap::new(),
@@ -387,6 +400,7 @@ impl Publisher {
         self.spill_ages.clear();
         self.cur.iter_mut().for_each(|c| c.spilled = 0);
         self.outbox.clear();
+        self.copying = None;
         self.asked.clear();
         self.asked_bytes = 0;
         self.held.clear();
@@ -501,6 +515,9 @@ impl Publisher {
             } else {
                 self.pending.remove(p);
                 self.resync.remove(&p);
+                if self.copying.as_ref().is_some_and(|c| c.p == p) {
+                    self.copying = None;
+                }
                 self.set_needed(p, None);
             }
         }
@@ -564,8 +581,12 @@ impl Publisher {
             if self.read_full_values() {
                 continue;
             }
+            if self.copying.is_some() {
+                self.read_copy();
+                continue;
+            }
             if let Some(p) = self.resync.pop_first() {
-                self.copy_partition(p);
+                self.begin_copy(p);
                 continue;
             }
             if let Some(j) = self.journal.as_ref() {
@@ -781,47 +802,51 @@ impl Publisher {
         self.wan.cluster.as_ref().map_or(u64::MAX, |c| c.replicator.durable_seq(p))
     }
 
-    /// Copies one partition whose log no longer goes back far enough (or
-    /// any owned one after `needs-resync`) into the outbox: its entries as
-    /// full values with their versions, then its tombstones, taken under
-    /// one lock; its log continues after them. One partition at a time, so
-    /// a re-sync holds at most one partition's copy in memory.
-    fn copy_partition(&mut self, p: usize) {
+    /// Begins copying a partition whose log no longer goes back far enough
+    /// (or any owned one after `needs-resync`): its keys are taken under
+    /// its lock, with the log's next seq, where the log goes on after the
+    /// copy; [`Self::read_copy`] then reads them into the outbox a batch at
+    /// a time, entries as full values with their versions, tombstones as
+    /// removals. A value read later than the moment of the keys is newer,
+    /// and the log ships what changed meanwhile again (last writer wins),
+    /// so the copy is what the partition held then or later, and a
+    /// re-sync holds at most a batch of it and the keys of one partition
+    /// (shared with the partition, a pointer each).
+    fn begin_copy(&mut self, p: usize) {
         if !self.cur[p].owned {
             return;
         }
-        let max = self.body_max();
-        let (bodies, next, unsettled) = self.wan.ks.with_partition(p, |part, now| {
-            let mut bodies = Vec::new();
-            let mut body = BytesMut::new();
-            // Everything held, whichever site wrote it: a hash may mix
-            // fields from several sites, and last-writer-wins makes a value
-            // the target already has a no-op. Tombstones follow, so deletes
-            // the target missed happen there too.
-            let entries = part.iter().filter(|(_, e)| !e.is_expired(now)).map(|(key, e)| Change {
-                key: key.clone(),
-                version: e.version,
-                kind: ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
-            });
-            for change in entries.chain(part.tombstone_changes()) {
-                wire::put_entry(&mut body, p as u16, 0, &change);
-                if body.len() >= max {
-                    bodies.push(std::mem::take(&mut body).freeze());
-                }
-            }
-            bodies.push(body.freeze());
-            (bodies, part.log.next_seq(), part.logged_as_primary())
-        });
-        let n = bodies.len();
-        let after: Vec<(usize, u64)> = unsettled.map(|last| (p, last)).into_iter().collect();
-        for (i, b) in bodies.into_iter().enumerate() {
-            // The last body settles everything logged before the copy.
-            let seqs = if i + 1 == n && next > 1 { vec![(p as u16, next - 1)] } else { Vec::new() };
-            self.outbox.push_back(Outgoing { body: b, seqs, after: after.clone(), keys: Vec::new(), releases: Vec::new() });
-        }
+        let (keys, next) = self.wan.ks.with_partition(p, |part, now| (part.copy_keys(now), part.log.next_seq()));
         self.cur[p].next = next;
         self.pending.insert(p);
         self.set_needed(p, Some(self.low(p).max(next)));
+        self.copying = Some(Copying { p, keys, next });
+    }
+
+    /// Reads the next batch of the partition being copied into the outbox;
+    /// its last one settles what the log held when the copy began.
+    fn read_copy(&mut self) {
+        let max = self.body_max();
+        let Some(c) = self.copying.as_mut() else { return };
+        let p = c.p;
+        let mut body = BytesMut::new();
+        // Read after the values: at or past the changes that made them.
+        let unsettled = self.wan.ks.with_partition(p, |part, now| {
+            while body.len() < max {
+                let Some(key) = c.keys.pop_front() else { break };
+                for change in part.copy_changes(&key, now) {
+                    wire::put_entry(&mut body, p as u16, 0, &change);
+                }
+            }
+            part.logged_as_primary()
+        });
+        let (last, next) = (c.keys.is_empty(), c.next);
+        let seqs = if last && next > 1 { vec![(p as u16, next - 1)] } else { Vec::new() };
+        let after = unsettled.map(|l| (p, l)).into_iter().collect();
+        self.outbox.push_back(Outgoing { body: body.freeze(), seqs, after, keys: Vec::new(), releases: Vec::new() });
+        if last {
+            self.copying = None;
+        }
     }
 
     fn on_frame(&mut self, f: Frame) {
