@@ -629,6 +629,45 @@ def test_a_re_sync_reads_a_partition_a_batch_at_a_time(sites):
     newyork.close()
 
 
+def test_writes_during_a_re_sync_reach_the_other_site(sites):
+    # The copy takes a partition's keys at one moment and reads their values
+    # a batch at a time, each sent once the backup holds what was logged
+    # before it was read, while clients write: sets, deletes, deltas and
+    # hash field changes made meanwhile come from the log, and both sites
+    # end equal.
+    london = sites(1, "london", size=3, partitions=1)
+    newyork = sites(2, "newyork", partitions=1)
+    link_all([london, newyork])
+    london.start()
+    newyork.start()
+    a = cluster_client(london)
+    write_pipelined(a, [("SET", f"k:{i}", os.urandom(20_000)) for i in range(2000)]
+                    + [("HSET", f"h:{i}", "f", "1", "g", "1") for i in range(200)], chunk=100)
+    wait_converged([london, newyork], timeout=60, min_keys=2200)
+
+    def sent():
+        return sum(target_status(n, "newyork")["bytes_sent"] for n in london.live)
+
+    before = sent()
+    for n in london.live:
+        wan_control(n, "resync", "newyork")
+    rng = random.Random(29)
+    rounds = 0
+    # Until the copy (40 MB of incompressible values) has left, and a while after.
+    while sent() < before + 40_000_000 or rounds < 20:
+        assert rounds < 5000, "the copy did not leave"
+        ops = []
+        for _ in range(50):
+            i, h = rng.randrange(2000), rng.randrange(200)
+            ops.append(rng.choice([("SET", f"k:{i}", os.urandom(100)), ("DEL", f"k:{i}"),
+                                   ("SETRANGE", f"k:{i}", 5, "changed12byt"), ("HDEL", f"h:{h}", "f"),
+                                   ("HSET", f"h:{h}", "g", str(i))]))
+        write_pipelined(a, ops, chunk=50)
+        rounds += 1
+    assert all(target_status(n, "newyork")["resyncs"] == 1 for n in london.live)
+    wait_converged([london, newyork], timeout=90)
+
+
 def test_a_successor_whose_log_does_not_reach_back_copies_its_partitions_and_says_so(sites):
     # Backups keep no log beyond what a consumer needs (log_memory 0), so
     # the successor of a primary killed with a backlog cannot resume from

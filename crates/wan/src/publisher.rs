@@ -86,6 +86,10 @@ const STALL: Duration = Duration::from_secs(10);
 const ASKED_BUDGET_SHARE: usize = 4;
 const ASKED_MIN_BYTES: usize = 64 << 10;
 
+/// Bodies of current values (copies, full values) read ahead into the
+/// outbox while its front waits for the backups, at most.
+const READ_AHEAD_BYTES: usize = 8 << 20;
+
 /// What a key asked for counts against the share above.
 fn asked_size(key: &Bytes) -> usize {
     key.len() + 16
@@ -563,6 +567,12 @@ impl Publisher {
                     if self.cur[p].owned {
                         // A backup round trip away; the next tick sends it
                         // (quiet till then: nothing else may go first).
+                        // Meanwhile a copy or a request for full values
+                        // reads ahead, so that under writes they do not
+                        // leave one batch per wait.
+                        if self.read_ahead() {
+                            continue;
+                        }
                         self.outbox_waits = true;
                         break;
                     }
@@ -821,6 +831,24 @@ impl Publisher {
         self.pending.insert(p);
         self.set_needed(p, Some(self.low(p).max(next)));
         self.copying = Some(Copying { p, keys, next });
+    }
+
+    /// While the outbox's front waits to be durable: reads the next batch of
+    /// full values asked for or of the partition being copied into the
+    /// outbox, unless it holds [`READ_AHEAD_BYTES`] already; false if
+    /// there was nothing to read.
+    fn read_ahead(&mut self) -> bool {
+        if self.outbox.iter().map(|o| o.body.len()).sum::<usize>() >= READ_AHEAD_BYTES {
+            return false;
+        }
+        if self.read_full_values() {
+            return true;
+        }
+        if self.copying.is_some() {
+            self.read_copy();
+            return true;
+        }
+        false
     }
 
     /// Reads the next batch of the partition being copied into the outbox;
