@@ -42,8 +42,14 @@ impl Watermarks {
     }
 
     /// Raises the marks of publisher `(source, inc)` to the (partition,
-    /// seq) given.
+    /// seq) given. A batch with no log entries (full values only) raises
+    /// nothing and does not count as the publisher's use: it neither adds
+    /// a publisher nor makes one forgotten.
     pub fn raise(&mut self, source: u16, inc: u64, seqs: impl IntoIterator<Item = (u16, u64)>) {
+        let mut seqs = seqs.into_iter().peekable();
+        if seqs.peek().is_none() {
+            return;
+        }
         self.clock += 1;
         let used = self.clock;
         if !self.by_publisher.contains_key(&(source, inc)) {
@@ -107,5 +113,9 @@ mod tests {
         assert_eq!(w.get(1, 1, 0), None, "the least recently used is forgotten");
         assert_eq!(w.get(2, 99, 0), Some(1));
         assert_eq!(w.get(1, 1000, 0), Some(1));
+        // A batch of full values only, from yet another publisher.
+        w.raise(1, 2000, []);
+        assert_eq!(w.publishers(), PUBLISHERS_PER_SITE + 1);
+        assert_eq!(w.get(1, 2, 0), Some(1), "nothing forgotten for it");
     }
 }
