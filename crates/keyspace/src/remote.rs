@@ -167,7 +167,7 @@ impl Partition {
     pub fn copy_changes(&self, key: &Bytes, now_ms: u64) -> Vec<Change> {
         let mut out = self.full_changes(key);
         if self.get(key).is_some_and(|e| e.is_expired(now_ms)) {
-            out.pop();
+            out.retain(|c| !matches!(c.kind, ChangeKind::Full { .. }));
         }
         out.extend(self.tombstones.fields(key).map(|(f, v)| field_tomb(key.clone(), f.clone(), v)));
         out
@@ -386,12 +386,12 @@ fn string_loses_to_hash(
     (ConflictLost, None)
 }
 
-/// "The key was a hash at v": an HDEL of no field.
 /// A field tombstone as a change: an HDEL of the field at `v`.
 fn field_tomb(key: Bytes, field: Bytes, v: Version) -> Change {
     Change { key, version: v, kind: ChangeKind::Delta { base: Version::ZERO, op: DeltaOp::HashDel { fields: vec![field] } } }
 }
 
+/// "The key was a hash at v": an HDEL of no field.
 fn hash_at(key: Bytes, v: Version) -> Change {
     Change {
         key,

@@ -588,11 +588,7 @@ impl Publisher {
                 self.send(o.body.clone(), o.seqs, None, Some(o.body), o.releases);
                 continue;
             }
-            if self.read_full_values() {
-                continue;
-            }
-            if self.copying.is_some() {
-                self.read_copy();
+            if self.read_current_values() {
                 continue;
             }
             if let Some(p) = self.resync.pop_first() {
@@ -833,14 +829,10 @@ impl Publisher {
         self.copying = Some(Copying { p, keys, next });
     }
 
-    /// While the outbox's front waits to be durable: reads the next batch of
-    /// full values asked for or of the partition being copied into the
-    /// outbox, unless it holds [`READ_AHEAD_BYTES`] already; false if
-    /// there was nothing to read.
-    fn read_ahead(&mut self) -> bool {
-        if self.outbox.iter().map(|o| o.body.len()).sum::<usize>() >= READ_AHEAD_BYTES {
-            return false;
-        }
+    /// Reads the next batch of full values asked for, or else of the
+    /// partition being copied, into the outbox; false if neither is under
+    /// way.
+    fn read_current_values(&mut self) -> bool {
         if self.read_full_values() {
             return true;
         }
@@ -849,6 +841,15 @@ impl Publisher {
             return true;
         }
         false
+    }
+
+    /// [`Self::read_current_values`] while the outbox's front waits to be
+    /// durable, unless the outbox holds [`READ_AHEAD_BYTES`] already.
+    fn read_ahead(&mut self) -> bool {
+        if self.asked.is_empty() && self.copying.is_none() {
+            return false;
+        }
+        self.outbox.iter().map(|o| o.body.len()).sum::<usize>() < READ_AHEAD_BYTES && self.read_current_values()
     }
 
     /// Reads the next batch of the partition being copied into the outbox;
