@@ -148,15 +148,33 @@ pub struct NodeCounters {
     pub queue: u64,
 }
 
-/// `n` distinct ports free on `ip` right now. When `ip` is not an address of
-/// this namespace (the other site's namespace), ports free on loopback here
-/// are used: that namespace is fresh and holds nothing else.
+/// `n` distinct ports free on `ip` right now, from below the kernel's
+/// ephemeral range (as tests/python/ports.py): ports are chosen for both
+/// sites before any node starts, and the first nodes' outgoing connections
+/// (to each other, and to the other site's WAN ports) take their local
+/// ports from that range, so a port the kernel handed out for binding could
+/// be someone's by the time its node binds it ("Address already in use",
+/// seen once in session 29). When `ip` is not an address of this namespace
+/// (the other site's namespace), ports free on loopback here are used: that
+/// namespace is fresh and holds nothing else.
 fn free_ports(ip: IpAddr, n: usize) -> anyhow::Result<Vec<u16>> {
-    let mut held = Vec::new();
-    for _ in 0..n {
-        let l = TcpListener::bind((ip, 0)).or_else(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))?;
-        held.push(l);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768)
+        .max(10_001);
+    let mut rng = rand::thread_rng();
+    let mut held: Vec<TcpListener> = Vec::new();
+    for _ in 0..10_000 {
+        if held.len() == n {
+            break;
+        }
+        let port = rand::Rng::gen_range(&mut rng, 10_000..low);
+        if let Ok(l) = TcpListener::bind((ip, port)).or_else(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, port))) {
+            held.push(l);
+        }
     }
+    anyhow::ensure!(held.len() == n, "no {n} free ports between 10000 and {low}");
     held.iter().map(|l| Ok(l.local_addr()?.port())).collect()
 }
 
