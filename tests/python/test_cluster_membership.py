@@ -20,7 +20,7 @@ pytestmark = pytest.mark.deltagrid_only
 
 PARTITIONS = 32
 # crates/cluster/src/wire.rs PROTOCOL_VERSION
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 
 def node_config(name, seed_ports, cluster_port=None, secret=None):

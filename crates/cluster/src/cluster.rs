@@ -69,6 +69,9 @@ pub struct Cluster {
     table: SharedTable,
     ks: Arc<Keyspace>,
     pub replicator: Arc<Replicator>,
+    /// Whether a majority of the site lets this node serve its primaries
+    /// now ([`crate::lease`]).
+    pub lease: Arc<crate::lease::Lease>,
     /// The site's metadata (Raft); the partition table comes from it.
     pub metadata: OnceLock<Metadata>,
     /// Where the metadata log lives.
@@ -101,6 +104,8 @@ pub struct Cluster {
     pub left: tokio::sync::Notify,
     left_flag: std::sync::atomic::AtomicBool,
     was_member: std::sync::atomic::AtomicBool,
+    /// Set by [`Cluster::stop`]: partitions led here are handed over.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 /// What `/status`, `/metrics` and `deltagrid cluster status` show of a site.
@@ -197,6 +202,7 @@ impl Cluster {
         let mut members = vec![None; n];
         members[my_index] = Some(me.clone());
         let table = SharedTable::default();
+        let lease = Arc::new(crate::lease::Lease::new(n));
         let cluster = Arc::new_cyclic(|weak| Cluster {
             settings,
             site_id,
@@ -206,7 +212,8 @@ impl Cluster {
             addrs: RwLock::new(addrs),
             members: RwLock::new(members),
             table: table.clone(),
-            replicator: Arc::new(Replicator::new(ks.clone(), weak.clone(), table, n, my_index)),
+            replicator: Arc::new(Replicator::new(ks.clone(), weak.clone(), table, lease.clone(), n, my_index)),
+            lease,
             ks: ks.clone(),
             metadata: OnceLock::new(),
             data_dir,
@@ -222,8 +229,12 @@ impl Cluster {
             left: tokio::sync::Notify::new(),
             left_flag: Default::default(),
             was_member: Default::default(),
+            stopping: Default::default(),
         });
         ks.set_sink(cluster.replicator.clone());
+        for (i, _) in cluster.known_addrs() {
+            cluster.expect(i);
+        }
         // Until the metadata says otherwise, this node owns nothing.
         for p in 0..partitions as usize {
             ks.set_replica(p, true);
@@ -239,17 +250,51 @@ impl Cluster {
         self.table.load_full()
     }
 
-    /// Records a member's hello; false when it is not a known member
-    /// (a seed, or one the metadata lists) or claims this node's place.
-    pub fn learn(&self, m: Member) -> bool {
-        let Some(i) = self.peer_index(m.cluster_addr) else {
-            return false;
+    /// Records a member's hello (not yet connected: its session says so);
+    /// refused, with the reason, when it is not a known member (a seed, or
+    /// one the metadata lists), claims this node's place, names itself
+    /// other than the metadata knows the member at that address, or
+    /// claims a member that another connection speaks for: a second
+    /// process cannot take over a live node's identity. (A node that
+    /// restarts is let in once its old connection closed, at once after a
+    /// crash, else after [`crate::transport::SILENT_AFTER`].)
+    pub fn learn(&self, m: Member) -> Result<(), String> {
+        let addr = m.cluster_addr;
+        let Some(i) = self.peer_index(addr) else {
+            return Err(format!("{addr} is not a member of this site"));
         };
         if i == self.my_index {
-            return false;
+            return Err(format!("{} claims this node's own address {addr}", m.node_id));
         }
-        self.members.write()[i] = Some(m);
-        true
+        let meta = self.metadata.get().map(|md| md.current());
+        if let Some(known) = meta.as_ref().and_then(|md| md.members.get(&(i as u64 + 1))) {
+            if known.name != m.node_id {
+                return Err(format!("{:?} claims the address {addr} of member {:?}", m.node_id, known.name));
+            }
+        }
+        let mut members = self.members.write();
+        if let Some(live) = members[i].as_ref().filter(|old| old.connected) {
+            return Err(format!(
+                "member {:?} at {addr} is connected already: a second process claiming its identity is refused",
+                live.node_id
+            ));
+        }
+        members[i] = Some(Member { connected: false, ..m });
+        Ok(())
+    }
+
+    /// Member `i` is expected to connect: until it does, it counts as down
+    /// from [`crate::transport::SILENT_AFTER`] on (as if a connection had
+    /// gone silent now), so one that never connects, a phantom, is
+    /// declared dead like any other.
+    fn expect(&self, i: usize) {
+        if i == self.my_index || self.is_connected(i) {
+            return;
+        }
+        let mut down = self.down_since.lock();
+        if down[i].is_none() {
+            down[i] = Some(Instant::now() + crate::transport::SILENT_AFTER);
+        }
     }
 
     /// The members' cluster addresses by index, as far as known.
@@ -264,23 +309,29 @@ impl Cluster {
         if !meta.is_formed() {
             return false;
         }
-        let mut addrs = self.addrs.write();
-        let mut members = self.members.write();
-        for i in 0..MAX_MEMBERS {
-            match meta.members.get(&(i as u64 + 1)) {
-                Some(m) => {
-                    if addrs[i] != Some(m.cluster_addr) && i != self.my_index {
-                        members[i] = None;
+        let mut expected = Vec::new();
+        {
+            let mut addrs = self.addrs.write();
+            let mut members = self.members.write();
+            for i in 0..MAX_MEMBERS {
+                match meta.members.get(&(i as u64 + 1)) {
+                    Some(m) => {
+                        if addrs[i] != Some(m.cluster_addr) && i != self.my_index {
+                            members[i] = None;
+                            expected.push(i);
+                        }
+                        addrs[i] = Some(m.cluster_addr);
                     }
-                    addrs[i] = Some(m.cluster_addr);
+                    None if i != self.my_index => {
+                        addrs[i] = None;
+                        members[i] = None;
+                        self.down_since.lock()[i] = None;
+                    }
+                    None => {}
                 }
-                None if i != self.my_index => {
-                    addrs[i] = None;
-                    members[i] = None;
-                }
-                None => {}
             }
         }
+        expected.into_iter().for_each(|i| self.expect(i));
         let me = self.my_index as u64 + 1;
         // Removed, or leaving and holding nothing any more (the removal may
         // be committed after this node is out of the group and never seen).
@@ -299,6 +350,100 @@ impl Cluster {
             self.left.notify_one();
         }
         gone
+    }
+
+    /// The index of the last metadata entry this node applied, what its
+    /// answers to lease pings carry.
+    pub fn applied_index(&self) -> u64 {
+        self.metadata.get().map_or(0, |md| md.applied_index())
+    }
+
+    /// Member `peer` answered the lease ping carrying `token`, having
+    /// applied the metadata up to `applied`: a grant unless it applied
+    /// something this node has not ([`crate::lease`]).
+    pub fn lease_answered(&self, peer: usize, token: u64, applied: u64) {
+        if applied <= self.applied_index() {
+            self.lease.grant(peer, token);
+            if !self.lease.valid() {
+                self.refresh_lease();
+            }
+        }
+    }
+
+    /// Recomputes whether this node may serve its primaries; logs a change.
+    pub fn refresh_lease(&self) {
+        let (me, voters) = match self.metadata.get() {
+            Some(md) => {
+                let id = self.my_index as u64 + 1;
+                let alive = md.current().members.get(&id).is_some_and(|m| m.state != crate::metadata::MemberState::Dead);
+                let voters: Vec<usize> = md.voters().iter().map(|v| (*v as usize).saturating_sub(1)).collect();
+                (alive.then_some(self.my_index), voters)
+            }
+            None => (None, Vec::new()),
+        };
+        match self.lease.refresh(me, &voters) {
+            (true, false) if self.is_up() => tracing::warn!(
+                "lease lost: no majority of the site confirmed this node's metadata within {:?}; \
+                 its partitions answer CLUSTERDOWN",
+                crate::lease::LEASE
+            ),
+            (false, true) => {
+                if self.is_up() {
+                    tracing::info!("lease held: serving this node's partitions");
+                }
+                // Writes whose acks are in may be released now.
+                self.replicator.sweep();
+            }
+            _ => {}
+        }
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Stops this node's part in the site without leaving it (SIGTERM,
+    /// SIGINT): every partition it leads goes to an in-sync backup
+    /// (a handover: writes wait a replication round trip and a commit),
+    /// for at most `timeout`; then it declares itself dead, so that
+    /// writes of the partitions it backs up stop waiting for it at once
+    /// and its copies are rebuilt elsewhere. It stays a member: started
+    /// again with the same `data_dir`, it rejoins under the same id
+    /// (as after a crash) and gets its share back. Leaving for good is
+    /// `deltagrid cluster leave`.
+    pub async fn stop(&self, timeout: std::time::Duration) {
+        let Some(md) = self.metadata.get() else { return };
+        self.stopping.store(true, std::sync::atomic::Ordering::Release);
+        if !self.lease.valid() {
+            // Cut off from the majority (or the last of the site to stop):
+            // nothing can be committed; the site finds out by itself.
+            tracing::info!("stopping without handing over: no majority of the site is reachable");
+            return;
+        }
+        let led = |t: &PartitionTable| {
+            t.partitions.iter().filter(|o| o.primary == self.my_index && !o.in_sync.is_empty()).count()
+        };
+        let before = self.table().map_or(0, |t| led(&t));
+        tracing::info!(partitions = before, "stopping: handing the partitions this node leads to their backups");
+        for p in 0..self.partitions as usize {
+            crate::handover::hand_off(self, p);
+        }
+        let handed = tokio::time::timeout(timeout, async {
+            while self.table().is_some_and(|t| led(&t) > 0) {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        let left = self.table().map_or(0, |t| led(&t));
+        if handed.is_err() {
+            tracing::warn!(partitions = left, "stopping: not every partition was handed over within {timeout:?}; they fail over");
+        }
+        let me = self.my_index as u64 + 1;
+        match tokio::time::timeout(crate::replication::SYNC_TIMEOUT, md.propose(crate::metadata::Command::MarkDead { id: me })).await {
+            Ok(Ok(_)) => tracing::info!("stopped: partitions handed over, this member is down until it starts again"),
+            Ok(Err(e)) => tracing::warn!("stopping: could not mark this member down: {e}; the site will find out"),
+            Err(_) => tracing::warn!("stopping: marking this member down took too long; the site will find out"),
+        }
     }
 
     pub fn has_left(&self) -> bool {
@@ -445,7 +590,8 @@ impl Cluster {
                 continue;
             }
             match owners.moving_to {
-                Some(to) => crate::handover::start(self, p, to, owners.epoch),
+                _ if self.is_stopping() => crate::handover::hand_off(self, p),
+                Some(to) => crate::handover::start(self, p, to, owners.epoch, crate::handover::Reason::Planned),
                 None => crate::handover::settle(self, p),
             }
             for &b in owners.backups.iter().filter(|b| !owners.in_sync.contains(b)) {
@@ -628,6 +774,9 @@ impl Cluster {
         let primary = table.primary(p);
         if primary == self.my_index && self.rejoining.load(std::sync::atomic::Ordering::Acquire) {
             return Err(CmdError::other("TRYAGAIN this node restarted and is rejoining its site"));
+        }
+        if primary == self.my_index && !self.lease.valid() {
+            return Err(CmdError::other("CLUSTERDOWN The cluster is down"));
         }
         if primary == self.my_index
             && self.fenced[p].load(std::sync::atomic::Ordering::Acquire)

@@ -101,6 +101,9 @@ fn info(c: &Cluster) -> String {
     let known = members.iter().filter(|m| m.is_some()).count();
     let up = c.is_up();
     let assigned = if up { SLOTS } else { 0 };
+    // A node without its lease (cut off from the majority) serves nothing,
+    // as the minority side of a Redis Cluster says `fail`.
+    let up = up && c.lease.valid();
     format!(
         "cluster_enabled:1\r\ncluster_state:{}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{assigned}\r\n\
          cluster_slots_pfail:0\r\ncluster_slots_fail:0\r\ncluster_known_nodes:{known}\r\ncluster_size:{}\r\n\

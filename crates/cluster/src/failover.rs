@@ -3,9 +3,15 @@
 //! the group commits, and, on the metadata leader, turn a member whose
 //! connection has been down for [`DETECT_AFTER`] into a committed failover:
 //! `MarkDead` (which also drops it from every in-sync set, releasing writes
-//! waiting for its acks) and then a table that promotes an in-sync backup
-//! wherever it was primary. A new leader elected after the old one died
-//! finds the same dead member and finishes the job.
+//! waiting for its acks) and then, once its lease has surely run out
+//! ([`crate::lease::PROMOTE_AFTER`]), a table that promotes an in-sync
+//! backup wherever it was primary. A new leader elected after the old one
+//! died finds the same dead member and finishes the job.
+//!
+//! A member counts as down from the moment its connection closed, or went
+//! silent for [`crate::transport::SILENT_AFTER`], or, for one that never
+//! connected, that long after it became known: the failure-detection time
+//! is [`DETECT_AFTER`] on top of that.
 //!
 //! The leader also repairs: a partition with fewer backups than configured
 //! gets new ones on the least loaded active members (they receive a
@@ -134,10 +140,13 @@ async fn detect_failures(c: Arc<Cluster>) {
     // they depend on nothing else, so they are not worked out again (each
     // walks every partition) until the metadata changes.
     let mut settled: Option<Arc<SiteMetadata>> = None;
+    // When this node, as leader, first saw each member dead.
+    let mut dead_since: HashMap<NodeId, std::time::Instant> = HashMap::new();
     loop {
         tokio::time::sleep(CHECK_EVERY).await;
         if !md.is_leader() {
             settled = None;
+            dead_since.clear();
             continue;
         }
         let meta = md.current();
@@ -198,8 +207,21 @@ async fn detect_failures(c: Arc<Cluster>) {
         let mut meta = md.current();
         let quiet = settled.as_ref().is_some_and(|s| Arc::ptr_eq(s, &meta));
         // Promote in-sync backups wherever a dead member was primary (also
-        // finishes a failover an earlier leader began).
-        if let Some(cmd) = (!quiet).then(|| rebalance::failover_command(&meta)).flatten() {
+        // finishes a failover an earlier leader began), once no lease of
+        // a dead primary can be left.
+        let now = std::time::Instant::now();
+        dead_since.retain(|id, _| meta.members.get(id).is_some_and(|m| m.state == MemberState::Dead));
+        for (id, m) in &meta.members {
+            if m.state == MemberState::Dead {
+                dead_since.entry(*id).or_insert(now);
+            }
+        }
+        let leases_out = dead_since.values().all(|t| now.duration_since(*t) >= crate::lease::PROMOTE_AFTER);
+        let failover = (!quiet).then(|| rebalance::failover_command(&meta)).flatten();
+        if failover.is_some() && !leases_out {
+            continue; // not settled: this is worked out again next time
+        }
+        if let Some(cmd) = failover {
             match md.propose(cmd).await {
                 Ok(epoch) => tracing::warn!(epoch, "failover committed"),
                 Err(e) => tracing::warn!("failover not committed: {e}"),

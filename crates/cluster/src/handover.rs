@@ -1,6 +1,7 @@
-//! A planned handover of one partition from its primary (this node) to an
-//! in-sync backup, as the migration planner asks with
-//! [`crate::metadata::Assignment::moving_to`]:
+//! A handover of one partition from its primary (this node) to an in-sync
+//! backup, as the migration planner asks with
+//! [`crate::metadata::Assignment::moving_to`], or as a node that stops
+//! (SIGTERM) does for every partition it leads ([`Reason::Stopping`]):
 //!
 //! 1. fence: routing answers writes for the partition with `TRYAGAIN`, and
 //!    once every command already routed has finished (the exec gate) the
@@ -29,9 +30,32 @@ use crate::metadata::Command;
 
 const RETRY_AFTER: Duration = Duration::from_millis(200);
 
+/// Why a partition is handed over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// The table asks for it (`moving_to`).
+    Planned,
+    /// This node is stopping: the partition goes to its first in-sync
+    /// backup, whatever the planner wants.
+    Stopping,
+}
+
+/// This node is stopping: hands `p` to an in-sync backup if it leads it
+/// in the installed table and has one (else nothing: it fails over or, with
+/// no other copy, waits for this node to come back).
+pub(crate) fn hand_off(c: &Cluster, p: usize) {
+    let Some(t) = c.table() else { return };
+    let o = t.owners(p);
+    if o.primary == c.my_index {
+        if let Some(&to) = o.in_sync.first() {
+            start(c, p, to, o.epoch, Reason::Stopping);
+        }
+    }
+}
+
 /// Starts the handover of `p` to member `to` for partition epoch `epoch`,
 /// unless one is running for `p` already.
-pub(crate) fn start(c: &Cluster, p: usize, to: usize, epoch: u64) {
+pub(crate) fn start(c: &Cluster, p: usize, to: usize, epoch: u64, why: Reason) {
     {
         let mut running = c.handovers.lock();
         if running.contains_key(&p) {
@@ -41,12 +65,15 @@ pub(crate) fn start(c: &Cluster, p: usize, to: usize, epoch: u64) {
     }
     let Some(c) = c.replicator.cluster() else { return };
     tokio::spawn(async move {
-        run(&c, p, to, epoch).await;
+        run(&c, p, to, epoch, why).await;
         c.handovers.lock().remove(&p);
+        if c.is_stopping() {
+            return hand_off(&c, p);
+        }
         // The table may have asked for another handover meanwhile.
         match c.table().map(|t| t.owners(p).clone()) {
             Some(o) if o.primary == c.my_index && o.epoch != epoch => match o.moving_to {
-                Some(next) => start(&c, p, next, o.epoch),
+                Some(next) => start(&c, p, next, o.epoch, Reason::Planned),
                 None => settle(&c, p),
             },
             _ => settle(&c, p),
@@ -71,16 +98,17 @@ pub(crate) fn settle(c: &Cluster, p: usize) {
     }
 }
 
-/// The handover is still what the table asks for.
-fn wanted(c: &Cluster, p: usize, to: usize, epoch: u64) -> bool {
+/// The handover is still possible (and, planned, what the table asks for).
+fn wanted(c: &Cluster, p: usize, to: usize, epoch: u64, why: Reason) -> bool {
     c.table().is_some_and(|t| {
         let o = t.owners(p);
-        o.primary == c.my_index && o.epoch == epoch && o.moving_to == Some(to) && o.in_sync.contains(&to)
+        let planned = why == Reason::Stopping || o.moving_to == Some(to);
+        o.primary == c.my_index && o.epoch == epoch && planned && o.in_sync.contains(&to)
     })
 }
 
 /// Returns once the switch is committed or the table no longer asks for it.
-async fn run(c: &Arc<Cluster>, p: usize, to: usize, epoch: u64) {
+async fn run(c: &Arc<Cluster>, p: usize, to: usize, epoch: u64, why: Reason) {
     let Some(md) = c.metadata.get() else { return };
     c.fenced[p].store(true, Ordering::Release);
     let quiesce = c.clone();
@@ -89,9 +117,9 @@ async fn run(c: &Arc<Cluster>, p: usize, to: usize, epoch: u64) {
     }
     c.keyspace().set_replica(p, true);
     let last = c.keyspace().with_partition(p, |part, _| part.log.next_seq().saturating_sub(1));
-    tracing::info!(partition = p, to, seq = last, "handover: writes fenced, waiting for backups");
+    tracing::info!(partition = p, to, seq = last, ?why, "handover: writes fenced, waiting for backups");
     loop {
-        if !wanted(c, p, to, epoch) {
+        if !wanted(c, p, to, epoch, why) {
             return;
         }
         if !c.replicator.wait(&[(p, last)]).await {

@@ -17,6 +17,7 @@ pub mod cluster_cmd;
 pub mod failover;
 mod handover;
 pub mod join;
+pub mod lease;
 pub mod metadata;
 pub mod placement;
 pub mod replication;

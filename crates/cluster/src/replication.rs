@@ -76,9 +76,15 @@ pub const SNAPSHOT_NEEDED: u64 = u64::MAX - 4;
 /// broken connection), so it holds nothing the primary may count on; the
 /// primary sends it again a little later.
 pub const SNAPSHOT_REFUSED: u64 = u64::MAX - 5;
+/// The epoch of the partition table the sender had when it queued what
+/// follows (body `epoch u64`; its partition field means nothing). A
+/// backup whose table is newer and names another primary for an entry's
+/// partition refuses the entry: it comes from a primary that was replaced
+/// ([`stale_sender`]). Every batch starts with one.
+pub const TABLE_EPOCH: u64 = u64::MAX - 6;
 /// The lowest marker: seqs from here up are never changes' seqs.
-const FIRST_MARKER: u64 = SNAPSHOT_REFUSED;
-const _: () = assert!(FIRST_MARKER < SNAPSHOT_NEEDED && SNAPSHOT_NEEDED < BACKUP_TAKEN);
+const FIRST_MARKER: u64 = TABLE_EPOCH;
+const _: () = assert!(FIRST_MARKER < SNAPSHOT_REFUSED && SNAPSHOT_NEEDED < BACKUP_TAKEN);
 /// How long a primary waits before sending a refused snapshot again.
 pub const RESEND_REFUSED_AFTER: Duration = Duration::from_millis(200);
 /// Unshipped bytes a backup may fall behind by before it is cut off.
@@ -87,6 +93,9 @@ const ENTRY_HEADER: usize = 2 + 8 + 4;
 
 struct PeerOut {
     buf: Mutex<BytesMut>,
+    /// The table epoch of the latest [`TABLE_EPOCH`] marker in `buf`
+    /// (changed under its lock).
+    stamped: AtomicU64,
     /// Bytes of this peer's stream taken out of `buf` so far (batches
     /// sent, or dropped when the peer was cut off); with `buf.len()`, the
     /// stream position. Changed only under the `buf` lock.
@@ -97,6 +106,17 @@ struct PeerOut {
     broken: AtomicBool,
     /// Snapshots for this backup, sent before anything in `buf`.
     snapshots: Mutex<std::collections::VecDeque<SnapshotStream>>,
+}
+
+impl PeerOut {
+    /// Puts a [`TABLE_EPOCH`] marker in `buf` (this peer's, locked) unless
+    /// the latest one there says `epoch` already.
+    fn stamp(&self, buf: &mut BytesMut, epoch: u64) {
+        if buf.is_empty() || self.stamped.load(Ordering::Relaxed) != epoch {
+            put_marker(buf, 0, TABLE_EPOCH, &[epoch]);
+            self.stamped.store(epoch, Ordering::Relaxed);
+        }
+    }
 }
 
 /// A snapshot queued for a backup.
@@ -126,6 +146,8 @@ pub struct Replicator {
     cluster: std::sync::Weak<Cluster>,
     /// The cluster's table, read here without upgrading `cluster`.
     table: SharedTable,
+    /// Writes are released only while it holds.
+    lease: Arc<crate::lease::Lease>,
     out: Vec<PeerOut>,
     /// acked[member][partition]: highest seq that member acknowledged.
     acked: Vec<Box<[AtomicU64]>>,
@@ -198,6 +220,7 @@ impl Replicator {
         ks: Arc<Keyspace>,
         cluster: std::sync::Weak<Cluster>,
         table: SharedTable,
+        lease: Arc<crate::lease::Lease>,
         members: usize,
         my_index: usize,
     ) -> Self {
@@ -207,9 +230,11 @@ impl Replicator {
             my_index,
             cluster,
             table,
+            lease,
             out: (0..members)
                 .map(|_| PeerOut {
                     buf: Mutex::new(BytesMut::new()),
+                    stamped: AtomicU64::new(0),
                     taken: AtomicU64::new(0),
                     acks: AckWaiters::default(),
                     ready: Notify::new(),
@@ -264,6 +289,7 @@ impl Replicator {
         }
         for (peer, marks) in self.out.iter().zip(&per_backup).filter(|(_, m)| !m.is_empty()) {
             let mut buf = peer.buf.lock();
+            peer.stamp(&mut buf, table.epoch);
             for &(p, seq) in marks {
                 if buf.len() > MAX_PENDING {
                     break;
@@ -449,6 +475,7 @@ impl Replicator {
         let mut snapshots = out.snapshots.lock();
         if let Some(s) = snapshots.front_mut() {
             let mut chunk = BytesMut::new();
+            put_marker(&mut chunk, 0, TABLE_EPOCH, &[self.table.load().as_ref().map_or(0, |t| t.epoch)]);
             if s.next_chunk(&mut chunk) {
                 snapshots.pop_front();
             }
@@ -526,9 +553,16 @@ impl Replicator {
     /// copy promoted while the batch is being applied finds in it the
     /// changes it applied.
     pub fn apply_received(&self, mut batch: Bytes, pin: Option<Arc<Pinned>>, from: usize) -> Result<Vec<(u16, u64)>, BatchError> {
+        let table = self.table.load();
+        let table = table.as_ref();
         if self.ks.holds_received() {
-            self.ks.hold_received(batch.clone(), held_changes(&batch), pin);
+            self.ks.hold_received(batch.clone(), held_changes(&batch, |p, epoch| stale_sender(table, p, from, epoch)), pin);
         }
+        // The sender's table epoch, from the batch's TABLE_EPOCH markers.
+        let mut sender_epoch = 0;
+        // Partitions whose entries came from a replaced primary (refused).
+        let mut stale: SmallVec<[u16; 2]> = SmallVec::new();
+        let sender = from;
         let from = from as u16;
         // (partition, seq) per change applied, then the last per partition:
         // no map per batch (a batch mostly holds distinct partitions).
@@ -553,6 +587,28 @@ impl Replicator {
                 return Err(BatchError::Partition(p));
             }
             let body = batch.split_to(len);
+            if seq == TABLE_EPOCH {
+                let epoch: [u8; 8] = body[..].try_into().map_err(|_| BatchError::Truncated)?;
+                sender_epoch = u64::from_le_bytes(epoch);
+                continue;
+            }
+            if stale_sender(table, p, sender, sender_epoch) {
+                if !stale.contains(&p) {
+                    tracing::warn!(
+                        partition = p,
+                        sender,
+                        sender_epoch,
+                        "replicated change refused: it comes from a primary this node's newer table replaced"
+                    );
+                    stale.push(p);
+                }
+                if seq == SNAPSHOT_END {
+                    if let Some(id) = body.get(8..16).and_then(|w| w.try_into().ok()).map(u64::from_le_bytes) {
+                        ends.push((p, SNAPSHOT_REFUSED, id));
+                    }
+                }
+                continue;
+            }
             if seq == WAN_APPLIED || seq == BACKUP_TAKEN {
                 if body.len() < 8 {
                     return Err(BatchError::Truncated);
@@ -811,13 +867,18 @@ impl Replicator {
         loop {
             let generation = self.table_generation.load(Ordering::Acquire);
             let notified = self.ack_notify.notified();
-            if self.all_acked(writes) {
+            // Acknowledged only while this node's lease holds: a primary
+            // cut off from the majority, or back from such a cut with a
+            // table a newer one has replaced, may be waiting on backups
+            // that acknowledged under that old table ([`crate::lease`]).
+            let acked = self.all_acked(writes);
+            if acked && self.lease.valid() {
                 return true;
             }
             if started.elapsed() >= SYNC_TIMEOUT {
                 return false;
             }
-            match targets.iter().find(|&&(b, target)| !self.out[b].acks.has_answered(target)) {
+            match targets.iter().find(|&&(b, target)| !acked && !self.out[b].acks.has_answered(target)) {
                 Some(&(b, target)) => {
                     let changed = || {
                         self.table_generation.load(Ordering::Acquire) != generation || started.elapsed() >= SYNC_TIMEOUT
@@ -850,21 +911,37 @@ pub(crate) async fn take_out_of_sync(cluster: &Cluster, p: usize, b: usize, epoc
 /// Where the changes of a batch are (not its markers or snapshot
 /// entries), up to the first entry that does not fit (applying the batch
 /// refuses it there).
-fn held_changes(batch: &[u8]) -> HeldChanges {
+fn held_changes(batch: &[u8], stale: impl Fn(u16, u64) -> bool) -> HeldChanges {
     let mut held = HeldChanges::new();
     let mut at = 0;
+    let mut sender_epoch = 0;
     while batch.len() - at >= ENTRY_HEADER {
         let (p, seq, len) = entry_head(&batch[at..]);
         let start = at + ENTRY_HEADER;
         if len > batch.len() - start {
             break;
         }
-        if seq != SNAPSHOT_DATA && seq < FIRST_MARKER {
+        if seq == TABLE_EPOCH {
+            if let Some(epoch) = batch.get(start..start + 8).and_then(|w| w.try_into().ok()) {
+                sender_epoch = u64::from_le_bytes(epoch);
+            }
+        } else if seq != SNAPSHOT_DATA && seq < FIRST_MARKER && !stale(p, sender_epoch) {
             held.push(Held { partition: p, seq, start: start as u32, len: len as u32 });
         }
         at = start + len;
     }
     held
+}
+
+/// Whether an entry for partition `p` from member `sender`, queued under
+/// its table epoch `sender_epoch`, comes from a primary that `table` (this
+/// node's) has replaced: the table is newer and names another primary.
+/// Such a sender has not learned yet that it lost the partition (it was
+/// cut off, or its metadata lags); what it sends must not be applied, let
+/// alone acknowledged. A sender with the same or a newer table is trusted:
+/// the table it acted on was committed.
+fn stale_sender(table: Option<&Arc<PartitionTable>>, p: u16, sender: usize, sender_epoch: u64) -> bool {
+    table.is_some_and(|t| t.epoch > sender_epoch && t.partitions.get(p as usize).is_some_and(|o| o.primary != sender))
 }
 
 /// Partition, seq and length of the entry `at` begins with (at least
@@ -910,6 +987,7 @@ impl ReplicationSink for Replicator {
                 self.cut_off(b);
                 continue;
             }
+            peer.stamp(&mut buf, table.epoch);
             buf.put_u16_le(partition as u16);
             buf.put_u64_le(seq);
             buf.put_u32_le(len as u32);
@@ -949,7 +1027,7 @@ pub(crate) mod tests {
         for p in 0..4 {
             ks.set_replica(p, true);
         }
-        Replicator::new(ks, std::sync::Weak::new(), SharedTable::default(), 2, 1)
+        Replicator::new(ks, std::sync::Weak::new(), SharedTable::default(), Arc::new(crate::lease::Lease::held(2)), 2, 1)
     }
 
     fn entry(p: u16, seq: u64, key: &str, value: &str) -> BytesMut {
@@ -1121,10 +1199,14 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn primary_with_backup() -> Arc<Replicator> {
+        primary_with_lease(Arc::new(crate::lease::Lease::held(2)))
+    }
+
+    fn primary_with_lease(lease: Arc<crate::lease::Lease>) -> Arc<Replicator> {
         let ks = keyspace();
         let shared = SharedTable::default();
         shared.store(Some(Arc::new(table(1, false))));
-        let r = Arc::new(Replicator::new(ks.clone(), std::sync::Weak::new(), shared, 2, 0));
+        let r = Arc::new(Replicator::new(ks.clone(), std::sync::Weak::new(), shared, lease, 2, 0));
         ks.set_sink(r.clone());
         r
     }
@@ -1311,6 +1393,39 @@ pub(crate) mod tests {
         primary.ks.apply_batch(primary.ks.partition_of(b"k"), vec![change], 0).unwrap();
     }
 
+    /// A table at `epoch` where every partition is led by member
+    /// `primary` and backed up by member 1.
+    fn led_by(primary: usize, epoch: u64) -> Option<Arc<crate::placement::PartitionTable>> {
+        let mut t = table(epoch, true);
+        t.epoch = epoch;
+        t.partitions.iter_mut().for_each(|o| o.primary = primary);
+        Some(Arc::new(t))
+    }
+
+    /// A primary that a newer table replaced (it was cut off, or its
+    /// metadata lags) gets nothing applied, held or acknowledged at a
+    /// backup that has the newer table; a primary whose table merely lags
+    /// the backup's, but which the backup's table still names, is followed.
+    #[test]
+    fn a_replaced_primary_gets_nothing_applied_or_acknowledged() {
+        let primary = primary_with_backup(); // its table: epoch 1, member 0 leads
+        write_k(&primary, 1);
+        let (batch, _) = primary.take_batch(1).expect("a batch for the backup");
+        let p = primary.ks.partition_of(b"k");
+        let backup = replicator();
+        backup.table.store(led_by(2, 5)); // epoch 5: member 2 leads now
+        assert_eq!(backup.apply_batch(batch.clone(), 0).unwrap(), vec![], "no ack for the replaced primary");
+        assert!(contents(&backup, p).is_empty(), "nothing applied");
+        assert_eq!(backup.ks.log_bytes(), 0, "nothing held");
+        // The same batch, the backup's newer table still naming member 0.
+        backup.table.store(led_by(0, 5));
+        assert_eq!(backup.apply_batch(batch.clone(), 0).unwrap(), vec![(p as u16, 1)]);
+        // And a sender whose table is as new as the backup's is trusted.
+        let fresh = replicator();
+        fresh.table.store(led_by(2, 1));
+        assert_eq!(fresh.apply_batch(batch, 0).unwrap(), vec![(p as u16, 1)]);
+    }
+
     /// What may leave the site is what outlives the primary: everything
     /// while no backup is waited for, else up to what every waited-for
     /// backup acknowledged (a loaded snapshot counts for what it held),
@@ -1344,6 +1459,33 @@ pub(crate) mod tests {
         // Promoted, a copy may ship what its log held.
         backup.ks.set_replica(p, false);
         assert_eq!(backup.ks.with_partition(p, |part, _| part.promoted_through), 3);
+    }
+
+    /// A write its backups acknowledged is released only while the
+    /// primary's lease holds: a primary cut off from the majority, or back
+    /// from a cut with a table that was replaced, acknowledges nothing.
+    #[tokio::test]
+    async fn a_write_is_released_only_while_the_lease_holds() {
+        let lease = Arc::new(crate::lease::Lease::new(2));
+        let primary = primary_with_lease(lease.clone());
+        primary.table.store(Some(Arc::new(table(2, true))));
+        let backup = replicator();
+        write_k(&primary, 1);
+        let p = primary.ks.partition_of(b"k");
+        ship(&primary, &backup);
+        assert_eq!(primary.durable_seq(p), 1, "the backup has it");
+        let waiting = tokio::spawn({
+            let primary = primary.clone();
+            async move { primary.wait(&[(p, 1)]).await }
+        });
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(!waiting.is_finished(), "no lease: not acknowledged");
+        assert_eq!(lease.refresh(Some(0), &[0, 1]), (false, false));
+        lease.grant(1, lease.now());
+        assert_eq!(lease.refresh(Some(0), &[0, 1]), (false, true));
+        primary.sweep();
+        let acked = tokio::time::timeout(Duration::from_secs(2), waiting).await.expect("released").unwrap();
+        assert!(acked);
     }
 
     /// A connection broke with a batch in flight: the connection gives it

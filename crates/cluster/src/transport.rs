@@ -4,8 +4,11 @@
 //! to learn new addresses to dial). Each
 //! side sends a hello first; a peer that does not speak the protocol, speaks
 //! another version, or belongs to another site is refused and logged. After
-//! the hello both sides ping every second, which is what failure detection
-//! and replication will ride on.
+//! the hello both sides ping every [`PING_EVERY`]: a connection silent for
+//! [`SILENT_AFTER`] is closed (what failure detection starts from), and
+//! the answers carry the lease ([`crate::lease`]). A hello that claims the
+//! address of a member another connection speaks for, or of a member the
+//! metadata knows by another name, is refused and logged.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -23,8 +26,9 @@ use crate::replication::Replicator;
 use crate::wire::{self, Hello, WireError};
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
-const PING_EVERY: Duration = Duration::from_secs(1);
-const DEAD_AFTER: Duration = Duration::from_secs(5);
+use crate::lease::PING_EVERY;
+/// A connection over which nothing arrived for this long is closed.
+pub const SILENT_AFTER: Duration = Duration::from_secs(2);
 const REDIAL_AFTER: Duration = Duration::from_millis(300);
 /// Replication batches sent to a peer and not yet answered. While one is
 /// in flight, changes gather in the peer's buffer and leave as one batch
@@ -38,6 +42,7 @@ const MAX_BATCHES_IN_FLIGHT: usize = 1;
 pub async fn run(cluster: Arc<Cluster>, listener: TcpListener) {
     tokio::spawn(crate::failover::run(cluster.clone()));
     tokio::spawn(sweep_waiting_writes(Arc::downgrade(&cluster)));
+    tokio::spawn(keep_lease(Arc::downgrade(&cluster)));
     for (i, _) in cluster.known_addrs() {
         if i < cluster.my_index {
             tokio::spawn(dial_loop(cluster.clone(), i));
@@ -65,6 +70,17 @@ async fn sweep_waiting_writes(c: std::sync::Weak<Cluster>) {
     let mut every = tokio::time::interval(crate::replication::SWEEP_EVERY);
     while let Some(c) = c.upgrade() {
         c.replicator.sweep();
+        drop(c);
+        every.tick().await;
+    }
+}
+
+/// Recomputes the lease every [`crate::lease::TICK`], so that it runs out
+/// when no grant comes.
+async fn keep_lease(c: std::sync::Weak<Cluster>) {
+    let mut every = tokio::time::interval(crate::lease::TICK);
+    while let Some(c) = c.upgrade() {
+        c.refresh_lease();
         drop(c);
         every.tick().await;
     }
@@ -129,9 +145,7 @@ fn accept_member(c: &Cluster, h: &Hello) -> Result<Member, HandshakeError> {
         cluster_id: cluster_id(&h.node_id),
         connected: true,
     };
-    if !c.learn(m.clone()) {
-        return Err(HandshakeError::Refused(format!("{cluster_addr} is not a member of this site")));
-    }
+    c.learn(m.clone()).map_err(HandshakeError::Refused)?;
     Ok(m)
 }
 
@@ -299,11 +313,11 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
                 if c.is_isolated() {
                     break;
                 }
-                if last_heard.elapsed() > DEAD_AFTER {
-                    tracing::warn!(%addr, "cluster peer silent for {DEAD_AFTER:?}");
+                if last_heard.elapsed() > SILENT_AFTER {
+                    tracing::warn!(%addr, "cluster peer silent for {SILENT_AFTER:?}");
                     break;
                 }
-                wire::encode_frame(wire::KIND_PING, &[], &mut out);
+                wire::encode_frame(wire::KIND_PING, &c.lease.now().to_le_bytes(), &mut out);
             }
             read = rd.read_buf(&mut rb.buf) => {
                 match read {
@@ -329,6 +343,22 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
                                         return;
                                     }
                                 },
+                                wire::KIND_PING => {
+                                    // The lease's question: what did this node apply?
+                                    if let Ok(token) = <[u8; 8]>::try_from(&payload[..]) {
+                                        let mut pong = [0u8; 16];
+                                        pong[..8].copy_from_slice(&token);
+                                        pong[8..].copy_from_slice(&c.applied_index().to_le_bytes());
+                                        wire::encode_frame(wire::KIND_PONG, &pong, &mut out);
+                                    }
+                                }
+                                wire::KIND_PONG => {
+                                    if let Ok(pong) = <[u8; 16]>::try_from(&payload[..]) {
+                                        let [token, applied] = [&pong[..8], &pong[8..]]
+                                            .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
+                                        c.lease_answered(peer, token, applied);
+                                    }
+                                }
                                 wire::KIND_ACK => {
                                     answered = true;
                                     c.replicator.acked_by(peer, payload);

@@ -10,7 +10,9 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 pub const MAGIC: &[u8; 4] = b"DGRD";
 /// 2: every replication batch is answered by one ack frame.
 /// 3: a snapshot's end marker and its ack carry the snapshot's id.
-pub const PROTOCOL_VERSION: u16 = 3;
+/// 4: pings carry a lease token and are answered ([`KIND_PONG`]); batches
+/// carry the sender's table epoch.
+pub const PROTOCOL_VERSION: u16 = 4;
 pub const MAX_FRAME: usize = 64 << 20;
 
 pub const KIND_HELLO: u8 = 1;
@@ -23,6 +25,10 @@ pub const KIND_JOIN: u8 = 5;
 pub const KIND_JOINED: u8 = 6;
 /// A refused join: a UTF-8 reason.
 pub const KIND_REFUSED: u8 = 7;
+/// The answer to a ping (`token u64`): the token and the index of the
+/// last metadata entry the answering node applied (`u64`), see
+/// [`crate::lease`].
+pub const KIND_PONG: u8 = 8;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {

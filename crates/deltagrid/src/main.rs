@@ -227,26 +227,30 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-/// How long SIGTERM waits for this node's partitions to move away.
-const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long a stopping node waits for the partitions it leads to be
+/// handed to their backups.
+const HAND_OFF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// SIGTERM: a member of a site leaves it first (its partitions move to the
-/// others while it keeps serving), then stops; SIGINT stops at once.
-async fn drain(node: &Node) {
-    let Some(c) = &node.cluster else {
-        tracing::info!("terminated: shutting down");
-        return;
-    };
-    match c.leave(&c.me.node_id).await {
-        Ok(msg) => {
-            tracing::info!("terminated: {msg}");
-            if tokio::time::timeout(DRAIN_TIMEOUT, c.left.notified()).await.is_err() {
-                tracing::warn!("partitions did not all move within {DRAIN_TIMEOUT:?}: shutting down anyway");
-            }
-        }
-        Err(e) => tracing::info!("terminated, not draining: {e}"),
+/// SIGTERM or SIGINT (what systemd, Kubernetes and Ctrl-C send): the node
+/// stops, it does not leave its site. Its client listener is closed, it hands
+/// the partitions it leads to their in-sync backups and tells the site it
+/// is down ([`cluster::Cluster::stop`]); started again with the same
+/// `data_dir` it rejoins as the same member. A second signal ends the
+/// process at once. Leaving the site is `deltagrid cluster leave`.
+async fn stop(node: &Node, signal: &str) {
+    tracing::info!("{signal}: stopping (a second signal ends the process at once)");
+    if let Some(c) = &node.cluster {
+        c.stop(HAND_OFF_TIMEOUT).await;
     }
     tracing::info!("shutting down");
+}
+
+/// Resolves at the next SIGTERM or SIGINT, with its name.
+async fn next_signal(terminate: &mut tokio::signal::unix::Signal) -> &'static str {
+    tokio::select! {
+        _ = terminate.recv() => "terminated",
+        _ = tokio::signal::ctrl_c() => "interrupted",
+    }
 }
 
 fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
@@ -293,11 +297,22 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
             }
         };
         let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = node.clone().serve(listener, admin, peers) => {}
-            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: shutting down"),
-            _ = left => tracing::info!("this node left its site: shutting down"),
-            _ = async { terminate.recv().await; drain(&node).await } => {}
+        let signal = tokio::select! {
+            _ = node.clone().serve(listener, admin, peers) => None,
+            _ = left => {
+                tracing::info!("this node left its site: shutting down");
+                None
+            }
+            signal = next_signal(&mut terminate) => Some(signal),
+        };
+        // The serve future is gone: its client listener is closed, while
+        // the connections already open and the site's work (spawned tasks)
+        // go on until the process ends.
+        if let Some(signal) = signal {
+            tokio::select! {
+                _ = stop(&node, signal) => {}
+                again = next_signal(&mut terminate) => tracing::warn!("{again} again: shutting down at once"),
+            }
         }
         Ok(())
     })

@@ -73,6 +73,9 @@ type Raft = openraft::Raft<TypeConfig>;
 
 /// Pause between attempts while no leader answers.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// The leader's heartbeat: how long a follower may take to learn that an
+/// entry it holds was committed.
+pub const HEARTBEAT_MILLIS: u64 = 250;
 /// Longest wait for the group's tasks to let go of the store at shutdown.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -104,7 +107,7 @@ impl MetadataConfig {
             node_id,
             site_id,
             dir: dir.into(),
-            heartbeat: Duration::from_millis(250),
+            heartbeat: Duration::from_millis(HEARTBEAT_MILLIS),
             election_timeout: Duration::from_millis(1000),
             snapshot_every: 5000,
             keep_behind_snapshot: 1000,
@@ -345,6 +348,11 @@ impl Metadata {
     /// The leader this member knows of.
     pub fn leader(&self) -> Option<NodeId> {
         self.raft.metrics().borrow().current_leader
+    }
+
+    /// The index of the last log entry this member applied (0: none).
+    pub fn applied_index(&self) -> u64 {
+        self.raft.metrics().borrow().last_applied.map_or(0, |l| l.index)
     }
 
     /// The group's voters as this member knows them.

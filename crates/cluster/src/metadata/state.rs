@@ -208,6 +208,8 @@ pub enum Refused {
     Invalid { partition: u16, reason: String },
     #[error("the site has no free node id (ids go up to {MAX_MEMBER_ID})")]
     Full,
+    #[error("the name {name:?} is member {id}'s, at another address")]
+    NameTaken { name: String, id: NodeId },
 }
 
 /// The highest node id: per-member state (replication buffers, acks) is
@@ -250,6 +252,11 @@ impl SiteMetadata {
             Command::Join { name, cluster_addr, client_addr } => {
                 if self.table.is_none() {
                     return Err(Refused::NotFormed);
+                }
+                // A name is one member's: a second process calling itself
+                // by a member's name cannot take its place.
+                if let Some((id, _)) = self.members.iter().find(|(_, m)| m.name == *name && m.cluster_addr != *cluster_addr) {
+                    return Err(Refused::NameTaken { name: name.clone(), id: *id });
                 }
                 let known = self.members.iter().find(|(_, m)| m.cluster_addr == *cluster_addr).map(|(id, _)| *id);
                 let id = match known {
@@ -598,6 +605,22 @@ mod tests {
         let before = s.clone();
         assert_eq!(s.apply(&join(1)), Err(Refused::Full));
         assert_eq!(s, before);
+    }
+
+    #[test]
+    fn a_join_under_a_members_name_from_another_address_is_refused() {
+        let mut s = formed();
+        let name = s.members[&2].name.clone();
+        let join = |port: u16| Command::Join {
+            name: name.clone(),
+            cluster_addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            client_addr: String::new(),
+        };
+        let before = s.clone();
+        assert_eq!(s.apply(&join(9999)), Err(Refused::NameTaken { name: name.clone(), id: 2 }));
+        assert_eq!(s, before);
+        let own = s.members[&2].cluster_addr.port();
+        assert_eq!(s.apply(&join(own)), Ok(2), "the member itself, at its own address, rejoins");
     }
 
     #[test]
