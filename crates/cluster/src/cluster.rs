@@ -364,9 +364,7 @@ impl Cluster {
     pub fn lease_answered(&self, peer: usize, token: u64, applied: u64) {
         if applied <= self.applied_index() {
             self.lease.grant(peer, token);
-            if !self.lease.valid() {
-                self.refresh_lease();
-            }
+            self.refresh_lease();
         }
     }
 

@@ -29,10 +29,13 @@
 //! to, a partition it no longer leads.
 //!
 //! The check on the hot paths (routing, the release of a waiting write) is
-//! one atomic load: [`Lease::valid`], recomputed on every grant and every
-//! [`TICK`] so that it turns off a tick before the lease runs out.
+//! an atomic load and a read of the monotonic clock ([`Lease::valid`]):
+//! the end of the lease is recomputed on every grant and every [`TICK`]
+//! (which also notices voters and this node's own state changing), and
+//! compared with the clock at the moment of use, so a process that was
+//! paused longer than its lease finds it over when it resumes.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How often each side of a node-to-node connection pings the other.
@@ -52,7 +55,8 @@ pub struct Lease {
     base: Instant,
     /// Per member index: the token of the latest ping that member granted.
     granted: Box<[AtomicU64]>,
-    valid: AtomicBool,
+    /// Until when (this clock, [`Self::now`]) the lease holds; 0: not held.
+    until: AtomicU64,
 }
 
 impl Lease {
@@ -60,7 +64,7 @@ impl Lease {
         Lease {
             base: Instant::now(),
             granted: (0..members).map(|_| AtomicU64::new(0)).collect(),
-            valid: AtomicBool::new(false),
+            until: AtomicU64::new(0),
         }
     }
 
@@ -69,7 +73,7 @@ impl Lease {
     #[cfg(test)]
     pub(crate) fn held(members: usize) -> Lease {
         let l = Lease::new(members);
-        l.valid.store(true, Ordering::Release);
+        l.until.store(u64::MAX, Ordering::Release);
         l
     }
 
@@ -89,22 +93,31 @@ impl Lease {
     /// Whether this node may serve its primaries now.
     #[inline]
     pub fn valid(&self) -> bool {
-        self.valid.load(Ordering::Acquire)
+        self.now() < self.until.load(Ordering::Acquire)
     }
 
-    /// Recomputes [`Self::valid`]: `me` is alive in the metadata and
-    /// `voters` (member indexes, `me` among them or not) hold a majority
-    /// counting `me` and every voter whose latest grant still covers the
-    /// next [`TICK`]. Returns (before, after).
+    /// Recomputes the end of the lease: `me` (None: this node is not
+    /// alive in its metadata, and holds none) counts for itself if it is
+    /// among `voters` (member indexes), and each other voter from its
+    /// latest grant; the lease lasts [`LEASE`] from the grant that
+    /// completes a majority. Returns whether it held before and after.
     pub fn refresh(&self, me: Option<usize>, voters: &[usize]) -> (bool, bool) {
-        let now = self.now();
-        let horizon = now.saturating_add(TICK.as_nanos() as u64).saturating_sub(LEASE.as_nanos() as u64);
-        let have = voters
+        let before = self.valid();
+        let mut grants: Vec<u64> = voters
             .iter()
-            .filter(|&&v| Some(v) == me || self.granted.get(v).is_some_and(|g| g.load(Ordering::Acquire) > horizon))
-            .count();
-        let ok = me.is_some() && !voters.is_empty() && have > voters.len() / 2;
-        (self.valid.swap(ok, Ordering::AcqRel), ok)
+            .map(|&v| match self.granted.get(v) {
+                _ if Some(v) == me => u64::MAX,
+                Some(g) => g.load(Ordering::Acquire),
+                None => 0,
+            })
+            .collect();
+        grants.sort_unstable_by(|a, b| b.cmp(a));
+        let until = match grants.get(voters.len() / 2) {
+            Some(&t) if me.is_some() && t > 0 => t.saturating_add(LEASE.as_nanos() as u64),
+            _ => 0,
+        };
+        self.until.store(until, Ordering::Release);
+        (before, self.valid())
     }
 }
 
@@ -126,14 +139,24 @@ mod tests {
     }
 
     #[test]
-    fn grants_run_out_a_tick_before_the_lease() {
+    fn a_lease_runs_out_a_lease_after_the_ping_whose_grant_made_the_majority() {
         let l = Lease::new(3);
         let old = l.now();
-        std::thread::sleep(LEASE - TICK + Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(50));
         l.grant(1, old);
-        assert!(!l.refresh(Some(0), &[0, 1, 2]).1, "the grant of a ping sent a lease ago no longer counts");
-        l.grant(1, l.now());
         assert!(l.refresh(Some(0), &[0, 1, 2]).1);
+        let until = l.until.load(Ordering::Acquire);
+        assert_eq!(until, old + LEASE.as_nanos() as u64, "from the ping's sending, not from its answer");
+        // Without a refresh (a process that was paused), the clock ends it.
+        l.until.store(l.now(), Ordering::Release);
+        assert!(!l.valid());
+        // Of two grants, the older completes the majority of five.
+        let l = Lease::new(5);
+        let (a, b) = (l.now(), l.now() + 1000);
+        l.grant(1, b);
+        l.grant(2, a);
+        assert!(l.refresh(Some(0), &[0, 1, 2, 3, 4]).1);
+        assert_eq!(l.until.load(Ordering::Acquire), a + LEASE.as_nanos() as u64);
     }
 
     #[test]
