@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every deltagrid test on a fresh Debian machine:
-#   1. installs what is missing (redis-server/redis-cli/redis-benchmark, Python
-#      venv + tests/python/requirements.txt, and a Rust toolchain if absent)
+#   1. installs what is missing (redis-server/redis-cli/redis-benchmark, iproute2,
+#      Python venv + tests/python/requirements.txt, and a Rust toolchain if absent)
 #   2. cargo build --workspace --locked --features deltagrid/s3   (debug)
 #   3. cargo test --workspace --locked --features deltagrid/s3
 #   4. python -m pytest tests/python -q      (black-box, against target/debug/deltagrid)
@@ -53,6 +53,8 @@ if ! command -v redis-cli >/dev/null 2>&1 || ! command -v redis-benchmark >/dev/
     APT_PKGS+=(redis-tools)
 fi
 command -v python3 >/dev/null 2>&1 || APT_PKGS+=(python3)
+# ip (network namespaces, veth, bridges) for tests/python/test_partition.py
+command -v ip >/dev/null 2>&1 || APT_PKGS+=(iproute2)
 if [ -z "${PYTHON:-}" ] && [ ! -x .venv/bin/python ]; then
     # Debian splits venv/ensurepip out of python3
     if ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then

@@ -15,7 +15,7 @@ from redis.crc import key_slot
 
 from conftest import Server, binary, free_port
 from helpers import wait_until
-from helpers_net import RespConn
+from helpers_net import RespConn, http_get
 
 pytestmark = pytest.mark.deltagrid_only
 
@@ -324,7 +324,6 @@ def test_cluster_status_and_metrics_follow_a_failover(site):
     assert len(rows) == 3 and all(r[3] == "up" and r[4] == "active" for r in rows), text
     assert sum(int(r[5]) for r in rows) == 271  # every partition has one primary
     from prometheus_client.parser import text_string_to_metric_families
-    from helpers_net import http_get
     metrics = {f.name: f for f in text_string_to_metric_families(http_get("127.0.0.1", site[0].admin_port, "/metrics")[2].decode())}
     assert sum(s.value for s in metrics["deltagrid_partitions_primary"].samples) == 271
     site[2].proc.kill()
@@ -424,8 +423,9 @@ def test_a_node_restarted_before_it_is_detected_gives_up_its_copies(site):
 
 def test_a_primary_cut_off_from_the_majority_stops_acknowledging(site):
     """Fault injection in the transport (DEBUG CLUSTER-ISOLATE): the cut-off
-    primary cannot get its backups' acks and never answers +OK; the
-    majority fails its partitions over and keeps taking writes."""
+    primary cannot get its backups' acks and never answers +OK; once its
+    lease runs out it serves nothing (CLUSTERDOWN); the majority fails its
+    partitions over and keeps taking writes."""
     n1, n2, n3 = site
     with RespConn.to(n2) as c:
         slots = c.call("CLUSTER", "SLOTS")
@@ -438,10 +438,29 @@ def test_a_primary_cut_off_from_the_majority_stops_acknowledging(site):
         sock.sendall(b"*3\r\n$3\r\nSET\r\n$" + str(len(key)).encode() + b"\r\n" + key.encode() + b"\r\n$5\r\nafter\r\n")
         reply = sock.recv(1000)  # closed unanswered (b"") or an error; never +OK
         assert not reply.startswith(b"+OK"), "a primary cut off from its site acknowledged a write"
+    # Its lease runs out: reads and writes of its partitions get CLUSTERDOWN,
+    # and it says the cluster has failed (as Redis Cluster's minority side).
+    def refused_down():
+        with RespConn.to(n1) as c:
+            return c.cmd("GET", key).startswith(b"-CLUSTERDOWN")
+    wait_until(refused_down, timeout=5, message="the cut-off primary kept serving reads")
+    with RespConn.to(n1) as c:
+        assert c.cmd("SET", key, "again").startswith(b"-CLUSTERDOWN")
+        assert b"lease:0" in bytes(c.call("INFO", "replication"))
+    assert b"cluster_state:fail" in cluster_info(n1)
+    assert b"deltagrid_lease_held 0" in http_get("127.0.0.1", n1.admin_port, "/metrics")[2]
     wait_until(lambda: status_rows(n2)["n1"][4] == "dead", timeout=20, message="the majority never declared n1 dead")
     rc = RedisCluster(host="127.0.0.1", port=n2.port, decode_responses=True)
     wait_until(lambda: rc.set(key, "majority"), timeout=20, message="the majority did not take writes")
     assert rc.get(key) == "majority"
+    assert b"cluster_state:ok" in cluster_info(n2)
+    # Linked again, n1 learns it was replaced before serving anything: MOVED.
+    with RespConn.to(n1) as c:
+        assert c.call("DEBUG", "CLUSTER-ISOLATE", 0) == "OK"
+    def moved():
+        with RespConn.to(n1) as c:
+            return c.cmd("GET", key).startswith(b"-MOVED")
+    wait_until(moved, timeout=20, message="n1 never learned that its partition moved")
 
 
 def test_a_backup_cut_off_briefly_catches_up_and_a_failover_to_it_loses_nothing(site):

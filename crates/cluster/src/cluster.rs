@@ -119,6 +119,8 @@ pub struct SiteStatus {
     pub migrating: usize,
     /// Handovers this node committed (partitions it handed to another).
     pub handovers: u64,
+    /// This node holds its lease: it may serve the partitions it leads.
+    pub lease: bool,
     pub members: Vec<MemberStatus>,
 }
 
@@ -660,6 +662,7 @@ impl Cluster {
                 t.partitions.iter().filter(|o| o.moving_to.is_some() || o.backups.len() != o.in_sync.len()).count()
             }),
             handovers: self.handovers_done.load(std::sync::atomic::Ordering::Relaxed),
+            lease: self.lease.valid(),
             members: self
                 .known_addrs()
                 .into_iter()

@@ -36,7 +36,8 @@ pub fn status(admin: &str) -> anyhow::Result<()> {
         return Ok(());
     };
     println!(
-        "site {} ({}), formed: {}, partition table epoch {}, metadata leader: {}, primary changes seen: {}, migrating: {}",
+        "site {} ({}), formed: {}, partition table epoch {}, metadata leader: {}, primary changes seen: {}, migrating: {}, \
+         this node's lease: {}",
         v["site"]["id"],
         v["site"]["name"].as_str().unwrap_or(""),
         site["formed"],
@@ -44,6 +45,7 @@ pub fn status(admin: &str) -> anyhow::Result<()> {
         site["leader"].as_str().unwrap_or("none"),
         site["primary_changes"],
         site["migrating"],
+        if site["lease"].as_bool() == Some(true) { "held (serving)" } else { "lost (its partitions answer CLUSTERDOWN)" },
     );
     println!();
     println!(

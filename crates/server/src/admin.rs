@@ -122,6 +122,7 @@ fn site_json(s: &cluster::SiteStatus) -> serde_json::Value {
     serde_json::json!({
         "formed": s.formed,
         "migrating": s.migrating,
+        "lease": s.lease,
         "handovers": s.handovers,
         "epoch": s.epoch,
         "leader": s.leader,

@@ -263,6 +263,7 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
                 kv("partitions_backup", &me.map_or(0, |m| m.backups));
                 kv("primary_changes", &site.primary_changes);
                 kv("partitions_migrating", &site.migrating);
+                kv("lease", &(site.lease as u8));
                 kv("handovers", &site.handovers);
                 for m in site.members.iter().filter(|m| !m.myself) {
                     let line = format!(

@@ -221,6 +221,7 @@ impl Metrics {
             self.gauge("deltagrid_partition_table_epoch").set(site.epoch as f64);
             self.counter("deltagrid_primary_changes_total", vec![]).absolute(site.primary_changes);
             self.gauge("deltagrid_partitions_migrating").set(site.migrating as f64);
+            self.gauge("deltagrid_lease_held").set(site.lease as u8 as f64);
             self.counter("deltagrid_handovers_total", vec![]).absolute(site.handovers);
             for m in &site.members {
                 let g = |name: &'static str, v: f64| {
