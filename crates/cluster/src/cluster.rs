@@ -105,7 +105,7 @@ pub struct Cluster {
     left_flag: std::sync::atomic::AtomicBool,
     was_member: std::sync::atomic::AtomicBool,
     /// Set by [`Cluster::stop`]: partitions led here are handed over.
-    stopping: std::sync::atomic::AtomicBool,
+    pub(crate) stopping: std::sync::atomic::AtomicBool,
 }
 
 /// What `/status`, `/metrics` and `deltagrid cluster status` show of a site.
@@ -354,96 +354,8 @@ impl Cluster {
         gone
     }
 
-    /// The index of the last metadata entry this node applied, what its
-    /// answers to lease pings carry.
-    pub fn applied_index(&self) -> u64 {
-        self.metadata.get().map_or(0, |md| md.applied_index())
-    }
-
-    /// Member `peer` answered the lease ping carrying `token`, having
-    /// applied the metadata up to `applied`: a grant unless it applied
-    /// something this node has not ([`crate::lease`]).
-    pub fn lease_answered(&self, peer: usize, token: u64, applied: u64) {
-        if applied <= self.applied_index() {
-            self.lease.grant(peer, token);
-            self.refresh_lease();
-        }
-    }
-
-    /// Recomputes whether this node may serve its primaries; logs a change.
-    pub fn refresh_lease(&self) {
-        let (me, voters) = match self.metadata.get() {
-            Some(md) => {
-                let id = self.my_index as u64 + 1;
-                let alive = md.current().members.get(&id).is_some_and(|m| m.state != crate::metadata::MemberState::Dead);
-                let voters: Vec<usize> = md.voters().iter().map(|v| (*v as usize).saturating_sub(1)).collect();
-                (alive.then_some(self.my_index), voters)
-            }
-            None => (None, Vec::new()),
-        };
-        match self.lease.refresh(me, &voters) {
-            (true, false) if self.is_up() => tracing::warn!(
-                "lease lost: no majority of the site confirmed this node's metadata within {:?}; \
-                 its partitions answer CLUSTERDOWN",
-                crate::lease::LEASE
-            ),
-            (false, true) => {
-                if self.is_up() {
-                    tracing::info!("lease held: serving this node's partitions");
-                }
-                // Writes whose acks are in may be released now.
-                self.replicator.sweep();
-            }
-            _ => {}
-        }
-    }
-
     pub fn is_stopping(&self) -> bool {
         self.stopping.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// Stops this node's part in the site without leaving it (SIGTERM,
-    /// SIGINT): every partition it leads goes to an in-sync backup
-    /// (a handover: writes wait a replication round trip and a commit),
-    /// for at most `timeout`; then it declares itself dead, so that
-    /// writes of the partitions it backs up stop waiting for it at once
-    /// and its copies are rebuilt elsewhere. It stays a member: started
-    /// again with the same `data_dir`, it rejoins under the same id
-    /// (as after a crash) and gets its share back. Leaving for good is
-    /// `deltagrid cluster leave`.
-    pub async fn stop(&self, timeout: std::time::Duration) {
-        let Some(md) = self.metadata.get() else { return };
-        self.stopping.store(true, std::sync::atomic::Ordering::Release);
-        if !self.lease.valid() {
-            // Cut off from the majority (or the last of the site to stop):
-            // nothing can be committed; the site finds out by itself.
-            tracing::info!("stopping without handing over: no majority of the site is reachable");
-            return;
-        }
-        let led = |t: &PartitionTable| {
-            t.partitions.iter().filter(|o| o.primary == self.my_index && !o.in_sync.is_empty()).count()
-        };
-        let before = self.table().map_or(0, |t| led(&t));
-        tracing::info!(partitions = before, "stopping: handing the partitions this node leads to their backups");
-        for p in 0..self.partitions as usize {
-            crate::handover::hand_off(self, p);
-        }
-        let handed = tokio::time::timeout(timeout, async {
-            while self.table().is_some_and(|t| led(&t) > 0) {
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-        })
-        .await;
-        let left = self.table().map_or(0, |t| led(&t));
-        if handed.is_err() {
-            tracing::warn!(partitions = left, "stopping: not every partition was handed over within {timeout:?}; they fail over");
-        }
-        let me = self.my_index as u64 + 1;
-        match tokio::time::timeout(crate::replication::SYNC_TIMEOUT, md.propose(crate::metadata::Command::MarkDead { id: me })).await {
-            Ok(Ok(_)) => tracing::info!("stopped: partitions handed over, this member is down until it starts again"),
-            Ok(Err(e)) => tracing::warn!("stopping: could not mark this member down: {e}; the site will find out"),
-            Err(_) => tracing::warn!("stopping: marking this member down took too long; the site will find out"),
-        }
     }
 
     pub fn has_left(&self) -> bool {

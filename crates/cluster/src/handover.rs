@@ -168,3 +168,49 @@ async fn run(c: &Arc<Cluster>, p: usize, to: usize, epoch: u64, why: Reason) {
         }
     }
 }
+
+impl Cluster {
+    /// Stops this node's part in the site without leaving it (SIGTERM,
+    /// SIGINT): every partition it leads goes to an in-sync backup
+    /// (a handover: writes wait a replication round trip and a commit),
+    /// for at most `timeout`; then it declares itself dead, so that
+    /// writes of the partitions it backs up stop waiting for it at once
+    /// and its copies are rebuilt elsewhere. It stays a member: started
+    /// again with the same `data_dir`, it rejoins under the same id
+    /// (as after a crash) and gets its share back. Leaving for good is
+    /// `deltagrid cluster leave`.
+    pub async fn stop(&self, timeout: std::time::Duration) {
+        let Some(md) = self.metadata.get() else { return };
+        self.stopping.store(true, std::sync::atomic::Ordering::Release);
+        if !self.lease.valid() {
+            // Cut off from the majority (or the last of the site to stop):
+            // nothing can be committed; the site finds out by itself.
+            tracing::info!("stopping without handing over: no majority of the site is reachable");
+            return;
+        }
+        let led = |t: &crate::PartitionTable| {
+            t.partitions.iter().filter(|o| o.primary == self.my_index && !o.in_sync.is_empty()).count()
+        };
+        let before = self.table().map_or(0, |t| led(&t));
+        tracing::info!(partitions = before, "stopping: handing the partitions this node leads to their backups");
+        for p in 0..self.partitions as usize {
+            crate::handover::hand_off(self, p);
+        }
+        let handed = tokio::time::timeout(timeout, async {
+            while self.table().is_some_and(|t| led(&t) > 0) {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        let left = self.table().map_or(0, |t| led(&t));
+        if handed.is_err() {
+            tracing::warn!(partitions = left, "stopping: not every partition was handed over within {timeout:?}; they fail over");
+        }
+        let me = self.my_index as u64 + 1;
+        match tokio::time::timeout(crate::replication::SYNC_TIMEOUT, md.propose(crate::metadata::Command::MarkDead { id: me })).await {
+            Ok(Ok(_)) => tracing::info!("stopped: partitions handed over, this member is down until it starts again"),
+            Ok(Err(e)) => tracing::warn!("stopping: could not mark this member down: {e}; the site will find out"),
+            Err(_) => tracing::warn!("stopping: marking this member down took too long; the site will find out"),
+        }
+    }
+}

@@ -121,6 +121,52 @@ impl Lease {
     }
 }
 
+impl crate::Cluster {
+    /// The index of the last metadata entry this node applied, what its
+    /// answers to lease pings carry.
+    pub fn applied_index(&self) -> u64 {
+        self.metadata.get().map_or(0, |md| md.applied_index())
+    }
+
+    /// Member `peer` answered the lease ping carrying `token`, having
+    /// applied the metadata up to `applied`: a grant unless it applied
+    /// something this node has not ([`crate::lease`]).
+    pub fn lease_answered(&self, peer: usize, token: u64, applied: u64) {
+        if applied <= self.applied_index() {
+            self.lease.grant(peer, token);
+            self.refresh_lease();
+        }
+    }
+
+    /// Recomputes whether this node may serve its primaries; logs a change.
+    pub fn refresh_lease(&self) {
+        let (me, voters) = match self.metadata.get() {
+            Some(md) => {
+                let id = self.my_index as u64 + 1;
+                let alive = md.current().members.get(&id).is_some_and(|m| m.state != crate::metadata::MemberState::Dead);
+                let voters: Vec<usize> = md.voters().iter().map(|v| (*v as usize).saturating_sub(1)).collect();
+                (alive.then_some(self.my_index), voters)
+            }
+            None => (None, Vec::new()),
+        };
+        match self.lease.refresh(me, &voters) {
+            (true, false) if self.is_up() => tracing::warn!(
+                "lease lost: no majority of the site confirmed this node's metadata within {:?}; \
+                 its partitions answer CLUSTERDOWN",
+                crate::lease::LEASE
+            ),
+            (false, true) => {
+                if self.is_up() {
+                    tracing::info!("lease held: serving this node's partitions");
+                }
+                // Writes whose acks are in may be released now.
+                self.replicator.sweep();
+            }
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -80,7 +80,7 @@ pub const SNAPSHOT_REFUSED: u64 = u64::MAX - 5;
 /// follows (body `epoch u64`; its partition field means nothing). A
 /// backup whose table is newer and names another primary for an entry's
 /// partition refuses the entry: it comes from a primary that was replaced
-/// ([`stale_sender`]). Every batch starts with one.
+/// (`stale_sender`). Every batch starts with one.
 pub const TABLE_EPOCH: u64 = u64::MAX - 6;
 /// The lowest marker: seqs from here up are never changes' seqs.
 const FIRST_MARKER: u64 = TABLE_EPOCH;
