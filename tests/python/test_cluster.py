@@ -20,22 +20,33 @@ from helpers_net import RespConn, http_get
 pytestmark = pytest.mark.deltagrid_only
 
 
-def site_config(i, ports, cluster_ports, backups=1, seed_ports=None, partitions=271):
+def site_config(i, ports, cluster_ports, backups=1, seed_ports=None, partitions=271,
+                hosts=None, admin_ports=None, data_dir=None, replication=None):
     """Node i's config; `seed_ports` (default: all of `cluster_ports`) may
-    leave it out, and then it joins the site the seeds formed."""
-    seeds = ", ".join(f'"127.0.0.1:{p}"' for p in (seed_ports or cluster_ports))
+    leave it out, and then it joins the site the seeds formed. `hosts`
+    (indexed like `ports`; default 127.0.0.1 for every node) gives each
+    node an address of its own, and then every node is a seed;
+    `admin_ports` (indexed alike), `data_dir` and `replication` add those
+    settings."""
+    assert not (hosts and seed_ports), "seed_ports are on 127.0.0.1"
+    host = hosts[i] if hosts else "127.0.0.1"
+    seeds = zip(hosts, cluster_ports) if hosts else (("127.0.0.1", p) for p in (seed_ports or cluster_ports))
+    seeds = ", ".join(f'"{h}:{p}"' for h, p in seeds)
+    admin = f'admin_listen = "{host}:{admin_ports[i]}"\n' if admin_ports else ""
+    data = f'data_dir = "{data_dir}"\n' if data_dir else ""
+    repl = f'replication = "{replication}"\n' if replication else ""
     return f'''
 [node]
 id = "n{i + 1}"
-listen = "127.0.0.1:{ports[i]}"
-cluster_listen = "127.0.0.1:{cluster_ports[i]}"
-[site]
+listen = "{host}:{ports[i]}"
+{admin}cluster_listen = "{host}:{cluster_ports[i]}"
+{data}[site]
 id = 1
 name = "london"
 partitions = {partitions}
 seeds = [{seeds}]
 backups = {backups}
-'''
+{repl}'''
 
 
 @contextlib.contextmanager
