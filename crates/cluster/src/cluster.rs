@@ -530,7 +530,9 @@ impl Cluster {
         tokio::spawn(async move {
             for (p, b, epoch) in gaps {
                 tracing::warn!(partition = p, backup = b, "backup reported a replication gap: rebuilding its copy");
-                crate::replication::take_out_of_sync(&c, p, b, epoch).await;
+                if !crate::replication::take_out_of_sync(&c, p, b, epoch).await {
+                    c.replicator.ask_gap_again(p, b);
+                }
             }
             let Some(md) = c.metadata.get() else { return };
             for (p, b, epoch) in done {
@@ -541,7 +543,15 @@ impl Cluster {
                 };
                 match md.propose(cmd).await {
                     Ok(_) => tracing::info!(partition = p, backup = b, "backup caught up: in sync"),
-                    Err(e) => tracing::warn!(partition = p, backup = b, "backup not added to the in-sync set: {e}"),
+                    Err(e @ crate::metadata::MetadataError::Refused(_)) => {
+                        tracing::warn!(partition = p, backup = b, "backup not added to the in-sync set: {e}")
+                    }
+                    Err(e) => {
+                        // Not decided (no leader, a slow commit): asked again
+                        // after its next answer, or it never counts.
+                        tracing::warn!(partition = p, backup = b, "backup not added to the in-sync set yet: {e}");
+                        c.replicator.report_again(p, b, epoch);
+                    }
                 }
             }
             if refused.is_empty() {

@@ -900,11 +900,43 @@ impl Replicator {
 
 /// Proposes that backup `b` of partition `p` leave the in-sync set (at
 /// partition epoch `epoch`); the table that does it sends a snapshot.
-pub(crate) async fn take_out_of_sync(cluster: &Cluster, p: usize, b: usize, epoch: u64) {
-    let Some(md) = cluster.metadata.get() else { return };
+/// A proposal that fails without being refused (no leader yet, a commit
+/// too slow: a heal or an election) is made again, for up to
+/// [`SYNC_TIMEOUT`]. Returns whether the group decided (committed it, or
+/// refused it: the partition moved on).
+pub(crate) async fn take_out_of_sync(cluster: &Cluster, p: usize, b: usize, epoch: u64) -> bool {
+    let Some(md) = cluster.metadata.get() else { return false };
     let cmd = crate::metadata::Command::RemoveFromInSync { partition: p as u16, node: b as u64 + 1, expected_epoch: epoch };
-    if let Err(e) = md.propose(cmd).await {
-        tracing::warn!(partition = p, backup = b, "could not take the backup out of the in-sync set: {e}");
+    let started = Instant::now();
+    loop {
+        match md.propose(cmd.clone()).await {
+            Ok(_) | Err(crate::metadata::MetadataError::Refused(_)) => return true,
+            Err(e) if started.elapsed() >= SYNC_TIMEOUT => {
+                tracing::warn!(partition = p, backup = b, "could not take the backup out of the in-sync set: {e}");
+                return false;
+            }
+            Err(_) => tokio::time::sleep(RESEND_REFUSED_AFTER).await,
+        }
+    }
+}
+
+impl Replicator {
+    /// A gap `take_gaps` returned could not be acted on (see
+    /// [`take_out_of_sync`]): it is returned again after the backup's next
+    /// answer, instead of never (the backup would hold every write to the
+    /// partition up until the sync timeout, for good).
+    pub(crate) fn ask_gap_again(&self, p: usize, b: usize) {
+        if let Some(at) = self.gaps.lock().get_mut(&(p, b)) {
+            *at = None;
+        }
+    }
+
+    /// A finished snapshot `take_finished_snapshots` returned could not be
+    /// reported (the proposal was not decided): it is returned again.
+    pub(crate) fn report_again(&self, p: usize, b: usize, epoch: u64) {
+        if let Some(s) = self.snapshots.lock().get_mut(&(p, b)).filter(|s| s.epoch == epoch) {
+            s.reported = false;
+        }
     }
 }
 
@@ -1584,6 +1616,8 @@ pub(crate) mod tests {
         assert_eq!(primary.take_gaps(&table(5, true)), vec![(p, 1, 5)]);
         assert_eq!(primary.take_gaps(&table(5, true)), vec![], "asked already at this epoch");
         assert_eq!(primary.take_gaps(&table(6, true)), vec![(p, 1, 6)], "the ask was lost: again");
+        primary.ask_gap_again(p, 1);
+        assert_eq!(primary.take_gaps(&table(6, true)), vec![(p, 1, 6)], "the proposal failed: again at the same epoch");
         assert_eq!(primary.take_gaps(&table(7, false)), vec![], "out of sync: a snapshot is coming");
         assert_eq!(primary.take_gaps(&table(8, true)), vec![], "and forgotten");
     }

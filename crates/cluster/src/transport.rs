@@ -65,11 +65,14 @@ pub async fn run(cluster: Arc<Cluster>, listener: TcpListener) {
 }
 
 /// Lets writes waiting for backups notice their timeout
-/// ([`Replicator::sweep`]), for as long as the site lives.
+/// ([`Replicator::sweep`]), and reports what backups finished or lack
+/// when no answer came to do it (a proposal that was not decided is made
+/// again so), for as long as the site lives.
 async fn sweep_waiting_writes(c: std::sync::Weak<Cluster>) {
     let mut every = tokio::time::interval(crate::replication::SWEEP_EVERY);
     while let Some(c) = c.upgrade() {
         c.replicator.sweep();
+        c.report_finished_snapshots();
         drop(c);
         every.tick().await;
     }
