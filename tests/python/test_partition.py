@@ -5,7 +5,7 @@ and tells when it is healthy), while clients on the host keep writing and
 reading through every node, the cut-off one included.
 
 Each round cuts one node off from the other two for longer than failure
-detection takes (PARTITION_CUT_SECONDS, default 8), heals the cut, keeps
+detection takes (PARTITION_CUT_SECONDS, default 10), heals the cut, keeps
 the load on for PARTITION_HEAL_SECONDS (default 15) and waits until the
 site is healthy again (every member active and connected, every partition
 with a primary and its backup in sync, the table balanced again) before
@@ -53,7 +53,7 @@ from helpers_netns import (bridge_netfilter_note, current_leader, health_problem
 pytestmark = pytest.mark.deltagrid_only
 
 ROUNDS = int(os.environ.get("PARTITION_ROUNDS", "5"))  # of each kind (leader, follower)
-CUT_SECONDS = float(os.environ.get("PARTITION_CUT_SECONDS", "8"))
+CUT_SECONDS = float(os.environ.get("PARTITION_CUT_SECONDS", "10"))
 HEAL_SECONDS = float(os.environ.get("PARTITION_HEAL_SECONDS", "15"))
 STALE_GRACE_SECONDS = float(os.environ.get("PARTITION_STALE_GRACE_SECONDS", "0"))
 BEFORE_SECONDS = 1.0     # load on a healthy site before each cut

@@ -75,7 +75,7 @@ type Raft = openraft::Raft<TypeConfig>;
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// The leader's heartbeat: how long a follower may take to learn that an
 /// entry it holds was committed.
-pub const HEARTBEAT_MILLIS: u64 = 250;
+pub const HEARTBEAT_MILLIS: u64 = 150;
 /// Longest wait for the group's tasks to let go of the store at shutdown.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -108,7 +108,7 @@ impl MetadataConfig {
             site_id,
             dir: dir.into(),
             heartbeat: Duration::from_millis(HEARTBEAT_MILLIS),
-            election_timeout: Duration::from_millis(1000),
+            election_timeout: Duration::from_millis(750),
             snapshot_every: 5000,
             keep_behind_snapshot: 1000,
             propose_timeout: Duration::from_secs(5),
