@@ -442,6 +442,11 @@ def test_a_primary_cut_off_from_the_majority_stops_acknowledging(site):
         slots = c.call("CLUSTER", "SLOTS")
     first = next(f for f, l, p, *b in slots if p[1] == n1.port)
     key = next(f"cut{i}" for i in range(1_000_000) if key_slot(f"cut{i}".encode()) == first)
+    # And a key n1 holds a backup of, written at its primary.
+    backed, owner = next((f, p[1]) for f, l, p, *b in slots if any(r[1] == n1.port for r in b))
+    backed_key = next(f"bk{i}" for i in range(1_000_000) if key_slot(f"bk{i}".encode()) == backed)
+    with RespConn("127.0.0.1", owner) as c:
+        assert c.call("SET", backed_key, "copied") == "OK"
     with RespConn.to(n1) as c:
         assert c.call("SET", key, "before") == "OK"
         assert c.call("DEBUG", "CLUSTER-ISOLATE", 1) == "OK"
@@ -455,6 +460,10 @@ def test_a_primary_cut_off_from_the_majority_stops_acknowledging(site):
         with RespConn.to(n1) as c:
             return c.cmd("GET", key).startswith(b"-CLUSTERDOWN")
     wait_until(refused_down, timeout=5, message="the cut-off primary kept serving reads")
+    # READONLY reads of its backup copies stay available (possibly stale).
+    with RespConn.to(n1) as c:
+        assert c.call("READONLY") == "OK"
+        assert c.call("GET", backed_key) == b"copied"
     with RespConn.to(n1) as c:
         assert c.cmd("SET", key, "again").startswith(b"-CLUSTERDOWN")
         assert b"lease:0" in bytes(c.call("INFO", "replication"))
