@@ -14,13 +14,12 @@ from redis.crc import key_slot
 from conftest import Server, binary, free_port
 from helpers import wait_until
 from helpers_net import RespConn
+from helpers_wire import wire_frame, wire_hello
 from test_cluster import assert_no_acknowledged_write_lost, ledger_writers, site_config
 
 pytestmark = pytest.mark.deltagrid_only
 
 PARTITIONS = 32
-# crates/cluster/src/wire.rs PROTOCOL_VERSION
-PROTOCOL_VERSION = 4
 
 
 def node_config(name, seed_ports, cluster_port=None, secret=None):
@@ -137,13 +136,9 @@ def test_a_node_joins_and_another_leaves_under_write_load(seeds, tmp_path):
 def test_a_stranger_without_a_join_is_refused(seeds):
     nodes, cluster_ports = seeds
     import socket
-    import struct
     # A well-formed hello from an unknown address, then no join frame.
-    def s(x):
-        return struct.pack("<H", len(x)) + x
-    payload = b"DGRD" + struct.pack("<HH", PROTOCOL_VERSION, 1) + s(b"x9") + s(b"127.0.0.1:1") + s(b"127.0.0.1:2")
-    frame = struct.pack("<I", len(payload) + 1) + bytes([1]) + payload
-    ping = struct.pack("<I", 1) + bytes([2])
+    frame = wire_hello("x9", "127.0.0.1:1", "127.0.0.1:2")
+    ping = wire_frame(2)
     with socket.create_connection(("127.0.0.1", cluster_ports[0]), timeout=10) as sock:
         sock.sendall(frame + ping)
         assert sock.recv(100) == b""  # closed without an answer
@@ -153,7 +148,6 @@ def test_a_stranger_without_a_join_is_refused(seeds):
 
 def test_a_site_with_a_secret_admits_only_nodes_that_know_it(tmp_path):
     import socket
-    import struct
     cluster_ports = [free_port() for _ in range(3)]
     nodes = [start(tmp_path, f"n{i + 1}", cluster_ports, cluster_ports[i], secret="s3cret") for i in range(3)]
     try:
@@ -175,10 +169,7 @@ def test_a_site_with_a_secret_admits_only_nodes_that_know_it(tmp_path):
 
         # A stranger that speaks the protocol but not the secret gets the
         # challenge and the refusal, nothing else.
-        def s(x):
-            return struct.pack("<H", len(x)) + x
-        payload = b"DGRD" + struct.pack("<HH", PROTOCOL_VERSION, 1) + s(b"x9") + s(b"127.0.0.1:1") + s(b"127.0.0.1:2")
-        hello = struct.pack("<I", len(payload) + 1) + bytes([1]) + payload
+        hello = wire_hello("x9", "127.0.0.1:1", "127.0.0.1:2")
         before = nodes[1].log_path.read_bytes().count(b"does not match site.secret")
         with socket.create_connection(("127.0.0.1", cluster_ports[1]), timeout=10) as sock:
             challenge = b""

@@ -7,8 +7,8 @@ left by a join whose node never came) is marked dead after the failure
 detection time like any other, and a node's identity cannot be taken over
 by a second process claiming it: refused and logged.
 
-Some tests speak the node-to-node protocol from Python; the encoder below
-follows crates/cluster/src/wire.rs (frames, Hello, the join and its
+Some tests speak the node-to-node protocol from Python (helpers_wire.py,
+after crates/cluster/src/wire.rs: frames, Hello, the join and its
 answer). A site without `site.secret` has no authentication step
 (crates/cluster/src/auth.rs `accept`: nothing is said without a secret),
 which test_a_raw_hello_claiming_a_live_members_address_is_refused checks.
@@ -29,60 +29,11 @@ from helpers import wait_until
 from helpers_net import http_json
 from test_cluster import (assert_no_acknowledged_write_lost, ledger_writers, restart, site_config,
                           started_site)
-# wire.rs PROTOCOL_VERSION, kept in one place for the tests that speak it.
-from test_cluster_membership import PROTOCOL_VERSION
+from helpers_wire import KIND_HELLO, KIND_JOINED, KIND_REFUSED, decode_join_answer, wire_hello, wire_join
 
 pytestmark = pytest.mark.deltagrid_only
 
 PARTITIONS = 271  # started_site's default
-SITE_ID = 1  # site_config's [site] id
-
-# -- the node-to-node protocol (crates/cluster/src/wire.rs) -----------------
-# A frame is `len: u32 LE | kind: u8 | payload`, `len` counting kind and
-# payload. Strings are `len: u16 LE | UTF-8 bytes`.
-MAGIC = b"DGRD"
-KIND_HELLO = 1
-KIND_JOIN = 5
-KIND_JOINED = 6
-KIND_REFUSED = 7
-
-
-def wire_frame(kind, payload=b""):
-    return struct.pack("<IB", len(payload) + 1, kind) + payload
-
-
-def wire_str(s):
-    b = s.encode()
-    return struct.pack("<H", len(b)) + b
-
-
-def wire_hello(node_id, cluster_addr, client_addr, site_id=SITE_ID, version=PROTOCOL_VERSION):
-    """Hello::encode: magic, protocol version (u16), site id (u16), node
-    id, cluster address, client address (strings), in a KIND_HELLO frame."""
-    payload = MAGIC + struct.pack("<HH", version, site_id)
-    payload += wire_str(node_id) + wire_str(cluster_addr) + wire_str(client_addr)
-    return wire_frame(KIND_HELLO, payload)
-
-
-def wire_join():
-    """What a joining node sends right after its hello (join::ask): an
-    empty KIND_JOIN frame."""
-    return wire_frame(KIND_JOIN)
-
-
-def decode_join_answer(payload):
-    """JoinAnswer::decode: the new member's id (u64), a member count (u16),
-    then per member its id (u64) and cluster address (string)."""
-    node_id, n = struct.unpack_from("<QH", payload)
-    at, members = 10, []
-    for _ in range(n):
-        (mid,) = struct.unpack_from("<Q", payload, at)
-        (ln,) = struct.unpack_from("<H", payload, at + 8)
-        members.append((mid, payload[at + 10:at + 10 + ln].decode()))
-        at += 10 + ln
-    assert at == len(payload), f"trailing bytes in a join answer: {payload!r}"
-    return node_id, members
-
 
 def read_frames_until_closed(sock, timeout):
     """Every frame the peer sends until it closes the connection:

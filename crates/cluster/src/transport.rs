@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -356,9 +356,10 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
                                     }
                                 }
                                 wire::KIND_PONG => {
-                                    if let Ok(pong) = <[u8; 16]>::try_from(&payload[..]) {
-                                        let [token, applied] = [&pong[..8], &pong[8..]]
-                                            .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
+                                    if payload.len() == 16 {
+                                        let mut pong = payload.clone();
+                                        let token = pong.get_u64_le();
+                                        let applied = pong.get_u64_le();
                                         c.lease_answered(peer, token, applied);
                                     }
                                 }
