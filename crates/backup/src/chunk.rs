@@ -69,7 +69,11 @@ pub enum BlockError {
 /// Packs `entries` (full values) into blocks of about `block_bytes` before
 /// compression, and blocks into chunk objects of about `chunk_bytes`;
 /// returns the chunk objects and the blocks' index entries.
-pub fn build(entries: &[Change], block_bytes: usize, chunk_bytes: usize) -> (Vec<Bytes>, Vec<BlockInfo>) {
+pub fn build(
+    entries: &[Change],
+    block_bytes: usize,
+    chunk_bytes: usize,
+) -> (Vec<Bytes>, Vec<BlockInfo>) {
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut blocks = Vec::new();
     let mut chunk = Vec::new();
@@ -101,12 +105,22 @@ pub fn build(entries: &[Change], block_bytes: usize, chunk_bytes: usize) -> (Vec
 
 /// Checks a stored block against its index entry and decodes its changes;
 /// `owns(key)` says whether a key belongs to the block's partition.
-pub fn open(stored: &[u8], info: &BlockInfo, owns: impl Fn(&[u8]) -> bool) -> Result<Vec<Change>, BlockError> {
-    let seal = Seal { stored_bytes: info.stored_bytes, checksum: info.checksum, raw_bytes: info.raw_bytes };
+pub fn open(
+    stored: &[u8],
+    info: &BlockInfo,
+    owns: impl Fn(&[u8]) -> bool,
+) -> Result<Vec<Change>, BlockError> {
+    let seal = Seal {
+        stored_bytes: info.stored_bytes,
+        checksum: info.checksum,
+        raw_bytes: info.raw_bytes,
+    };
     let changes = unseal(stored, &seal, info.keys.len())?;
     for (c, key) in changes.iter().zip(&info.keys) {
         if c.key[..] != key[..] || !owns(&c.key) {
-            return Err(BlockError::Key(String::from_utf8_lossy(&c.key).into_owned()));
+            return Err(BlockError::Key(
+                String::from_utf8_lossy(&c.key).into_owned(),
+            ));
         }
     }
     Ok(changes)
@@ -114,17 +128,38 @@ pub fn open(stored: &[u8], info: &BlockInfo, owns: impl Fn(&[u8]) -> bool) -> Re
 
 /// Checks a stored block against a resolved object's entry for it and
 /// returns only its live changes, each checked against the key listed.
-pub fn open_live(stored: &[u8], block: &LiveBlock, owns: impl Fn(&[u8]) -> bool) -> Result<Vec<Change>, BlockError> {
-    let seal = Seal { stored_bytes: block.stored_bytes, checksum: block.checksum, raw_bytes: block.raw_bytes };
-    let mut changes = unseal(stored, &seal, block.entries as usize)?.into_iter().enumerate();
+pub fn open_live(
+    stored: &[u8],
+    block: &LiveBlock,
+    owns: impl Fn(&[u8]) -> bool,
+) -> Result<Vec<Change>, BlockError> {
+    let seal = Seal {
+        stored_bytes: block.stored_bytes,
+        checksum: block.checksum,
+        raw_bytes: block.raw_bytes,
+    };
+    let mut changes = unseal(stored, &seal, block.entries as usize)?
+        .into_iter()
+        .enumerate();
     let mut out = Vec::with_capacity(block.live.len());
     for live in &block.live {
         // Live positions are increasing (checked when decoded).
-        let c = changes.find(|(at, _)| *at == live.at as usize).map(|(_, c)| c);
+        let c = changes
+            .find(|(at, _)| *at == live.at as usize)
+            .map(|(_, c)| c);
         match c {
             Some(c) if c.key == live.key && owns(&c.key) => out.push(c),
-            Some(c) => return Err(BlockError::Key(String::from_utf8_lossy(&c.key).into_owned())),
-            None => return Err(BlockError::Change(format!("no entry {} in {} entries", live.at, block.entries))),
+            Some(c) => {
+                return Err(BlockError::Key(
+                    String::from_utf8_lossy(&c.key).into_owned(),
+                ))
+            }
+            None => {
+                return Err(BlockError::Change(format!(
+                    "no entry {} in {} entries",
+                    live.at, block.entries
+                )))
+            }
         }
     }
     Ok(out)
@@ -141,23 +176,35 @@ struct Seal {
 /// and decodes its `entries` changes, which must be full values.
 fn unseal(stored: &[u8], seal: &Seal, entries: usize) -> Result<Vec<Change>, BlockError> {
     if stored.len() as u64 != seal.stored_bytes {
-        return Err(BlockError::Size { got: stored.len() as u64, want: seal.stored_bytes });
+        return Err(BlockError::Size {
+            got: stored.len() as u64,
+            want: seal.stored_bytes,
+        });
     }
     if xxhash_rust::xxh3::xxh3_64(stored) != seal.checksum {
         return Err(BlockError::Checksum);
     }
     if seal.raw_bytes > MAX_BLOCK_BYTES {
-        return Err(BlockError::Size { got: seal.raw_bytes, want: MAX_BLOCK_BYTES });
+        return Err(BlockError::Size {
+            got: seal.raw_bytes,
+            want: MAX_BLOCK_BYTES,
+        });
     }
-    let raw = decompress(stored, seal.raw_bytes as usize).map_err(|e| BlockError::Compression(e.to_string()))?;
+    let raw = decompress(stored, seal.raw_bytes as usize)
+        .map_err(|e| BlockError::Compression(e.to_string()))?;
     if raw.len() as u64 != seal.raw_bytes {
-        return Err(BlockError::Size { got: raw.len() as u64, want: seal.raw_bytes });
+        return Err(BlockError::Size {
+            got: raw.len() as u64,
+            want: seal.raw_bytes,
+        });
     }
     let mut rest = Bytes::from(raw);
     let mut out = Vec::with_capacity(entries.min(1 << 16));
     while !rest.is_empty() {
         if out.len() == entries {
-            return Err(BlockError::Change(format!("more than the {entries} listed entries")));
+            return Err(BlockError::Change(format!(
+                "more than the {entries} listed entries"
+            )));
         }
         let (change, used) = codec::decode(&rest).map_err(|e| BlockError::Change(e.to_string()))?;
         rest = rest.slice(used..);
@@ -167,7 +214,10 @@ fn unseal(stored: &[u8], seal: &Seal, entries: usize) -> Result<Vec<Change>, Blo
         out.push(change);
     }
     if out.len() != entries {
-        return Err(BlockError::Change(format!("{} changes for {entries} listed entries", out.len())));
+        return Err(BlockError::Change(format!(
+            "{} changes for {entries} listed entries",
+            out.len()
+        )));
     }
     Ok(out)
 }
@@ -188,8 +238,14 @@ mod tests {
     fn entry(i: usize, len: usize) -> Change {
         Change {
             key: Bytes::from(format!("key{i}")),
-            version: Version { hlc: i as u64 + 1, site: 1 },
-            kind: ChangeKind::Full { value: Value::Str(Bytes::from(vec![b'v'; len])), expire_at: 0 },
+            version: Version {
+                hlc: i as u64 + 1,
+                site: 1,
+            },
+            kind: ChangeKind::Full {
+                value: Value::Str(Bytes::from(vec![b'v'; len])),
+                expire_at: 0,
+            },
         }
     }
 
@@ -197,7 +253,11 @@ mod tests {
     fn packs_blocks_into_chunks_and_opens_what_it_built() {
         let entries: Vec<_> = (0..100).map(|i| entry(i, 100)).collect();
         let (chunks, blocks) = build(&entries, 250, 100);
-        assert!(blocks.len() >= 30 && blocks.len() <= 40, "{} blocks", blocks.len());
+        assert!(
+            blocks.len() >= 30 && blocks.len() <= 40,
+            "{} blocks",
+            blocks.len()
+        );
         assert!(chunks.len() > 1 && chunks.len() < blocks.len());
         let mut back = Vec::new();
         for b in &blocks {
@@ -211,7 +271,10 @@ mod tests {
     #[test]
     fn a_foreign_key_is_refused() {
         let (chunks, blocks) = build(&[entry(1, 10)], 1000, 1000);
-        assert!(matches!(open(&chunks[0], &blocks[0], |_| false), Err(BlockError::Key(_))));
+        assert!(matches!(
+            open(&chunks[0], &blocks[0], |_| false),
+            Err(BlockError::Key(_))
+        ));
     }
 
     #[test]
@@ -219,7 +282,10 @@ mod tests {
         let entries: Vec<_> = (0..5).map(|i| entry(i, 10)).collect();
         let (chunks, blocks) = build(&entries, 1 << 20, 1 << 20);
         let b = &blocks[0];
-        let live = |at: u32| crate::resolved::LiveEntry { at, key: entries[at as usize].key.clone() };
+        let live = |at: u32| crate::resolved::LiveEntry {
+            at,
+            key: entries[at as usize].key.clone(),
+        };
         let block = LiveBlock {
             stored_bytes: b.stored_bytes,
             checksum: b.checksum,
@@ -228,16 +294,44 @@ mod tests {
             live: vec![live(1), live(4)],
             ..Default::default()
         };
-        assert_eq!(open_live(&chunks[0], &block, |_| true).unwrap(), vec![entries[1].clone(), entries[4].clone()]);
+        assert_eq!(
+            open_live(&chunks[0], &block, |_| true).unwrap(),
+            vec![entries[1].clone(), entries[4].clone()]
+        );
         // A key listed at the wrong place, a wrong entry count, a foreign key.
         let swapped = LiveBlock {
-            live: vec![crate::resolved::LiveEntry { at: 1, key: entries[2].key.clone() }],
+            live: vec![crate::resolved::LiveEntry {
+                at: 1,
+                key: entries[2].key.clone(),
+            }],
             ..block.clone()
         };
-        assert!(matches!(open_live(&chunks[0], &swapped, |_| true), Err(BlockError::Key(_))));
-        assert!(open_live(&chunks[0], &LiveBlock { entries: 4, ..block.clone() }, |_| true).is_err());
-        assert!(open_live(&chunks[0], &LiveBlock { entries: 6, ..block.clone() }, |_| true).is_err());
-        assert!(matches!(open_live(&chunks[0], &block, |_| false), Err(BlockError::Key(_))));
+        assert!(matches!(
+            open_live(&chunks[0], &swapped, |_| true),
+            Err(BlockError::Key(_))
+        ));
+        assert!(open_live(
+            &chunks[0],
+            &LiveBlock {
+                entries: 4,
+                ..block.clone()
+            },
+            |_| true
+        )
+        .is_err());
+        assert!(open_live(
+            &chunks[0],
+            &LiveBlock {
+                entries: 6,
+                ..block.clone()
+            },
+            |_| true
+        )
+        .is_err());
+        assert!(matches!(
+            open_live(&chunks[0], &block, |_| false),
+            Err(BlockError::Key(_))
+        ));
     }
 
     proptest! {

@@ -22,18 +22,32 @@ pub struct Site {
     pub password: Option<String>,
 }
 
-async fn connect(addr: &str, password: &Option<String>) -> Result<redis::aio::MultiplexedConnection, Error> {
+async fn connect(
+    addr: &str,
+    password: &Option<String>,
+) -> Result<redis::aio::MultiplexedConnection, Error> {
     let refused = |e: String| Error::Refused(format!("node {addr}: {e}"));
-    let (host, port) = addr.rsplit_once(':').ok_or_else(|| refused("not host:port".into()))?;
+    let (host, port) = addr
+        .rsplit_once(':')
+        .ok_or_else(|| refused("not host:port".into()))?;
     let info = redis::ConnectionInfo {
-        addr: redis::ConnectionAddr::Tcp(host.to_string(), port.parse().map_err(|_| refused("bad port".into()))?),
-        redis: redis::RedisConnectionInfo { password: password.clone(), ..Default::default() },
+        addr: redis::ConnectionAddr::Tcp(
+            host.to_string(),
+            port.parse().map_err(|_| refused("bad port".into()))?,
+        ),
+        redis: redis::RedisConnectionInfo {
+            password: password.clone(),
+            ..Default::default()
+        },
     };
     let client = redis::Client::open(info).map_err(|e| refused(e.to_string()))?;
-    tokio::time::timeout(Duration::from_secs(5), client.get_multiplexed_async_connection())
-        .await
-        .map_err(|_| refused("connect timed out".into()))?
-        .map_err(|e| refused(e.to_string()))
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        client.get_multiplexed_async_connection(),
+    )
+    .await
+    .map_err(|_| refused("connect timed out".into()))?
+    .map_err(|e| refused(e.to_string()))
 }
 
 /// Starts `args` on every node and polls until none runs; calls
@@ -63,7 +77,8 @@ pub async fn run_job(
                 .query_async(c)
                 .await
                 .map_err(|e| Error::Refused(format!("node {addr}: {e}")))?;
-            let p: Progress = serde_json::from_str(&json).map_err(|e| Error::Refused(format!("node {addr}: {e}")))?;
+            let p: Progress = serde_json::from_str(&json)
+                .map_err(|e| Error::Refused(format!("node {addr}: {e}")))?;
             all.push((addr.clone(), p));
         }
         progress(&all);
@@ -112,7 +127,12 @@ pub async fn create(
     let id = manifest::new_id(created_ms);
     let parent_id = parent.as_ref().map_or("-".to_string(), |p| p.id.clone());
     let (block, chunk) = (block_bytes.to_string(), chunk_bytes.to_string());
-    let results = run_job(site, &["CREATE", url, &id, &parent_id, &block, &chunk], progress).await?;
+    let results = run_job(
+        site,
+        &["CREATE", url, &id, &parent_id, &block, &chunk],
+        progress,
+    )
+    .await?;
     let m = Manifest {
         format: manifest::FORMAT,
         id,
@@ -136,8 +156,10 @@ pub async fn apply_retention(store: &Store, keep_full: usize) -> Result<Vec<Stri
     }
     let oldest_kept = &fulls[fulls.len() - keep_full];
     // Newest first, so an interrupted removal leaves whole chains behind.
-    let doomed: Vec<&Manifest> =
-        all.iter().filter(|m| (m.created_ms, &m.id) < (oldest_kept.created_ms, &oldest_kept.id)).collect();
+    let doomed: Vec<&Manifest> = all
+        .iter()
+        .filter(|m| (m.created_ms, &m.id) < (oldest_kept.created_ms, &oldest_kept.id))
+        .collect();
     let mut removed = Vec::new();
     for m in doomed.into_iter().rev() {
         store.remove_folder(&m.id).await?;
@@ -147,5 +169,7 @@ pub async fn apply_retention(store: &Store, keep_full: usize) -> Result<Vec<Stri
 }
 
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }

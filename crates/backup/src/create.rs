@@ -44,7 +44,10 @@ pub async fn run(
     }
     let mine = node.primaries();
     progress.lock().partitions_total = mine.len();
-    let sizes = (block_bytes.clamp(1, 16 << 20), chunk_bytes.clamp(4 << 10, 256 << 20));
+    let sizes = (
+        block_bytes.clamp(1, 16 << 20),
+        chunk_bytes.clamp(4 << 10, 256 << 20),
+    );
     futures::stream::iter(mine)
         .map(|p| partition(node, store, id, parent, sizes, p, progress))
         .buffer_unordered(PARALLEL)
@@ -79,7 +82,9 @@ async fn partition(
         store.put(&chunk_object(id, p as u16, i), stored).await?;
     }
     let encoded = Bytes::from(index.encode());
-    store.put(&index_object(id, p as u16), encoded.clone()).await?;
+    store
+        .put(&index_object(id, p as u16), encoded.clone())
+        .await?;
     let resolved = match parent {
         Some(parent) if !index.full => {
             let r = Bytes::from(resolve(store, parent, &index).await?.encode());
@@ -112,7 +117,11 @@ async fn partition(
 /// The resolved object of `index`'s partition in a new layer on top of
 /// `parent`: what of the parent and older layers no key of `index` (written
 /// or deleted) replaces.
-async fn resolve(store: &Store, parent: &Manifest, index: &PartitionIndex) -> Result<Resolved, Error> {
+async fn resolve(
+    store: &Store,
+    parent: &Manifest,
+    index: &PartitionIndex,
+) -> Result<Resolved, Error> {
     let pe = &parent.entries[index.partition as usize];
     let parent_index = PartitionIndex::read(store, &parent.id, pe).await?;
     let parent_resolved = match pe.full {
@@ -128,9 +137,20 @@ async fn resolve(store: &Store, parent: &Manifest, index: &PartitionIndex) -> Re
             Some(r)
         }
     };
-    let changed: HashSet<&[u8], ahash::RandomState> =
-        index.blocks.iter().flat_map(|b| &b.keys).chain(&index.deleted).map(|k| &k[..]).collect();
-    Ok(Resolved::next(index.seq, &parent.id, &parent_index, parent_resolved.as_ref(), |k| changed.contains(k)))
+    let changed: HashSet<&[u8], ahash::RandomState> = index
+        .blocks
+        .iter()
+        .flat_map(|b| &b.keys)
+        .chain(&index.deleted)
+        .map(|k| &k[..])
+        .collect();
+    Ok(Resolved::next(
+        index.seq,
+        &parent.id,
+        &parent_index,
+        parent_resolved.as_ref(),
+        |k| changed.contains(k),
+    ))
 }
 
 /// The coordinator's last step: checks every partition has exactly one

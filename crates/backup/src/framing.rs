@@ -26,16 +26,29 @@ pub fn wrap(magic: &[u8; 4], version: u8, body: &[u8]) -> Vec<u8> {
 
 /// The body of an object wrapped by [`wrap`]; `what` names the kind of
 /// object in the bad-magic error.
-pub fn unwrap(data: &[u8], magic: &[u8; 4], version: u8, max: u64, what: &'static str) -> Result<Vec<u8>, FrameError> {
+pub fn unwrap(
+    data: &[u8],
+    magic: &[u8; 4],
+    version: u8,
+    max: u64,
+    what: &'static str,
+) -> Result<Vec<u8>, FrameError> {
     if data.len() < 5 || &data[..4] != magic {
         return Err(FrameError::Magic(what));
     }
     if data[4] != version {
-        return Err(FrameError::Version { got: data[4], want: version });
+        return Err(FrameError::Version {
+            got: data[4],
+            want: version,
+        });
     }
-    let decoder = zstd::stream::Decoder::new(&data[5..]).map_err(|e| FrameError::Compression(e.to_string()))?;
+    let decoder = zstd::stream::Decoder::new(&data[5..])
+        .map_err(|e| FrameError::Compression(e.to_string()))?;
     let mut body = Vec::new();
-    decoder.take(max + 1).read_to_end(&mut body).map_err(|e| FrameError::Compression(e.to_string()))?;
+    decoder
+        .take(max + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| FrameError::Compression(e.to_string()))?;
     if body.len() as u64 > max {
         return Err(FrameError::TooLarge(max));
     }

@@ -105,14 +105,25 @@ impl PartitionIndex {
             deleted: self.deleted.len() as u64,
         };
         let mut body = postcard::to_stdvec(&header).unwrap_or_default();
-        for key in self.blocks.iter().flat_map(|b| &b.keys).chain(&self.deleted) {
+        for key in self
+            .blocks
+            .iter()
+            .flat_map(|b| &b.keys)
+            .chain(&self.deleted)
+        {
             key_list::put(&mut body, key);
         }
         framing::wrap(MAGIC, VERSION, &body)
     }
 
     pub fn decode(data: &[u8]) -> Result<PartitionIndex, IndexError> {
-        let body = Bytes::from(framing::unwrap(data, MAGIC, VERSION, MAX_INDEX_BYTES, "index")?);
+        let body = Bytes::from(framing::unwrap(
+            data,
+            MAGIC,
+            VERSION,
+            MAX_INDEX_BYTES,
+            "index",
+        )?);
         let (header, rest): (Header, _) =
             postcard::take_from_bytes(&body).map_err(|e| IndexError::Decode(e.to_string()))?;
         let mut keys = KeyReader::new(body.slice(body.len() - rest.len()..));
@@ -132,7 +143,10 @@ impl PartitionIndex {
             .collect::<Result<Vec<_>, IndexError>>()?;
         let deleted = keys.take(header.deleted).map_err(IndexError::Decode)?;
         if keys.remaining() != 0 {
-            return Err(IndexError::Decode(format!("{} bytes after the last key", keys.remaining())));
+            return Err(IndexError::Decode(format!(
+                "{} bytes after the last key",
+                keys.remaining()
+            )));
         }
         Ok(PartitionIndex {
             partition: header.partition,
@@ -146,12 +160,21 @@ impl PartitionIndex {
 
     /// Reads and checks the index of `entry`'s partition in backup `id`:
     /// its checksum against the manifest, its contents against the entry.
-    pub async fn read(store: &Store, id: &str, entry: &PartitionEntry) -> Result<PartitionIndex, Error> {
+    pub async fn read(
+        store: &Store,
+        id: &str,
+        entry: &PartitionEntry,
+    ) -> Result<PartitionIndex, Error> {
         let object = entry.index_object(id);
         let data = store.get(&object).await?;
-        let corrupt = |reason: String| Error::Corrupt { object: store.describe(&object), reason };
+        let corrupt = |reason: String| Error::Corrupt {
+            object: store.describe(&object),
+            reason,
+        };
         if format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&data)) != entry.index_checksum {
-            return Err(corrupt("checksum mismatch (stored object is damaged)".into()));
+            return Err(corrupt(
+                "checksum mismatch (stored object is damaged)".into(),
+            ));
         }
         let index = PartitionIndex::decode(&data).map_err(|e| corrupt(e.to_string()))?;
         let matches = index.partition == entry.partition
@@ -189,13 +212,15 @@ mod tests {
             any::<u64>(),
             proptest::collection::vec(key.clone(), 0..5),
         )
-            .prop_map(|(chunk, offset, stored_bytes, checksum, raw_bytes, keys)| BlockInfo {
-                chunk,
-                offset,
-                stored_bytes,
-                checksum,
-                raw_bytes,
-                keys,
+            .prop_map(|(chunk, offset, stored_bytes, checksum, raw_bytes, keys)| {
+                BlockInfo {
+                    chunk,
+                    offset,
+                    stored_bytes,
+                    checksum,
+                    raw_bytes,
+                    keys,
+                }
             });
         (
             any::<u16>(),
@@ -205,14 +230,16 @@ mod tests {
             proptest::collection::vec(block, 0..4),
             proptest::collection::vec(key, 0..4),
         )
-            .prop_map(|(partition, seq, full, chunks, blocks, deleted)| PartitionIndex {
-                partition,
-                seq,
-                full,
-                chunks,
-                blocks,
-                deleted,
-            })
+            .prop_map(
+                |(partition, seq, full, chunks, blocks, deleted)| PartitionIndex {
+                    partition,
+                    seq,
+                    full,
+                    chunks,
+                    blocks,
+                    deleted,
+                },
+            )
     }
 
     proptest! {

@@ -66,7 +66,10 @@ impl Jobs {
     pub fn progress(&self) -> Progress {
         let pr = self.current.lock();
         if pr.state == "running" {
-            return Progress { entries: Vec::new(), ..pr.clone() };
+            return Progress {
+                entries: Vec::new(),
+                ..pr.clone()
+            };
         }
         pr.clone()
     }
@@ -88,7 +91,8 @@ impl Jobs {
                 Some(p) => Some(Manifest::load(&store, &p).await?),
                 None => None,
             };
-            let entries = create::run(&me.node, &store, &id, parent.as_ref(), sizes, &me.current).await?;
+            let entries =
+                create::run(&me.node, &store, &id, parent.as_ref(), sizes, &me.current).await?;
             me.current.lock().entries = entries;
             Ok(())
         })
@@ -121,10 +125,16 @@ impl Jobs {
             return Err(Error::Refused(format!("{id:?} is not a backup id")));
         }
         if self.running.swap(true, Ordering::AcqRel) {
-            return Err(Error::Refused("a backup job is already running on this node".into()));
+            return Err(Error::Refused(
+                "a backup job is already running on this node".into(),
+            ));
         }
-        *self.current.lock() =
-            Progress { kind: kind.into(), state: "running".into(), id: id.into(), ..Default::default() };
+        *self.current.lock() = Progress {
+            kind: kind.into(),
+            state: "running".into(),
+            id: id.into(),
+            ..Default::default()
+        };
         let me = self.clone();
         let started = Instant::now();
         tokio::spawn(async move {

@@ -57,7 +57,10 @@ impl KeyReader {
                 return Err("bad key length".into());
             }
         }
-        let end = (used as u64).checked_add(len).filter(|&e| e <= self.buf.len() as u64).ok_or_else(short)?;
+        let end = (used as u64)
+            .checked_add(len)
+            .filter(|&e| e <= self.buf.len() as u64)
+            .ok_or_else(short)?;
         let key = self.buf.slice(used..end as usize);
         self.buf = self.buf.slice(end as usize..);
         Ok(key)

@@ -64,7 +64,9 @@ pub struct Node {
 impl Node {
     /// Partitions this node is primary for (all of them when standalone).
     pub fn primaries(&self) -> Vec<usize> {
-        (0..self.ks.partitions() as usize).filter(|&p| self.owns(p)).collect()
+        (0..self.ks.partitions() as usize)
+            .filter(|&p| self.owns(p))
+            .collect()
     }
 
     pub fn owns(&self, p: usize) -> bool {
@@ -75,9 +77,9 @@ impl Node {
     /// since the matching `keyspace::take_written()`.
     async fn synced(&self, written: &[(usize, u64)]) -> Result<(), Error> {
         match self.cluster.as_ref().filter(|c| c.sync_replication()) {
-            Some(c) if !written.is_empty() && !c.replicator.wait(written).await => {
-                Err(Error::Refused("backups did not acknowledge restored keys in time".into()))
-            }
+            Some(c) if !written.is_empty() && !c.replicator.wait(written).await => Err(
+                Error::Refused("backups did not acknowledge restored keys in time".into()),
+            ),
             _ => Ok(()),
         }
     }

@@ -120,17 +120,26 @@ impl Manifest {
     /// partition, in order; a full backup has only full entries.
     fn check(&self) -> Result<(), String> {
         if !(OLDEST_LISTED..=FORMAT).contains(&self.format) {
-            return Err(format!("format {} is not supported (this build reads {FORMAT})", self.format));
+            return Err(format!(
+                "format {} is not supported (this build reads {FORMAT})",
+                self.format
+            ));
         }
         if self.partitions == 0 || self.entries.len() != self.partitions as usize {
-            return Err(format!("{} partition entries for {} partitions", self.entries.len(), self.partitions));
+            return Err(format!(
+                "{} partition entries for {} partitions",
+                self.entries.len(),
+                self.partitions
+            ));
         }
         for (i, e) in self.entries.iter().enumerate() {
             if e.partition as usize != i {
                 return Err(format!("entry {i} is for partition {}", e.partition));
             }
             if self.parent.is_none() && !e.full {
-                return Err(format!("a backup with no parent has an incremental partition {i}"));
+                return Err(format!(
+                    "a backup with no parent has an incremental partition {i}"
+                ));
             }
             if self.format == FORMAT && e.full == e.resolved_checksum.is_some() {
                 return Err(format!("partition {i} is full and resolved, or neither"));
@@ -148,11 +157,19 @@ impl Manifest {
         }
         let object = manifest_object(id);
         let data = store.get(&object).await?;
-        let m: Manifest = serde_json::from_slice(&data)
-            .map_err(|e| Error::Corrupt { object: store.describe(&object), reason: e.to_string() })?;
-        m.check().map_err(|reason| Error::Corrupt { object: store.describe(&object), reason })?;
+        let m: Manifest = serde_json::from_slice(&data).map_err(|e| Error::Corrupt {
+            object: store.describe(&object),
+            reason: e.to_string(),
+        })?;
+        m.check().map_err(|reason| Error::Corrupt {
+            object: store.describe(&object),
+            reason,
+        })?;
         if m.id != id {
-            return Err(Error::Corrupt { object: store.describe(&object), reason: format!("names backup {:?}", m.id) });
+            return Err(Error::Corrupt {
+                object: store.describe(&object),
+                reason: format!("names backup {:?}", m.id),
+            });
         }
         Ok(m)
     }
@@ -166,7 +183,11 @@ impl Manifest {
 /// Ids are made by [`new_id`]; anything else is refused before it is used
 /// in an object name.
 pub fn valid_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// A new backup id: UTC time (sortable) and a random suffix.
@@ -207,7 +228,9 @@ pub async fn chain(store: &Store, id: &str) -> Result<Vec<Manifest>, Error> {
     let mut next = Some(id.to_string());
     while let Some(id) = next {
         if out.len() >= MAX_CHAIN || out.iter().any(|m| m.id == id) {
-            return Err(Error::Refused(format!("backup chain at {id} loops or is deeper than {MAX_CHAIN}")));
+            return Err(Error::Refused(format!(
+                "backup chain at {id} loops or is deeper than {MAX_CHAIN}"
+            )));
         }
         let m = match Manifest::load(store, &id).await {
             Err(Error::Missing { object }) if !out.is_empty() => {

@@ -83,7 +83,13 @@ struct PartitionState {
     complete: bool,
 }
 
-pub async fn run(node: &Node, store: &Store, id: &str, order: Order, progress: &Mutex<Progress>) -> Result<(), Error> {
+pub async fn run(
+    node: &Node,
+    store: &Store,
+    id: &str,
+    order: Order,
+    progress: &Mutex<Progress>,
+) -> Result<(), Error> {
     let chain = manifest::chain(store, id).await?;
     if chain[0].partitions != node.ks.partitions() {
         return Err(Error::Refused(format!(
@@ -93,12 +99,22 @@ pub async fn run(node: &Node, store: &Store, id: &str, order: Order, progress: &
         )));
     }
     let mine = node.primaries();
-    if let Some(p) = mine.iter().find(|&&p| node.ks.with_partition(p, |part, _| !part.is_empty())) {
-        return Err(Error::Refused(format!("partition {p} holds keys: restore needs an empty node or site")));
+    if let Some(p) = mine
+        .iter()
+        .find(|&&p| node.ks.with_partition(p, |part, _| !part.is_empty()))
+    {
+        return Err(Error::Refused(format!(
+            "partition {p} holds keys: restore needs an empty node or site"
+        )));
     }
     progress.lock().partitions_total = mine.len();
     let states: Vec<Mutex<PartitionState>> = mine.iter().map(|_| Mutex::default()).collect();
-    let job = Job { node, store, chain: &chain, progress };
+    let job = Job {
+        node,
+        store,
+        chain: &chain,
+        progress,
+    };
     let result = async {
         for depth in 0..chain.len() {
             let layer = match order {
@@ -106,7 +122,10 @@ pub async fn run(node: &Node, store: &Store, id: &str, order: Order, progress: &
                 Order::Forward => &chain[chain.len() - 1 - depth],
             };
             let started = Instant::now();
-            progress.lock().layers.push(LayerStats { id: layer.id.clone(), ..Default::default() });
+            progress.lock().layers.push(LayerStats {
+                id: layer.id.clone(),
+                ..Default::default()
+            });
             futures::stream::iter(0..mine.len())
                 .map(|i| job.partition(depth, mine[i], &states[i], order))
                 .buffer_unordered(PARALLEL)
@@ -145,7 +164,10 @@ impl Job<'_> {
         match order {
             Order::Reverse if depth == 0 => self.newest(p, state).await,
             Order::Reverse => self.older(depth, p, state).await,
-            Order::Forward => self.forward(&self.chain[self.chain.len() - 1 - depth], p).await,
+            Order::Forward => {
+                self.forward(&self.chain[self.chain.len() - 1 - depth], p)
+                    .await
+            }
         }
     }
 
@@ -160,10 +182,12 @@ impl Job<'_> {
             state.lock().complete = true;
         } else {
             let resolved = Resolved::read(store, &layer.id, entry).await?;
-            resolved.check_chain(chain).map_err(|reason| Error::Corrupt {
-                object: store.describe(&entry.resolved_object(&layer.id)),
-                reason,
-            })?;
+            resolved
+                .check_chain(chain)
+                .map_err(|reason| Error::Corrupt {
+                    object: store.describe(&entry.resolved_object(&layer.id)),
+                    reason,
+                })?;
             count(self.progress, |l| l.resolved_read += 1);
             state.lock().resolved = Some(resolved);
         }
@@ -172,21 +196,31 @@ impl Job<'_> {
 
     /// Reverse, an older layer (`depth` in the chain): only the blocks and
     /// entries the newest layer's resolved object names in it.
-    async fn older(&self, depth: usize, p: usize, state: &Mutex<PartitionState>) -> Result<(), Error> {
+    async fn older(
+        &self,
+        depth: usize,
+        p: usize,
+        state: &Mutex<PartitionState>,
+    ) -> Result<(), Error> {
         let Some(mut resolved) = state.lock().resolved.take() else {
             return Ok(());
         };
         let (layer, entry) = (&self.chain[depth], &self.chain[depth].entries[p]);
         // Blocks are in layer order and earlier layers' are gone: this
         // layer's are the front.
-        let n = resolved.blocks.partition_point(|b| (b.layer as usize) < depth);
+        let n = resolved
+            .blocks
+            .partition_point(|b| (b.layer as usize) < depth);
         let blocks: Vec<LiveBlock> = resolved.blocks.drain(..n).collect();
         let mut chunks_read = 0;
         for run in blocks.chunk_by(|a, b| a.chunk == b.chunk) {
             let object = chunk_object(&layer.id, p as u16, run[0].chunk as usize);
             let places: Vec<(u64, u64)> = run.iter().map(|b| (b.offset, b.stored_bytes)).collect();
             let owns = |k: &[u8]| self.node.ks.partition_of(k) == p;
-            self.apply_chunk(&object, p, &places, |i, bytes| chunk::open_live(bytes, &run[i], owns)).await?;
+            self.apply_chunk(&object, p, &places, |i, bytes| {
+                chunk::open_live(bytes, &run[i], owns)
+            })
+            .await?;
             chunks_read += 1;
         }
         count(self.progress, |l| {
@@ -223,12 +257,18 @@ impl Job<'_> {
                 list.push(b);
             }
         }
-        count(self.progress, |l| l.chunks_skipped += by_chunk.iter().filter(|b| b.is_empty()).count() as u64);
+        count(self.progress, |l| {
+            l.chunks_skipped += by_chunk.iter().filter(|b| b.is_empty()).count() as u64
+        });
         for (c, blocks) in by_chunk.iter().enumerate().filter(|(_, b)| !b.is_empty()) {
             let object = chunk_object(id, p as u16, c);
-            let places: Vec<(u64, u64)> = blocks.iter().map(|b| (b.offset, b.stored_bytes)).collect();
+            let places: Vec<(u64, u64)> =
+                blocks.iter().map(|b| (b.offset, b.stored_bytes)).collect();
             let owns = |k: &[u8]| self.node.ks.partition_of(k) == p;
-            self.apply_chunk(&object, p, &places, |i, bytes| chunk::open(bytes, blocks[i], owns)).await?;
+            self.apply_chunk(&object, p, &places, |i, bytes| {
+                chunk::open(bytes, blocks[i], owns)
+            })
+            .await?;
         }
         Ok(())
     }
@@ -244,7 +284,10 @@ impl Job<'_> {
         places: &[(u64, u64)],
         open: impl Fn(usize, &[u8]) -> Result<Vec<Change>, BlockError>,
     ) -> Result<(), Error> {
-        let corrupt = |reason: String| Error::Corrupt { object: self.store.describe(object), reason };
+        let corrupt = |reason: String| Error::Corrupt {
+            object: self.store.describe(object),
+            reason,
+        };
         let ranges = coalesce(places);
         let stored = self.store.get_ranges(object, &ranges).await?;
         let now = self.node.ks.now_ms();
@@ -252,11 +295,16 @@ impl Job<'_> {
         let mut at = 0;
         for (i, &(offset, len)) in places.iter().enumerate() {
             // The fetched range holding this block.
-            while ranges.get(at).is_some_and(|r| r.end < offset.saturating_add(len)) {
+            while ranges
+                .get(at)
+                .is_some_and(|r| r.end < offset.saturating_add(len))
+            {
                 at += 1;
             }
             let (Some(range), Some(data)) = (ranges.get(at), stored.get(at)) else {
-                return Err(corrupt(format!("block at {offset} is out of order or past the end")));
+                return Err(corrupt(format!(
+                    "block at {offset} is out of order or past the end"
+                )));
             };
             let bytes = offset
                 .checked_sub(range.start)
@@ -315,11 +363,15 @@ fn count(progress: &Mutex<Progress>, f: impl FnOnce(&mut LayerStats)) {
 /// Applies full values through the mirror path and waits for backups.
 async fn apply(node: &Node, p: usize, changes: Vec<Change>) -> Result<(), Error> {
     if !node.owns(p) {
-        return Err(Error::Refused(format!("partition {p} moved to another node during the restore")));
+        return Err(Error::Refused(format!(
+            "partition {p} moved to another node during the restore"
+        )));
     }
     // Nothing awaits between these calls: what this thread logs is ours.
     keyspace::take_written();
-    node.ks.apply_batch(p, changes, 0).map_err(|e| Error::Refused(format!("partition {p}: {e}")))?;
+    node.ks
+        .apply_batch(p, changes, 0)
+        .map_err(|e| Error::Refused(format!("partition {p}: {e}")))?;
     let written = keyspace::take_written();
     node.synced(&written).await
 }
@@ -338,7 +390,9 @@ async fn delete(node: &Node, keys: &[Bytes]) -> Result<(), Error> {
 }
 
 fn clear_partition(node: &Node, p: usize) {
-    let keys: Vec<Bytes> = node.ks.with_partition(p, |part, _| part.iter().map(|(k, _)| k.clone()).collect());
+    let keys: Vec<Bytes> = node
+        .ks
+        .with_partition(p, |part, _| part.iter().map(|(k, _)| k.clone()).collect());
     for key in keys {
         let _ = node.ks.txn([&key[..]], 0).write(&key, Write::Delete);
     }

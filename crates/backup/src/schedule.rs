@@ -44,7 +44,11 @@ pub async fn run(schedule: Schedule, me: Coordinator) {
         }
     };
     // How often the acting node looks at the store.
-    let check = schedule.incremental_every.unwrap_or(schedule.full_every).min(schedule.full_every) / 10;
+    let check = schedule
+        .incremental_every
+        .unwrap_or(schedule.full_every)
+        .min(schedule.full_every)
+        / 10;
     let check = check.clamp(Duration::from_millis(500), Duration::from_secs(60));
     loop {
         tokio::time::sleep(check).await;
@@ -70,7 +74,10 @@ pub async fn run(schedule: Schedule, me: Coordinator) {
                 "[backup] scheduled backup written"
             ),
             Err(e) => {
-                tracing::error!("[backup] scheduled backup failed (retrying in {} s): {e}", RETRY.as_secs());
+                tracing::error!(
+                    "[backup] scheduled backup failed (retrying in {} s): {e}",
+                    RETRY.as_secs()
+                );
                 tokio::time::sleep(RETRY).await;
                 continue;
             }
@@ -109,7 +116,10 @@ async fn due(store: &Store, s: &Schedule) -> Result<Option<bool>, Error> {
             if age(&m) >= s.full_every {
                 return Ok(Some(false));
             }
-            return Ok(s.incremental_every.filter(|every| newest_age >= *every).map(|_| true));
+            return Ok(s
+                .incremental_every
+                .filter(|every| newest_age >= *every)
+                .map(|_| true));
         }
     }
     Ok(Some(false))
@@ -130,7 +140,10 @@ impl Coordinator {
             return Some(site);
         };
         let members: Vec<_> = cluster.members().into_iter().flatten().collect();
-        let reachable = members.iter().filter(|m| m.connected).map(|m| m.node_id.as_str());
+        let reachable = members
+            .iter()
+            .filter(|m| m.connected)
+            .map(|m| m.node_id.as_str());
         if reachable.chain([self.node_id.as_str()]).min() != Some(self.node_id.as_str()) {
             return None;
         }

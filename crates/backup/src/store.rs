@@ -31,16 +31,26 @@ impl Store {
         let parsed = url::Url::parse(url).map_err(|e| Error::Url(format!("{url}: {e}")))?;
         let (inner, prefix): (Arc<dyn ObjectStore>, Path) = match parsed.scheme() {
             "file" => {
-                let dir = parsed.to_file_path().map_err(|_| Error::Url(format!("{url}: not a local path")))?;
+                let dir = parsed
+                    .to_file_path()
+                    .map_err(|_| Error::Url(format!("{url}: not a local path")))?;
                 std::fs::create_dir_all(&dir).map_err(|e| Error::Url(format!("{url}: {e}")))?;
                 let fs = object_store::local::LocalFileSystem::new_with_prefix(&dir)
                     .map_err(|e| Error::Url(format!("{url}: {e}")))?;
                 (Arc::new(fs), Path::default())
             }
             "s3" => open_s3(&parsed)?,
-            other => return Err(Error::Url(format!("{url}: unsupported scheme {other:?} (use file:// or s3://)"))),
+            other => {
+                return Err(Error::Url(format!(
+                    "{url}: unsupported scheme {other:?} (use file:// or s3://)"
+                )))
+            }
         };
-        Ok(Store { inner, prefix, url: url.trim_end_matches('/').to_string() })
+        Ok(Store {
+            inner,
+            prefix,
+            url: url.trim_end_matches('/').to_string(),
+        })
     }
 
     pub fn url(&self) -> &str {
@@ -48,7 +58,8 @@ impl Store {
     }
 
     fn path(&self, name: &str) -> Path {
-        name.split('/').fold(self.prefix.clone(), |p, part| p.child(part))
+        name.split('/')
+            .fold(self.prefix.clone(), |p, part| p.child(part))
     }
 
     /// Where `name` is, for messages.
@@ -61,7 +72,10 @@ impl Store {
             .put(&self.path(name), PutPayload::from_bytes(data))
             .await
             .map(|_| ())
-            .map_err(|e| Error::Store { object: self.describe(name), reason: e.to_string() })
+            .map_err(|e| Error::Store {
+                object: self.describe(name),
+                reason: e.to_string(),
+            })
     }
 
     /// The object's bytes; a missing object is [`Error::Missing`].
@@ -71,17 +85,34 @@ impl Store {
             Err(e) => Err(e),
         };
         got.map_err(|e| match e {
-            object_store::Error::NotFound { .. } => Error::Missing { object: self.describe(name) },
-            e => Error::Store { object: self.describe(name), reason: e.to_string() },
+            object_store::Error::NotFound { .. } => Error::Missing {
+                object: self.describe(name),
+            },
+            e => Error::Store {
+                object: self.describe(name),
+                reason: e.to_string(),
+            },
         })
     }
 
     /// Byte ranges of an object (nearby ranges are fetched together).
-    pub async fn get_ranges(&self, name: &str, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Bytes>, Error> {
-        self.inner.get_ranges(&self.path(name), ranges).await.map_err(|e| match e {
-            object_store::Error::NotFound { .. } => Error::Missing { object: self.describe(name) },
-            e => Error::Store { object: self.describe(name), reason: e.to_string() },
-        })
+    pub async fn get_ranges(
+        &self,
+        name: &str,
+        ranges: &[std::ops::Range<u64>],
+    ) -> Result<Vec<Bytes>, Error> {
+        self.inner
+            .get_ranges(&self.path(name), ranges)
+            .await
+            .map_err(|e| match e {
+                object_store::Error::NotFound { .. } => Error::Missing {
+                    object: self.describe(name),
+                },
+                e => Error::Store {
+                    object: self.describe(name),
+                    reason: e.to_string(),
+                },
+            })
     }
 
     /// Names of the top-level folders (one per backup id, whether or not
@@ -92,8 +123,15 @@ impl Store {
             .inner
             .list_with_delimiter(prefix)
             .await
-            .map_err(|e| Error::Store { object: self.url.clone(), reason: e.to_string() })?;
-        Ok(listing.common_prefixes.iter().filter_map(|p| p.filename().map(str::to_string)).collect())
+            .map_err(|e| Error::Store {
+                object: self.url.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(listing
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect())
     }
 
     /// Removes every object under `folder` (a backup being deleted), its
@@ -103,7 +141,12 @@ impl Store {
         let manifest = path.child("manifest.json");
         match self.inner.delete(&manifest).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(Error::Store { object: format!("{}/{manifest}", self.url), reason: e.to_string() }),
+            Err(e) => {
+                return Err(Error::Store {
+                    object: format!("{}/{manifest}", self.url),
+                    reason: e.to_string(),
+                })
+            }
         }
         let names: Vec<Path> = self
             .inner
@@ -111,12 +154,15 @@ impl Store {
             .map_ok(|m| m.location)
             .try_collect()
             .await
-            .map_err(|e| Error::Store { object: self.describe(folder), reason: e.to_string() })?;
+            .map_err(|e| Error::Store {
+                object: self.describe(folder),
+                reason: e.to_string(),
+            })?;
         for name in names {
-            self.inner
-                .delete(&name)
-                .await
-                .map_err(|e| Error::Store { object: format!("{}/{name}", self.url), reason: e.to_string() })?;
+            self.inner.delete(&name).await.map_err(|e| Error::Store {
+                object: format!("{}/{name}", self.url),
+                reason: e.to_string(),
+            })?;
         }
         Ok(())
     }
@@ -124,7 +170,9 @@ impl Store {
 
 #[cfg(feature = "s3")]
 fn open_s3(url: &url::Url) -> Result<(Arc<dyn ObjectStore>, Path), Error> {
-    let bucket = url.host_str().ok_or_else(|| Error::Url(format!("{url}: no bucket")))?;
+    let bucket = url
+        .host_str()
+        .ok_or_else(|| Error::Url(format!("{url}: no bucket")))?;
     let s3 = object_store::aws::AmazonS3Builder::from_env()
         .with_bucket_name(bucket)
         .build()
@@ -135,5 +183,7 @@ fn open_s3(url: &url::Url) -> Result<(Arc<dyn ObjectStore>, Path), Error> {
 
 #[cfg(not(feature = "s3"))]
 fn open_s3(url: &url::Url) -> Result<(Arc<dyn ObjectStore>, Path), Error> {
-    Err(Error::Url(format!("{url}: this build has no S3 support (build with `--features s3`)")))
+    Err(Error::Url(format!(
+        "{url}: this build has no S3 support (build with `--features s3`)"
+    )))
 }

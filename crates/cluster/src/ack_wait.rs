@@ -60,7 +60,11 @@ impl AckWaiters {
 
     /// Resolves once the backup answered up to `target`, or once `changed`
     /// returns true (checked after every wake-up).
-    pub fn reached<'a>(&'a self, target: u64, changed: impl Fn() -> bool + 'a) -> impl Future<Output = ()> + 'a {
+    pub fn reached<'a>(
+        &'a self,
+        target: u64,
+        changed: impl Fn() -> bool + 'a,
+    ) -> impl Future<Output = ()> + 'a {
         std::future::poll_fn(move |cx| {
             if self.has_answered(target) || changed() {
                 return Poll::Ready(());
@@ -93,11 +97,17 @@ mod tests {
         let (early, late) = (spawn(10), spawn(20));
         tokio::task::yield_now().await;
         w.answered(15);
-        tokio::time::timeout(Duration::from_secs(5), early).await.expect("woken").unwrap();
+        tokio::time::timeout(Duration::from_secs(5), early)
+            .await
+            .expect("woken")
+            .unwrap();
         assert!(!late.is_finished());
         assert_eq!(w.parked.lock().len(), 1);
         w.answered(20);
-        tokio::time::timeout(Duration::from_secs(5), late).await.expect("woken").unwrap();
+        tokio::time::timeout(Duration::from_secs(5), late)
+            .await
+            .expect("woken")
+            .unwrap();
         assert!(w.parked.lock().is_empty());
     }
 
@@ -115,6 +125,9 @@ mod tests {
         assert!(!waiter.is_finished(), "nothing changed: it parks again");
         flag.store(true, Ordering::Release);
         w.wake_all();
-        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken").unwrap();
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("woken")
+            .unwrap();
     }
 }

@@ -62,7 +62,10 @@ fn mac(secret: &[u8], label: &[u8], first: &Nonce, second: &Nonce) -> Hmac<Sha25
 
 /// The proof, under `label`, for these two nonces in this order.
 pub fn proof(secret: &[u8], label: &[u8], first: &Nonce, second: &Nonce) -> Proof {
-    mac(secret, label, first, second).finalize().into_bytes().into()
+    mac(secret, label, first, second)
+        .finalize()
+        .into_bytes()
+        .into()
 }
 
 /// Whether `got` is that proof (constant-time compare).
@@ -70,7 +73,10 @@ pub fn verify(secret: &[u8], label: &[u8], first: &Nonce, second: &Nonce, got: &
     mac(secret, label, first, second).verify_slice(got).is_ok()
 }
 
-async fn step<T>(what: &str, f: impl std::future::Future<Output = std::io::Result<T>>) -> Result<T, String> {
+async fn step<T>(
+    what: &str,
+    f: impl std::future::Future<Output = std::io::Result<T>>,
+) -> Result<T, String> {
     match tokio::time::timeout(STEP_TIMEOUT, f).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(format!("{BROKE_OFF}: {what}: {e}")),
@@ -92,9 +98,15 @@ pub async fn accept(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(),
     let theirs: Nonce = answer[..NONCE_LEN].try_into().expect("fixed size");
     if !verify(secret, INITIATOR, &mine, &theirs, &answer[NONCE_LEN..]) {
         let _ = tokio::time::timeout(STEP_TIMEOUT, stream.write_all(&REFUSAL)).await;
-        return Err(format!("{REFUSED}: the peer's proof does not match site.secret"));
+        return Err(format!(
+            "{REFUSED}: the peer's proof does not match site.secret"
+        ));
     }
-    step("sending our proof", stream.write_all(&proof(secret, ACCEPTOR, &theirs, &mine))).await?;
+    step(
+        "sending our proof",
+        stream.write_all(&proof(secret, ACCEPTOR, &theirs, &mine)),
+    )
+    .await?;
     Ok(())
 }
 
@@ -108,11 +120,15 @@ pub async fn initiate(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(
         Ok(Err(e)) => return Err(format!("{BROKE_OFF}: challenge: {e}")),
         // An acceptor without a secret waits for us to speak first.
         Err(_) => {
-            return Err(format!("{REFUSED}: no challenge within {STEP_TIMEOUT:?} (has the peer no site.secret?)"))
+            return Err(format!(
+                "{REFUSED}: no challenge within {STEP_TIMEOUT:?} (has the peer no site.secret?)"
+            ))
         }
     }
     if &challenge[..4] != CHALLENGE_MAGIC {
-        return Err(format!("{REFUSED}: the peer did not ask for site.secret (has it none?)"));
+        return Err(format!(
+            "{REFUSED}: the peer did not ask for site.secret (has it none?)"
+        ));
     }
     let theirs: Nonce = challenge[4..].try_into().expect("fixed size");
     let mine = nonce();
@@ -123,10 +139,14 @@ pub async fn initiate(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(
     let mut got = [0u8; PROOF_LEN];
     step("the peer's proof", stream.read_exact(&mut got)).await?;
     if got == REFUSAL {
-        return Err(format!("{REFUSED}: the peer refused our proof: site.secret differs"));
+        return Err(format!(
+            "{REFUSED}: the peer refused our proof: site.secret differs"
+        ));
     }
     if !verify(secret, ACCEPTOR, &mine, &theirs, &got) {
-        return Err(format!("{REFUSED}: the peer's proof does not match site.secret"));
+        return Err(format!(
+            "{REFUSED}: the peer's proof does not match site.secret"
+        ));
     }
     Ok(())
 }
@@ -151,7 +171,9 @@ mod tests {
     /// Both ends of a real loopback connection: (accepted, connecting).
     async fn pair() -> (TcpStream, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let c = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let c = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
         (listener.accept().await.unwrap().0, c)
     }
 
@@ -174,16 +196,24 @@ mod tests {
 
     #[tokio::test]
     async fn both_sides_must_hold_the_same_secret() {
-        assert_eq!(handshake(Some(b"s3cret"), Some(b"s3cret")).await, (Ok(()), Ok(())));
+        assert_eq!(
+            handshake(Some(b"s3cret"), Some(b"s3cret")).await,
+            (Ok(()), Ok(()))
+        );
         assert_eq!(handshake(None, None).await, (Ok(()), Ok(())));
         let (a, i) = handshake(Some(b"s3cret"), Some(b"guess")).await;
         assert!(a.unwrap_err().contains("does not match site.secret"));
         let i = i.unwrap_err();
-        assert!(i.starts_with(REFUSED) && i.contains("refused our proof"), "{i}");
+        assert!(
+            i.starts_with(REFUSED) && i.contains("refused our proof"),
+            "{i}"
+        );
         // An acceptor with a secret lets nothing through from a peer that
         // does not answer its challenge.
         let (a, _) = handshake(Some(b"s3cret"), None).await;
-        assert!(a.unwrap_err().contains("handshake broke off: answer to the challenge"));
+        assert!(a
+            .unwrap_err()
+            .contains("handshake broke off: answer to the challenge"));
     }
 
     #[tokio::test]

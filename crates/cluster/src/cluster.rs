@@ -171,11 +171,20 @@ impl Cluster {
         ks: Arc<Keyspace>,
         data_dir: PathBuf,
     ) -> Result<Arc<Cluster>, String> {
-        let my_index = match (&settings.joined, settings.seeds.iter().position(|s| *s == settings.cluster_listen)) {
+        let my_index = match (
+            &settings.joined,
+            settings
+                .seeds
+                .iter()
+                .position(|s| *s == settings.cluster_listen),
+        ) {
             (Some(j), _) => j.index,
             (None, Some(i)) => i,
             (None, None) => {
-                return Err(format!("node.cluster_listen {} is not one of site.seeds", settings.cluster_listen))
+                return Err(format!(
+                    "node.cluster_listen {} is not one of site.seeds",
+                    settings.cluster_listen
+                ))
             }
         };
         if my_index >= MAX_MEMBERS || settings.seeds.len() > MAX_MEMBERS {
@@ -214,7 +223,14 @@ impl Cluster {
             addrs: RwLock::new(addrs),
             members: RwLock::new(members),
             table: table.clone(),
-            replicator: Arc::new(Replicator::new(ks.clone(), weak.clone(), table, lease.clone(), n, my_index)),
+            replicator: Arc::new(Replicator::new(
+                ks.clone(),
+                weak.clone(),
+                table,
+                lease.clone(),
+                n,
+                my_index,
+            )),
             lease,
             ks: ks.clone(),
             metadata: OnceLock::new(),
@@ -266,12 +282,18 @@ impl Cluster {
             return Err(format!("{addr} is not a member of this site"));
         };
         if i == self.my_index {
-            return Err(format!("{} claims this node's own address {addr}", m.node_id));
+            return Err(format!(
+                "{} claims this node's own address {addr}",
+                m.node_id
+            ));
         }
         let meta = self.metadata.get().map(|md| md.current());
         if let Some(known) = meta.as_ref().and_then(|md| md.members.get(&(i as u64 + 1))) {
             if known.name != m.node_id {
-                return Err(format!("{:?} claims the address {addr} of member {:?}", m.node_id, known.name));
+                return Err(format!(
+                    "{:?} claims the address {addr} of member {:?}",
+                    m.node_id, known.name
+                ));
             }
         }
         let mut members = self.members.write();
@@ -281,7 +303,10 @@ impl Cluster {
                 live.node_id
             ));
         }
-        members[i] = Some(Member { connected: false, ..m });
+        members[i] = Some(Member {
+            connected: false,
+            ..m
+        });
         Ok(())
     }
 
@@ -301,7 +326,12 @@ impl Cluster {
 
     /// The members' cluster addresses by index, as far as known.
     pub fn known_addrs(&self) -> Vec<(usize, SocketAddr)> {
-        self.addrs.read().iter().enumerate().filter_map(|(i, a)| a.map(|a| (i, a))).collect()
+        self.addrs
+            .read()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| a.map(|a| (i, a)))
+            .collect()
     }
 
     /// Takes the members from committed metadata: new ones become known
@@ -337,16 +367,27 @@ impl Cluster {
         let me = self.my_index as u64 + 1;
         // Removed, or leaving and holding nothing any more (the removal may
         // be committed after this node is out of the group and never seen).
-        let drained = meta.members.get(&me).is_some_and(|m| m.state == crate::metadata::MemberState::Leaving)
-            && meta.table.as_ref().is_some_and(|t| !t.partitions.iter().any(|a| a.holds(me)));
+        let drained = meta
+            .members
+            .get(&me)
+            .is_some_and(|m| m.state == crate::metadata::MemberState::Leaving)
+            && meta
+                .table
+                .as_ref()
+                .is_some_and(|t| !t.partitions.iter().any(|a| a.holds(me)));
         // A joining node replays the log from before it joined: only a
         // node that was a member can leave.
         if meta.members.contains_key(&me) {
-            self.was_member.store(true, std::sync::atomic::Ordering::Release);
+            self.was_member
+                .store(true, std::sync::atomic::Ordering::Release);
         }
         let was_member = self.was_member.load(std::sync::atomic::Ordering::Acquire);
         let gone = was_member && (!meta.members.contains_key(&me) || drained);
-        if gone && !self.left_flag.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        if gone
+            && !self
+                .left_flag
+                .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
             tracing::warn!("this node is no longer a member of its site: it left");
             self.left.notify_waiters();
             self.left.notify_one();
@@ -378,7 +419,9 @@ impl Cluster {
     }
 
     pub fn set_connected(&self, cluster_addr: SocketAddr, connected: bool) {
-        let Some(i) = self.peer_index(cluster_addr) else { return };
+        let Some(i) = self.peer_index(cluster_addr) else {
+            return;
+        };
         self.set_connected_at(i, connected);
     }
 
@@ -395,27 +438,42 @@ impl Cluster {
     }
 
     pub fn set_isolated(&self, on: bool) {
-        self.isolated.store(on, std::sync::atomic::Ordering::Release);
+        self.isolated
+            .store(on, std::sync::atomic::Ordering::Release);
         if let Some(md) = self.metadata.get() {
             md.set_isolated(on);
         }
-        tracing::warn!(isolated = on, "fault injection: node-to-node links {}", if on { "cut" } else { "restored" });
+        tracing::warn!(
+            isolated = on,
+            "fault injection: node-to-node links {}",
+            if on { "cut" } else { "restored" }
+        );
     }
 
     /// Holds back (or lets go again) the replication batches for the
     /// member named `node_id`; false if no member has that name.
     pub fn set_held(&self, node_id: &str, on: bool) -> bool {
-        let Some(i) = self.members().iter().position(|m| m.as_ref().is_some_and(|m| m.node_id == node_id)) else {
+        let Some(i) = self
+            .members()
+            .iter()
+            .position(|m| m.as_ref().is_some_and(|m| m.node_id == node_id))
+        else {
             return false;
         };
         let bit = 1u64 << i;
         if on {
             self.held.fetch_or(bit, std::sync::atomic::Ordering::AcqRel);
         } else {
-            self.held.fetch_and(!bit, std::sync::atomic::Ordering::AcqRel);
+            self.held
+                .fetch_and(!bit, std::sync::atomic::Ordering::AcqRel);
             self.replicator.wake(i);
         }
-        tracing::warn!(node = node_id, held = on, "fault injection: replication batches to a member {}", if on { "held back" } else { "let go" });
+        tracing::warn!(
+            node = node_id,
+            held = on,
+            "fault injection: replication batches to a member {}",
+            if on { "held back" } else { "let go" }
+        );
         true
     }
 
@@ -433,7 +491,11 @@ impl Cluster {
     }
 
     pub fn is_connected(&self, i: usize) -> bool {
-        self.members.read().get(i).and_then(|m| m.as_ref()).is_some_and(|m| m.connected)
+        self.members
+            .read()
+            .get(i)
+            .and_then(|m| m.as_ref())
+            .is_some_and(|m| m.connected)
     }
 
     /// How long member `i`'s connection has been down (None: it is up).
@@ -443,7 +505,9 @@ impl Cluster {
 
     /// Every seed has said hello: the site can be formed.
     pub fn all_known(&self) -> bool {
-        self.members.read()[..self.settings.seeds.len()].iter().all(Option::is_some)
+        self.members.read()[..self.settings.seeds.len()]
+            .iter()
+            .all(Option::is_some)
     }
 
     /// Installs a partition table committed by the metadata group: this
@@ -452,27 +516,41 @@ impl Cluster {
     pub fn install_table(&self, table: PartitionTable) {
         let old = self.table.load_full();
         if let Some(old) = &old {
-            let moved = old.partitions.iter().zip(&table.partitions).filter(|(a, b)| a.primary != b.primary).count();
-            self.primary_changes.fetch_add(moved as u64, std::sync::atomic::Ordering::Relaxed);
+            let moved = old
+                .partitions
+                .iter()
+                .zip(&table.partitions)
+                .filter(|(a, b)| a.primary != b.primary)
+                .count();
+            self.primary_changes
+                .fetch_add(moved as u64, std::sync::atomic::Ordering::Relaxed);
         }
         // Under the old table no partition was primary here while rejoining.
         let was_rejoining = self.rejoining.load(std::sync::atomic::Ordering::Acquire);
         // Partitions whose only copy was here cannot fail over: their data
         // is gone with the old process, and they restart empty here.
         let only_copy = |o: &PartitionOwners| o.primary == self.my_index && o.backups.is_empty();
-        let holds = |o: &PartitionOwners| o.primary == self.my_index || o.backups.contains(&self.my_index);
+        let holds =
+            |o: &PartitionOwners| o.primary == self.my_index || o.backups.contains(&self.my_index);
         if was_rejoining && !table.partitions.iter().any(|o| holds(o) && !only_copy(o)) {
-            self.rejoining.store(false, std::sync::atomic::Ordering::Release);
+            self.rejoining
+                .store(false, std::sync::atomic::Ordering::Release);
             let lost = table.partitions.iter().filter(|o| only_copy(o)).count();
             if lost > 0 {
-                tracing::warn!(partitions = lost, "rejoined: partitions that had no other copy restart empty");
+                tracing::warn!(
+                    partitions = lost,
+                    "rejoined: partitions that had no other copy restart empty"
+                );
             }
             tracing::info!("rejoined: this node holds no copies any more and takes new work");
         }
         let rejoining = self.rejoining.load(std::sync::atomic::Ordering::Acquire);
         let mut turned = Vec::new();
         for (p, owners) in table.partitions.iter().enumerate() {
-            let was_primary = old.as_ref().is_some_and(|t| t.owners(p).primary == self.my_index) && !was_rejoining;
+            let was_primary = old
+                .as_ref()
+                .is_some_and(|t| t.owners(p).primary == self.my_index)
+                && !was_rejoining;
             let primary = owners.primary == self.my_index && !rejoining;
             if primary != was_primary || old.is_none() {
                 turned.push((p, !primary));
@@ -487,7 +565,11 @@ impl Cluster {
         if let Some(old) = &old {
             let backs = |o: &PartitionOwners| o.backups.contains(&self.my_index);
             let dropped: Vec<usize> = (0..table.partitions.len().min(old.partitions.len()))
-                .filter(|&p| backs(old.owners(p)) && !backs(table.owners(p)) && table.owners(p).primary != self.my_index)
+                .filter(|&p| {
+                    backs(old.owners(p))
+                        && !backs(table.owners(p))
+                        && table.owners(p).primary != self.my_index
+                })
                 .collect();
             self.ks.forget_received(&dropped);
         }
@@ -503,10 +585,20 @@ impl Cluster {
             }
             match owners.moving_to {
                 _ if self.is_stopping() => crate::handover::hand_off(self, p),
-                Some(to) => crate::handover::start(self, p, to, owners.epoch, crate::handover::Reason::Planned),
+                Some(to) => crate::handover::start(
+                    self,
+                    p,
+                    to,
+                    owners.epoch,
+                    crate::handover::Reason::Planned,
+                ),
                 None => crate::handover::settle(self, p),
             }
-            for &b in owners.backups.iter().filter(|b| !owners.in_sync.contains(b)) {
+            for &b in owners
+                .backups
+                .iter()
+                .filter(|b| !owners.in_sync.contains(b))
+            {
                 self.replicator.send_snapshot(p, b, owners.epoch);
             }
         }
@@ -521,15 +613,24 @@ impl Cluster {
     /// catch up with ours) if the table still asks for them.
     pub fn report_finished_snapshots(&self) {
         let done = self.replicator.take_finished_snapshots();
-        let gaps = self.table().map(|t| self.replicator.take_gaps(&t)).unwrap_or_default();
+        let gaps = self
+            .table()
+            .map(|t| self.replicator.take_gaps(&t))
+            .unwrap_or_default();
         let refused = self.replicator.take_refused_snapshots();
         if done.is_empty() && gaps.is_empty() && refused.is_empty() {
             return;
         }
-        let Some(c) = self.replicator.cluster() else { return };
+        let Some(c) = self.replicator.cluster() else {
+            return;
+        };
         tokio::spawn(async move {
             for (p, b, epoch) in gaps {
-                tracing::warn!(partition = p, backup = b, "backup reported a replication gap: rebuilding its copy");
+                tracing::warn!(
+                    partition = p,
+                    backup = b,
+                    "backup reported a replication gap: rebuilding its copy"
+                );
                 if !crate::replication::take_out_of_sync(&c, p, b, epoch).await {
                     c.replicator.ask_gap_again(p, b);
                 }
@@ -544,12 +645,20 @@ impl Cluster {
                 match md.propose(cmd).await {
                     Ok(_) => tracing::info!(partition = p, backup = b, "backup caught up: in sync"),
                     Err(e @ crate::metadata::MetadataError::Refused(_)) => {
-                        tracing::warn!(partition = p, backup = b, "backup not added to the in-sync set: {e}")
+                        tracing::warn!(
+                            partition = p,
+                            backup = b,
+                            "backup not added to the in-sync set: {e}"
+                        )
                     }
                     Err(e) => {
                         // Not decided (no leader, a slow commit): asked again
                         // after its next answer, or it never counts.
-                        tracing::warn!(partition = p, backup = b, "backup not added to the in-sync set yet: {e}");
+                        tracing::warn!(
+                            partition = p,
+                            backup = b,
+                            "backup not added to the in-sync set yet: {e}"
+                        );
                         c.replicator.report_again(p, b, epoch);
                     }
                 }
@@ -561,7 +670,11 @@ impl Cluster {
             let Some(table) = c.table() else { return };
             for (p, b, epoch) in refused {
                 let o = table.owners(p);
-                if o.primary == c.my_index && o.epoch == epoch && o.backups.contains(&b) && !o.in_sync.contains(&b) {
+                if o.primary == c.my_index
+                    && o.epoch == epoch
+                    && o.backups.contains(&b)
+                    && !o.in_sync.contains(&b)
+                {
                     c.replicator.send_snapshot(p, b, epoch);
                 }
             }
@@ -573,17 +686,32 @@ impl Cluster {
         let meta = self.metadata.get().map(|m| m.current());
         let leader = self.metadata.get().and_then(|m| m.leader());
         let members = self.members();
-        let name = |i: usize| members.get(i).and_then(|m| m.as_ref()).map(|m| m.node_id.clone());
-        let lags = table.as_ref().map(|t| self.replicator.lags(t)).unwrap_or_default();
+        let name = |i: usize| {
+            members
+                .get(i)
+                .and_then(|m| m.as_ref())
+                .map(|m| m.node_id.clone())
+        };
+        let lags = table
+            .as_ref()
+            .map(|t| self.replicator.lags(t))
+            .unwrap_or_default();
         SiteStatus {
             formed: table.is_some(),
             epoch: table.as_ref().map_or(0, |t| t.epoch),
             leader: leader.and_then(|id| name((id as usize).saturating_sub(1))),
-            primary_changes: self.primary_changes.load(std::sync::atomic::Ordering::Relaxed),
+            primary_changes: self
+                .primary_changes
+                .load(std::sync::atomic::Ordering::Relaxed),
             migrating: table.as_ref().map_or(0, |t| {
-                t.partitions.iter().filter(|o| o.moving_to.is_some() || o.backups.len() != o.in_sync.len()).count()
+                t.partitions
+                    .iter()
+                    .filter(|o| o.moving_to.is_some() || o.backups.len() != o.in_sync.len())
+                    .count()
             }),
-            handovers: self.handovers_done.load(std::sync::atomic::Ordering::Relaxed),
+            handovers: self
+                .handovers_done
+                .load(std::sync::atomic::Ordering::Relaxed),
             lease: self.lease.valid(),
             members: self
                 .known_addrs()
@@ -591,23 +719,33 @@ impl Cluster {
                 .map(|(i, addr)| {
                     let m = &members[i];
                     let count = |f: &dyn Fn(&PartitionOwners) -> bool| {
-                        table.as_ref().map_or(0, |t| t.partitions.iter().filter(|o| f(o)).count())
+                        table
+                            .as_ref()
+                            .map_or(0, |t| t.partitions.iter().filter(|o| f(o)).count())
                     };
                     let state = meta
                         .as_ref()
                         .and_then(|md| md.members.get(&(i as u64 + 1)))
-                        .map_or("unknown".to_string(), |m| format!("{:?}", m.state).to_lowercase());
+                        .map_or("unknown".to_string(), |m| {
+                            format!("{:?}", m.state).to_lowercase()
+                        });
                     MemberStatus {
                         node_id: m.as_ref().map_or_else(|| "?".into(), |m| m.node_id.clone()),
                         cluster_addr: addr.to_string(),
-                        client_addr: m.as_ref().map_or_else(String::new, |m| m.client_addr.clone()),
+                        client_addr: m
+                            .as_ref()
+                            .map_or_else(String::new, |m| m.client_addr.clone()),
                         myself: i == self.my_index,
                         connected: i == self.my_index || m.as_ref().is_some_and(|m| m.connected),
                         state,
                         primaries: count(&|o| o.primary == i),
                         backups: count(&|o| o.backups.contains(&i)),
                         in_sync: count(&|o| o.in_sync.contains(&i)),
-                        pending_bytes: if i == self.my_index { 0 } else { self.replicator.pending_bytes(i) },
+                        pending_bytes: if i == self.my_index {
+                            0
+                        } else {
+                            self.replicator.pending_bytes(i)
+                        },
                         lag_changes: lags.get(i).copied().unwrap_or(0),
                     }
                 })
@@ -619,7 +757,10 @@ impl Cluster {
     /// partitions migrate to the others, then it is removed and its
     /// process ends.
     pub async fn leave(&self, node: &str) -> Result<String, String> {
-        let md = self.metadata.get().ok_or("the site's metadata is not running on this node")?;
+        let md = self
+            .metadata
+            .get()
+            .ok_or("the site's metadata is not running on this node")?;
         let meta = md.current();
         let id = meta
             .members
@@ -627,12 +768,22 @@ impl Cluster {
             .find(|(id, m)| m.name == node || id.to_string() == node)
             .map(|(id, _)| *id)
             .ok_or_else(|| format!("no member {node:?} in this site"))?;
-        let others = meta.active_members().into_iter().filter(|m| *m != id).count();
+        let others = meta
+            .active_members()
+            .into_iter()
+            .filter(|m| *m != id)
+            .count();
         if others == 0 {
-            return Err("it is the site's only active member: nowhere to move its partitions".into());
+            return Err(
+                "it is the site's only active member: nowhere to move its partitions".into(),
+            );
         }
-        md.propose(crate::metadata::Command::MarkLeaving { id }).await.map_err(|e| e.to_string())?;
-        Ok(format!("node {node} (id {id}) is leaving: its partitions move to the other members"))
+        md.propose(crate::metadata::Command::MarkLeaving { id })
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(format!(
+            "node {node} (id {id}) is leaving: its partitions move to the other members"
+        ))
     }
 
     /// Converts the metadata's table (node ids are seed positions + 1).
@@ -654,7 +805,10 @@ impl Cluster {
     }
 
     pub fn peer_index(&self, cluster_addr: SocketAddr) -> Option<usize> {
-        self.addrs.read().iter().position(|s| *s == Some(cluster_addr))
+        self.addrs
+            .read()
+            .iter()
+            .position(|s| *s == Some(cluster_addr))
     }
 
     pub fn sync_replication(&self) -> bool {
@@ -682,12 +836,21 @@ impl Cluster {
     /// Redis Cluster routing for one command: every key in one slot, and
     /// that slot's partition served here (or a backup here and the
     /// connection said READONLY, for a read).
-    pub fn check(&self, spec: &CommandSpec, args: &[&[u8]], readonly_conn: bool) -> Result<(), CmdError> {
+    pub fn check(
+        &self,
+        spec: &CommandSpec,
+        args: &[&[u8]],
+        readonly_conn: bool,
+    ) -> Result<(), CmdError> {
         let mut positions = spec.key_positions(args.len());
-        let Some(first) = positions.next() else { return Ok(()) };
+        let Some(first) = positions.next() else {
+            return Ok(());
+        };
         let slot = key_slot(args[first]);
         if positions.any(|i| key_slot(args[i]) != slot) {
-            return Err(CmdError::other("CROSSSLOT Keys in request don't hash to the same slot"));
+            return Err(CmdError::other(
+                "CROSSSLOT Keys in request don't hash to the same slot",
+            ));
         }
         let table = self.table.load();
         let Some(table) = table.as_ref() else {
@@ -696,7 +859,9 @@ impl Cluster {
         let p = slot_partition(slot, self.partitions) as usize;
         let primary = table.primary(p);
         if primary == self.my_index && self.rejoining.load(std::sync::atomic::Ordering::Acquire) {
-            return Err(CmdError::other("TRYAGAIN this node restarted and is rejoining its site"));
+            return Err(CmdError::other(
+                "TRYAGAIN this node restarted and is rejoining its site",
+            ));
         }
         if primary == self.my_index && !self.lease.valid() {
             return Err(CmdError::other("CLUSTERDOWN The cluster is down"));
@@ -705,10 +870,14 @@ impl Cluster {
             && self.fenced[p].load(std::sync::atomic::Ordering::Acquire)
             && !spec.flags.has(Flags::READONLY)
         {
-            return Err(CmdError::other("TRYAGAIN this slot is being handed to another node"));
+            return Err(CmdError::other(
+                "TRYAGAIN this slot is being handed to another node",
+            ));
         }
         if primary == self.my_index
-            || (readonly_conn && spec.flags.has(Flags::READONLY) && table.owners(p).backups.contains(&self.my_index))
+            || (readonly_conn
+                && spec.flags.has(Flags::READONLY)
+                && table.owners(p).backups.contains(&self.my_index))
         {
             return Ok(());
         }
@@ -718,7 +887,10 @@ impl Cluster {
         }
         // Not connected to it (yet): the metadata knows where it serves.
         let meta = self.metadata.get().map(|md| md.current());
-        match meta.as_ref().and_then(|md| md.members.get(&(owners.primary as u64 + 1))) {
+        match meta
+            .as_ref()
+            .and_then(|md| md.members.get(&(owners.primary as u64 + 1)))
+        {
             Some(m) => Err(CmdError::other(format!("MOVED {slot} {}", m.client_addr))),
             None => Err(CmdError::other("CLUSTERDOWN Hash slot not served")),
         }
@@ -727,7 +899,10 @@ impl Cluster {
     /// Whether this node is primary for `partition` (commands without keys
     /// such as KEYS and SCAN still see only this node's data, as in Redis).
     pub fn owns(&self, partition: usize) -> bool {
-        self.table.load().as_ref().is_some_and(|t| t.primary(partition) == self.my_index)
+        self.table
+            .load()
+            .as_ref()
+            .is_some_and(|t| t.primary(partition) == self.my_index)
     }
 }
 
@@ -755,7 +930,9 @@ mod tests {
     /// node goes with the copy (no marker would ever release it).
     #[test]
     fn a_copy_moved_elsewhere_takes_its_received_batches_along() {
-        let seeds: Vec<SocketAddr> = (1..=3).map(|i| SocketAddr::from(([127, 0, 0, 1], i))).collect();
+        let seeds: Vec<SocketAddr> = (1..=3)
+            .map(|i| SocketAddr::from(([127, 0, 0, 1], i)))
+            .collect();
         let settings = ClusterSettings {
             cluster_listen: seeds[1],
             seeds: seeds.clone(),
@@ -765,22 +942,54 @@ mod tests {
             secret: None,
         };
         let ks = keyspace();
-        let backup = Cluster::new(settings, 1, 4, "n2", seeds[1], ks.clone(), std::env::temp_dir()).unwrap();
+        let backup = Cluster::new(
+            settings,
+            1,
+            4,
+            "n2",
+            seeds[1],
+            ks.clone(),
+            std::env::temp_dir(),
+        )
+        .unwrap();
         backup.install_table(table(1, 1));
         let primary = primary_with_backup();
         let primary_ks = keyspace_of(&primary);
         for i in 0..20u64 {
             let key = Bytes::from(format!("k{i}"));
             let p = primary_ks.partition_of(&key);
-            let kind = ChangeKind::Full { value: Value::Str(Bytes::from(vec![b'v'; 200])), expire_at: 0 };
-            primary_ks.apply_batch(p, vec![Change { key, version: Version { hlc: (i + 1) << 16, site: 1 }, kind }], 0).unwrap();
+            let kind = ChangeKind::Full {
+                value: Value::Str(Bytes::from(vec![b'v'; 200])),
+                expire_at: 0,
+            };
+            primary_ks
+                .apply_batch(
+                    p,
+                    vec![Change {
+                        key,
+                        version: Version {
+                            hlc: (i + 1) << 16,
+                            site: 1,
+                        },
+                        kind,
+                    }],
+                    0,
+                )
+                .unwrap();
         }
         while let Some((batch, _)) = primary.take_batch(1) {
             backup.replicator.apply_batch(batch, 0).unwrap();
         }
-        assert!(ks.log_bytes() > 20 * 200, "the backup holds what it received");
+        assert!(
+            ks.log_bytes() > 20 * 200,
+            "the backup holds what it received"
+        );
         backup.install_table(table(2, 2));
-        assert_eq!(ks.log_bytes(), 0, "nothing held of copies this node no longer has");
+        assert_eq!(
+            ks.log_bytes(),
+            0,
+            "nothing held of copies this node no longer has"
+        );
     }
 
     #[test]

@@ -21,9 +21,20 @@ pub fn disabled() -> CmdError {
     CmdError::other("ERR This instance has cluster support disabled")
 }
 
-pub fn cluster(c: Option<&Cluster>, ks: &Keyspace, a: &[&[u8]], out: &mut ReplyWriter) -> Result<(), CmdError> {
+pub fn cluster(
+    c: Option<&Cluster>,
+    ks: &Keyspace,
+    a: &[&[u8]],
+    out: &mut ReplyWriter,
+) -> Result<(), CmdError> {
     let sub = String::from_utf8_lossy(a[1]).to_ascii_lowercase();
-    let arity = |ok: bool| if ok { Ok(()) } else { Err(CmdError::WrongArity(format!("cluster|{sub}"))) };
+    let arity = |ok: bool| {
+        if ok {
+            Ok(())
+        } else {
+            Err(CmdError::WrongArity(format!("cluster|{sub}")))
+        }
+    };
     // KEYSLOT works without cluster mode, as in Redis.
     if sub == "keyslot" {
         arity(a.len() == 3)?;
@@ -72,7 +83,10 @@ pub fn cluster(c: Option<&Cluster>, ks: &Keyspace, a: &[&[u8]], out: &mut ReplyW
             }
         }
         _ => {
-            return Err(CmdError::UnknownSubcommand { cmd: "CLUSTER".into(), sub: String::from_utf8_lossy(a[1]).into() })
+            return Err(CmdError::UnknownSubcommand {
+                cmd: "CLUSTER".into(),
+                sub: String::from_utf8_lossy(a[1]).into(),
+            })
         }
     }
     Ok(())
@@ -132,8 +146,10 @@ fn slots(c: &Cluster, out: &mut ReplyWriter) {
     let ranges = table.ranges();
     out.array(ranges.len());
     for (first, last, owners) in ranges {
-        let copies: Vec<&Member> =
-            std::iter::once(owners.primary).chain(owners.backups.iter().copied()).filter_map(|i| members[i].as_ref()).collect();
+        let copies: Vec<&Member> = std::iter::once(owners.primary)
+            .chain(owners.backups.iter().copied())
+            .filter_map(|i| members[i].as_ref())
+            .collect();
         out.array(2 + copies.len());
         out.int(first as i64);
         out.int(last as i64);
@@ -152,7 +168,11 @@ fn shards(c: &Cluster, out: &mut ReplyWriter) {
     let ranges = table.ranges();
     out.array(members.len());
     for (i, m) in members.iter().enumerate() {
-        let mine: Vec<(u16, u16)> = ranges.iter().filter(|r| r.2.primary == i).map(|r| (r.0, r.1)).collect();
+        let mine: Vec<(u16, u16)> = ranges
+            .iter()
+            .filter(|r| r.2.primary == i)
+            .map(|r| (r.0, r.1))
+            .collect();
         out.map(2);
         out.bulk(b"slots");
         out.array(mine.len() * 2);
@@ -168,7 +188,11 @@ fn shards(c: &Cluster, out: &mut ReplyWriter) {
         let (host, port) = split_addr(&m.client_addr);
         out.array(1);
         out.map(7);
-        for (k, v) in [("id", m.cluster_id.as_str()), ("ip", host), ("endpoint", host)] {
+        for (k, v) in [
+            ("id", m.cluster_id.as_str()),
+            ("ip", host),
+            ("endpoint", host),
+        ] {
             out.bulk(k.as_bytes());
             out.bulk(v.as_bytes());
         }
@@ -179,7 +203,11 @@ fn shards(c: &Cluster, out: &mut ReplyWriter) {
         out.bulk(b"replication-offset");
         out.int(0);
         out.bulk(b"health");
-        out.bulk(if m.connected { b"online".as_slice() } else { b"fail".as_slice() });
+        out.bulk(if m.connected {
+            b"online".as_slice()
+        } else {
+            b"fail".as_slice()
+        });
     }
 }
 
@@ -191,11 +219,21 @@ fn nodes(c: &Cluster) -> String {
     for (i, m) in c.members().iter().enumerate() {
         let Some(m) = m else { continue };
         let myself = if i == c.my_index { "myself," } else { "" };
-        let state = if m.connected { "connected" } else { "disconnected" };
+        let state = if m.connected {
+            "connected"
+        } else {
+            "disconnected"
+        };
         let slots: String = ranges
             .iter()
             .filter(|r| r.2.primary == i)
-            .map(|r| if r.0 == r.1 { format!(" {}", r.0) } else { format!(" {}-{}", r.0, r.1) })
+            .map(|r| {
+                if r.0 == r.1 {
+                    format!(" {}", r.0)
+                } else {
+                    format!(" {}-{}", r.0, r.1)
+                }
+            })
             .collect();
         text.push_str(&format!(
             "{} {}@{} {myself}master - 0 0 {epoch} {state}{slots}\n",

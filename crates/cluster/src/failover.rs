@@ -32,7 +32,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::cluster::Cluster;
-use crate::metadata::{rebalance, Command, MemberState, Metadata, MetadataConfig, NodeId, Seed, SiteMetadata};
+use crate::metadata::{
+    rebalance, Command, MemberState, Metadata, MetadataConfig, NodeId, Seed, SiteMetadata,
+};
 
 /// How long a member's connection must stay down before it is declared dead.
 pub const DETECT_AFTER: Duration = Duration::from_millis(1500);
@@ -42,8 +44,16 @@ const CHECK_EVERY: Duration = Duration::from_millis(250);
 const MAX_MOVING: usize = 8;
 
 pub async fn run(c: Arc<Cluster>) {
-    let mut config = MetadataConfig::new(c.my_index as u64 + 1, c.site_id, c.data_dir.join("metadata"));
-    config.secret = c.settings.secret.as_deref().map(|s| Arc::from(s.as_bytes()));
+    let mut config = MetadataConfig::new(
+        c.my_index as u64 + 1,
+        c.site_id,
+        c.data_dir.join("metadata"),
+    );
+    config.secret = c
+        .settings
+        .secret
+        .as_deref()
+        .map(|s| Arc::from(s.as_bytes()));
     let md = match Metadata::start(config, None).await {
         Ok(md) => md,
         Err(e) => {
@@ -60,9 +70,12 @@ pub async fn run(c: Arc<Cluster>) {
     // copies over (MarkDead) and made it active again.
     if md.current().table.as_ref().is_some_and(|t| {
         let me = c.my_index as u64 + 1;
-        t.partitions.iter().any(|a| a.primary == me || a.backups.contains(&me))
+        t.partitions
+            .iter()
+            .any(|a| a.primary == me || a.backups.contains(&me))
     }) {
-        c.rejoining.store(true, std::sync::atomic::Ordering::Release);
+        c.rejoining
+            .store(true, std::sync::atomic::Ordering::Release);
         tracing::warn!("restarted without data into a formed site: giving up this node's copies");
         let me = c.my_index as u64 + 1;
         loop {
@@ -130,7 +143,12 @@ async fn form(c: &Arc<Cluster>, md: &Metadata) {
             }
         }
     }
-    tracing::info!(members = seeds.len(), partitions = c.partitions, backups = c.settings.backups, "site formed");
+    tracing::info!(
+        members = seeds.len(),
+        partitions = c.partitions,
+        backups = c.settings.backups,
+        "site formed"
+    );
 }
 
 async fn detect_failures(c: Arc<Cluster>) {
@@ -156,7 +174,9 @@ async fn detect_failures(c: Arc<Cluster>) {
             // data): else the failover would see it alive and skip it.
             let failed_over = || {
                 meta.table.as_ref().is_none_or(|t| {
-                    !t.partitions.iter().any(|a| a.holds(*id) && (a.primary != *id || !a.backups.is_empty()))
+                    !t.partitions
+                        .iter()
+                        .any(|a| a.holds(*id) && (a.primary != *id || !a.backups.is_empty()))
                 })
             };
             // The leader itself counts as reachable: when every node of
@@ -166,7 +186,10 @@ async fn detect_failures(c: Arc<Cluster>) {
                 tracing::info!(node = %m.name, "dead member is reachable again: making it active");
                 // What it still holds had no other copy: those partitions
                 // restart empty, so remote sites must deliver them again.
-                let lost = meta.table.as_ref().map_or(0, |t| t.partitions.iter().filter(|a| a.holds(*id)).count());
+                let lost = meta
+                    .table
+                    .as_ref()
+                    .map_or(0, |t| t.partitions.iter().filter(|a| a.holds(*id)).count());
                 let back = Command::AddMember {
                     id: *id,
                     name: m.name.clone(),
@@ -210,14 +233,22 @@ async fn detect_failures(c: Arc<Cluster>) {
         // finishes a failover an earlier leader began), once no lease of
         // a dead primary can be left.
         let now = std::time::Instant::now();
-        dead_since.retain(|id, _| meta.members.get(id).is_some_and(|m| m.state == MemberState::Dead));
+        dead_since.retain(|id, _| {
+            meta.members
+                .get(id)
+                .is_some_and(|m| m.state == MemberState::Dead)
+        });
         for (id, m) in &meta.members {
             if m.state == MemberState::Dead {
                 dead_since.entry(*id).or_insert(now);
             }
         }
-        let leases_out = dead_since.values().all(|t| now.duration_since(*t) >= crate::lease::PROMOTE_AFTER);
-        let failover = (!quiet).then(|| rebalance::failover_command(&meta)).flatten();
+        let leases_out = dead_since
+            .values()
+            .all(|t| now.duration_since(*t) >= crate::lease::PROMOTE_AFTER);
+        let failover = (!quiet)
+            .then(|| rebalance::failover_command(&meta))
+            .flatten();
         if failover.is_some() && !leases_out {
             continue; // not settled: this is worked out again next time
         }
@@ -228,7 +259,10 @@ async fn detect_failures(c: Arc<Cluster>) {
             }
             meta = md.current();
         }
-        if let Some(cmd) = (!quiet).then(|| repair(&meta, c.settings.backups)).flatten() {
+        if let Some(cmd) = (!quiet)
+            .then(|| repair(&meta, c.settings.backups))
+            .flatten()
+        {
             match md.propose(cmd).await {
                 Ok(epoch) => tracing::info!(epoch, "new backups assigned"),
                 Err(e) => tracing::warn!("backup repair not committed: {e}"),
@@ -266,7 +300,10 @@ async fn membership(c: &Arc<Cluster>, md: &Metadata, adding: &Arc<Mutex<HashSet<
             if let Some(md) = c.metadata.get() {
                 match md.add_voter(id, &addr, Duration::from_secs(30)).await {
                     Ok(()) => tracing::info!(node = id, "joined member is a metadata voter"),
-                    Err(e) => tracing::warn!(node = id, "could not add the joined member to the metadata group: {e}"),
+                    Err(e) => tracing::warn!(
+                        node = id,
+                        "could not add the joined member to the metadata group: {e}"
+                    ),
                 }
             }
             adding.lock().remove(&id);
@@ -274,7 +311,10 @@ async fn membership(c: &Arc<Cluster>, md: &Metadata, adding: &Arc<Mutex<HashSet<
     }
     for id in voters.iter().filter(|v| !meta.members.contains_key(v)) {
         if let Err(e) = md.remove_voter(*id).await {
-            tracing::warn!(node = id, "could not take a removed member out of the metadata group: {e}");
+            tracing::warn!(
+                node = id,
+                "could not take a removed member out of the metadata group: {e}"
+            );
         }
     }
     let Some(table) = &meta.table else { return };
@@ -330,5 +370,8 @@ pub fn repair(meta: &SiteMetadata, want: usize) -> Option<Command> {
             *load.entry(n).or_default() += 1;
         }
     }
-    (partitions != table.partitions).then_some(Command::SetTable { partitions, expected_epoch: table.epoch })
+    (partitions != table.partitions).then_some(Command::SetTable {
+        partitions,
+        expected_epoch: table.epoch,
+    })
 }

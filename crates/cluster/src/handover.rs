@@ -63,7 +63,9 @@ pub(crate) fn start(c: &Cluster, p: usize, to: usize, epoch: u64, why: Reason) {
         }
         running.insert(p, epoch);
     }
-    let Some(c) = c.replicator.cluster() else { return };
+    let Some(c) = c.replicator.cluster() else {
+        return;
+    };
     tokio::spawn(async move {
         run(&c, p, to, epoch, why).await;
         c.handovers.lock().remove(&p);
@@ -112,12 +114,23 @@ async fn run(c: &Arc<Cluster>, p: usize, to: usize, epoch: u64, why: Reason) {
     let Some(md) = c.metadata.get() else { return };
     c.fenced[p].store(true, Ordering::Release);
     let quiesce = c.clone();
-    if tokio::task::spawn_blocking(move || quiesce.quiesce()).await.is_err() {
+    if tokio::task::spawn_blocking(move || quiesce.quiesce())
+        .await
+        .is_err()
+    {
         return;
     }
     c.keyspace().set_replica(p, true);
-    let last = c.keyspace().with_partition(p, |part, _| part.log.next_seq().saturating_sub(1));
-    tracing::info!(partition = p, to, seq = last, ?why, "handover: writes fenced, waiting for backups");
+    let last = c
+        .keyspace()
+        .with_partition(p, |part, _| part.log.next_seq().saturating_sub(1));
+    tracing::info!(
+        partition = p,
+        to,
+        seq = last,
+        ?why,
+        "handover: writes fenced, waiting for backups"
+    );
     loop {
         if !wanted(c, p, to, epoch, why) {
             return;
@@ -128,10 +141,18 @@ async fn run(c: &Arc<Cluster>, p: usize, to: usize, epoch: u64, why: Reason) {
             // went with a broken connection, or it is stuck) would hold
             // the fence forever: it leaves the in-sync set and gets a
             // snapshot, which calls this handover off until it is back.
-            if let Some(t) = c.table().filter(|t| t.owners(p).primary == c.my_index && t.owners(p).epoch == epoch) {
+            if let Some(t) = c
+                .table()
+                .filter(|t| t.owners(p).primary == c.my_index && t.owners(p).epoch == epoch)
+            {
                 let o = t.owners(p);
                 for b in c.replicator.not_acknowledged(p, last, &o.in_sync) {
-                    tracing::warn!(partition = p, backup = b, seq = last, "handover: backup did not acknowledge the last change: rebuilding its copy");
+                    tracing::warn!(
+                        partition = p,
+                        backup = b,
+                        seq = last,
+                        "handover: backup did not acknowledge the last change: rebuilding its copy"
+                    );
                     crate::replication::take_out_of_sync(c, p, b, o.epoch).await;
                 }
             }
@@ -142,7 +163,9 @@ async fn run(c: &Arc<Cluster>, p: usize, to: usize, epoch: u64, why: Reason) {
         let o = table.owners(p);
         let id = |i: usize| i as u64 + 1;
         let swap = |list: &[usize]| -> Vec<u64> {
-            list.iter().map(|&b| if b == to { id(c.my_index) } else { id(b) }).collect()
+            list.iter()
+                .map(|&b| if b == to { id(c.my_index) } else { id(b) })
+                .collect()
         };
         let cmd = Command::SetPartition {
             partition: p as u16,
@@ -180,8 +203,11 @@ impl Cluster {
     /// (as after a crash) and gets its share back. Leaving for good is
     /// `deltagrid cluster leave`.
     pub async fn stop(&self, timeout: std::time::Duration) {
-        let Some(md) = self.metadata.get() else { return };
-        self.stopping.store(true, std::sync::atomic::Ordering::Release);
+        let Some(md) = self.metadata.get() else {
+            return;
+        };
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::Release);
         if !self.lease.valid() {
             // Cut off from the majority (or the last of the site to stop):
             // nothing can be committed; the site finds out by itself.
@@ -189,10 +215,16 @@ impl Cluster {
             return;
         }
         let led = |t: &crate::PartitionTable| {
-            t.partitions.iter().filter(|o| o.primary == self.my_index && !o.in_sync.is_empty()).count()
+            t.partitions
+                .iter()
+                .filter(|o| o.primary == self.my_index && !o.in_sync.is_empty())
+                .count()
         };
         let before = self.table().map_or(0, |t| led(&t));
-        tracing::info!(partitions = before, "stopping: handing the partitions this node leads to their backups");
+        tracing::info!(
+            partitions = before,
+            "stopping: handing the partitions this node leads to their backups"
+        );
         for p in 0..self.partitions as usize {
             crate::handover::hand_off(self, p);
         }
@@ -204,13 +236,27 @@ impl Cluster {
         .await;
         let left = self.table().map_or(0, |t| led(&t));
         if handed.is_err() {
-            tracing::warn!(partitions = left, "stopping: not every partition was handed over within {timeout:?}; they fail over");
+            tracing::warn!(
+                partitions = left,
+                "stopping: not every partition was handed over within {timeout:?}; they fail over"
+            );
         }
         let me = self.my_index as u64 + 1;
-        match tokio::time::timeout(crate::replication::SYNC_TIMEOUT, md.propose(crate::metadata::Command::MarkDead { id: me })).await {
-            Ok(Ok(_)) => tracing::info!("stopped: partitions handed over, this member is down until it starts again"),
-            Ok(Err(e)) => tracing::warn!("stopping: could not mark this member down: {e}; the site will find out"),
-            Err(_) => tracing::warn!("stopping: marking this member down took too long; the site will find out"),
+        match tokio::time::timeout(
+            crate::replication::SYNC_TIMEOUT,
+            md.propose(crate::metadata::Command::MarkDead { id: me }),
+        )
+        .await
+        {
+            Ok(Ok(_)) => tracing::info!(
+                "stopped: partitions handed over, this member is down until it starts again"
+            ),
+            Ok(Err(e)) => tracing::warn!(
+                "stopping: could not mark this member down: {e}; the site will find out"
+            ),
+            Err(_) => tracing::warn!(
+                "stopping: marking this member down took too long; the site will find out"
+            ),
         }
     }
 }

@@ -68,7 +68,9 @@ pub async fn join(
             tracing::warn!("joining the site: {last}");
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(format!("could not join the site through any of site.seeds ({last})"));
+            return Err(format!(
+                "could not join the site through any of site.seeds ({last})"
+            ));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -93,7 +95,10 @@ async fn ask(seed: SocketAddr, hello: &Hello, secret: Option<&str>) -> Result<Jo
     match kind {
         wire::KIND_JOINED => {
             let a = JoinAnswer::decode(payload).map_err(|e| e.to_string())?;
-            let index = (a.id as usize).checked_sub(1).filter(|i| *i < MAX_MEMBERS).ok_or("bad node id")?;
+            let index = (a.id as usize)
+                .checked_sub(1)
+                .filter(|i| *i < MAX_MEMBERS)
+                .ok_or("bad node id")?;
             let members = a
                 .members
                 .iter()
@@ -108,7 +113,11 @@ async fn ask(seed: SocketAddr, hello: &Hello, secret: Option<&str>) -> Result<Jo
 }
 
 /// A member's side: commits the join and answers (or says why not).
-pub(crate) async fn answer(c: &Arc<Cluster>, stream: &mut TcpStream, hello: &Hello) -> Result<u64, String> {
+pub(crate) async fn answer(
+    c: &Arc<Cluster>,
+    stream: &mut TcpStream,
+    hello: &Hello,
+) -> Result<u64, String> {
     let result = admit(c, hello).await;
     let mut out = BytesMut::new();
     match &result {
@@ -123,9 +132,19 @@ async fn admit(c: &Arc<Cluster>, hello: &Hello) -> Result<JoinAnswer, String> {
     if hello.site_id != c.site_id {
         return Err(format!("this is site {}, not {}", c.site_id, hello.site_id));
     }
-    let cluster_addr: SocketAddr = hello.cluster_addr.parse().map_err(|_| "bad cluster address".to_string())?;
-    let md = c.metadata.get().ok_or("this member's metadata is not running yet")?;
-    let cmd = Command::Join { name: hello.node_id.clone(), cluster_addr, client_addr: hello.client_addr.clone() };
+    let cluster_addr: SocketAddr = hello
+        .cluster_addr
+        .parse()
+        .map_err(|_| "bad cluster address".to_string())?;
+    let md = c
+        .metadata
+        .get()
+        .ok_or("this member's metadata is not running yet")?;
+    let cmd = Command::Join {
+        name: hello.node_id.clone(),
+        cluster_addr,
+        client_addr: hello.client_addr.clone(),
+    };
     let id = md.propose(cmd).await.map_err(|e| match e {
         MetadataError::Refused(r) => r.to_string(),
         e => e.to_string(),
@@ -134,6 +153,10 @@ async fn admit(c: &Arc<Cluster>, hello: &Hello) -> Result<JoinAnswer, String> {
         .wait_for(Duration::from_secs(5), |m| m.members.contains_key(&id))
         .await
         .ok_or("the join was committed but has not reached this member yet")?;
-    let members = meta.members.iter().map(|(id, m)| (*id, m.cluster_addr.to_string())).collect();
+    let members = meta
+        .members
+        .iter()
+        .map(|(id, m)| (*id, m.cluster_addr.to_string()))
+        .collect();
     Ok(JoinAnswer { id, members })
 }

@@ -49,7 +49,9 @@ pub const TICK: Duration = Duration::from_millis(100);
 /// before promoting backups in its place: its lease has run out by then
 /// even if members that granted it learned of the `MarkDead` late.
 pub const PROMOTE_AFTER: Duration = Duration::from_millis(2000);
-const _: () = assert!(PROMOTE_AFTER.as_millis() >= LEASE.as_millis() + 2 * crate::metadata::HEARTBEAT_MILLIS as u128);
+const _: () = assert!(
+    PROMOTE_AFTER.as_millis() >= LEASE.as_millis() + 2 * crate::metadata::HEARTBEAT_MILLIS as u128
+);
 
 pub struct Lease {
     base: Instant,
@@ -143,8 +145,16 @@ impl crate::Cluster {
         let (me, voters) = match self.metadata.get() {
             Some(md) => {
                 let id = self.my_index as u64 + 1;
-                let alive = md.current().members.get(&id).is_some_and(|m| m.state != crate::metadata::MemberState::Dead);
-                let voters: Vec<usize> = md.voters().iter().map(|v| (*v as usize).saturating_sub(1)).collect();
+                let alive = md
+                    .current()
+                    .members
+                    .get(&id)
+                    .is_some_and(|m| m.state != crate::metadata::MemberState::Dead);
+                let voters: Vec<usize> = md
+                    .voters()
+                    .iter()
+                    .map(|v| (*v as usize).saturating_sub(1))
+                    .collect();
                 (alive.then_some(self.my_index), voters)
             }
             None => (None, Vec::new()),
@@ -175,10 +185,22 @@ mod tests {
     fn a_majority_of_recent_grants_holds_the_lease() {
         let l = Lease::new(5);
         let voters = [0, 1, 2];
-        assert_eq!(l.refresh(Some(0), &voters), (false, false), "alone: one of three");
+        assert_eq!(
+            l.refresh(Some(0), &voters),
+            (false, false),
+            "alone: one of three"
+        );
         l.grant(1, l.now());
-        assert_eq!(l.refresh(Some(0), &voters), (false, true), "itself and one peer");
-        assert_eq!(l.refresh(None, &voters), (true, false), "not alive in the metadata: nothing");
+        assert_eq!(
+            l.refresh(Some(0), &voters),
+            (false, true),
+            "itself and one peer"
+        );
+        assert_eq!(
+            l.refresh(None, &voters),
+            (true, false),
+            "not alive in the metadata: nothing"
+        );
         assert!(!l.refresh(Some(0), &[]).1, "no voters known");
         // A lone voter is its own majority.
         assert!(l.refresh(Some(3), &[3]).1);
@@ -192,7 +214,11 @@ mod tests {
         l.grant(1, old);
         assert!(l.refresh(Some(0), &[0, 1, 2]).1);
         let until = l.until.load(Ordering::Acquire);
-        assert_eq!(until, old + LEASE.as_nanos() as u64, "from the ping's sending, not from its answer");
+        assert_eq!(
+            until,
+            old + LEASE.as_nanos() as u64,
+            "from the ping's sending, not from its answer"
+        );
         // Without a refresh (a process that was paused), the clock ends it.
         l.until.store(l.now(), Ordering::Release);
         assert!(!l.valid());

@@ -25,5 +25,7 @@ mod snapshot;
 pub mod transport;
 pub mod wire;
 
-pub use cluster::{Cluster, ClusterSettings, Member, MemberStatus, Replication, SiteStatus, MAX_MEMBERS};
+pub use cluster::{
+    Cluster, ClusterSettings, Member, MemberStatus, Replication, SiteStatus, MAX_MEMBERS,
+};
 pub use placement::{PartitionOwners, PartitionTable};

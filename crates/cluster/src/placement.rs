@@ -42,8 +42,15 @@ pub struct PartitionTable {
 
 impl PartitionTable {
     pub fn new(epoch: u64, partitions: Vec<PartitionOwners>) -> PartitionTable {
-        let primaries = partitions.iter().map(|o| o.primary.min(u16::MAX as usize) as u16).collect();
-        PartitionTable { epoch, partitions, primaries }
+        let primaries = partitions
+            .iter()
+            .map(|o| o.primary.min(u16::MAX as usize) as u16)
+            .collect();
+        PartitionTable {
+            epoch,
+            partitions,
+            primaries,
+        }
     }
 
     /// The member position of `partition`'s primary.
@@ -60,7 +67,13 @@ impl PartitionTable {
             .map(|p| {
                 let primary = p * members / parts;
                 let backups: Members = (1..=backups).map(|k| (primary + k) % members).collect();
-                PartitionOwners { primary, in_sync: backups.clone(), backups, epoch: 1, moving_to: None }
+                PartitionOwners {
+                    primary,
+                    in_sync: backups.clone(),
+                    backups,
+                    epoch: 1,
+                    moving_to: None,
+                }
             })
             .collect();
         PartitionTable::new(1, table)
@@ -121,8 +134,14 @@ mod tests {
             assert_eq!(o.backups.len(), 1);
             assert_ne!(o.backups[0], o.primary);
         }
-        assert!(per_node.iter().all(|&n| (90..=91).contains(&n)), "{per_node:?}");
+        assert!(
+            per_node.iter().all(|&n| (90..=91).contains(&n)),
+            "{per_node:?}"
+        );
         assert_eq!(t.ranges().len(), 3);
-        assert_eq!(PartitionTable::place(271, 1, 1).partitions[0].backups.len(), 0);
+        assert_eq!(
+            PartitionTable::place(271, 1, 1).partitions[0].backups.len(),
+            0
+        );
     }
 }

@@ -192,11 +192,17 @@ pub struct Durability<'a> {
 
 impl Durability<'_> {
     pub fn seq(&self, p: usize) -> u64 {
-        let Some(owners) = self.table.as_ref().and_then(|t| t.partitions.get(p)) else { return 0 };
+        let Some(owners) = self.table.as_ref().and_then(|t| t.partitions.get(p)) else {
+            return 0;
+        };
         if owners.primary != self.r.my_index {
             return 0;
         }
-        self.r.waited_for(p, owners).map(|b| self.r.acked[b][p].load(Ordering::Acquire)).min().unwrap_or(u64::MAX)
+        self.r
+            .waited_for(p, owners)
+            .map(|b| self.r.acked[b][p].load(Ordering::Acquire))
+            .min()
+            .unwrap_or(u64::MAX)
     }
 }
 
@@ -242,9 +248,15 @@ impl Replicator {
                     snapshots: Mutex::new(Default::default()),
                 })
                 .collect(),
-            acked: (0..members).map(|_| (0..parts).map(|_| AtomicU64::new(0)).collect()).collect(),
-            catching_up: (0..members).map(|_| (0..parts).map(|_| AtomicBool::new(false)).collect()).collect(),
-            snapshot_point: (0..members).map(|_| (0..parts).map(|_| AtomicU64::new(0)).collect()).collect(),
+            acked: (0..members)
+                .map(|_| (0..parts).map(|_| AtomicU64::new(0)).collect())
+                .collect(),
+            catching_up: (0..members)
+                .map(|_| (0..parts).map(|_| AtomicBool::new(false)).collect())
+                .collect(),
+            snapshot_point: (0..members)
+                .map(|_| (0..parts).map(|_| AtomicU64::new(0)).collect())
+                .collect(),
             ack_notify: Notify::new(),
             table_generation: AtomicU64::new(0),
             snapshots: Mutex::new(HashMap::new()),
@@ -287,7 +299,12 @@ impl Replicator {
                 }
             }
         }
-        for (peer, marks) in self.out.iter().zip(&per_backup).filter(|(_, m)| !m.is_empty()) {
+        for (peer, marks) in self
+            .out
+            .iter()
+            .zip(&per_backup)
+            .filter(|(_, m)| !m.is_empty())
+        {
             let mut buf = peer.buf.lock();
             peer.stamp(&mut buf, table.epoch);
             for &(p, seq) in marks {
@@ -314,7 +331,17 @@ impl Replicator {
                 return false;
             }
             let id = self.snapshot_ids.fetch_add(1, Ordering::Relaxed) + 1;
-            snaps.insert((p, b), SnapshotSent { epoch, id, acknowledged: false, refused: false, reported: false, need: None });
+            snaps.insert(
+                (p, b),
+                SnapshotSent {
+                    epoch,
+                    id,
+                    acknowledged: false,
+                    refused: false,
+                    reported: false,
+                    need: None,
+                },
+            );
             id
         };
         let peer = &self.out[b];
@@ -324,7 +351,10 @@ impl Replicator {
             let entries = part.iter().map(|(key, e)| Change {
                 key: key.clone(),
                 version: e.version,
-                kind: keyspace::ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
+                kind: keyspace::ChangeKind::Full {
+                    value: e.value.clone(),
+                    expire_at: e.expire_at,
+                },
             });
             let entries: Vec<Change> = entries.chain(part.tombstone_changes()).collect();
             // The backup's acks start over from the snapshot.
@@ -341,7 +371,12 @@ impl Replicator {
             queued.push_back(stream);
             keys
         });
-        tracing::info!(partition = p, backup = b, keys, "snapshot queued for a new backup");
+        tracing::info!(
+            partition = p,
+            backup = b,
+            keys,
+            "snapshot queued for a new backup"
+        );
         peer.ready.notify_one();
         true
     }
@@ -356,8 +391,14 @@ impl Replicator {
         if self.out[b].broken.swap(true, Ordering::AcqRel) {
             return;
         }
-        tracing::error!(backup = b, "backup fell {MAX_PENDING} bytes behind: rebuilding its copies from snapshots");
-        let (Some(cluster), Ok(rt)) = (self.cluster.upgrade(), tokio::runtime::Handle::try_current()) else {
+        tracing::error!(
+            backup = b,
+            "backup fell {MAX_PENDING} bytes behind: rebuilding its copies from snapshots"
+        );
+        let (Some(cluster), Ok(rt)) = (
+            self.cluster.upgrade(),
+            tokio::runtime::Handle::try_current(),
+        ) else {
             return;
         };
         rt.spawn(async move { cluster.replicator.rebuild(&cluster, b).await });
@@ -416,7 +457,8 @@ impl Replicator {
         for ((p, b), s) in self.snapshots.lock().iter_mut() {
             if s.acknowledged
                 && !s.reported
-                && s.need.is_some_and(|need| self.acked[*b][*p].load(Ordering::Acquire) >= need)
+                && s.need
+                    .is_some_and(|need| self.acked[*b][*p].load(Ordering::Acquire) >= need)
             {
                 s.reported = true;
                 done.push((*p, *b, s.epoch));
@@ -440,7 +482,11 @@ impl Replicator {
 
     /// Those of `backups` that have not acknowledged `seq` of partition `p`.
     pub fn not_acknowledged(&self, p: usize, seq: u64, backups: &[usize]) -> Vec<usize> {
-        backups.iter().copied().filter(|&b| self.acked[b][p].load(Ordering::Acquire) < seq).collect()
+        backups
+            .iter()
+            .copied()
+            .filter(|&b| self.acked[b][p].load(Ordering::Acquire) < seq)
+            .collect()
     }
 
     /// Per member index: changes of this node's primaries in `table`
@@ -452,7 +498,9 @@ impl Replicator {
             if o.primary != self.my_index || o.backups.is_empty() {
                 continue;
             }
-            let last = self.ks.with_partition(p, |part, _| part.log.next_seq().saturating_sub(1));
+            let last = self
+                .ks
+                .with_partition(p, |part, _| part.log.next_seq().saturating_sub(1));
             for &b in &o.backups {
                 if let (Some(l), Some(acked)) = (lag.get_mut(b), self.acked.get(b)) {
                     *l += last.saturating_sub(acked[p].load(Ordering::Acquire));
@@ -475,7 +523,12 @@ impl Replicator {
         let mut snapshots = out.snapshots.lock();
         if let Some(s) = snapshots.front_mut() {
             let mut chunk = BytesMut::new();
-            put_marker(&mut chunk, 0, TABLE_EPOCH, &[self.table.load().as_ref().map_or(0, |t| t.epoch)]);
+            put_marker(
+                &mut chunk,
+                0,
+                TABLE_EPOCH,
+                &[self.table.load().as_ref().map_or(0, |t| t.epoch)],
+            );
             if s.next_chunk(&mut chunk) {
                 snapshots.pop_front();
             }
@@ -537,7 +590,11 @@ impl Replicator {
             again.extend_from_slice(&buf);
             *buf = again;
         }
-        tracing::info!(backup = peer, bytes, "connection lost with a batch unanswered: sending it again");
+        tracing::info!(
+            backup = peer,
+            bytes,
+            "connection lost with a batch unanswered: sending it again"
+        );
         out.ready.notify_one();
     }
 
@@ -552,11 +609,20 @@ impl Replicator {
     /// (`Keyspace::hold_received`): the backup's logs store nothing, and a
     /// copy promoted while the batch is being applied finds in it the
     /// changes it applied.
-    pub fn apply_received(&self, mut batch: Bytes, pin: Option<Arc<Pinned>>, from: usize) -> Result<Vec<(u16, u64)>, BatchError> {
+    pub fn apply_received(
+        &self,
+        mut batch: Bytes,
+        pin: Option<Arc<Pinned>>,
+        from: usize,
+    ) -> Result<Vec<(u16, u64)>, BatchError> {
         let table = self.table.load();
         let table = table.as_ref();
         if self.ks.holds_received() {
-            self.ks.hold_received(batch.clone(), held_changes(&batch, |p, epoch| stale_sender(table, p, from, epoch)), pin);
+            self.ks.hold_received(
+                batch.clone(),
+                held_changes(&batch, |p, epoch| stale_sender(table, p, from, epoch)),
+                pin,
+            );
         }
         // The sender's table epoch, from the batch's TABLE_EPOCH markers.
         let mut sender_epoch = 0;
@@ -603,7 +669,11 @@ impl Replicator {
                     stale.push(p);
                 }
                 if seq == SNAPSHOT_END {
-                    if let Some(id) = body.get(8..16).and_then(|w| w.try_into().ok()).map(u64::from_le_bytes) {
+                    if let Some(id) = body
+                        .get(8..16)
+                        .and_then(|w| w.try_into().ok())
+                        .map(u64::from_le_bytes)
+                    {
                         ends.push((p, SNAPSHOT_REFUSED, id));
                     }
                 }
@@ -613,8 +683,11 @@ impl Replicator {
                 if body.len() < 8 {
                     return Err(BatchError::Truncated);
                 }
-                let at = u64::from_le_bytes(body[..8].try_into().map_err(|_| BatchError::Truncated)?);
-                let Ok(name) = std::str::from_utf8(&body[8..]) else { continue };
+                let at =
+                    u64::from_le_bytes(body[..8].try_into().map_err(|_| BatchError::Truncated)?);
+                let Ok(name) = std::str::from_utf8(&body[8..]) else {
+                    continue;
+                };
                 if seq == BACKUP_TAKEN {
                     self.ks.backup_taken_replica(p as usize, at, name);
                 } else if let Some(w) = self.wan.get() {
@@ -623,7 +696,11 @@ impl Replicator {
                 continue;
             }
             if seq == SNAPSHOT_BEGIN || seq == SNAPSHOT_END {
-                let word = |i: usize| body.get(i * 8..i * 8 + 8).and_then(|w| w.try_into().ok()).map(u64::from_le_bytes);
+                let word = |i: usize| {
+                    body.get(i * 8..i * 8 + 8)
+                        .and_then(|w| w.try_into().ok())
+                        .map(u64::from_le_bytes)
+                };
                 let (next, end) = match (seq, body.len()) {
                     (SNAPSHOT_BEGIN, 8) => (word(0), None),
                     (SNAPSHOT_END, 24) => (word(0), word(1).zip(word(2))),
@@ -648,7 +725,9 @@ impl Replicator {
                         // broke mid-snapshot loses the chunks in flight).
                         let counted = self.loading.lock().remove(&p) == Some((next, entries));
                         let loaded = counted
-                            && self.ks.with_partition(p as usize, |part, _| part.replica && part.log.next_seq() == next);
+                            && self.ks.with_partition(p as usize, |part, _| {
+                                part.replica && part.log.next_seq() == next
+                            });
                         if loaded {
                             acks.push((p, next - 1));
                             ends.push((p, SNAPSHOT_END, id));
@@ -677,7 +756,8 @@ impl Replicator {
                 continue;
             }
             if let [a, b, ..] = batch[..] {
-                self.ks.prefetch_partition(u16::from_le_bytes([a, b]) as usize);
+                self.ks
+                    .prefetch_partition(u16::from_le_bytes([a, b]) as usize);
             }
             match self.ks.apply_replicated(seq, change, &body, from) {
                 Ok(()) => acks.push((p, seq)),
@@ -689,7 +769,11 @@ impl Replicator {
                 }
                 Err(ReplicaError::NotReplica) => {
                     if !led.contains(&(p as usize)) {
-                        tracing::warn!(partition = p, seq, "replicated change refused: this node leads the partition now");
+                        tracing::warn!(
+                            partition = p,
+                            seq,
+                            "replicated change refused: this node leads the partition now"
+                        );
                         led.push(p as usize);
                     }
                 }
@@ -707,7 +791,10 @@ impl Replicator {
             }
             same
         });
-        acks.extend(ends.into_iter().flat_map(|(p, kind, id)| [(p, kind), (p, id)]));
+        acks.extend(
+            ends.into_iter()
+                .flat_map(|(p, kind, id)| [(p, kind), (p, id)]),
+        );
         acks.extend(gaps.into_iter().map(|p| (p, SNAPSHOT_NEEDED)));
         Ok(acks)
     }
@@ -733,13 +820,23 @@ impl Replicator {
                     break;
                 }
                 let (_, id) = (acks.get_u16_le(), acks.get_u64_le());
-                let loaded = match self.snapshots.lock().get_mut(&(p, peer)).filter(|s| s.id == id) {
+                let loaded = match self
+                    .snapshots
+                    .lock()
+                    .get_mut(&(p, peer))
+                    .filter(|s| s.id == id)
+                {
                     Some(s) if seq == SNAPSHOT_END && !s.acknowledged => {
                         s.acknowledged = true;
                         // It holds what the snapshot held (see `durable_seq`):
                         // an idle partition's acks would never get there.
-                        if let (Some(a), Some(point)) = (self.acked[peer].get(p), self.snapshot_point[peer].get(p)) {
-                            a.fetch_max(point.load(Ordering::Acquire).saturating_sub(1), Ordering::AcqRel);
+                        if let (Some(a), Some(point)) =
+                            (self.acked[peer].get(p), self.snapshot_point[peer].get(p))
+                        {
+                            a.fetch_max(
+                                point.load(Ordering::Acquire).saturating_sub(1),
+                                Ordering::AcqRel,
+                            );
                         }
                         true
                     }
@@ -756,7 +853,12 @@ impl Replicator {
                     // that sees the flag when it checks its acks.
                     self.catching_up[peer][p].store(true, Ordering::Release);
                     let last = self.ks.with_partition(p, |part, _| part.log.next_seq() - 1);
-                    if let Some(s) = self.snapshots.lock().get_mut(&(p, peer)).filter(|s| s.id == id) {
+                    if let Some(s) = self
+                        .snapshots
+                        .lock()
+                        .get_mut(&(p, peer))
+                        .filter(|s| s.id == id)
+                    {
                         s.need = Some(last);
                     }
                 }
@@ -787,12 +889,14 @@ impl Replicator {
 
     /// The backups a write to partition `p` waits for: the in-sync ones,
     /// and those catching up from a snapshot they loaded (`catching_up`).
-    fn waited_for<'a>(&'a self, p: usize, owners: &'a PartitionOwners) -> impl Iterator<Item = usize> + 'a {
-        owners
-            .backups
-            .iter()
-            .copied()
-            .filter(move |&b| owners.in_sync.contains(&b) || self.catching_up[b][p].load(Ordering::Acquire))
+    fn waited_for<'a>(
+        &'a self,
+        p: usize,
+        owners: &'a PartitionOwners,
+    ) -> impl Iterator<Item = usize> + 'a {
+        owners.backups.iter().copied().filter(move |&b| {
+            owners.in_sync.contains(&b) || self.catching_up[b][p].load(Ordering::Acquire)
+        })
     }
 
     /// The last seq of partition `p` that every backup a write waits for
@@ -810,7 +914,10 @@ impl Replicator {
 
     /// [`Self::durable_seq`] for many partitions under one table.
     pub fn durability(&self) -> Durability<'_> {
-        Durability { r: self, table: self.table.load() }
+        Durability {
+            r: self,
+            table: self.table.load(),
+        }
     }
 
     /// The partition table changed (a backup left the in-sync set, a
@@ -821,7 +928,12 @@ impl Replicator {
         // later step out of the in-sync set releases the writes waiting
         // for it at once.
         if let Some(table) = self.table.load().as_ref() {
-            for (p, owners) in table.partitions.iter().enumerate().filter(|(_, o)| o.primary == self.my_index) {
+            for (p, owners) in table
+                .partitions
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| o.primary == self.my_index)
+            {
                 for &b in &owners.in_sync {
                     if let Some(flag) = self.catching_up.get(b).and_then(|f| f.get(p)) {
                         flag.store(false, Ordering::Release);
@@ -837,7 +949,9 @@ impl Replicator {
     fn targets(&self, writes: &[(usize, u64)]) -> SmallVec<[(usize, u64); 2]> {
         let mut targets = SmallVec::new();
         let table = self.table.load();
-        let Some(table) = table.as_ref() else { return targets };
+        let Some(table) = table.as_ref() else {
+            return targets;
+        };
         for &(p, _) in writes {
             for b in self.waited_for(p, table.owners(p)) {
                 if !targets.iter().any(|&(t, _)| t == b) {
@@ -878,10 +992,14 @@ impl Replicator {
             if started.elapsed() >= SYNC_TIMEOUT {
                 return false;
             }
-            match targets.iter().find(|&&(b, target)| !acked && !self.out[b].acks.has_answered(target)) {
+            match targets
+                .iter()
+                .find(|&&(b, target)| !acked && !self.out[b].acks.has_answered(target))
+            {
                 Some(&(b, target)) => {
                     let changed = || {
-                        self.table_generation.load(Ordering::Acquire) != generation || started.elapsed() >= SYNC_TIMEOUT
+                        self.table_generation.load(Ordering::Acquire) != generation
+                            || started.elapsed() >= SYNC_TIMEOUT
                     };
                     self.out[b].acks.reached(target, changed).await
                 }
@@ -905,14 +1023,24 @@ impl Replicator {
 /// [`SYNC_TIMEOUT`]. Returns whether the group decided (committed it, or
 /// refused it: the partition moved on).
 pub(crate) async fn take_out_of_sync(cluster: &Cluster, p: usize, b: usize, epoch: u64) -> bool {
-    let Some(md) = cluster.metadata.get() else { return false };
-    let cmd = crate::metadata::Command::RemoveFromInSync { partition: p as u16, node: b as u64 + 1, expected_epoch: epoch };
+    let Some(md) = cluster.metadata.get() else {
+        return false;
+    };
+    let cmd = crate::metadata::Command::RemoveFromInSync {
+        partition: p as u16,
+        node: b as u64 + 1,
+        expected_epoch: epoch,
+    };
     let started = Instant::now();
     loop {
         match md.propose(cmd.clone()).await {
             Ok(_) | Err(crate::metadata::MetadataError::Refused(_)) => return true,
             Err(e) if started.elapsed() >= SYNC_TIMEOUT => {
-                tracing::warn!(partition = p, backup = b, "could not take the backup out of the in-sync set: {e}");
+                tracing::warn!(
+                    partition = p,
+                    backup = b,
+                    "could not take the backup out of the in-sync set: {e}"
+                );
                 return false;
             }
             Err(_) => tokio::time::sleep(RESEND_REFUSED_AFTER).await,
@@ -934,7 +1062,12 @@ impl Replicator {
     /// A finished snapshot `take_finished_snapshots` returned could not be
     /// reported (the proposal was not decided): it is returned again.
     pub(crate) fn report_again(&self, p: usize, b: usize, epoch: u64) {
-        if let Some(s) = self.snapshots.lock().get_mut(&(p, b)).filter(|s| s.epoch == epoch) {
+        if let Some(s) = self
+            .snapshots
+            .lock()
+            .get_mut(&(p, b))
+            .filter(|s| s.epoch == epoch)
+        {
             s.reported = false;
         }
     }
@@ -958,7 +1091,12 @@ fn held_changes(batch: &[u8], stale: impl Fn(u16, u64) -> bool) -> HeldChanges {
                 sender_epoch = u64::from_le_bytes(epoch);
             }
         } else if seq != SNAPSHOT_DATA && seq < FIRST_MARKER && !stale(p, sender_epoch) {
-            held.push(Held { partition: p, seq, start: start as u32, len: len as u32 });
+            held.push(Held {
+                partition: p,
+                seq,
+                start: start as u32,
+                len: len as u32,
+            });
         }
         at = start + len;
     }
@@ -972,8 +1110,18 @@ fn held_changes(batch: &[u8], stale: impl Fn(u16, u64) -> bool) -> HeldChanges {
 /// cut off, or its metadata lags); what it sends must not be applied, let
 /// alone acknowledged. A sender with the same or a newer table is trusted:
 /// the table it acted on was committed.
-fn stale_sender(table: Option<&Arc<PartitionTable>>, p: u16, sender: usize, sender_epoch: u64) -> bool {
-    table.is_some_and(|t| t.epoch > sender_epoch && t.partitions.get(p as usize).is_some_and(|o| o.primary != sender))
+fn stale_sender(
+    table: Option<&Arc<PartitionTable>>,
+    p: u16,
+    sender: usize,
+    sender_epoch: u64,
+) -> bool {
+    table.is_some_and(|t| {
+        t.epoch > sender_epoch
+            && t.partitions
+                .get(p as usize)
+                .is_some_and(|o| o.primary != sender)
+    })
 }
 
 /// Partition, seq and length of the entry `at` begins with (at least
@@ -981,7 +1129,11 @@ fn stale_sender(table: Option<&Arc<PartitionTable>>, p: u16, sender: usize, send
 fn entry_head(at: &[u8]) -> (u16, u64, usize) {
     let h: &[u8; ENTRY_HEADER] = at[..ENTRY_HEADER].try_into().expect("an entry header");
     let [p0, p1, s @ .., l0, l1, l2, l3] = *h;
-    (u16::from_le_bytes([p0, p1]), u64::from_le_bytes(s), u32::from_le_bytes([l0, l1, l2, l3]) as usize)
+    (
+        u16::from_le_bytes([p0, p1]),
+        u64::from_le_bytes(s),
+        u32::from_le_bytes([l0, l1, l2, l3]) as usize,
+    )
 }
 
 /// A snapshot marker: `seq` [`SNAPSHOT_BEGIN`] or [`SNAPSHOT_END`], body
@@ -1028,7 +1180,11 @@ impl ReplicationSink for Replicator {
                 None => {
                     let at = buf.len();
                     codec::encode(change, &mut *buf);
-                    debug_assert_eq!(buf.len() - at, len, "codec::encoded_len disagrees with codec::encode");
+                    debug_assert_eq!(
+                        buf.len() - at,
+                        len,
+                        "codec::encoded_len disagrees with codec::encode"
+                    );
                     if i + 1 < owners.backups.len() {
                         copy = Some(buf[at..].to_vec());
                     }
@@ -1049,7 +1205,12 @@ pub(crate) mod tests {
     /// Four partitions, a log kept (so received batches are held).
     pub(crate) fn keyspace() -> Arc<Keyspace> {
         Arc::new(Keyspace::new(
-            KeyspaceConfig { partitions: 4, site_id: 1, log_retain_bytes: 1 << 20, ..Default::default() },
+            KeyspaceConfig {
+                partitions: 4,
+                site_id: 1,
+                log_retain_bytes: 1 << 20,
+                ..Default::default()
+            },
             Arc::new(DebugClock::default()),
         ))
     }
@@ -1059,14 +1220,27 @@ pub(crate) mod tests {
         for p in 0..4 {
             ks.set_replica(p, true);
         }
-        Replicator::new(ks, std::sync::Weak::new(), SharedTable::default(), Arc::new(crate::lease::Lease::held(2)), 2, 1)
+        Replicator::new(
+            ks,
+            std::sync::Weak::new(),
+            SharedTable::default(),
+            Arc::new(crate::lease::Lease::held(2)),
+            2,
+            1,
+        )
     }
 
     fn entry(p: u16, seq: u64, key: &str, value: &str) -> BytesMut {
         let change = Change {
             key: Bytes::copy_from_slice(key.as_bytes()),
-            version: Version { hlc: seq << 16, site: 1 },
-            kind: ChangeKind::Full { value: Value::Str(Bytes::copy_from_slice(value.as_bytes())), expire_at: 0 },
+            version: Version {
+                hlc: seq << 16,
+                site: 1,
+            },
+            kind: ChangeKind::Full {
+                value: Value::Str(Bytes::copy_from_slice(value.as_bytes())),
+                expire_at: 0,
+            },
         };
         let mut body = Vec::new();
         codec::encode(&change, &mut body);
@@ -1092,11 +1266,17 @@ pub(crate) mod tests {
         let r = replicator();
         let p = r.ks.partition_of(b"k") as u16;
         let batch = batch_of(p, &[(1, "a"), (2, "b")]);
-        assert_eq!(r.apply_batch(batch.clone().freeze(), 0).unwrap(), vec![(p, 2)]);
+        assert_eq!(
+            r.apply_batch(batch.clone().freeze(), 0).unwrap(),
+            vec![(p, 2)]
+        );
         // The same batch again: seqs already held are skipped.
         assert_eq!(r.apply_batch(batch.freeze(), 0).unwrap(), vec![(p, 2)]);
         let mut txn = r.ks.txn([&b"k"[..]], 0);
-        assert_eq!(txn.get(b"k").and_then(|e| e.as_str()).map(|b| b.to_vec()), Some(b"b".to_vec()));
+        assert_eq!(
+            txn.get(b"k").and_then(|e| e.as_str()).map(|b| b.to_vec()),
+            Some(b"b".to_vec())
+        );
     }
 
     /// A failover with two backups: the dead primary (member 0) sent seq 3
@@ -1111,24 +1291,44 @@ pub(crate) mod tests {
         let old = batch_of(p, &[(1, "a"), (2, "b"), (3, "lost")]);
         assert_eq!(r.apply_batch(old.freeze(), 0).unwrap(), vec![(p, 3)]);
         let new = batch_of(p, &[(3, "acked"), (4, "later")]);
-        assert_eq!(r.apply_batch(new.freeze(), 2).unwrap(), vec![(p, SNAPSHOT_NEEDED)]);
+        assert_eq!(
+            r.apply_batch(new.freeze(), 2).unwrap(),
+            vec![(p, SNAPSHOT_NEEDED)]
+        );
         // Nothing of the new primary's is applied or acknowledged, even at
         // a seq past the ones held, until the copy is replaced.
-        assert_eq!(r.apply_batch(entry(p, 4, "k", "later").freeze(), 2).unwrap(), vec![(p, SNAPSHOT_NEEDED)]);
+        assert_eq!(
+            r.apply_batch(entry(p, 4, "k", "later").freeze(), 2)
+                .unwrap(),
+            vec![(p, SNAPSHOT_NEEDED)]
+        );
         let mut txn = r.ks.txn([&b"k"[..]], 0);
-        assert_eq!(txn.get(b"k").and_then(|e| e.as_str()).map(|b| b.to_vec()), Some(b"lost".to_vec()));
+        assert_eq!(
+            txn.get(b"k").and_then(|e| e.as_str()).map(|b| b.to_vec()),
+            Some(b"lost".to_vec())
+        );
         drop(txn);
         // Its snapshot (at the new primary's next seq 4) resets the copy:
         // changes from seq 4 on apply again.
         let mut snap = BytesMut::new();
-        for (seq, body) in [(SNAPSHOT_BEGIN, [4u64].as_slice()), (SNAPSHOT_END, [4u64, 7, 0].as_slice())] {
+        for (seq, body) in [
+            (SNAPSHOT_BEGIN, [4u64].as_slice()),
+            (SNAPSHOT_END, [4u64, 7, 0].as_slice()),
+        ] {
             snap.put_u16_le(p);
             snap.put_u64_le(seq);
             snap.put_u32_le(body.len() as u32 * 8);
             body.iter().for_each(|w| snap.put_u64_le(*w));
         }
-        assert_eq!(r.apply_batch(snap.freeze(), 2).unwrap(), vec![(p, 3), (p, SNAPSHOT_END), (p, 7)]);
-        assert_eq!(r.apply_batch(entry(p, 4, "k", "later").freeze(), 2).unwrap(), vec![(p, 4)]);
+        assert_eq!(
+            r.apply_batch(snap.freeze(), 2).unwrap(),
+            vec![(p, 3), (p, SNAPSHOT_END), (p, 7)]
+        );
+        assert_eq!(
+            r.apply_batch(entry(p, 4, "k", "later").freeze(), 2)
+                .unwrap(),
+            vec![(p, 4)]
+        );
     }
 
     /// A copy that never held anything (a process restarted without its
@@ -1139,8 +1339,14 @@ pub(crate) mod tests {
     fn an_empty_copy_is_not_started_by_a_later_change() {
         let r = replicator();
         let p = r.ks.partition_of(b"k") as u16;
-        assert_eq!(r.apply_batch(batch_of(p, &[(5, "x")]).freeze(), 0).unwrap(), vec![(p, SNAPSHOT_NEEDED)]);
-        assert_eq!(r.ks.with_partition(p as usize, |part, _| (part.len(), part.log.next_seq())), (0, 1));
+        assert_eq!(
+            r.apply_batch(batch_of(p, &[(5, "x")]).freeze(), 0).unwrap(),
+            vec![(p, SNAPSHOT_NEEDED)]
+        );
+        assert_eq!(
+            r.ks.with_partition(p as usize, |part, _| (part.len(), part.log.next_seq())),
+            (0, 1)
+        );
     }
 
     /// The promoted backup held everything this one did: its first change
@@ -1152,7 +1358,10 @@ pub(crate) mod tests {
         let old = batch_of(p, &[(1, "a"), (2, "b")]);
         assert_eq!(r.apply_batch(old.freeze(), 0).unwrap(), vec![(p, 2)]);
         let new = entry(p, 3, "k", "c");
-        assert_eq!(r.apply_batch(new.clone().freeze(), 2).unwrap(), vec![(p, 3)]);
+        assert_eq!(
+            r.apply_batch(new.clone().freeze(), 2).unwrap(),
+            vec![(p, 3)]
+        );
         // And the new primary's batch again is a duplicate, not a divergence.
         assert_eq!(r.apply_batch(new.freeze(), 2).unwrap(), vec![(p, 3)]);
     }
@@ -1162,10 +1371,19 @@ pub(crate) mod tests {
         let r = replicator();
         let p = r.ks.partition_of(b"k") as u16;
         let good = entry(p, 1, "k", "v");
-        assert_eq!(r.apply_batch(Bytes::copy_from_slice(&good[..good.len() - 1]), 0), Err(BatchError::Truncated));
-        assert_eq!(r.apply_batch(entry(9, 1, "k", "v").freeze(), 0), Err(BatchError::Partition(9)));
+        assert_eq!(
+            r.apply_batch(Bytes::copy_from_slice(&good[..good.len() - 1]), 0),
+            Err(BatchError::Truncated)
+        );
+        assert_eq!(
+            r.apply_batch(entry(9, 1, "k", "v").freeze(), 0),
+            Err(BatchError::Partition(9))
+        );
         let other = (p + 1) % 4;
-        assert_eq!(r.apply_batch(entry(other, 1, "k", "v").freeze(), 0), Err(BatchError::Partition(other)));
+        assert_eq!(
+            r.apply_batch(entry(other, 1, "k", "v").freeze(), 0),
+            Err(BatchError::Partition(other))
+        );
     }
 
     #[test]
@@ -1175,14 +1393,23 @@ pub(crate) mod tests {
         // About 6 MiB in one partition: six chunks.
         let p = primary.ks.partition_of(b"k0");
         primary.ks.set_replica(p, false);
-        let keys: Vec<String> = (0..40_000).map(key).filter(|k| primary.ks.partition_of(k.as_bytes()) == p).collect();
+        let keys: Vec<String> = (0..40_000)
+            .map(key)
+            .filter(|k| primary.ks.partition_of(k.as_bytes()) == p)
+            .collect();
         let mut live = BytesMut::new();
         for (i, k) in keys.iter().enumerate() {
             let value = Value::Str(Bytes::from(vec![b'x'; 600]));
             let change = Change {
                 key: Bytes::copy_from_slice(k.as_bytes()),
-                version: Version { hlc: (i as u64 + 1) << 16, site: 1 },
-                kind: ChangeKind::Full { value, expire_at: 0 },
+                version: Version {
+                    hlc: (i as u64 + 1) << 16,
+                    site: 1,
+                },
+                kind: ChangeKind::Full {
+                    value,
+                    expire_at: 0,
+                },
             };
             primary.ks.apply_batch(p, vec![change], 0).unwrap();
         }
@@ -1203,11 +1430,23 @@ pub(crate) mod tests {
         }
         assert!(batches > 4, "{batches} batches");
         assert!(acks.contains(&(p as u16, SNAPSHOT_END)));
-        assert_eq!(acks.last(), Some(&(p as u16, next)), "the queued change came after the snapshot");
-        let (have, want) = (backup.ks.with_partition(p, |part, _| part.len()), keys.len());
+        assert_eq!(
+            acks.last(),
+            Some(&(p as u16, next)),
+            "the queued change came after the snapshot"
+        );
+        let (have, want) = (
+            backup.ks.with_partition(p, |part, _| part.len()),
+            keys.len(),
+        );
         assert_eq!(have, want);
         let mut txn = backup.ks.txn([keys[0].as_bytes()], 0);
-        assert_eq!(txn.get(keys[0].as_bytes()).and_then(|e| e.as_str()).map(|b| b.to_vec()), Some(b"after".to_vec()));
+        assert_eq!(
+            txn.get(keys[0].as_bytes())
+                .and_then(|e| e.as_str())
+                .map(|b| b.to_vec()),
+            Some(b"after".to_vec())
+        );
     }
 
     /// Four partitions, each with primary member 0 and backup member 1
@@ -1216,7 +1455,11 @@ pub(crate) mod tests {
         let owners = |_| crate::placement::PartitionOwners {
             primary: 0,
             backups: [1].into_iter().collect(),
-            in_sync: if in_sync { [1].into_iter().collect() } else { Default::default() },
+            in_sync: if in_sync {
+                [1].into_iter().collect()
+            } else {
+                Default::default()
+            },
             epoch,
             moving_to: None,
         };
@@ -1238,7 +1481,14 @@ pub(crate) mod tests {
         let ks = keyspace();
         let shared = SharedTable::default();
         shared.store(Some(Arc::new(table(1, false))));
-        let r = Arc::new(Replicator::new(ks.clone(), std::sync::Weak::new(), shared, lease, 2, 0));
+        let r = Arc::new(Replicator::new(
+            ks.clone(),
+            std::sync::Weak::new(),
+            shared,
+            lease,
+            2,
+            0,
+        ));
         ks.set_sink(r.clone());
         r
     }
@@ -1280,8 +1530,14 @@ pub(crate) mod tests {
         for i in 1..=10u64 {
             let change = Change {
                 key: Bytes::from(format!("k{}", i % 3)),
-                version: Version { hlc: i << 16, site: 1 },
-                kind: ChangeKind::Full { value: Value::Str(Bytes::from(vec![b'v'; 100 * i as usize])), expire_at: 0 },
+                version: Version {
+                    hlc: i << 16,
+                    site: 1,
+                },
+                kind: ChangeKind::Full {
+                    value: Value::Str(Bytes::from(vec![b'v'; 100 * i as usize])),
+                    expire_at: 0,
+                },
             };
             let p_of = primary.ks.partition_of(&change.key);
             primary.ks.apply_batch(p_of, vec![change], 0).unwrap();
@@ -1289,12 +1545,18 @@ pub(crate) mod tests {
         ship(&primary, &backup);
         let log = |r: &Replicator, from: u64| {
             r.ks.with_partition(p, |part, _| {
-                part.log.read_from(from).map(|it| it.map(|l| (l.seq, l.encoded.to_vec())).collect::<Vec<_>>())
+                part.log
+                    .read_from(from)
+                    .map(|it| it.map(|l| (l.seq, l.encoded.to_vec())).collect::<Vec<_>>())
             })
         };
         let next = backup.ks.with_partition(p, |part, _| part.log.next_seq());
         assert!(next > 3, "changes of partition {p} reached the backup");
-        assert_eq!(backup.ks.with_partition(p, |part, _| part.log.len()), 0, "a backup's log stores nothing");
+        assert_eq!(
+            backup.ks.with_partition(p, |part, _| part.log.len()),
+            0,
+            "a backup's log stores nothing"
+        );
         assert!(backup.ks.log_bytes() > 0, "the batches are held instead");
         backup.ks.release_log_before(p, 3);
         // Promoted with another copy (one pass over what was received).
@@ -1312,7 +1574,12 @@ pub(crate) mod tests {
         backup.ks.set_replica(p, true);
         backup.ks.reset_replica(p, next + 5, 0).unwrap();
         backup.ks.set_replica(p, false);
-        assert_eq!(backup.ks.with_partition(p, |part, _| (part.log.len(), part.log.next_seq())), (0, next + 5));
+        assert_eq!(
+            backup
+                .ks
+                .with_partition(p, |part, _| (part.log.len(), part.log.next_seq())),
+            (0, next + 5)
+        );
     }
 
     /// A stale primary's batch for a partition this node leads is held
@@ -1323,13 +1590,23 @@ pub(crate) mod tests {
         let primary = primary_with_backup();
         let backup = replicator();
         let p = primary.ks.partition_of(b"k0");
-        let keys: Vec<Bytes> = (0..200).map(|i| Bytes::from(format!("k{i}"))).filter(|k| primary.ks.partition_of(k) == p).take(6).collect();
+        let keys: Vec<Bytes> = (0..200)
+            .map(|i| Bytes::from(format!("k{i}")))
+            .filter(|k| primary.ks.partition_of(k) == p)
+            .take(6)
+            .collect();
         let write = |i: u64| {
             for k in &keys {
                 let change = Change {
                     key: k.clone(),
-                    version: Version { hlc: i << 16, site: 1 },
-                    kind: ChangeKind::Full { value: Value::Str(Bytes::from(vec![b'v'; 300])), expire_at: 0 },
+                    version: Version {
+                        hlc: i << 16,
+                        site: 1,
+                    },
+                    kind: ChangeKind::Full {
+                        value: Value::Str(Bytes::from(vec![b'v'; 300])),
+                        expire_at: 0,
+                    },
                 };
                 primary.ks.apply_batch(p, vec![change], 0).unwrap();
             }
@@ -1337,13 +1614,23 @@ pub(crate) mod tests {
         write(1);
         ship(&primary, &backup);
         backup.ks.set_replica(p, false);
-        assert_eq!(backup.ks.with_partition(p, |part, _| part.log.len()), keys.len(), "promoted with what it received");
+        assert_eq!(
+            backup.ks.with_partition(p, |part, _| part.log.len()),
+            keys.len(),
+            "promoted with what it received"
+        );
         // The old primary goes on sending: refused, and not kept.
         write(2);
         ship(&primary, &backup);
-        let (len, log) = backup.ks.with_partition(p, |part, _| (part.log.len(), part.log.allocated()));
+        let (len, log) = backup
+            .ks
+            .with_partition(p, |part, _| (part.log.len(), part.log.allocated()));
         assert_eq!(len, keys.len());
-        assert_eq!(backup.ks.log_bytes(), log, "nothing held but the promoted copy's log");
+        assert_eq!(
+            backup.ks.log_bytes(),
+            log,
+            "nothing held but the promoted copy's log"
+        );
     }
 
     /// Snapshots taken again and again while a writer keeps logging and
@@ -1369,8 +1656,14 @@ pub(crate) mod tests {
                     i += 1;
                     let change = Change {
                         key: keys[i as usize % keys.len()].clone(),
-                        version: Version { hlc: i << 16, site: 1 },
-                        kind: ChangeKind::Full { value: Value::Str(Bytes::from(i.to_string())), expire_at: 0 },
+                        version: Version {
+                            hlc: i << 16,
+                            site: 1,
+                        },
+                        kind: ChangeKind::Full {
+                            value: Value::Str(Bytes::from(i.to_string())),
+                            expire_at: 0,
+                        },
                     };
                     primary.ks.apply_batch(p, vec![change], 0).unwrap();
                 }
@@ -1392,8 +1685,15 @@ pub(crate) mod tests {
         writer.join().unwrap();
         snapshotter.join().unwrap();
         ship(&primary, &backup);
-        let last = primary.ks.with_partition(p, |part, _| part.log.next_seq() - 1);
-        assert_eq!(backup.ks.with_partition(p, |part, _| part.log.next_seq() - 1), last);
+        let last = primary
+            .ks
+            .with_partition(p, |part, _| part.log.next_seq() - 1);
+        assert_eq!(
+            backup
+                .ks
+                .with_partition(p, |part, _| part.log.next_seq() - 1),
+            last
+        );
         assert_eq!(primary.acked[1][p].load(Ordering::Acquire), last);
         assert_eq!(contents(&backup, p), contents(&primary, p));
         assert_eq!(primary.take_finished_snapshots(), vec![(p, 1, 2_999)]);
@@ -1419,10 +1719,19 @@ pub(crate) mod tests {
     fn write_k(primary: &Replicator, i: u64) {
         let change = Change {
             key: Bytes::from_static(b"k"),
-            version: Version { hlc: i << 16, site: 1 },
-            kind: ChangeKind::Full { value: Value::Str(Bytes::from(i.to_string())), expire_at: 0 },
+            version: Version {
+                hlc: i << 16,
+                site: 1,
+            },
+            kind: ChangeKind::Full {
+                value: Value::Str(Bytes::from(i.to_string())),
+                expire_at: 0,
+            },
         };
-        primary.ks.apply_batch(primary.ks.partition_of(b"k"), vec![change], 0).unwrap();
+        primary
+            .ks
+            .apply_batch(primary.ks.partition_of(b"k"), vec![change], 0)
+            .unwrap();
     }
 
     /// A table at `epoch` where every partition is led by member
@@ -1446,12 +1755,19 @@ pub(crate) mod tests {
         let p = primary.ks.partition_of(b"k");
         let backup = replicator();
         backup.table.store(led_by(2, 5)); // epoch 5: member 2 leads now
-        assert_eq!(backup.apply_batch(batch.clone(), 0).unwrap(), vec![], "no ack for the replaced primary");
+        assert_eq!(
+            backup.apply_batch(batch.clone(), 0).unwrap(),
+            vec![],
+            "no ack for the replaced primary"
+        );
         assert!(contents(&backup, p).is_empty(), "nothing applied");
         assert_eq!(backup.ks.log_bytes(), 0, "nothing held");
         // The same batch, the backup's newer table still naming member 0.
         backup.table.store(led_by(0, 5));
-        assert_eq!(backup.apply_batch(batch.clone(), 0).unwrap(), vec![(p as u16, 1)]);
+        assert_eq!(
+            backup.apply_batch(batch.clone(), 0).unwrap(),
+            vec![(p as u16, 1)]
+        );
         // And a sender whose table is as new as the backup's is trusted.
         let fresh = replicator();
         fresh.table.store(led_by(2, 1));
@@ -1469,15 +1785,27 @@ pub(crate) mod tests {
         let p = primary.ks.partition_of(b"k");
         let write = |i: u64| write_k(&primary, i);
         write(1);
-        assert_eq!(primary.durable_seq(p), u64::MAX, "the backup is not in sync: nothing is waited for");
+        assert_eq!(
+            primary.durable_seq(p),
+            u64::MAX,
+            "the backup is not in sync: nothing is waited for"
+        );
         primary.table.store(Some(Arc::new(table(2, true))));
         primary.table_changed();
-        assert_eq!(primary.durable_seq(p), 0, "the backup has acknowledged nothing yet");
+        assert_eq!(
+            primary.durable_seq(p),
+            0,
+            "the backup has acknowledged nothing yet"
+        );
         ship(&primary, &backup);
         assert_eq!(primary.durable_seq(p), 1);
         write(2);
         write(3);
-        assert_eq!(primary.durable_seq(p), 1, "seqs 2 and 3 are not on the backup yet");
+        assert_eq!(
+            primary.durable_seq(p),
+            1,
+            "seqs 2 and 3 are not on the backup yet"
+        );
         ship(&primary, &backup);
         assert_eq!(primary.durable_seq(p), 3);
         // A new copy from a snapshot: nothing until it is loaded, then
@@ -1490,7 +1818,10 @@ pub(crate) mod tests {
         assert_eq!(backup.durable_seq(p), 0, "not its primary");
         // Promoted, a copy may ship what its log held.
         backup.ks.set_replica(p, false);
-        assert_eq!(backup.ks.with_partition(p, |part, _| part.promoted_through), 3);
+        assert_eq!(
+            backup.ks.with_partition(p, |part, _| part.promoted_through),
+            3
+        );
     }
 
     /// A write its backups acknowledged is released only while the
@@ -1516,7 +1847,10 @@ pub(crate) mod tests {
         lease.grant(1, lease.now());
         assert_eq!(lease.refresh(Some(0), &[0, 1]), (false, true));
         primary.sweep();
-        let acked = tokio::time::timeout(Duration::from_secs(2), waiting).await.expect("released").unwrap();
+        let acked = tokio::time::timeout(Duration::from_secs(2), waiting)
+            .await
+            .expect("released")
+            .unwrap();
         assert!(acked);
     }
 
@@ -1560,10 +1894,16 @@ pub(crate) mod tests {
         assert!(primary.send_snapshot(p, 1, 2));
         let (batch, _) = primary.take_batch(1).unwrap();
         let applied = answer(&primary, &backup, batch);
-        assert_eq!(applied.iter().map(|a| a.1).collect::<Vec<_>>(), vec![SNAPSHOT_REFUSED, 1]);
+        assert_eq!(
+            applied.iter().map(|a| a.1).collect::<Vec<_>>(),
+            vec![SNAPSHOT_REFUSED, 1]
+        );
         assert_eq!(primary.take_finished_snapshots(), vec![]);
         assert_eq!(primary.take_refused_snapshots(), vec![(p, 1, 2)]);
-        assert!(primary.send_snapshot(p, 1, 2), "forgotten: it can be sent again");
+        assert!(
+            primary.send_snapshot(p, 1, 2),
+            "forgotten: it can be sent again"
+        );
         backup.ks.set_replica(p, true);
         ship(&primary, &backup);
         assert_eq!(primary.take_finished_snapshots(), vec![(p, 1, 2)]);
@@ -1576,12 +1916,20 @@ pub(crate) mod tests {
         let primary = primary_with_backup();
         let backup = replicator();
         let p = primary.ks.partition_of(b"k0");
-        let keys = (0..40_000).map(|i| format!("k{i}")).filter(|k| primary.ks.partition_of(k.as_bytes()) == p);
+        let keys = (0..40_000)
+            .map(|i| format!("k{i}"))
+            .filter(|k| primary.ks.partition_of(k.as_bytes()) == p);
         for (i, k) in keys.enumerate() {
             let change = Change {
                 key: Bytes::from(k),
-                version: Version { hlc: (i as u64 + 1) << 16, site: 1 },
-                kind: ChangeKind::Full { value: Value::Str(Bytes::from(vec![b'x'; 600])), expire_at: 0 },
+                version: Version {
+                    hlc: (i as u64 + 1) << 16,
+                    site: 1,
+                },
+                kind: ChangeKind::Full {
+                    value: Value::Str(Bytes::from(vec![b'x'; 600])),
+                    expire_at: 0,
+                },
             };
             primary.ks.apply_batch(p, vec![change], 0).unwrap();
         }
@@ -1592,11 +1940,20 @@ pub(crate) mod tests {
         while let Some((batch, _)) = primary.take_batch(1) {
             n += 1;
             if n != 2 {
-                kinds.extend(backup.apply_batch(batch, 0).unwrap().into_iter().map(|a| a.1));
+                kinds.extend(
+                    backup
+                        .apply_batch(batch, 0)
+                        .unwrap()
+                        .into_iter()
+                        .map(|a| a.1),
+                );
             }
         }
         assert!(n > 3, "{n} batches");
-        assert!(kinds.contains(&SNAPSHOT_REFUSED) && !kinds.contains(&SNAPSHOT_END), "{kinds:?}");
+        assert!(
+            kinds.contains(&SNAPSHOT_REFUSED) && !kinds.contains(&SNAPSHOT_END),
+            "{kinds:?}"
+        );
     }
 
     /// A backup sent a change past the next seq it holds asks for a
@@ -1612,13 +1969,33 @@ pub(crate) mod tests {
         batch.extend_from_slice(&entry(p as u16, 4, "k", "d"));
         let applied = answer(&primary, &backup, batch.freeze());
         assert_eq!(applied, vec![(p as u16, 1), (p as u16, SNAPSHOT_NEEDED)]);
-        assert_eq!(primary.acked[1][p].load(Ordering::Acquire), 1, "the marker is not a seq");
+        assert_eq!(
+            primary.acked[1][p].load(Ordering::Acquire),
+            1,
+            "the marker is not a seq"
+        );
         assert_eq!(primary.take_gaps(&table(5, true)), vec![(p, 1, 5)]);
-        assert_eq!(primary.take_gaps(&table(5, true)), vec![], "asked already at this epoch");
-        assert_eq!(primary.take_gaps(&table(6, true)), vec![(p, 1, 6)], "the ask was lost: again");
+        assert_eq!(
+            primary.take_gaps(&table(5, true)),
+            vec![],
+            "asked already at this epoch"
+        );
+        assert_eq!(
+            primary.take_gaps(&table(6, true)),
+            vec![(p, 1, 6)],
+            "the ask was lost: again"
+        );
         primary.ask_gap_again(p, 1);
-        assert_eq!(primary.take_gaps(&table(6, true)), vec![(p, 1, 6)], "the proposal failed: again at the same epoch");
-        assert_eq!(primary.take_gaps(&table(7, false)), vec![], "out of sync: a snapshot is coming");
+        assert_eq!(
+            primary.take_gaps(&table(6, true)),
+            vec![(p, 1, 6)],
+            "the proposal failed: again at the same epoch"
+        );
+        assert_eq!(
+            primary.take_gaps(&table(7, false)),
+            vec![],
+            "out of sync: a snapshot is coming"
+        );
         assert_eq!(primary.take_gaps(&table(8, true)), vec![], "and forgotten");
     }
 

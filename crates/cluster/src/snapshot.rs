@@ -31,7 +31,14 @@ pub struct SnapshotStream {
 
 impl SnapshotStream {
     pub fn new(partition: usize, next: u64, id: u64, entries: Vec<Change>) -> SnapshotStream {
-        SnapshotStream { partition, next, id, total: entries.len() as u64, entries: entries.into_iter(), begun: false }
+        SnapshotStream {
+            partition,
+            next,
+            id,
+            total: entries.len() as u64,
+            entries: entries.into_iter(),
+            begun: false,
+        }
     }
 
     pub fn keys(&self) -> usize {

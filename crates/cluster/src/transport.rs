@@ -130,17 +130,21 @@ async fn read_hello(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<Hello,
             }
         }
     };
-    tokio::time::timeout(HELLO_TIMEOUT, read).await.map_err(|_| HandshakeError::Timeout)?
+    tokio::time::timeout(HELLO_TIMEOUT, read)
+        .await
+        .map_err(|_| HandshakeError::Timeout)?
 }
 
 fn accept_member(c: &Cluster, h: &Hello) -> Result<Member, HandshakeError> {
     if h.site_id != c.site_id {
-        return Err(HandshakeError::Refused(format!("peer is in site {}, this node in site {}", h.site_id, c.site_id)));
+        return Err(HandshakeError::Refused(format!(
+            "peer is in site {}, this node in site {}",
+            h.site_id, c.site_id
+        )));
     }
-    let cluster_addr: SocketAddr = h
-        .cluster_addr
-        .parse()
-        .map_err(|_| HandshakeError::Refused(format!("bad cluster address {:?}", h.cluster_addr)))?;
+    let cluster_addr: SocketAddr = h.cluster_addr.parse().map_err(|_| {
+        HandshakeError::Refused(format!("bad cluster address {:?}", h.cluster_addr))
+    })?;
     let m = Member {
         node_id: h.node_id.clone(),
         cluster_addr,
@@ -169,7 +173,9 @@ async fn sniff(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<bool, Hands
         }
         Ok(crate::metadata::rpc::check_preamble(buf).is_ok())
     };
-    tokio::time::timeout(HELLO_TIMEOUT, read).await.map_err(|_| HandshakeError::Timeout)?
+    tokio::time::timeout(HELLO_TIMEOUT, read)
+        .await
+        .map_err(|_| HandshakeError::Timeout)?
 }
 
 async fn inbound(c: Arc<Cluster>, mut stream: TcpStream, peer: SocketAddr) {
@@ -185,7 +191,9 @@ async fn inbound(c: Arc<Cluster>, mut stream: TcpStream, peer: SocketAddr) {
         Ok(true) => {
             match c.metadata.get() {
                 Some(md) => md.accept(stream, peer, buf),
-                None => tracing::warn!(%peer, "metadata connection before the metadata store started; refused"),
+                None => {
+                    tracing::warn!(%peer, "metadata connection before the metadata store started; refused")
+                }
             }
             return;
         }
@@ -223,7 +231,12 @@ async fn asks_to_join(
     stream: &mut TcpStream,
     buf: &mut BytesMut,
 ) -> Result<bool, HandshakeError> {
-    let known = hello.cluster_addr.parse().ok().and_then(|a| c.peer_index(a)).is_some();
+    let known = hello
+        .cluster_addr
+        .parse()
+        .ok()
+        .and_then(|a| c.peer_index(a))
+        .is_some();
     if known {
         return Ok(false);
     }
@@ -237,14 +250,22 @@ async fn asks_to_join(
             }
         }
     };
-    let (kind, _) = tokio::time::timeout(HELLO_TIMEOUT, read).await.map_err(|_| HandshakeError::Timeout)??;
+    let (kind, _) = tokio::time::timeout(HELLO_TIMEOUT, read)
+        .await
+        .map_err(|_| HandshakeError::Timeout)??;
     if kind != wire::KIND_JOIN {
         let addr = &hello.cluster_addr;
-        return Err(HandshakeError::Refused(format!("{addr} is not a member of this site and did not ask to join")));
+        return Err(HandshakeError::Refused(format!(
+            "{addr} is not a member of this site and did not ask to join"
+        )));
     }
     match crate::join::answer(c, stream, hello).await {
-        Ok(id) => tracing::info!(node = %hello.node_id, addr = %hello.cluster_addr, id, "node joined the site"),
-        Err(e) => tracing::warn!(node = %hello.node_id, addr = %hello.cluster_addr, "join refused: {e}"),
+        Ok(id) => {
+            tracing::info!(node = %hello.node_id, addr = %hello.cluster_addr, id, "node joined the site")
+        }
+        Err(e) => {
+            tracing::warn!(node = %hello.node_id, addr = %hello.cluster_addr, "join refused: {e}")
+        }
     }
     Ok(true)
 }
@@ -253,8 +274,16 @@ async fn asks_to_join(
 /// address the site knows for it, until it is no longer a member.
 async fn dial_loop(c: Arc<Cluster>, i: usize) {
     loop {
-        let Some(addr) = c.known_addrs().into_iter().find(|(j, _)| *j == i).map(|(_, a)| a) else {
-            tracing::info!(member = i + 1, "no longer a member: not dialing it any more");
+        let Some(addr) = c
+            .known_addrs()
+            .into_iter()
+            .find(|(j, _)| *j == i)
+            .map(|(_, a)| a)
+        else {
+            tracing::info!(
+                member = i + 1,
+                "no longer a member: not dialing it any more"
+            );
             return;
         };
         if c.is_isolated() {
@@ -266,7 +295,9 @@ async fn dial_loop(c: Arc<Cluster>, i: usize) {
                 let _ = stream.set_nodelay(true);
                 let mut buf = BytesMut::with_capacity(1024);
                 let result = async {
-                    crate::auth::initiate(&mut stream, c.secret()).await.map_err(HandshakeError::Refused)?;
+                    crate::auth::initiate(&mut stream, c.secret())
+                        .await
+                        .map_err(HandshakeError::Refused)?;
                     stream.write_all(&my_hello(&c)).await?;
                     let hello = read_hello(&mut stream, &mut buf).await?;
                     accept_member(&c, &hello)
@@ -292,14 +323,20 @@ async fn dial_loop(c: Arc<Cluster>, i: usize) {
 /// when the batch held no change, e.g. only snapshot data), which is what
 /// [`MAX_BATCHES_IN_FLIGHT`] counts.
 async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: SocketAddr) {
-    let Some(peer) = c.peer_index(addr) else { return };
+    let Some(peer) = c.peer_index(addr) else {
+        return;
+    };
     let mut rb = ReadBuffer::new(buf, c.keyspace().holds_received());
     c.set_connected(addr, true);
     c.replicator.peer_connected(peer);
     let (mut rd, mut wr) = stream.into_split();
     let mut ping = tokio::time::interval(PING_EVERY);
     let mut last_heard = tokio::time::Instant::now();
-    let mut in_flight = InFlight { c, peer, batches: VecDeque::new() };
+    let mut in_flight = InFlight {
+        c,
+        peer,
+        batches: VecDeque::new(),
+    };
     let mut out = BytesMut::new();
     // Reused for every ack frame (a batch's acks, one per partition).
     let mut acks = BytesMut::new();
@@ -419,7 +456,11 @@ struct ReadBuffer {
 
 impl ReadBuffer {
     fn new(buf: BytesMut, pinned: bool) -> Self {
-        let mut rb = ReadBuffer { buf, pin: None, pinned };
+        let mut rb = ReadBuffer {
+            buf,
+            pin: None,
+            pinned,
+        };
         if pinned {
             rb.fresh();
         }
@@ -462,7 +503,9 @@ struct InFlight<'a> {
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.c.replicator.requeue(self.peer, self.batches.drain(..).map(|(_, b)| b));
+        self.c
+            .replicator
+            .requeue(self.peer, self.batches.drain(..).map(|(_, b)| b));
     }
 }
 
@@ -493,7 +536,9 @@ mod tests {
             if rb.pin.as_ref().map(Arc::as_ptr) != before {
                 buffers += 1;
             }
-            let n = (rb.buf.capacity() - rb.buf.len()).min(step).min(data.len() - at);
+            let n = (rb.buf.capacity() - rb.buf.len())
+                .min(step)
+                .min(data.len() - at);
             assert!(n > 0, "room for the next read");
             rb.buf.extend_from_slice(&data[at..at + n]);
             at += n;
@@ -506,7 +551,10 @@ mod tests {
 
     #[test]
     fn frames_arrive_whole_in_buffers_sized_by_what_was_read() {
-        let bodies: Vec<Vec<u8>> = [300, 70_000, 5, 1 << 20, 40].iter().map(|&n| (0..n).map(|i| i as u8).collect()).collect();
+        let bodies: Vec<Vec<u8>> = [300, 70_000, 5, 1 << 20, 40]
+            .iter()
+            .map(|&n| (0..n).map(|i| i as u8).collect())
+            .collect();
         let mut data = BytesMut::new();
         for b in &bodies {
             wire::encode_frame(wire::KIND_BATCH, b, &mut data);
@@ -524,12 +572,18 @@ mod tests {
     #[test]
     fn an_announced_length_allocates_only_as_the_bytes_come() {
         let mut rb = ReadBuffer::new(BytesMut::new(), true);
-        rb.buf.extend_from_slice(&(wire::MAX_FRAME as u32).to_le_bytes());
+        rb.buf
+            .extend_from_slice(&(wire::MAX_FRAME as u32).to_le_bytes());
         rb.buf.extend_from_slice(&[wire::KIND_BATCH; 100]);
         while rb.buf.len() < rb.buf.capacity() {
             rb.buf.extend_from_slice(&[0]);
         }
         rb.make_room();
-        assert!(rb.buf.capacity() <= 2 * READ_BUFFER, "{} bytes for a frame announced at {} of which 64 KiB came", rb.buf.capacity(), wire::MAX_FRAME);
+        assert!(
+            rb.buf.capacity() <= 2 * READ_BUFFER,
+            "{} bytes for a frame announced at {} of which 64 KiB came",
+            rb.buf.capacity(),
+            wire::MAX_FRAME
+        );
     }
 }

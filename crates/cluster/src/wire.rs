@@ -238,10 +238,20 @@ mod tests {
 
     #[test]
     fn wrong_protocol_or_version_is_refused() {
-        assert_eq!(check_preamble(b"*1\r\n$4\r\nPING\r\n"), Err(WireError::BadMagic));
-        assert_eq!(check_preamble(b"GET / HTTP/1.1\r\n"), Err(WireError::BadMagic));
+        assert_eq!(
+            check_preamble(b"*1\r\n$4\r\nPING\r\n"),
+            Err(WireError::BadMagic)
+        );
+        assert_eq!(
+            check_preamble(b"GET / HTTP/1.1\r\n"),
+            Err(WireError::BadMagic)
+        );
         let mut out = BytesMut::new();
-        Hello { version: 99, ..hello() }.encode(&mut out);
+        Hello {
+            version: 99,
+            ..hello()
+        }
+        .encode(&mut out);
         assert!(check_preamble(&out).is_ok());
         let (kind, p) = decode_frame(&mut out).unwrap().unwrap();
         assert_eq!(Hello::decode(kind, p), Err(WireError::Version(99)));
@@ -250,7 +260,10 @@ mod tests {
     #[test]
     fn oversized_frames_are_refused_before_allocating() {
         let mut buf = BytesMut::from(&u32::MAX.to_le_bytes()[..]);
-        assert_eq!(decode_frame(&mut buf), Err(WireError::TooLarge(u32::MAX as usize)));
+        assert_eq!(
+            decode_frame(&mut buf),
+            Err(WireError::TooLarge(u32::MAX as usize))
+        );
     }
 
     proptest! {

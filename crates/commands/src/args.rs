@@ -32,7 +32,11 @@ pub struct ScanOpts {
 }
 
 pub fn scan_opts(args: &[&[u8]], allow_type: bool) -> Result<ScanOpts, CmdError> {
-    let mut o = ScanOpts { pattern: None, count: 10, type_name: None };
+    let mut o = ScanOpts {
+        pattern: None,
+        count: 10,
+        type_name: None,
+    };
     let mut i = 0;
     while i < args.len() {
         let has_value = i + 1 < args.len();
@@ -55,7 +59,10 @@ pub fn scan_opts(args: &[&[u8]], allow_type: bool) -> Result<ScanOpts, CmdError>
 }
 
 pub fn cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    std::str::from_utf8(arg).ok().and_then(|s| s.parse::<u64>().ok()).ok_or(CmdError::InvalidCursor)
+    std::str::from_utf8(arg)
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or(CmdError::InvalidCursor)
 }
 
 /// Relative expiry (seconds or ms) or absolute (unix s or ms) to absolute ms.

@@ -73,7 +73,10 @@ impl CmdError {
     pub fn unknown_command(args: &[&[u8]]) -> Self {
         // Redis's rule: args are listed while the list is under 128 bytes,
         // each cut to what is left of those 128.
-        let name = args.first().map(|a| String::from_utf8_lossy(&a[..a.len().min(128)]).into_owned()).unwrap_or_default();
+        let name = args
+            .first()
+            .map(|a| String::from_utf8_lossy(&a[..a.len().min(128)]).into_owned())
+            .unwrap_or_default();
         let mut rest: Vec<u8> = Vec::new();
         for a in args.iter().skip(1) {
             if rest.len() >= 128 {
@@ -84,7 +87,10 @@ impl CmdError {
             rest.extend_from_slice(&a[..a.len().min(room)]);
             rest.extend_from_slice(b"' ");
         }
-        CmdError::UnknownCommand { name, args: String::from_utf8_lossy(&rest).into_owned() }
+        CmdError::UnknownCommand {
+            name,
+            args: String::from_utf8_lossy(&rest).into_owned(),
+        }
     }
 }
 
@@ -94,7 +100,9 @@ impl From<WriteError> for CmdError {
             WriteError::WrongType => CmdError::WrongType,
             WriteError::StringOp(StringOpError::Overflow) => CmdError::Overflow,
             WriteError::StringOp(StringOpError::NotAnInteger) => CmdError::NotInteger,
-            WriteError::StringOp(StringOpError::OutOfRange | StringOpError::NotAStringOp) => CmdError::Syntax,
+            WriteError::StringOp(StringOpError::OutOfRange | StringOpError::NotAStringOp) => {
+                CmdError::Syntax
+            }
         }
     }
 }

@@ -11,7 +11,11 @@ use crate::number::{format_f64, parse_f64, parse_i64};
 use crate::Ctx;
 
 /// Runs `f` on the hash at `key` (None when missing); WRONGTYPE otherwise.
-fn read<R>(ctx: &mut Ctx, key: &[u8], f: impl FnOnce(&mut Ctx, Option<&HashValue>) -> R) -> Result<R, CmdError> {
+fn read<R>(
+    ctx: &mut Ctx,
+    key: &[u8],
+    f: impl FnOnce(&mut Ctx, Option<&HashValue>) -> R,
+) -> Result<R, CmdError> {
     let ks = ctx.ks;
     let mut txn = ks.txn([key], ctx.client_id);
     match txn.get(key) {
@@ -36,7 +40,9 @@ fn pairs(a: &[&[u8]], name: &str) -> Result<Vec<(Bytes, Bytes)>, CmdError> {
     if !a.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity(name.into()));
     }
-    Ok(keyspace::value::copy_pairs(a.chunks_exact(2).map(|p| (p[0], p[1]))))
+    Ok(keyspace::value::copy_pairs(
+        a.chunks_exact(2).map(|p| (p[0], p[1])),
+    ))
 }
 
 fn set_fields(ctx: &mut Ctx, key: &[u8], fields: Vec<(Bytes, Bytes)>) -> Result<usize, CmdError> {
@@ -69,7 +75,10 @@ pub fn hmset(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 pub fn hsetnx(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
     check_hash(&mut txn, a[1])?;
-    let exists = txn.get(a[1]).and_then(|e| e.as_hash()).is_some_and(|h| h.get(a[2]).is_some());
+    let exists = txn
+        .get(a[1])
+        .and_then(|e| e.as_hash())
+        .is_some_and(|h| h.get(a[2]).is_some());
     if !exists {
         txn.write(a[1], Write::HashSet(vec![(owned(a[2]), owned(a[3]))]))?;
     }
@@ -126,15 +135,22 @@ pub fn hvals(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 }
 
 pub fn hlen(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
-    read(ctx, a[1], |ctx, h| ctx.out.int(h.map_or(0, |h| h.len()) as i64))
+    read(ctx, a[1], |ctx, h| {
+        ctx.out.int(h.map_or(0, |h| h.len()) as i64)
+    })
 }
 
 pub fn hexists(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
-    read(ctx, a[1], |ctx, h| ctx.out.int(h.and_then(|h| h.get(a[2])).is_some() as i64))
+    read(ctx, a[1], |ctx, h| {
+        ctx.out.int(h.and_then(|h| h.get(a[2])).is_some() as i64)
+    })
 }
 
 pub fn hstrlen(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
-    read(ctx, a[1], |ctx, h| ctx.out.int(h.and_then(|h| h.get(a[2])).map_or(0, |f| f.value.len()) as i64))
+    read(ctx, a[1], |ctx, h| {
+        ctx.out
+            .int(h.and_then(|h| h.get(a[2])).map_or(0, |f| f.value.len()) as i64)
+    })
 }
 
 pub fn hdel(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
@@ -161,7 +177,11 @@ pub fn hincrby(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let by = args::int(a[3])?;
     let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
     check_hash(&mut txn, a[1])?;
-    let current = match txn.get(a[1]).and_then(|e| e.as_hash()).and_then(|h| h.get(a[2])) {
+    let current = match txn
+        .get(a[1])
+        .and_then(|e| e.as_hash())
+        .and_then(|h| h.get(a[2]))
+    {
         Some(f) => parse_i64(&f.value).ok_or(CmdError::HashNotInteger)?,
         None => 0,
     };
@@ -180,7 +200,11 @@ pub fn hincrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     }
     let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
     check_hash(&mut txn, a[1])?;
-    let current = match txn.get(a[1]).and_then(|e| e.as_hash()).and_then(|h| h.get(a[2])) {
+    let current = match txn
+        .get(a[1])
+        .and_then(|e| e.as_hash())
+        .and_then(|h| h.get(a[2]))
+    {
         Some(f) => parse_f64(&f.value).ok_or(CmdError::HashNotFloat)?,
         None => 0.0,
     };
@@ -226,7 +250,17 @@ pub fn hscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         let mut page: Vec<(u64, &Bytes, &Bytes)> = h
             .into_iter()
             .flat_map(|h| h.iter())
-            .map(|(f, v)| (if len <= HSCAN_ONE_SHOT { 0 } else { scan_order(f) }, f, &v.value))
+            .map(|(f, v)| {
+                (
+                    if len <= HSCAN_ONE_SHOT {
+                        0
+                    } else {
+                        scan_order(f)
+                    },
+                    f,
+                    &v.value,
+                )
+            })
             .filter(|(o, _, _)| len <= HSCAN_ONE_SHOT || *o >= cursor)
             .collect();
         let mut next = 0;
@@ -239,7 +273,11 @@ pub fn hscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         }
         let page: Vec<_> = page
             .into_iter()
-            .filter(|(_, f, _)| opts.pattern.as_ref().is_none_or(|p| keyspace::glob::glob_match(p, f)))
+            .filter(|(_, f, _)| {
+                opts.pattern
+                    .as_ref()
+                    .is_none_or(|p| keyspace::glob::glob_match(p, f))
+            })
             .collect();
         ctx.out.array(2);
         ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());
@@ -268,7 +306,8 @@ pub fn hrandfield(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     // Redis caps |count| for WITHVALUES; we also cap repeats (negative
     // counts) so a request cannot make us build an unbounded reply.
     const MAX_REPEATS: i64 = 1 << 24;
-    let limit = |c: i64| (withvalues && (c >= i64::MAX / 2 || c <= -(i64::MAX / 2))) || c < -MAX_REPEATS;
+    let limit =
+        |c: i64| (withvalues && (c >= i64::MAX / 2 || c <= -(i64::MAX / 2))) || c < -MAX_REPEATS;
     if count.is_some_and(limit) {
         return Err(CmdError::other("ERR value is out of range"));
     }
@@ -277,7 +316,10 @@ pub fn hrandfield(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         let len = h.map_or(0, |h| h.len());
         let Some(count) = count else {
             match h.filter(|h| !h.is_empty()) {
-                Some(h) => ctx.out.bulk(h.get_index(rng.gen_range(0..len)).map_or(&[][..], |(f, _)| f)),
+                Some(h) => ctx.out.bulk(
+                    h.get_index(rng.gen_range(0..len))
+                        .map_or(&[][..], |(f, _)| f),
+                ),
                 None => ctx.out.null(),
             }
             return;
@@ -285,7 +327,9 @@ pub fn hrandfield(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         let picks: Vec<usize> = if len == 0 {
             Vec::new()
         } else if count < 0 {
-            (0..count.unsigned_abs()).map(|_| rng.gen_range(0..len)).collect()
+            (0..count.unsigned_abs())
+                .map(|_| rng.gen_range(0..len))
+                .collect()
         } else {
             let n = (count as usize).min(len);
             rand::seq::index::sample(&mut rng, len, n).into_vec()
@@ -298,7 +342,11 @@ pub fn hrandfield(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
             }
         };
         let resp3_pairs = withvalues && ctx.out.resp3();
-        ctx.out.array(if withvalues && !resp3_pairs { picks.len() * 2 } else { picks.len() });
+        ctx.out.array(if withvalues && !resp3_pairs {
+            picks.len() * 2
+        } else {
+            picks.len()
+        });
         for i in picks {
             if let Some((f, v)) = h.get_index(i) {
                 if resp3_pairs {

@@ -63,7 +63,11 @@ fn expire_cond(a: &[&[u8]]) -> Result<ExpireCond, CmdError> {
             _ if is(arg, "XX") => c.xx = true,
             _ if is(arg, "GT") => c.gt = true,
             _ if is(arg, "LT") => c.lt = true,
-            _ => return Err(CmdError::UnsupportedOption(String::from_utf8_lossy(arg).into_owned())),
+            _ => {
+                return Err(CmdError::UnsupportedOption(
+                    String::from_utf8_lossy(arg).into_owned(),
+                ))
+            }
         }
     }
     if c.nx && (c.xx || c.gt || c.lt) {
@@ -75,7 +79,13 @@ fn expire_cond(a: &[&[u8]]) -> Result<ExpireCond, CmdError> {
     Ok(c)
 }
 
-fn expire_generic(ctx: &mut Ctx, a: &[&[u8]], unit_ms: i64, absolute: bool, cmd: &'static str) -> Result<(), CmdError> {
+fn expire_generic(
+    ctx: &mut Ctx,
+    a: &[&[u8]],
+    unit_ms: i64,
+    absolute: bool,
+    cmd: &'static str,
+) -> Result<(), CmdError> {
     let n = args::int(a[2])?;
     let cond = expire_cond(&a[3..])?;
     let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
@@ -208,7 +218,10 @@ pub fn scan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
             for (k, e) in part.iter() {
                 let live = !e.is_expired(now);
                 let pattern_ok = opts.pattern.as_ref().is_none_or(|pat| glob_match(pat, k));
-                let type_ok = opts.type_name.as_deref().is_none_or(|t| t == e.value.type_name());
+                let type_ok = opts
+                    .type_name
+                    .as_deref()
+                    .is_none_or(|t| t == e.value.type_name());
                 if live && pattern_ok && type_ok {
                     keys.push(k.clone());
                 }
@@ -257,7 +270,9 @@ pub fn randomkey(ctx: &mut Ctx, _a: &[&[u8]]) -> Result<(), CmdError> {
         for i in 0..parts {
             picked = ctx.ks.with_partition((start + i) % parts, |part, _| {
                 let n = part.len();
-                (n > 0).then(|| part.get_index(rng.gen_range(0..n)).map(|(k, _)| k.clone())).flatten()
+                (n > 0)
+                    .then(|| part.get_index(rng.gen_range(0..n)).map(|(k, _)| k.clone()))
+                    .flatten()
             });
             if picked.is_some() {
                 break;

@@ -11,7 +11,11 @@ pub use keyspace::delta::parse_i64;
 
 pub fn parse_f64(b: &[u8]) -> Option<f64> {
     let s = std::str::from_utf8(b).ok()?;
-    if s.is_empty() || s.len() > 5000 || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
+    if s.is_empty()
+        || s.len() > 5000
+        || s.starts_with(char::is_whitespace)
+        || s.ends_with(char::is_whitespace)
+    {
         return None;
     }
     let lower = s.to_ascii_lowercase();

@@ -50,13 +50,20 @@ fn parse_set_opts(a: &[&[u8]]) -> Result<SetOpts, CmdError> {
     let mut i = 0;
     while i < a.len() {
         let arg = &a[i];
-        let unit = [("EX", 1000, false), ("PX", 1, false), ("EXAT", 1000, true), ("PXAT", 1, true)]
-            .into_iter()
-            .find(|(kw, _, _)| is(arg, kw));
+        let unit = [
+            ("EX", 1000, false),
+            ("PX", 1, false),
+            ("EXAT", 1000, true),
+            ("PXAT", 1, true),
+        ]
+        .into_iter()
+        .find(|(kw, _, _)| is(arg, kw));
         if let Some((_, unit_ms, absolute)) = unit {
             // Repeating the same option is allowed (the last wins); mixing
             // two kinds of expiry, or an expiry with KEEPTTL, is not.
-            let other_kind = o.expire.is_some_and(|(_, u, abs)| (u, abs) != (unit_ms, absolute));
+            let other_kind = o
+                .expire
+                .is_some_and(|(_, u, abs)| (u, abs) != (unit_ms, absolute));
             if other_kind || o.keepttl || i + 1 >= a.len() {
                 return Err(CmdError::Syntax);
             }
@@ -81,7 +88,11 @@ fn parse_set_opts(a: &[&[u8]]) -> Result<SetOpts, CmdError> {
 }
 
 /// Absolute expiry in ms from a relative or absolute time, Redis's checks.
-fn checked_expire(now: u64, (n, unit, absolute): (i64, i64, bool), cmd: &'static str) -> Result<u64, CmdError> {
+fn checked_expire(
+    now: u64,
+    (n, unit, absolute): (i64, i64, bool),
+    cmd: &'static str,
+) -> Result<u64, CmdError> {
     if n <= 0 {
         return Err(CmdError::InvalidExpire(cmd));
     }
@@ -96,7 +107,13 @@ pub fn set(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     set_with(ctx, a[1], a[2], o, "set")
 }
 
-fn set_with(ctx: &mut Ctx, key: &[u8], value: &[u8], o: SetOpts, cmd: &'static str) -> Result<(), CmdError> {
+fn set_with(
+    ctx: &mut Ctx,
+    key: &[u8],
+    value: &[u8],
+    o: SetOpts,
+    cmd: &'static str,
+) -> Result<(), CmdError> {
     let mut txn = ctx.ks.txn([key], ctx.client_id);
     let now = txn.now_ms();
     let expire_at = match o.expire {
@@ -107,7 +124,11 @@ fn set_with(ctx: &mut Ctx, key: &[u8], value: &[u8], o: SetOpts, cmd: &'static s
     // allocates its shared header).
     let (exists, old, old_expire) = match txn.get(key) {
         None => (false, None, 0),
-        Some(e) if o.get => (true, Some(e.as_str().ok_or(CmdError::WrongType)?.clone()), e.expire_at),
+        Some(e) if o.get => (
+            true,
+            Some(e.as_str().ok_or(CmdError::WrongType)?.clone()),
+            e.expire_at,
+        ),
         Some(e) => (true, None, e.expire_at),
     };
     let blocked = (o.nx && exists) || (o.xx && !exists);
@@ -117,7 +138,13 @@ fn set_with(ctx: &mut Ctx, key: &[u8], value: &[u8], o: SetOpts, cmd: &'static s
             // An absolute time already past: the value would never be seen.
             txn.write(key, Write::Delete)?;
         } else {
-            txn.write(key, Write::Set { value: Value::Str(owned(value)), expire_at })?;
+            txn.write(
+                key,
+                Write::Set {
+                    value: Value::Str(owned(value)),
+                    expire_at,
+                },
+            )?;
         }
     }
     drop(txn);
@@ -136,15 +163,29 @@ pub fn setnx(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     if txn.exists(a[1]) {
         ctx.out.int(0);
     } else {
-        txn.write(a[1], Write::Set { value: Value::Str(owned(a[2])), expire_at: 0 })?;
+        txn.write(
+            a[1],
+            Write::Set {
+                value: Value::Str(owned(a[2])),
+                expire_at: 0,
+            },
+        )?;
         ctx.out.int(1);
     }
     Ok(())
 }
 
-fn set_expiring(ctx: &mut Ctx, a: &[&[u8]], unit_ms: i64, cmd: &'static str) -> Result<(), CmdError> {
+fn set_expiring(
+    ctx: &mut Ctx,
+    a: &[&[u8]],
+    unit_ms: i64,
+    cmd: &'static str,
+) -> Result<(), CmdError> {
     let n = args::int(a[2])?;
-    let o = SetOpts { expire: Some((n, unit_ms, false)), ..Default::default() };
+    let o = SetOpts {
+        expire: Some((n, unit_ms, false)),
+        ..Default::default()
+    };
     set_with(ctx, a[1], a[3], o, cmd)
 }
 
@@ -157,7 +198,16 @@ pub fn psetex(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 }
 
 pub fn getset(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
-    set_with(ctx, a[1], a[2], SetOpts { get: true, ..Default::default() }, "getset")
+    set_with(
+        ctx,
+        a[1],
+        a[2],
+        SetOpts {
+            get: true,
+            ..Default::default()
+        },
+        "getset",
+    )
 }
 
 pub fn getdel(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
@@ -176,9 +226,14 @@ pub fn getex(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let mut persist = false;
     let mut i = 2;
     while i < a.len() {
-        let unit = [("EX", 1000, false), ("PX", 1, false), ("EXAT", 1000, true), ("PXAT", 1, true)]
-            .into_iter()
-            .find(|(kw, _, _)| is(a[i], kw));
+        let unit = [
+            ("EX", 1000, false),
+            ("PX", 1, false),
+            ("EXAT", 1000, true),
+            ("PXAT", 1, true),
+        ]
+        .into_iter()
+        .find(|(kw, _, _)| is(a[i], kw));
         if let Some((_, unit_ms, absolute)) = unit {
             if expire.is_some() || persist || i + 1 >= a.len() {
                 return Err(CmdError::Syntax);
@@ -194,7 +249,9 @@ pub fn getex(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     }
     let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
     let now = txn.now_ms();
-    let at = expire.map(|e| checked_expire(now, e, "getex")).transpose()?;
+    let at = expire
+        .map(|e| checked_expire(now, e, "getex"))
+        .transpose()?;
     let old = get_str(&mut txn, a[1])?;
     if old.is_some() {
         if let Some(at) = at {
@@ -230,9 +287,17 @@ fn mset_pairs(a: &[&[u8]], name: &str) -> Result<(), CmdError> {
 
 pub fn mset(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     mset_pairs(a, "mset")?;
-    let mut txn = ctx.ks.txn(a[1..].iter().step_by(2).map(|k| &k[..]), ctx.client_id);
+    let mut txn = ctx
+        .ks
+        .txn(a[1..].iter().step_by(2).map(|k| &k[..]), ctx.client_id);
     for kv in a[1..].chunks(2) {
-        txn.write(kv[0], Write::Set { value: Value::Str(owned(kv[1])), expire_at: 0 })?;
+        txn.write(
+            kv[0],
+            Write::Set {
+                value: Value::Str(owned(kv[1])),
+                expire_at: 0,
+            },
+        )?;
     }
     drop(txn);
     ctx.out.simple("OK");
@@ -241,14 +306,22 @@ pub fn mset(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 
 pub fn msetnx(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     mset_pairs(a, "msetnx")?;
-    let mut txn = ctx.ks.txn(a[1..].iter().step_by(2).map(|k| &k[..]), ctx.client_id);
+    let mut txn = ctx
+        .ks
+        .txn(a[1..].iter().step_by(2).map(|k| &k[..]), ctx.client_id);
     if a[1..].iter().step_by(2).any(|k| txn.exists(k)) {
         drop(txn);
         ctx.out.int(0);
         return Ok(());
     }
     for kv in a[1..].chunks(2) {
-        txn.write(kv[0], Write::Set { value: Value::Str(owned(kv[1])), expire_at: 0 })?;
+        txn.write(
+            kv[0],
+            Write::Set {
+                value: Value::Str(owned(kv[1])),
+                expire_at: 0,
+            },
+        )?;
     }
     drop(txn);
     ctx.out.int(1);
@@ -284,7 +357,9 @@ pub fn incrby(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 
 pub fn decrby(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let by = args::int(a[2])?;
-    let by = by.checked_neg().ok_or_else(|| CmdError::other("ERR decrement would overflow"))?;
+    let by = by
+        .checked_neg()
+        .ok_or_else(|| CmdError::other("ERR decrement would overflow"))?;
     incr_by(ctx, a[1], by)
 }
 
@@ -293,7 +368,10 @@ pub fn incrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
     let (current, expire_at) = match txn.get(a[1]) {
         None => (0.0, 0),
-        Some(e) => (args::float(e.as_str().ok_or(CmdError::WrongType)?)?, e.expire_at),
+        Some(e) => (
+            args::float(e.as_str().ok_or(CmdError::WrongType)?)?,
+            e.expire_at,
+        ),
     };
     let new = current + by;
     if !new.is_finite() {
@@ -301,7 +379,13 @@ pub fn incrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     }
     let text = Bytes::from(format_f64(new));
     // Logged as the new value: float text is not reproducible from an op.
-    txn.write(a[1], Write::Set { value: Value::Str(text.clone()), expire_at })?;
+    txn.write(
+        a[1],
+        Write::Set {
+            value: Value::Str(text.clone()),
+            expire_at,
+        },
+    )?;
     drop(txn);
     ctx.out.bulk(&text);
     Ok(())
@@ -313,7 +397,14 @@ pub fn append(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     if len + a[2].len() > MAX_STRING {
         return Err(CmdError::StringTooLong);
     }
-    txn.write(a[1], Write::Str(DeltaOp::Splice { offset: len as u32, remove: 0, insert: owned(a[2]) }))?;
+    txn.write(
+        a[1],
+        Write::Str(DeltaOp::Splice {
+            offset: len as u32,
+            remove: 0,
+            insert: owned(a[2]),
+        }),
+    )?;
     drop(txn);
     ctx.out.int((len + a[2].len()) as i64);
     Ok(())
@@ -345,7 +436,14 @@ pub fn setrange(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         return Err(CmdError::StringTooLong);
     }
     let remove = value.len().min(len.saturating_sub(offset)) as u32;
-    txn.write(a[1], Write::Str(DeltaOp::Splice { offset: offset as u32, remove, insert: owned(value) }))?;
+    txn.write(
+        a[1],
+        Write::Str(DeltaOp::Splice {
+            offset: offset as u32,
+            remove,
+            insert: owned(value),
+        }),
+    )?;
     drop(txn);
     ctx.out.int(len.max(offset + value.len()) as i64);
     Ok(())
@@ -369,8 +467,16 @@ fn byte_range(len: usize, start: i64, end: i64) -> Option<(usize, usize)> {
         return None;
     }
     let len = len as i64;
-    let s = if start < 0 { (len + start).max(0) } else { start };
-    let e = if end < 0 { (len + end).max(0) } else { end.min(len - 1) };
+    let s = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let e = if end < 0 {
+        (len + end).max(0)
+    } else {
+        end.min(len - 1)
+    };
     (s <= e && s < len).then_some((s as usize, e as usize))
 }
 

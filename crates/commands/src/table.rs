@@ -44,7 +44,10 @@ impl Flags {
     }
 
     pub fn names(self) -> impl Iterator<Item = &'static str> {
-        Self::NAMES.into_iter().filter(move |(f, _)| self.has(*f)).map(|(_, n)| n)
+        Self::NAMES
+            .into_iter()
+            .filter(move |(f, _)| self.has(*f))
+            .map(|(_, n)| n)
     }
 }
 
@@ -79,15 +82,35 @@ impl CommandSpec {
     pub fn key_positions(&self, argc: usize) -> impl Iterator<Item = usize> {
         let argc = argc as i32;
         let (first, step) = (self.first_key, self.step.max(1));
-        let last = if self.last_key < 0 { argc + self.last_key } else { self.last_key.min(argc - 1) };
+        let last = if self.last_key < 0 {
+            argc + self.last_key
+        } else {
+            self.last_key.min(argc - 1)
+        };
         // No keys (first == 0): an empty range.
-        let range = if first > 0 { first..=last } else { 1..=last.min(0) };
+        let range = if first > 0 {
+            first..=last
+        } else {
+            1..=last.min(0)
+        };
         range.step_by(step as usize).map(|i| i as usize)
     }
 
     pub fn acl_categories(&self) -> Vec<String> {
-        let mut cats = vec![format!("@{}", if self.group == "generic" { "keyspace" } else { self.group })];
-        for (flag, cat) in [(Flags::WRITE, "@write"), (Flags::READONLY, "@read"), (Flags::FAST, "@fast"), (Flags::ADMIN, "@admin")] {
+        let mut cats = vec![format!(
+            "@{}",
+            if self.group == "generic" {
+                "keyspace"
+            } else {
+                self.group
+            }
+        )];
+        for (flag, cat) in [
+            (Flags::WRITE, "@write"),
+            (Flags::READONLY, "@read"),
+            (Flags::FAST, "@fast"),
+            (Flags::ADMIN, "@admin"),
+        ] {
             if self.flags.has(flag) {
                 cats.push(cat.into());
             }
@@ -232,7 +255,8 @@ pub static TABLE: &[CommandSpec] = &[
 
 /// Finds a command by name, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    static INDEX: OnceLock<HashMap<&'static [u8], &'static CommandSpec, ahash::RandomState>> = OnceLock::new();
+    static INDEX: OnceLock<HashMap<&'static [u8], &'static CommandSpec, ahash::RandomState>> =
+        OnceLock::new();
     let index = INDEX.get_or_init(|| TABLE.iter().map(|c| (c.name.as_bytes(), c)).collect());
     let mut buf = [0u8; 32];
     if name.len() > buf.len() {
@@ -254,7 +278,10 @@ mod tests {
         for c in TABLE {
             assert!(seen.insert(c.name), "duplicate {}", c.name);
             assert_eq!(c.name, c.name.to_lowercase());
-            assert!(std::ptr::eq(lookup(c.name.to_uppercase().as_bytes()).unwrap(), c));
+            assert!(std::ptr::eq(
+                lookup(c.name.to_uppercase().as_bytes()).unwrap(),
+                c
+            ));
         }
         assert!(lookup(b"nosuchcommand").is_none());
     }

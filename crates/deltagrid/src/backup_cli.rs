@@ -64,7 +64,8 @@ pub struct RestoreArgs {
 
 /// The site seen from one admin endpoint.
 fn site(t: &Target) -> anyhow::Result<Site> {
-    let v: serde_json::Value = serde_json::from_str(&http_get(&t.admin, "/status")?).context("parsing /status")?;
+    let v: serde_json::Value =
+        serde_json::from_str(&http_get(&t.admin, "/status")?).context("parsing /status")?;
     let nodes = match v.get("cluster").filter(|c| !c.is_null()) {
         Some(c) => c["members"]
             .as_array()
@@ -72,22 +73,32 @@ fn site(t: &Target) -> anyhow::Result<Site> {
             .flatten()
             // A member that is down holds no primaries once failover is done;
             // one that still does makes the coordinator report the gap.
-            .filter(|m| m["connected"].as_bool() == Some(true) || m["myself"].as_bool() == Some(true))
+            .filter(|m| {
+                m["connected"].as_bool() == Some(true) || m["myself"].as_bool() == Some(true)
+            })
             .filter_map(|m| m["client_addr"].as_str().map(str::to_string))
             .collect(),
-        None => vec![v["listen"].as_str().context("/status has no listen address")?.to_string()],
+        None => vec![v["listen"]
+            .as_str()
+            .context("/status has no listen address")?
+            .to_string()],
     };
     Ok(Site {
         id: v["site"]["id"].as_u64().unwrap_or(0) as u16,
         name: v["site"]["name"].as_str().unwrap_or("").to_string(),
-        partitions: v["site"]["partitions"].as_u64().context("/status has no partition count")? as u16,
+        partitions: v["site"]["partitions"]
+            .as_u64()
+            .context("/status has no partition count")? as u16,
         nodes,
         password: t.password.clone(),
     })
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
 }
 
 /// Prints a progress line every 2 s (to stderr).
@@ -102,8 +113,14 @@ fn reporter() -> impl FnMut(&[(String, Progress)]) {
         last = Instant::now();
         let done: usize = all.iter().map(|(_, p)| p.partitions_done).sum();
         let total: usize = all.iter().map(|(_, p)| p.partitions_total).sum();
-        let keys: u64 = all.iter().map(|(_, p)| p.keys + p.layers.iter().map(|l| l.keys_applied).sum::<u64>()).sum();
-        eprintln!("  {:>6.1}s  {done}/{total} partitions  {keys} keys", started.elapsed().as_secs_f64());
+        let keys: u64 = all
+            .iter()
+            .map(|(_, p)| p.keys + p.layers.iter().map(|l| l.keys_applied).sum::<u64>())
+            .sum();
+        eprintln!(
+            "  {:>6.1}s  {done}/{total} partitions  {keys} keys",
+            started.elapsed().as_secs_f64()
+        );
     }
 }
 
@@ -167,7 +184,11 @@ pub fn list(from: &str) -> anyhow::Result<()> {
 async fn resolve(store: &Store, id: Option<&str>) -> anyhow::Result<String> {
     match id {
         Some(id) => Ok(id.to_string()),
-        None => Ok(manifest::list(store).await?.pop().with_context(|| format!("{} holds no backup", store.url()))?.id),
+        None => Ok(manifest::list(store)
+            .await?
+            .pop()
+            .with_context(|| format!("{} holds no backup", store.url()))?
+            .id),
     }
 }
 
@@ -176,7 +197,9 @@ pub fn verify(from: &str, id: Option<&str>) -> anyhow::Result<()> {
     let rt = runtime()?;
     let id = rt.block_on(resolve(&store, id))?;
     let started = Instant::now();
-    let r = rt.block_on(backup::verify::run(&store, &id)).with_context(|| format!("verifying backup {id}"))?;
+    let r = rt
+        .block_on(backup::verify::run(&store, &id))
+        .with_context(|| format!("verifying backup {id}"))?;
     println!(
         "backup {id}: ok ({} layers, {} partitions, {} chunks, {} resolved objects, {} blocks, {} keys, {} MB read in {:.2} s)",
         r.layers,
@@ -192,7 +215,9 @@ pub fn verify(from: &str, id: Option<&str>) -> anyhow::Result<()> {
 }
 
 pub fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
-    a.order.parse::<backup::restore::Order>().map_err(anyhow::Error::msg)?;
+    a.order
+        .parse::<backup::restore::Order>()
+        .map_err(anyhow::Error::msg)?;
     let store = Store::open(&a.from)?;
     let rt = runtime()?;
     let id = rt.block_on(resolve(&store, a.backup.as_deref()))?;
@@ -207,7 +232,11 @@ pub fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
         site.nodes.len()
     );
     let started = Instant::now();
-    let results = rt.block_on(coordinate::run_job(&site, &["RESTORE", &a.from, &id, &a.order], reporter()))?;
+    let results = rt.block_on(coordinate::run_job(
+        &site,
+        &["RESTORE", &a.from, &id, &a.order],
+        reporter(),
+    ))?;
     // The nodes' own job time (the slowest node's): the command's wall time
     // adds up to one polling interval.
     let wall_seconds = started.elapsed().as_secs_f64();
@@ -217,7 +246,10 @@ pub fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
     for (_, p) in &results {
         for (i, l) in p.layers.iter().enumerate() {
             if layers.len() <= i {
-                layers.push(LayerStats { id: l.id.clone(), ..Default::default() });
+                layers.push(LayerStats {
+                    id: l.id.clone(),
+                    ..Default::default()
+                });
             }
             let t = &mut layers[i];
             t.seconds = t.seconds.max(l.seconds);
@@ -233,7 +265,16 @@ pub fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
     }
     println!(
         "{:<26} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>12} {:>9}",
-        "layer", "seconds", "indexes", "resolved", "chunks", "skipped", "blocks", "skipped", "keys applied", "MB read"
+        "layer",
+        "seconds",
+        "indexes",
+        "resolved",
+        "chunks",
+        "skipped",
+        "blocks",
+        "skipped",
+        "keys applied",
+        "MB read"
     );
     for l in &layers {
         println!(
@@ -251,8 +292,12 @@ pub fn restore(a: &RestoreArgs) -> anyhow::Result<()> {
         );
     }
     let sum = |f: fn(&LayerStats) -> u64| layers.iter().map(f).sum::<u64>();
-    let (read, skipped, keys, bytes) =
-        (sum(|l| l.blocks_read), sum(|l| l.blocks_skipped), sum(|l| l.keys_applied), sum(|l| l.bytes_downloaded));
+    let (read, skipped, keys, bytes) = (
+        sum(|l| l.blocks_read),
+        sum(|l| l.blocks_skipped),
+        sum(|l| l.keys_applied),
+        sum(|l| l.bytes_downloaded),
+    );
     println!(
         "restored {id} ({} order): {} layers, {read} blocks read, {skipped} skipped, {keys} keys applied, {} MB downloaded, {seconds:.2} s",
         a.order,

@@ -15,14 +15,21 @@ pub fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
 /// One request without a body to a node's admin endpoint; the response
 /// body when the status is 200, else an error with the endpoint's words.
 pub fn http_request(addr: &str, method: &str, path: &str) -> anyhow::Result<String> {
-    let mut s = TcpStream::connect(addr).with_context(|| format!("connecting to admin endpoint {addr}"))?;
+    let mut s =
+        TcpStream::connect(addr).with_context(|| format!("connecting to admin endpoint {addr}"))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
     let mut resp = String::new();
     s.take(64 << 20).read_to_string(&mut resp)?;
-    let (head, body) = resp.split_once("\r\n\r\n").context("malformed HTTP response")?;
+    let (head, body) = resp
+        .split_once("\r\n\r\n")
+        .context("malformed HTTP response")?;
     if !head.starts_with("HTTP/1.1 200") {
-        let why = if body.trim().is_empty() { head.lines().next().unwrap_or("") } else { body.trim() };
+        let why = if body.trim().is_empty() {
+            head.lines().next().unwrap_or("")
+        } else {
+            body.trim()
+        };
         bail!("{addr}{path}: {why}");
     }
     Ok(body.to_string())
@@ -50,16 +57,32 @@ pub fn status(admin: &str) -> anyhow::Result<()> {
     println!();
     println!(
         "{:<10} {:<22} {:<22} {:<8} {:<10} {:>9} {:>8} {:>8} {:>14}",
-        "node", "cluster_addr", "client_addr", "link", "state", "primaries", "backups", "in-sync", "repl pending B"
+        "node",
+        "cluster_addr",
+        "client_addr",
+        "link",
+        "state",
+        "primaries",
+        "backups",
+        "in-sync",
+        "repl pending B"
     );
     for m in site["members"].as_array().into_iter().flatten() {
-        let me = if m["myself"].as_bool() == Some(true) { "*" } else { "" };
+        let me = if m["myself"].as_bool() == Some(true) {
+            "*"
+        } else {
+            ""
+        };
         println!(
             "{:<10} {:<22} {:<22} {:<8} {:<10} {:>9} {:>8} {:>8} {:>14}",
             format!("{}{me}", m["node_id"].as_str().unwrap_or("?")),
             m["cluster_addr"].as_str().unwrap_or(""),
             m["client_addr"].as_str().unwrap_or(""),
-            if m["connected"].as_bool() == Some(true) { "up" } else { "down" },
+            if m["connected"].as_bool() == Some(true) {
+                "up"
+            } else {
+                "down"
+            },
             m["state"].as_str().unwrap_or(""),
             m["primaries"],
             m["backups"],

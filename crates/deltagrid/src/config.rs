@@ -129,17 +129,19 @@ impl TryFrom<SizeRepr> for Size {
     fn try_from(r: SizeRepr) -> Result<Self, String> {
         match r {
             SizeRepr::Int(n) => Ok(Size(n)),
-            SizeRepr::Text(s) => {
-                parse_size(&s).map(Size).ok_or_else(|| format!("invalid size {s:?} (use e.g. \"4GiB\", \"512mb\")"))
-            }
+            SizeRepr::Text(s) => parse_size(&s)
+                .map(Size)
+                .ok_or_else(|| format!("invalid size {s:?} (use e.g. \"4GiB\", \"512mb\")")),
         }
     }
 }
 
 impl ConfigFile {
     pub fn load(path: &Path) -> anyhow::Result<ConfigFile> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        toml::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))
     }
 
     /// Applies the file on top of the defaults.
@@ -249,8 +251,9 @@ fn check_secret(key: &str, v: &Option<String>) -> anyhow::Result<()> {
 fn backup_schedule(b: BackupSection) -> anyhow::Result<Option<backup::schedule::Schedule>> {
     let every = |name: &str, v: Option<String>| -> anyhow::Result<Option<std::time::Duration>> {
         v.map(|v| {
-            parse_duration(&v)
-                .with_context(|| format!("backup.{name} = {v:?}: use e.g. \"90s\", \"15m\", \"1h\", \"7d\""))
+            parse_duration(&v).with_context(|| {
+                format!("backup.{name} = {v:?}: use e.g. \"90s\", \"15m\", \"1h\", \"7d\"")
+            })
         })
         .transpose()
     };
@@ -264,7 +267,12 @@ fn backup_schedule(b: BackupSection) -> anyhow::Result<Option<backup::schedule::
     };
     backup::Store::open(&to).map_err(|e| anyhow::anyhow!("backup.to: {e}"))?;
     let full_every = full_every.context("backup.to is set but backup.full_every is not")?;
-    Ok(Some(backup::schedule::Schedule { to, full_every, incremental_every, keep_full: b.keep_full.unwrap_or(0) }))
+    Ok(Some(backup::schedule::Schedule {
+        to,
+        full_every,
+        incremental_every,
+        keep_full: b.keep_full.unwrap_or(0),
+    }))
 }
 
 /// `idle_poll_us`: polling longer than a millisecond only burns a core.
@@ -296,11 +304,22 @@ fn parse_duration(v: &str) -> anyhow::Result<std::time::Duration> {
 fn wan_settings(w: WanSection, s: &NodeSettings) -> anyhow::Result<wan::WanSettings> {
     let mut names = std::collections::HashSet::new();
     for t in &w.targets {
-        if t.name.is_empty() || !t.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            bail!("wan.targets: name {:?} must be letters, digits, '-' or '_'", t.name);
+        if t.name.is_empty()
+            || !t
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            bail!(
+                "wan.targets: name {:?} must be letters, digits, '-' or '_'",
+                t.name
+            );
         }
         if t.name == s.site_name {
-            bail!("wan.targets: {:?} is this site's own name (site.name)", t.name);
+            bail!(
+                "wan.targets: {:?} is this site's own name (site.name)",
+                t.name
+            );
         }
         if !names.insert(t.name.clone()) {
             bail!("wan.targets: {:?} is listed twice", t.name);
@@ -364,11 +383,17 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_named() {
-        let e = toml::from_str::<ConfigFile>("[node]\nlisten_addr = \"x\"\n").unwrap_err().to_string();
+        let e = toml::from_str::<ConfigFile>("[node]\nlisten_addr = \"x\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("listen_addr"), "{e}");
-        let e = toml::from_str::<ConfigFile>("[nodes]\n").unwrap_err().to_string();
+        let e = toml::from_str::<ConfigFile>("[nodes]\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("nodes"), "{e}");
-        let e = toml::from_str::<ConfigFile>("[node]\nmaxmemory = \"lots\"\n").unwrap_err().to_string();
+        let e = toml::from_str::<ConfigFile>("[node]\nmaxmemory = \"lots\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("lots"), "{e}");
     }
 

@@ -44,11 +44,21 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         "deltagrid demo: 2 sites x 3 nodes on loopback, {} objects of {} B payload + id/count/timestamp, {} writers updating count+timestamp",
         args.objects, PAYLOAD, args.writers
     );
-    let workload = Workload { objects: args.objects, writers: args.writers, seconds: args.seconds, blob: false };
+    let workload = Workload {
+        objects: args.objects,
+        writers: args.writers,
+        seconds: args.seconds,
+        blob: false,
+    };
     let placement = Placement::loopback();
     let mut results = Vec::new();
     for delta in [false, true] {
-        let r = gemfire::phase(&workload, &placement, &dir.join(format!("delta-{delta}")), delta)?;
+        let r = gemfire::phase(
+            &workload,
+            &placement,
+            &dir.join(format!("delta-{delta}")),
+            delta,
+        )?;
         print_phase(&r);
         results.push(r);
     }

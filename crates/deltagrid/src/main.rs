@@ -204,7 +204,8 @@ impl ServerArgs {
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,openraft=warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,openraft=warn".into()),
         )
         .init();
     match Cli::parse().command {
@@ -214,10 +215,14 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::WanDelta(args)) => demo::wan_delta::run(&args),
         Command::Bench(BenchCommand::WanLoad(args)) => demo::wan_load::run(&args),
         Command::Cluster(ClusterCommand::Status { admin }) => cluster_cli::status(&admin),
-        Command::Cluster(ClusterCommand::Leave { admin, node }) => cluster_cli::leave(&admin, &node),
+        Command::Cluster(ClusterCommand::Leave { admin, node }) => {
+            cluster_cli::leave(&admin, &node)
+        }
         Command::Backup(BackupCommand::Create(args)) => backup_cli::create(&args),
         Command::Backup(BackupCommand::List { from }) => backup_cli::list(&from),
-        Command::Backup(BackupCommand::Verify { from, backup }) => backup_cli::verify(&from, backup.as_deref()),
+        Command::Backup(BackupCommand::Verify { from, backup }) => {
+            backup_cli::verify(&from, backup.as_deref())
+        }
         Command::Backup(BackupCommand::Restore(args)) => backup_cli::restore(&args),
         Command::Wan(WanCommand::Status { admin }) => wan_cli::status(&admin),
         Command::Wan(WanCommand::Pause(a)) => wan_cli::control(&a.admin, "pause", &a.target),

@@ -7,7 +7,10 @@ use anyhow::Context;
 use crate::cluster_cli::{http_get, http_request};
 
 fn admins(list: &str) -> Vec<&str> {
-    list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect()
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 /// `pause`, `resume`, `stop` or `resync` the publisher to `target` on every node.
@@ -26,10 +29,23 @@ fn mib(v: &serde_json::Value) -> String {
 pub fn status(admin: &str) -> anyhow::Result<()> {
     println!(
         "{:<22} {:<10} {:<13} {:<5} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>12} {:>12} {:>7}",
-        "node", "target", "state", "link", "lag s", "queue ev", "mem MiB", "backup MiB", "disk MiB", "rtt ms", "queued", "distributed", "resyncs"
+        "node",
+        "target",
+        "state",
+        "link",
+        "lag s",
+        "queue ev",
+        "mem MiB",
+        "backup MiB",
+        "disk MiB",
+        "rtt ms",
+        "queued",
+        "distributed",
+        "resyncs"
     );
     for a in admins(admin) {
-        let v: serde_json::Value = serde_json::from_str(&http_get(a, "/wan/status")?).context("parsing /wan/status")?;
+        let v: serde_json::Value =
+            serde_json::from_str(&http_get(a, "/wan/status")?).context("parsing /wan/status")?;
         for t in v["targets"].as_array().into_iter().flatten() {
             println!(
                 "{:<22} {:<10} {:<13} {:<5} {:>9.1} {:>9} {:>10} {:>10} {:>10} {:>9.2} {:>12} {:>12} {:>7}",
@@ -49,7 +65,11 @@ pub fn status(admin: &str) -> anyhow::Result<()> {
             );
             let down = t["connected"].as_bool() != Some(true);
             if let Some(e) = t["last_error"].as_str().filter(|e| down && !e.is_empty()) {
-                println!("{:<22}   {} link: {e}", "", t["name"].as_str().unwrap_or("?"));
+                println!(
+                    "{:<22}   {} link: {e}",
+                    "",
+                    t["name"].as_str().unwrap_or("?")
+                );
             }
         }
         for s in v["sources"].as_array().into_iter().flatten() {

@@ -10,7 +10,11 @@ use redis::cluster::ClusterClient;
 use redis::Commands;
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 struct Site {
@@ -32,7 +36,11 @@ fn start_site() -> Site {
     let dir = tempfile::tempdir().unwrap();
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let cluster_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let seeds = cluster_ports.iter().map(|p| format!("\"127.0.0.1:{p}\"")).collect::<Vec<_>>().join(", ");
+    let seeds = cluster_ports
+        .iter()
+        .map(|p| format!("\"127.0.0.1:{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
     let mut children = Vec::new();
     for i in 0..3 {
         let cfg = dir.path().join(format!("n{i}.toml"));
@@ -59,7 +67,11 @@ fn start_site() -> Site {
                 .unwrap(),
         );
     }
-    let site = Site { children, ports, _dir: dir };
+    let site = Site {
+        children,
+        ports,
+        _dir: dir,
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
     for port in &site.ports {
         loop {
@@ -72,7 +84,10 @@ fn start_site() -> Site {
             }
             if Instant::now() > deadline {
                 let logs: String = (0..3)
-                    .map(|i| std::fs::read_to_string(site._dir.path().join(format!("n{i}.log"))).unwrap_or_default())
+                    .map(|i| {
+                        std::fs::read_to_string(site._dir.path().join(format!("n{i}.log")))
+                            .unwrap_or_default()
+                    })
                     .collect();
                 panic!("site did not form:\n{logs}");
             }
@@ -96,12 +111,24 @@ fn cluster_client_reads_and_writes_every_slot_range() {
     }
     // Keys landed on every node.
     for port in &site.ports {
-        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
         let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
         assert!(n > 30, "node {port} holds {n} keys");
     }
     // A node answers a key it does not own with MOVED.
-    let mut direct = redis::Client::open(format!("redis://127.0.0.1:{}/", site.ports[0])).unwrap().get_connection().unwrap();
-    let err = redis::cmd("MSET").arg("a").arg(1).arg("b").arg(2).query::<()>(&mut direct).unwrap_err();
+    let mut direct = redis::Client::open(format!("redis://127.0.0.1:{}/", site.ports[0]))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let err = redis::cmd("MSET")
+        .arg("a")
+        .arg(1)
+        .arg("b")
+        .arg(2)
+        .query::<()>(&mut direct)
+        .unwrap_err();
     assert_eq!(err.code(), Some("CROSSSLOT"), "{err}");
 }

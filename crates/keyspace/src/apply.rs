@@ -32,7 +32,10 @@ pub enum ApplyError {
     /// The delta was made against a version this copy does not hold: the
     /// sender must ship the full value.
     #[error("delta base {want:?} does not match held version {have:?}")]
-    BaseMismatch { want: Version, have: Option<Version> },
+    BaseMismatch {
+        want: Version,
+        have: Option<Version>,
+    },
     #[error("operation against a key holding the wrong kind of value")]
     WrongType,
     #[error(transparent)]
@@ -50,18 +53,33 @@ pub fn apply_change(part: &mut Partition, change: &Change) -> Result<(), ApplyEr
 /// [`apply_change`] when the caller already knows where the partition's map
 /// holds the change's key (`at`, from [`Partition::index_of`]; None: not
 /// known), so that the key is not hashed and probed for again.
-pub fn apply_change_at(part: &mut Partition, at: Option<usize>, change: &Change) -> Result<(), ApplyError> {
+pub fn apply_change_at(
+    part: &mut Partition,
+    at: Option<usize>,
+    change: &Change,
+) -> Result<(), ApplyError> {
     let key = &change.key;
-    debug_assert!(at.is_none_or(|i| part.get_index(i).is_some_and(|(k, _)| k == key)), "index of another key");
+    debug_assert!(
+        at.is_none_or(|i| part.get_index(i).is_some_and(|(k, _)| k == key)),
+        "index of another key"
+    );
     match &change.kind {
-        ChangeKind::Full { value, expire_at } => put_full(part, at, key, value.clone(), change.version, *expire_at),
+        ChangeKind::Full { value, expire_at } => {
+            put_full(part, at, key, value.clone(), change.version, *expire_at)
+        }
         ChangeKind::Delete | ChangeKind::Expire => remove_older(part, key, change.version),
-        ChangeKind::Delta { base, op: op @ (DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_)) } => {
+        ChangeKind::Delta {
+            base,
+            op: op @ (DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_)),
+        } => {
             // One lookup at most; the closure checks before it changes
             // anything.
             let applied = update_held(part, at, key, |e| {
                 if e.version != *base {
-                    return Err(ApplyError::BaseMismatch { want: *base, have: Some(e.version) });
+                    return Err(ApplyError::BaseMismatch {
+                        want: *base,
+                        have: Some(e.version),
+                    });
                 }
                 match (&mut e.value, op) {
                     (Value::Str(held), DeltaOp::IncrBy(by)) => delta::incr_in_place(held, *by)?,
@@ -71,12 +89,25 @@ pub fn apply_change_at(part: &mut Partition, at: Option<usize>, change: &Change)
                 e.version = change.version;
                 Ok(())
             });
-            applied.unwrap_or(Err(ApplyError::BaseMismatch { want: *base, have: None }))?;
+            applied.unwrap_or(Err(ApplyError::BaseMismatch {
+                want: *base,
+                have: None,
+            }))?;
         }
-        ChangeKind::Delta { op: DeltaOp::HashSet { fields }, .. } => {
-            set_fields(part, at, key, fields.iter().map(|(f, v)| (f, v.clone())), change.version)?
-        }
-        ChangeKind::Delta { op: DeltaOp::HashDel { fields }, .. } => {
+        ChangeKind::Delta {
+            op: DeltaOp::HashSet { fields },
+            ..
+        } => set_fields(
+            part,
+            at,
+            key,
+            fields.iter().map(|(f, v)| (f, v.clone())),
+            change.version,
+        )?,
+        ChangeKind::Delta {
+            op: DeltaOp::HashDel { fields },
+            ..
+        } => {
             let version = change.version;
             part.tombstones.fields_deleted(key, fields, version);
             match part.get(key).map(|e| (e.as_hash().is_some(), e.version)) {
@@ -112,7 +143,10 @@ pub fn apply_change_at(part: &mut Partition, at: Option<usize>, change: &Change)
                 part.tombstones.hash_seen(key, held);
             }
         }
-        ChangeKind::Delta { op: DeltaOp::SetExpiry(expire_at), .. } => {
+        ChangeKind::Delta {
+            op: DeltaOp::SetExpiry(expire_at),
+            ..
+        } => {
             update_held(part, at, key, |e| {
                 e.expire_at = *expire_at;
                 e.version = e.version.max(change.version);
@@ -126,27 +160,42 @@ pub fn apply_change_at(part: &mut Partition, at: Option<usize>, change: &Change)
 /// write path, after logging it): a full value and a hash's field values
 /// move into the partition instead of being cloned (the first clone of a
 /// fresh `Bytes` allocates its shared header).
-pub fn apply_owned_at(part: &mut Partition, at: Option<usize>, change: Change) -> Result<(), ApplyError> {
+pub fn apply_owned_at(
+    part: &mut Partition,
+    at: Option<usize>,
+    change: Change,
+) -> Result<(), ApplyError> {
     match change.kind {
         ChangeKind::Full { value, expire_at } => {
             put_full(part, at, &change.key, value, change.version, expire_at);
             Ok(())
         }
-        ChangeKind::Delta { op: DeltaOp::HashSet { fields }, .. } => {
-            set_fields(part, at, &change.key, fields.into_iter(), change.version)
-        }
+        ChangeKind::Delta {
+            op: DeltaOp::HashSet { fields },
+            ..
+        } => set_fields(part, at, &change.key, fields.into_iter(), change.version),
         kind => apply_change_at(part, at, &Change { kind, ..change }),
     }
 }
 
 /// A whole value replaces what `key` holds.
-fn put_full(part: &mut Partition, mut at: Option<usize>, key: &Bytes, value: Value, mut version: Version, expire_at: u64) {
+fn put_full(
+    part: &mut Partition,
+    mut at: Option<usize>,
+    key: &Bytes,
+    value: Value,
+    mut version: Version,
+    expire_at: u64,
+) {
     if part.tombstones.enabled() {
         // The old entry is looked at first: find it once, so the
         // overwrite below goes by index (a backup's or receiver's
         // apply comes without one).
         at = at.or_else(|| part.index_of(key));
-        match (held(part, at, key).map(|e| (e.as_str().is_some(), e.version)), &value) {
+        match (
+            held(part, at, key).map(|e| (e.as_str().is_some(), e.version)),
+            &value,
+        ) {
             // A hash replacing a string: the string's overwrite
             // still holds older fields back.
             (Some((true, old)), Value::Hash(_)) => part.tombstones.deleted(key, old),
@@ -157,7 +206,11 @@ fn put_full(part: &mut Partition, mut at: Option<usize>, key: &Bytes, value: Val
             version = version.max(part.tombstones.take_hash(key).unwrap_or_default());
         }
     }
-    let entry = Entry { value, version, expire_at };
+    let entry = Entry {
+        value,
+        version,
+        expire_at,
+    };
     match at {
         Some(i) => {
             part.update_at(i, |e| *e = entry);
@@ -182,7 +235,14 @@ fn set_fields<N: std::borrow::Borrow<Bytes>>(
             // A hash that lost its last field and comes back keeps
             // its version.
             let version = version.max(part.tombstones.take_hash(key).unwrap_or_default());
-            part.put(key.clone(), Entry { value: Value::Hash(HashValue::new()), version, expire_at: 0 });
+            part.put(
+                key.clone(),
+                Entry {
+                    value: Value::Hash(HashValue::new()),
+                    version,
+                    expire_at: 0,
+                },
+            );
             at = None;
         }
     }
@@ -205,7 +265,12 @@ fn held<'p>(part: &'p Partition, at: Option<usize>, key: &[u8]) -> Option<&'p En
     }
 }
 
-fn update_held<R>(part: &mut Partition, at: Option<usize>, key: &[u8], f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+fn update_held<R>(
+    part: &mut Partition,
+    at: Option<usize>,
+    key: &[u8],
+    f: impl FnOnce(&mut Entry) -> R,
+) -> Option<R> {
     match at {
         Some(i) => part.update_at(i, f),
         None => part.update(key, f),
@@ -218,7 +283,9 @@ fn update_held<R>(part: &mut Partition, at: Option<usize>, key: &[u8], f: impl F
 /// recorded unless a newer string stays; a hash that loses its last field
 /// this way leaves its version too.
 fn remove_older(part: &mut Partition, key: &Bytes, version: Version) {
-    let held = part.get(key).map(|e| (e.version < version, e.as_hash().is_some()));
+    let held = part
+        .get(key)
+        .map(|e| (e.version < version, e.as_hash().is_some()));
     match held {
         None => {}
         Some((true, _)) => {
@@ -228,8 +295,11 @@ fn remove_older(part: &mut Partition, key: &Bytes, version: Version) {
         Some((false, true)) => {
             let emptied = part.update(key, |e| match &mut e.value {
                 Value::Hash(h) => {
-                    let older: Vec<Bytes> =
-                        h.iter().filter(|(_, f)| f.version < version).map(|(name, _)| name.clone()).collect();
+                    let older: Vec<Bytes> = h
+                        .iter()
+                        .filter(|(_, f)| f.version < version)
+                        .map(|(name, _)| name.clone())
+                        .collect();
                     for f in older {
                         h.remove(&f);
                     }

@@ -32,18 +32,32 @@ impl Keyspace {
     /// Copies partition `p` for backup `id`; `parent` is the previous
     /// backup's `(id, seq)` of this partition for an incremental copy.
     /// Keys whose time ran out count as gone.
-    pub fn backup_partition(&self, p: usize, id: &str, parent: Option<(&str, u64)>) -> PartitionCopy {
+    pub fn backup_partition(
+        &self,
+        p: usize,
+        id: &str,
+        parent: Option<(&str, u64)>,
+    ) -> PartitionCopy {
         let now = self.now_ms();
         let mut part = self.parts[p].lock();
         let seq = part.log.next_seq() - 1;
         let live = |key: &Bytes, part: &crate::partition::Partition| {
-            part.get(key).filter(|e| !e.is_expired(now)).map(|e| Change {
-                key: key.clone(),
-                version: e.version,
-                kind: ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
-            })
+            part.get(key)
+                .filter(|e| !e.is_expired(now))
+                .map(|e| Change {
+                    key: key.clone(),
+                    version: e.version,
+                    kind: ChangeKind::Full {
+                        value: e.value.clone(),
+                        expire_at: e.expire_at,
+                    },
+                })
         };
-        let mut copy = PartitionCopy { partition: p, seq, ..Default::default() };
+        let mut copy = PartitionCopy {
+            partition: p,
+            seq,
+            ..Default::default()
+        };
         match parent.and_then(|(pid, pseq)| part.log.changed.since(pid, pseq)) {
             Some(keys) => {
                 for key in keys {
@@ -55,7 +69,8 @@ impl Keyspace {
             }
             None => {
                 copy.full = true;
-                copy.entries.extend(part.iter().filter_map(|(key, _)| live(key, &part)));
+                copy.entries
+                    .extend(part.iter().filter_map(|(key, _)| live(key, &part)));
             }
         }
         part.log.changed.anchor(id, seq);

@@ -31,7 +31,11 @@ pub enum ChangeKind {
 pub enum DeltaOp {
     /// Replace `remove` bytes at `offset` by `insert` (APPEND, SETRANGE, a
     /// SET that changes one region of a string).
-    Splice { offset: u32, remove: u32, insert: Bytes },
+    Splice {
+        offset: u32,
+        remove: u32,
+        insert: Bytes,
+    },
     /// Overwrite several ranges of a string of unchanged length.
     Patch { ranges: Vec<(u32, Bytes)> },
     /// Add to the integer held by a string (INCR, INCRBY, DECR, DECRBY).
@@ -48,7 +52,10 @@ impl DeltaOp {
     /// String operations only make sense on the exact base value; hash field
     /// and expiry operations merge onto any version of the key.
     pub fn needs_base(&self) -> bool {
-        matches!(self, DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_))
+        matches!(
+            self,
+            DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_)
+        )
     }
 }
 
@@ -70,6 +77,13 @@ impl ChangeKind {
     /// Whether [`crate::apply::apply_owned_at`] moves this change's data
     /// into the entry (a whole value, hash fields) instead of cloning it.
     pub fn moves_into_entry(&self) -> bool {
-        matches!(self, ChangeKind::Full { .. } | ChangeKind::Delta { op: DeltaOp::HashSet { .. }, .. })
+        matches!(
+            self,
+            ChangeKind::Full { .. }
+                | ChangeKind::Delta {
+                    op: DeltaOp::HashSet { .. },
+                    ..
+                }
+        )
     }
 }

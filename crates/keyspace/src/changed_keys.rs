@@ -32,7 +32,10 @@ pub struct ChangedKeys {
 
 impl ChangedKeys {
     pub fn new(limit: usize) -> Self {
-        ChangedKeys { limit, ..Default::default() }
+        ChangedKeys {
+            limit,
+            ..Default::default()
+        }
     }
 
     /// Notes that `key` changed at `seq` (no-op when not anchored).

@@ -101,23 +101,34 @@ fn value_len(v: &Value) -> usize {
         Value::Str(b) => bytes_len(b),
         Value::Hash(h) => {
             varint_len(h.len() as u64)
-                + h.iter().map(|(f, fv)| bytes_len(f) + bytes_len(&fv.value) + version_len(&fv.version)).sum::<usize>()
+                + h.iter()
+                    .map(|(f, fv)| bytes_len(f) + bytes_len(&fv.value) + version_len(&fv.version))
+                    .sum::<usize>()
         }
     }
 }
 
 fn op_len(op: &DeltaOp) -> usize {
     1 + match op {
-        DeltaOp::Splice { offset, remove, insert } => {
-            varint_len(*offset as u64) + varint_len(*remove as u64) + bytes_len(insert)
-        }
+        DeltaOp::Splice {
+            offset,
+            remove,
+            insert,
+        } => varint_len(*offset as u64) + varint_len(*remove as u64) + bytes_len(insert),
         DeltaOp::Patch { ranges } => {
             varint_len(ranges.len() as u64)
-                + ranges.iter().map(|(o, b)| varint_len(*o as u64) + bytes_len(b)).sum::<usize>()
+                + ranges
+                    .iter()
+                    .map(|(o, b)| varint_len(*o as u64) + bytes_len(b))
+                    .sum::<usize>()
         }
         DeltaOp::IncrBy(n) => varint_len(zigzag(*n)),
         DeltaOp::HashSet { fields } => {
-            varint_len(fields.len() as u64) + fields.iter().map(|(f, v)| bytes_len(f) + bytes_len(v)).sum::<usize>()
+            varint_len(fields.len() as u64)
+                + fields
+                    .iter()
+                    .map(|(f, v)| bytes_len(f) + bytes_len(v))
+                    .sum::<usize>()
         }
         DeltaOp::HashDel { fields } => {
             varint_len(fields.len() as u64) + fields.iter().map(|f| bytes_len(f)).sum::<usize>()
@@ -165,7 +176,11 @@ fn encode_value(v: &Value, out: &mut impl BufMut) {
 
 fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
     match op {
-        DeltaOp::Splice { offset, remove, insert } => {
+        DeltaOp::Splice {
+            offset,
+            remove,
+            insert,
+        } => {
             out.put_u8(SPLICE);
             put_varint(out, *offset as u64);
             put_varint(out, *remove as u64);
@@ -261,7 +276,11 @@ impl<'a> Reader<'a> {
 
     /// `n` hash field name/value pairs, copied with [`copy_pairs`];
     /// `versioned`: a version follows each pair.
-    fn pairs(&mut self, n: usize, versioned: bool) -> Result<(HashFields, Vec<Version>), DecodeError> {
+    fn pairs(
+        &mut self,
+        n: usize,
+        versioned: bool,
+    ) -> Result<(HashFields, Vec<Version>), DecodeError> {
         let mut pairs = Vec::with_capacity(n);
         let mut versions = Vec::with_capacity(if versioned { n } else { 0 });
         for _ in 0..n {
@@ -299,15 +318,26 @@ pub fn decode(buf: &[u8]) -> Result<(Change, usize), DecodeError> {
     let kind = match r.u8()? {
         FULL => {
             let value = decode_value(&mut r)?;
-            ChangeKind::Full { value, expire_at: r.varint()? }
+            ChangeKind::Full {
+                value,
+                expire_at: r.varint()?,
+            }
         }
         DELTA => {
             let base = r.version()?;
-            ChangeKind::Delta { base, op: decode_op(&mut r)? }
+            ChangeKind::Delta {
+                base,
+                op: decode_op(&mut r)?,
+            }
         }
         DELETE => ChangeKind::Delete,
         EXPIRE => ChangeKind::Expire,
-        tag => return Err(DecodeError::BadTag { what: "change", tag }),
+        tag => {
+            return Err(DecodeError::BadTag {
+                what: "change",
+                tag,
+            })
+        }
     };
     Ok((Change { key, version, kind }, r.pos))
 }
@@ -332,7 +362,12 @@ pub fn head(buf: &[u8]) -> Result<Head<'_>, DecodeError> {
         DELTA => 1,
         DELETE => 2,
         EXPIRE => 3,
-        tag => return Err(DecodeError::BadTag { what: "change", tag }),
+        tag => {
+            return Err(DecodeError::BadTag {
+                what: "change",
+                tag,
+            })
+        }
     };
     Ok(Head { key, version, kind })
 }
@@ -355,7 +390,11 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
 
 fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
     Ok(match r.u8()? {
-        SPLICE => DeltaOp::Splice { offset: r.u32()?, remove: r.u32()?, insert: r.bytes()? },
+        SPLICE => DeltaOp::Splice {
+            offset: r.u32()?,
+            remove: r.u32()?,
+            insert: r.bytes()?,
+        },
         PATCH => {
             let n = r.count(2)?;
             let mut ranges = Vec::with_capacity(n);
@@ -367,7 +406,9 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
         INCRBY => DeltaOp::IncrBy(unzigzag(r.varint()?)),
         HSET => {
             let n = r.count(2)?;
-            DeltaOp::HashSet { fields: r.pairs(n, false)?.0 }
+            DeltaOp::HashSet {
+                fields: r.pairs(n, false)?.0,
+            }
         }
         HDEL => {
             let n = r.count(1)?;
@@ -410,14 +451,18 @@ pub(crate) mod tests {
 
     fn op() -> impl Strategy<Value = DeltaOp> {
         prop_oneof![
-            (any::<u32>(), any::<u32>(), bytes()).prop_map(|(offset, remove, insert)| DeltaOp::Splice {
-                offset,
-                remove,
-                insert
+            (any::<u32>(), any::<u32>(), bytes()).prop_map(|(offset, remove, insert)| {
+                DeltaOp::Splice {
+                    offset,
+                    remove,
+                    insert,
+                }
             }),
-            proptest::collection::vec((any::<u32>(), bytes()), 0..4).prop_map(|ranges| DeltaOp::Patch { ranges }),
+            proptest::collection::vec((any::<u32>(), bytes()), 0..4)
+                .prop_map(|ranges| DeltaOp::Patch { ranges }),
             any::<i64>().prop_map(DeltaOp::IncrBy),
-            proptest::collection::vec((bytes(), bytes()), 0..4).prop_map(|fields| DeltaOp::HashSet { fields }),
+            proptest::collection::vec((bytes(), bytes()), 0..4)
+                .prop_map(|fields| DeltaOp::HashSet { fields }),
             proptest::collection::vec(bytes(), 0..4).prop_map(|fields| DeltaOp::HashDel { fields }),
             any::<u64>().prop_map(DeltaOp::SetExpiry),
         ]
@@ -425,7 +470,8 @@ pub(crate) mod tests {
 
     pub fn change() -> impl Strategy<Value = Change> {
         let kind = prop_oneof![
-            (value(), any::<u64>()).prop_map(|(value, expire_at)| ChangeKind::Full { value, expire_at }),
+            (value(), any::<u64>())
+                .prop_map(|(value, expire_at)| ChangeKind::Full { value, expire_at }),
             (version(), op()).prop_map(|(base, op)| ChangeKind::Delta { base, op }),
             Just(ChangeKind::Delete),
             Just(ChangeKind::Expire),
@@ -440,15 +486,31 @@ pub(crate) mod tests {
             (Bytes::from_static(b"big"), Bytes::from(vec![1u8; 2000])),
         ];
         let ops = [
-            ChangeKind::Full { value: Value::Str(Bytes::from_static(b"value")), expire_at: 0 },
-            ChangeKind::Delta { base: Version::ZERO, op: DeltaOp::HashSet { fields: fields.clone() } },
+            ChangeKind::Full {
+                value: Value::Str(Bytes::from_static(b"value")),
+                expire_at: 0,
+            },
             ChangeKind::Delta {
                 base: Version::ZERO,
-                op: DeltaOp::Splice { offset: 1, remove: 0, insert: Bytes::from_static(b"ab") },
+                op: DeltaOp::HashSet {
+                    fields: fields.clone(),
+                },
+            },
+            ChangeKind::Delta {
+                base: Version::ZERO,
+                op: DeltaOp::Splice {
+                    offset: 1,
+                    remove: 0,
+                    insert: Bytes::from_static(b"ab"),
+                },
             },
         ];
         for kind in ops {
-            let c = Change { key: Bytes::from_static(b"key"), version: Version::ZERO, kind };
+            let c = Change {
+                key: Bytes::from_static(b"key"),
+                version: Version::ZERO,
+                kind,
+            };
             let mut buf = Vec::new();
             encode(&c, &mut buf);
             let input = Bytes::from(buf);
@@ -457,15 +519,25 @@ pub(crate) mod tests {
             let range = input.as_ptr() as usize..input.as_ptr() as usize + input.len();
             let mut held: Vec<Bytes> = vec![back.key.clone()];
             match &back.kind {
-                ChangeKind::Full { value: Value::Str(v), .. } => held.push(v.clone()),
-                ChangeKind::Delta { op: DeltaOp::HashSet { fields }, .. } => {
-                    held.extend(fields.iter().flat_map(|(f, v)| [f.clone(), v.clone()]))
-                }
-                ChangeKind::Delta { op: DeltaOp::Splice { insert, .. }, .. } => held.push(insert.clone()),
+                ChangeKind::Full {
+                    value: Value::Str(v),
+                    ..
+                } => held.push(v.clone()),
+                ChangeKind::Delta {
+                    op: DeltaOp::HashSet { fields },
+                    ..
+                } => held.extend(fields.iter().flat_map(|(f, v)| [f.clone(), v.clone()])),
+                ChangeKind::Delta {
+                    op: DeltaOp::Splice { insert, .. },
+                    ..
+                } => held.push(insert.clone()),
                 _ => unreachable!(),
             }
             for b in held {
-                assert!(!range.contains(&(b.as_ptr() as usize)), "{b:?} points into the decoded buffer");
+                assert!(
+                    !range.contains(&(b.as_ptr() as usize)),
+                    "{b:?} points into the decoded buffer"
+                );
             }
         }
     }

@@ -58,7 +58,11 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     while i + CHUNK <= n && a[i..i + CHUNK] == b[i..i + CHUNK] {
         i += CHUNK;
     }
-    i + a[i..n].iter().zip(&b[i..n]).take_while(|(x, y)| x == y).count()
+    i + a[i..n]
+        .iter()
+        .zip(&b[i..n])
+        .take_while(|(x, y)| x == y)
+        .count()
 }
 
 /// Length of the leading run in which `a` and `b` differ at every byte,
@@ -81,7 +85,11 @@ fn differing_run(a: &[u8], b: &[u8]) -> usize {
         }
         i += 8;
     }
-    i + a[i..n].iter().zip(&b[i..n]).take_while(|(x, y)| x != y).count()
+    i + a[i..n]
+        .iter()
+        .zip(&b[i..n])
+        .take_while(|(x, y)| x != y)
+        .count()
 }
 
 /// Length of the common suffix of `a` and `b`, at most `max`.
@@ -92,7 +100,13 @@ fn common_suffix(a: &[u8], b: &[u8], max: usize) -> usize {
         eb -= CHUNK;
         n += CHUNK;
     }
-    n + a[..ea].iter().rev().zip(b[..eb].iter().rev()).take(max - n).take_while(|(x, y)| x == y).count()
+    n + a[..ea]
+        .iter()
+        .rev()
+        .zip(b[..eb].iter().rev())
+        .take(max - n)
+        .take_while(|(x, y)| x == y)
+        .count()
 }
 
 /// The splice keeping the common prefix and suffix, if its payload is
@@ -104,7 +118,11 @@ fn splice(old: &[u8], new: &[u8], budget: usize) -> Option<DeltaOp> {
     let suffix = common_suffix(old, new, max_suffix);
     let (offset, remove) = (prefix as u32, (old.len() - prefix - suffix) as u32);
     let insert = &new[prefix..new.len() - suffix];
-    let header = op_payload_len(&DeltaOp::Splice { offset, remove, insert: Bytes::new() });
+    let header = op_payload_len(&DeltaOp::Splice {
+        offset,
+        remove,
+        insert: Bytes::new(),
+    });
     (header + insert.len() <= budget).then(|| DeltaOp::Splice {
         offset,
         remove,
@@ -138,7 +156,10 @@ fn patch(old: &[u8], new: &[u8], budget: usize) -> Option<DeltaOp> {
         }
     }
     Some(DeltaOp::Patch {
-        ranges: ranges.into_iter().map(|(s, e)| (s as u32, Bytes::copy_from_slice(&new[s..e]))).collect(),
+        ranges: ranges
+            .into_iter()
+            .map(|(s, e)| (s as u32, Bytes::copy_from_slice(&new[s..e])))
+            .collect(),
     })
 }
 
@@ -157,13 +178,19 @@ pub enum StringOpError {
 /// Applies a string op to `old`, giving the new value.
 pub fn apply_string_op(old: &[u8], op: &DeltaOp) -> Result<Bytes, StringOpError> {
     match op {
-        DeltaOp::Splice { offset, remove, insert } => {
+        DeltaOp::Splice {
+            offset,
+            remove,
+            insert,
+        } => {
             let (offset, remove) = (*offset as usize, *remove as usize);
             // A splice may start past the end (SETRANGE): the gap is zero-filled.
             if offset > old.len() && remove > 0 {
                 return Err(StringOpError::OutOfRange);
             }
-            let end = offset.checked_add(remove).ok_or(StringOpError::OutOfRange)?;
+            let end = offset
+                .checked_add(remove)
+                .ok_or(StringOpError::OutOfRange)?;
             if end > old.len().max(offset) {
                 return Err(StringOpError::OutOfRange);
             }
@@ -180,7 +207,9 @@ pub fn apply_string_op(old: &[u8], op: &DeltaOp) -> Result<Bytes, StringOpError>
             let mut out = BytesMut::from(old);
             for (offset, bytes) in ranges {
                 let start = *offset as usize;
-                let end = start.checked_add(bytes.len()).ok_or(StringOpError::OutOfRange)?;
+                let end = start
+                    .checked_add(bytes.len())
+                    .ok_or(StringOpError::OutOfRange)?;
                 if end > out.len() {
                     return Err(StringOpError::OutOfRange);
                 }
@@ -202,7 +231,11 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
     if b.is_empty() || b.len() > 20 {
         return None;
     }
-    let (neg, digits) = if b[0] == b'-' { (true, &b[1..]) } else { (false, b) };
+    let (neg, digits) = if b[0] == b'-' {
+        (true, &b[1..])
+    } else {
+        (false, b)
+    };
     if digits.is_empty() || (digits[0] == b'0' && (digits.len() > 1 || neg)) {
         return None;
     }
@@ -212,7 +245,11 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
             return None;
         }
         let v = (d - b'0') as i64;
-        n = if neg { n.checked_mul(10)?.checked_sub(v)? } else { n.checked_mul(10)?.checked_add(v)? };
+        n = if neg {
+            n.checked_mul(10)?.checked_sub(v)?
+        } else {
+            n.checked_mul(10)?.checked_add(v)?
+        };
     }
     Some(n)
 }
@@ -279,18 +316,36 @@ mod tests {
         let mut held = Bytes::from(b"41".to_vec());
         let at = held.as_ptr();
         incr_in_place(&mut held, 1).unwrap();
-        assert_eq!((&held[..], held.as_ptr()), (&b"42"[..], at), "same length, unique: in place");
+        assert_eq!(
+            (&held[..], held.as_ptr()),
+            (&b"42"[..], at),
+            "same length, unique: in place"
+        );
         let reader = held.clone();
         incr_in_place(&mut held, 1).unwrap();
-        assert_eq!((&held[..], &reader[..]), (&b"43"[..], &b"42"[..]), "a shared buffer is left alone");
+        assert_eq!(
+            (&held[..], &reader[..]),
+            (&b"43"[..], &b"42"[..]),
+            "a shared buffer is left alone"
+        );
         incr_in_place(&mut held, 57).unwrap();
         assert_eq!(&held[..], b"100");
         incr_in_place(&mut held, -200).unwrap();
         assert_eq!(&held[..], b"-100");
-        assert_eq!(incr_in_place(&mut held, i64::MIN), Err(StringOpError::Overflow));
+        assert_eq!(
+            incr_in_place(&mut held, i64::MIN),
+            Err(StringOpError::Overflow)
+        );
         let mut text = Bytes::from_static(b"abc");
-        assert_eq!(incr_in_place(&mut text, 1), Err(StringOpError::NotAnInteger));
-        assert_eq!((&held[..], &text[..]), (&b"-100"[..], &b"abc"[..]), "an error changes nothing");
+        assert_eq!(
+            incr_in_place(&mut text, 1),
+            Err(StringOpError::NotAnInteger)
+        );
+        assert_eq!(
+            (&held[..], &text[..]),
+            (&b"-100"[..], &b"abc"[..]),
+            "an error changes nothing"
+        );
     }
 
     #[test]
@@ -316,7 +371,16 @@ mod tests {
         assert_eq!(parse_i64(b"-12"), Some(-12));
         assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
         assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
-        for bad in [&b""[..], b"+1", b" 1", b"01", b"-0", b"1.0", b"9223372036854775808", b"-"] {
+        for bad in [
+            &b""[..],
+            b"+1",
+            b" 1",
+            b"01",
+            b"-0",
+            b"1.0",
+            b"9223372036854775808",
+            b"-",
+        ] {
             assert_eq!(parse_i64(bad), None, "{:?}", bad);
         }
     }

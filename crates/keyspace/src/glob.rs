@@ -80,7 +80,11 @@ fn class(pattern: &[u8], open: usize, c: u8) -> Option<(bool, usize)> {
                 matched |= pattern[i + 1] == c;
                 i += 2;
             }
-            Some(&lo) if pattern.get(i + 1) == Some(&b'-') && i + 2 < pattern.len() && pattern[i + 2] != b']' => {
+            Some(&lo)
+                if pattern.get(i + 1) == Some(&b'-')
+                    && i + 2 < pattern.len()
+                    && pattern[i + 2] != b']' =>
+            {
                 let hi = pattern[i + 2];
                 let (lo, hi) = if lo <= hi { (lo, hi) } else { (hi, lo) };
                 matched |= (lo..=hi).contains(&c);
@@ -121,10 +125,16 @@ mod tests {
             ("a*b*c", "axxbyy"),
         ];
         for (p, t) in yes {
-            assert!(glob_match(p.as_bytes(), t.as_bytes()), "{p} should match {t}");
+            assert!(
+                glob_match(p.as_bytes(), t.as_bytes()),
+                "{p} should match {t}"
+            );
         }
         for (p, t) in no {
-            assert!(!glob_match(p.as_bytes(), t.as_bytes()), "{p} should not match {t}");
+            assert!(
+                !glob_match(p.as_bytes(), t.as_bytes()),
+                "{p} should not match {t}"
+            );
         }
     }
 

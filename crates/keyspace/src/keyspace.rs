@@ -118,7 +118,10 @@ pub enum ReplicaError {
 #[derive(Debug)]
 pub enum Write {
     /// Replace the whole value; a similar old string makes this a delta.
-    Set { value: Value, expire_at: u64 },
+    Set {
+        value: Value,
+        expire_at: u64,
+    },
     /// A string operation (Splice, Patch, IncrBy) on the current string;
     /// on a missing key it applies to "" (or 0 for IncrBy).
     Str(DeltaOp),
@@ -144,7 +147,9 @@ impl From<ApplyError> for WriteError {
             // A base mismatch cannot happen locally: the delta was made from
             // the entry under the same lock. Report it as a type error
             // rather than panic.
-            ApplyError::WrongType | ApplyError::BaseMismatch { .. } | ApplyError::NotPrimary => WriteError::WrongType,
+            ApplyError::WrongType | ApplyError::BaseMismatch { .. } | ApplyError::NotPrimary => {
+                WriteError::WrongType
+            }
         }
     }
 }
@@ -281,7 +286,9 @@ impl Keyspace {
     pub fn set_log_needed_from(&self, p: usize, seq: Option<u64>) {
         if let Some(part) = self.parts.get(p) {
             let mut part = part.lock();
-            self.log_marks[p].needed.store(seq.unwrap_or(0), Ordering::SeqCst);
+            self.log_marks[p]
+                .needed
+                .store(seq.unwrap_or(0), Ordering::SeqCst);
             part.log.set_needed_from(seq);
         }
     }
@@ -295,7 +302,9 @@ impl Keyspace {
     /// value is read, so a lower value stored meanwhile by that locked call
     /// makes the exchange fail and `low` is computed again, never overwritten.
     pub fn advance_log_needed_from(&self, p: usize, low: impl Fn() -> Option<u64>) {
-        let Some(cell) = self.log_marks.get(p).map(|m| &m.needed) else { return };
+        let Some(cell) = self.log_marks.get(p).map(|m| &m.needed) else {
+            return;
+        };
         let mut current = cell.load(Ordering::SeqCst);
         loop {
             match low() {
@@ -353,7 +362,11 @@ impl Keyspace {
     /// [`Keyspace::set_replica`] for many partitions: the received batches
     /// are read once for all the copies promoted (not once per copy).
     pub fn set_replicas(&self, changes: &[(usize, bool)]) {
-        let promoted: Vec<usize> = changes.iter().filter(|&&(p, replica)| !replica && p < self.parts.len()).map(|&(p, _)| p).collect();
+        let promoted: Vec<usize> = changes
+            .iter()
+            .filter(|&&(p, replica)| !replica && p < self.parts.len())
+            .map(|&(p, _)| p)
+            .collect();
         let mut held = match promoted.len() {
             0 | 1 => Default::default(),
             _ => self.received.lock().changes_of(&promoted),
@@ -378,7 +391,13 @@ impl Keyspace {
             (false, true) => {
                 received.forget(partition);
                 if let Some((payload, held)) = part.log.take_held(partition as u16) {
-                    received.hold(payload, HeldChanges::from_vec(held), None, self.release_generation(), |p| self.released(p));
+                    received.hold(
+                        payload,
+                        HeldChanges::from_vec(held),
+                        None,
+                        self.release_generation(),
+                        |p| self.released(p),
+                    );
                 }
             }
             (true, false) => {
@@ -404,7 +423,9 @@ impl Keyspace {
     /// applying it: a copy promoted meanwhile finds its changes there.
     pub fn hold_received(&self, payload: Bytes, changes: HeldChanges, pin: Option<Arc<Pinned>>) {
         let generation = self.release_generation();
-        self.received.lock().hold(payload, changes, pin, generation, |p| self.released(p));
+        self.received
+            .lock()
+            .hold(payload, changes, pin, generation, |p| self.released(p));
     }
 
     /// What the received batches hold of partitions `parts` is of no use
@@ -436,7 +457,9 @@ impl Keyspace {
     /// The seq before which every remote site applied partition `p`'s
     /// changes (0: not known).
     fn released(&self, p: usize) -> u64 {
-        self.log_marks.get(p).map_or(0, |m| m.released.load(Ordering::Relaxed))
+        self.log_marks
+            .get(p)
+            .map_or(0, |m| m.released.load(Ordering::Relaxed))
     }
 
     pub fn partitions(&self) -> u16 {
@@ -517,7 +540,8 @@ impl Keyspace {
 
     /// Opens a transaction over the partitions holding `keys`.
     pub fn txn<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>, origin: u64) -> Txn<'_> {
-        let mut idx: SmallVec<[usize; 2]> = keys.into_iter().map(|k| self.partition_of(k)).collect();
+        let mut idx: SmallVec<[usize; 2]> =
+            keys.into_iter().map(|k| self.partition_of(k)).collect();
         idx.sort_unstable();
         idx.dedup();
         self.txn_partitions(idx, origin)
@@ -529,9 +553,20 @@ impl Keyspace {
     }
 
     fn txn_partitions(&self, sorted: SmallVec<[usize; 2]>, origin: u64) -> Txn<'_> {
-        let guards = sorted.into_iter().map(|p| (p, self.parts[p].lock())).collect();
+        let guards = sorted
+            .into_iter()
+            .map(|p| (p, self.parts[p].lock()))
+            .collect();
         let notify = self.observer().is_some();
-        Txn { ks: self, guards, now: self.now_ms(), origin, touched: Vec::new(), notify, found: None }
+        Txn {
+            ks: self,
+            guards,
+            now: self.now_ms(),
+            origin,
+            touched: Vec::new(),
+            notify,
+            found: None,
+        }
     }
 
     /// Read-only access to one partition, with the current time.
@@ -582,7 +617,11 @@ impl Keyspace {
                 continue;
             }
             for key in part.drain_keys() {
-                let change = Change { key, version: self.version(), kind: ChangeKind::Delete };
+                let change = Change {
+                    key,
+                    version: self.version(),
+                    kind: ChangeKind::Delete,
+                };
                 part.tombstones.deleted(&change.key, change.version);
                 self.record(&mut part, &change, 0);
             }
@@ -648,8 +687,17 @@ impl Keyspace {
     /// [`Keyspace::apply`] for many changes of partition `p` under one lock
     /// (a restore's batch). A change of another partition is refused, as
     /// are those after it.
-    pub fn apply_batch(&self, p: usize, changes: Vec<Change>, origin: u64) -> Result<(), ApplyError> {
-        let mut keys = Vec::with_capacity(if self.observer().is_some() { changes.len() } else { 0 });
+    pub fn apply_batch(
+        &self,
+        p: usize,
+        changes: Vec<Change>,
+        origin: u64,
+    ) -> Result<(), ApplyError> {
+        let mut keys = Vec::with_capacity(if self.observer().is_some() {
+            changes.len()
+        } else {
+            0
+        });
         let result = (|| {
             let mut part = self.parts.get(p).ok_or(ApplyError::NotPrimary)?.lock();
             for change in changes {
@@ -672,7 +720,10 @@ impl Keyspace {
     }
 
     fn version(&self) -> Version {
-        Version { hlc: self.hlc.tick(), site: self.site }
+        Version {
+            hlc: self.hlc.tick(),
+            site: self.site,
+        }
     }
 
     /// Applies a change a primary (site member `from`) logged at `seq`,
@@ -684,7 +735,13 @@ impl Keyspace {
     /// gap.
     /// `encoded` is the change as the primary encoded it (counted in the
     /// partition's change statistics).
-    pub fn apply_replicated(&self, seq: u64, change: Change, encoded: &[u8], from: u16) -> Result<(), ReplicaError> {
+    pub fn apply_replicated(
+        &self,
+        seq: u64,
+        change: Change,
+        encoded: &[u8],
+        from: u16,
+    ) -> Result<(), ReplicaError> {
         self.hlc.observe(change.version.hlc);
         let key = change.key.clone();
         {
@@ -694,21 +751,30 @@ impl Keyspace {
             }
             let next = part.log.next_seq();
             if part.source == ReplicaSource::Diverged {
-                return Err(ReplicaError::Diverged { have: next - 1, got: seq });
+                return Err(ReplicaError::Diverged {
+                    have: next - 1,
+                    got: seq,
+                });
             }
             if seq < next {
                 if part.source == ReplicaSource::Node(from) {
                     return Ok(());
                 }
                 part.source = ReplicaSource::Diverged;
-                return Err(ReplicaError::Diverged { have: next - 1, got: seq });
+                return Err(ReplicaError::Diverged {
+                    have: next - 1,
+                    got: seq,
+                });
             }
             if seq > next {
                 // Also on a log that never held anything: a copy that starts
                 // after its primary's first changes starts from a snapshot
                 // (a process restarted without its data must not take the
                 // primary's next change as the start of its copy).
-                return Err(ReplicaError::Gap { have: next - 1, got: seq });
+                return Err(ReplicaError::Gap {
+                    have: next - 1,
+                    got: seq,
+                });
             }
             part.source = ReplicaSource::Node(from);
             let kind = change.kind.index();
@@ -728,7 +794,9 @@ impl Keyspace {
     /// logged: the copy is being replaced, not changed) and its log resumes
     /// at `next_seq`.
     pub fn reset_replica(&self, p: usize, next_seq: u64, from: u16) -> Result<(), ReplicaError> {
-        let Some(part) = self.parts.get(p) else { return Err(ReplicaError::NotReplica) };
+        let Some(part) = self.parts.get(p) else {
+            return Err(ReplicaError::NotReplica);
+        };
         let mut part = part.lock();
         if !part.replica {
             return Err(ReplicaError::NotReplica);
@@ -770,7 +838,10 @@ impl Keyspace {
     /// acknowledges that again (an idle partition handed over would wait
     /// for ever; found by test_wan_chaos.py).
     pub(crate) fn written_through_now(&self, part: &Partition) {
-        if let Some(last) = part.logged_as_primary().filter(|_| self.sink.get().is_some()) {
+        if let Some(last) = part
+            .logged_as_primary()
+            .filter(|_| self.sink.get().is_some())
+        {
             WRITTEN.with(|w| w.borrow_mut().push((part.id as usize, last)));
         }
     }
@@ -816,11 +887,18 @@ impl<'a> Txn<'a> {
     fn slot(&self, key: &[u8]) -> usize {
         // Most commands lock one partition: no need to hash the key again.
         if self.guards.len() == 1 {
-            debug_assert_eq!(self.guards[0].0, self.ks.partition_of(key), "a key outside the locked partition");
+            debug_assert_eq!(
+                self.guards[0].0,
+                self.ks.partition_of(key),
+                "a key outside the locked partition"
+            );
             return 0;
         }
         let p = self.ks.partition_of(key);
-        self.guards.iter().position(|(i, _)| *i == p).expect("a command touched a key outside the partitions it locked")
+        self.guards
+            .iter()
+            .position(|(i, _)| *i == p)
+            .expect("a command touched a key outside the partitions it locked")
     }
 
     /// The live entry for `key`; an expired one is removed (and logged) here.
@@ -843,7 +921,9 @@ impl<'a> Txn<'a> {
     fn index_of(&self, s: usize, key: &[u8]) -> Option<usize> {
         let part = &self.guards[s].1;
         match self.found {
-            Some((fs, i)) if fs == s && part.get_index(i).is_some_and(|(k, _)| k[..] == *key) => Some(i),
+            Some((fs, i)) if fs == s && part.get_index(i).is_some_and(|(k, _)| k[..] == *key) => {
+                Some(i)
+            }
             _ => part.index_of(key),
         }
     }
@@ -860,7 +940,11 @@ impl<'a> Txn<'a> {
         let mut index = self.index_of(s, key);
         self.found = None;
         if let Some(i) = index {
-            if self.guards[s].1.get_index(i).is_some_and(|(_, e)| e.is_expired(now)) {
+            if self.guards[s]
+                .1
+                .get_index(i)
+                .is_some_and(|(_, e)| e.is_expired(now))
+            {
                 self.expire_key(s, key);
                 index = None;
             }
@@ -870,12 +954,21 @@ impl<'a> Txn<'a> {
             Some((k, e)) => (Some(k.clone()), Some(e)),
             None => (None, None),
         };
-        let Some(Planned { kind, saved, new_value }) = plan(old, w)? else {
+        let Some(Planned {
+            kind,
+            saved,
+            new_value,
+        }) = plan(old, w)?
+        else {
             return Ok(());
         };
         // An existing key's bytes are shared, not copied, into the change.
         let key = stored_key.unwrap_or_else(|| Bytes::copy_from_slice(key));
-        let change = Change { key, version: self.ks.version(), kind };
+        let change = Change {
+            key,
+            version: self.ks.version(),
+            kind,
+        };
         if self.notify {
             self.touched.push(change.key.clone());
         }
@@ -910,7 +1003,11 @@ impl<'a> Txn<'a> {
 
     fn expire_key(&mut self, s: usize, key: &[u8]) {
         self.found = None;
-        let change = Change { key: Bytes::copy_from_slice(key), version: self.ks.version(), kind: ChangeKind::Expire };
+        let change = Change {
+            key: Bytes::copy_from_slice(key),
+            version: self.ks.version(),
+            kind: ChangeKind::Expire,
+        };
         let part = &mut self.guards[s].1;
         // Removing a key cannot fail.
         let _ = apply_change(part, &change);
@@ -947,15 +1044,27 @@ fn plan(old: Option<&Entry>, w: Write) -> Result<Option<Planned>, WriteError> {
     let kind_and_saved = match w {
         Write::Set { value, expire_at } => {
             let delta = match (old, &value) {
-                (Some(e), Value::Str(new)) if e.expire_at == expire_at => e.as_str().and_then(|o| delta::diff(o, new)),
+                (Some(e), Value::Str(new)) if e.expire_at == expire_at => {
+                    e.as_str().and_then(|o| delta::diff(o, new))
+                }
                 _ => None,
             };
             return Ok(Some(match delta {
                 Some(op) => {
-                    let saved = value.payload_len().saturating_sub(delta::op_payload_len(&op));
-                    Planned { kind: ChangeKind::Delta { base, op }, saved, new_value: Some(value) }
+                    let saved = value
+                        .payload_len()
+                        .saturating_sub(delta::op_payload_len(&op));
+                    Planned {
+                        kind: ChangeKind::Delta { base, op },
+                        saved,
+                        new_value: Some(value),
+                    }
                 }
-                None => Planned { kind: ChangeKind::Full { value, expire_at }, saved: 0, new_value: None },
+                None => Planned {
+                    kind: ChangeKind::Full { value, expire_at },
+                    saved: 0,
+                    new_value: None,
+                },
             }));
         }
         Write::Str(op) => match old {
@@ -967,9 +1076,19 @@ fn plan(old: Option<&Entry>, w: Write) -> Result<Option<Planned>, WriteError> {
                 (ChangeKind::Delta { base, op }, saved)
             }
             None => {
-                let empty: &[u8] = if matches!(op, DeltaOp::IncrBy(_)) { b"0" } else { b"" };
+                let empty: &[u8] = if matches!(op, DeltaOp::IncrBy(_)) {
+                    b"0"
+                } else {
+                    b""
+                };
                 let value = Value::Str(delta::apply_string_op(empty, &op)?);
-                (ChangeKind::Full { value, expire_at: 0 }, 0)
+                (
+                    ChangeKind::Full {
+                        value,
+                        expire_at: 0,
+                    },
+                    0,
+                )
             }
         },
         Write::HashSet(fields) => {
@@ -980,19 +1099,37 @@ fn plan(old: Option<&Entry>, w: Write) -> Result<Option<Planned>, WriteError> {
             let op = DeltaOp::HashSet { fields };
             let saved = held.saturating_sub(delta::op_payload_len(&op));
             // Field operations merge onto any version: no base to ship.
-            (ChangeKind::Delta { base: Version::ZERO, op }, saved)
+            (
+                ChangeKind::Delta {
+                    base: Version::ZERO,
+                    op,
+                },
+                saved,
+            )
         }
         Write::HashDel(fields) => {
             let Some(e) = old else { return Ok(None) };
             let held = e.as_hash().ok_or(WriteError::WrongType)?.payload_len();
             let op = DeltaOp::HashDel { fields };
             let saved = held.saturating_sub(delta::op_payload_len(&op));
-            (ChangeKind::Delta { base: Version::ZERO, op }, saved)
+            (
+                ChangeKind::Delta {
+                    base: Version::ZERO,
+                    op,
+                },
+                saved,
+            )
         }
         Write::SetExpiry(at) => {
             let Some(e) = old else { return Ok(None) };
             let saved = e.value.payload_len();
-            (ChangeKind::Delta { base, op: DeltaOp::SetExpiry(at) }, saved)
+            (
+                ChangeKind::Delta {
+                    base,
+                    op: DeltaOp::SetExpiry(at),
+                },
+                saved,
+            )
         }
         Write::Delete => {
             if old.is_none() {
@@ -1002,7 +1139,11 @@ fn plan(old: Option<&Entry>, w: Write) -> Result<Option<Planned>, WriteError> {
         }
     };
     let (kind, saved) = kind_and_saved;
-    Ok(Some(Planned { kind, saved, new_value: None }))
+    Ok(Some(Planned {
+        kind,
+        saved,
+        new_value: None,
+    }))
 }
 
 #[path = "backup_copy.rs"]
@@ -1024,18 +1165,33 @@ mod log_needed_tests {
 
     fn set(ks: &Keyspace, key: &str) {
         let mut txn = ks.txn([key.as_bytes()], 0);
-        txn.write(key.as_bytes(), Write::Set { value: Value::Str(Bytes::from(key.to_owned())), expire_at: 0 }).unwrap();
+        txn.write(
+            key.as_bytes(),
+            Write::Set {
+                value: Value::Str(Bytes::from(key.to_owned())),
+                expire_at: 0,
+            },
+        )
+        .unwrap();
     }
 
     #[test]
     fn an_advanced_needed_seq_trims_when_the_partition_is_next_locked_and_never_goes_back() {
-        let cfg = KeyspaceConfig { partitions: 1, log_retain_bytes: 0, ..Default::default() };
+        let cfg = KeyspaceConfig {
+            partitions: 1,
+            log_retain_bytes: 0,
+            ..Default::default()
+        };
         let ks = Keyspace::new(cfg, Arc::new(DebugClock::default()));
         ks.advance_log_needed_from(0, || Some(5));
         for i in 0..4 {
             set(&ks, &format!("k{i}"));
         }
-        assert_eq!(ks.with_partition(0, |p, _| p.log.len()), 0, "no consumer registered: advancing does nothing");
+        assert_eq!(
+            ks.with_partition(0, |p, _| p.log.len()),
+            0,
+            "no consumer registered: advancing does nothing"
+        );
         ks.set_log_needed_from(0, Some(5));
         for i in 4..10 {
             set(&ks, &format!("k{i}"));
@@ -1043,28 +1199,59 @@ mod log_needed_tests {
         assert_eq!(ks.with_partition(0, |p, _| p.log.first_seq()), 5);
         ks.advance_log_needed_from(0, || Some(8));
         ks.advance_log_needed_from(0, || Some(6));
-        assert_eq!(ks.with_partition(0, |p, _| p.log.first_seq()), 8, "trimmed on the next lock, not moved back");
+        assert_eq!(
+            ks.with_partition(0, |p, _| p.log.first_seq()),
+            8,
+            "trimmed on the next lock, not moved back"
+        );
         ks.advance_log_needed_from(0, || Some(9));
         set(&ks, "k10");
         // The append trims when it needs a new chunk (this one has room).
-        assert_eq!(ks.with_partition(0, |p, _| (p.log.first_seq(), p.log.next_seq())), (8, 12));
-        assert_eq!(ks.with_partition_mut(0, |p| { p.log.trim(); p.log.first_seq() }), 9);
+        assert_eq!(
+            ks.with_partition(0, |p, _| (p.log.first_seq(), p.log.next_seq())),
+            (8, 12)
+        );
+        assert_eq!(
+            ks.with_partition_mut(0, |p| {
+                p.log.trim();
+                p.log.first_seq()
+            }),
+            9
+        );
         ks.set_log_needed_from(0, None);
         assert_eq!(ks.with_partition(0, |p, _| p.log.len()), 0);
     }
 
     #[test]
     fn a_release_lets_retained_changes_go_once_the_partition_is_next_locked() {
-        let cfg = KeyspaceConfig { partitions: 1, log_retain_bytes: 1 << 20, ..Default::default() };
+        let cfg = KeyspaceConfig {
+            partitions: 1,
+            log_retain_bytes: 1 << 20,
+            ..Default::default()
+        };
         let ks = Keyspace::new(cfg, Arc::new(DebugClock::default()));
         for i in 0..10 {
             set(&ks, &format!("k{i}"));
         }
         ks.release_log_before(0, 6);
         ks.release_log_before(0, 3);
-        assert_eq!(ks.with_partition_mut(0, |p| { p.log.trim(); p.log.first_seq() }), 1, "not before the next lock that logs");
+        assert_eq!(
+            ks.with_partition_mut(0, |p| {
+                p.log.trim();
+                p.log.first_seq()
+            }),
+            1,
+            "not before the next lock that logs"
+        );
         set(&ks, "k10");
-        assert_eq!(ks.with_partition_mut(0, |p| { p.log.trim(); p.log.first_seq() }), 6, "and never moved back");
+        assert_eq!(
+            ks.with_partition_mut(0, |p| {
+                p.log.trim();
+                p.log.first_seq()
+            }),
+            6,
+            "and never moved back"
+        );
     }
 }
 
@@ -1076,7 +1263,10 @@ mod prefetch_tests {
     #[test]
     fn prefetching_is_only_done_for_many_partitions_and_never_reads_out_of_range() {
         for (partitions, prefetching) in [(271, false), (16384, true)] {
-            let cfg = KeyspaceConfig { partitions, ..Default::default() };
+            let cfg = KeyspaceConfig {
+                partitions,
+                ..Default::default()
+            };
             let ks = Keyspace::new(cfg, Arc::new(DebugClock::default()));
             assert_eq!(ks.prefetching(), prefetching, "{partitions} partitions");
             for key in [&b""[..], b"k", b"{tag}key", &[0xff; 300]] {

@@ -160,7 +160,12 @@ impl Partition {
 
     /// Keys whose expiry is at or before `now`, earliest first, at most `max`.
     pub fn due(&self, now_ms: u64, max: usize) -> Vec<Bytes> {
-        self.expires.iter().take_while(|(at, _)| *at <= now_ms).take(max).map(|(_, k)| k.clone()).collect()
+        self.expires
+            .iter()
+            .take_while(|(at, _)| *at <= now_ms)
+            .take(max)
+            .map(|(_, k)| k.clone())
+            .collect()
     }
 
     /// Stores `entry` under `key`, replacing what it held (one lookup).
@@ -172,7 +177,8 @@ impl Partition {
             }
             indexmap::map::Entry::Vacant(slot) => {
                 self.footprint += entry.footprint(slot.key().len());
-                let expiring = (entry.expire_at != 0).then(|| (entry.expire_at, slot.key().clone()));
+                let expiring =
+                    (entry.expire_at != 0).then(|| (entry.expire_at, slot.key().clone()));
                 slot.insert(entry);
                 if let Some((at, key)) = expiring {
                     self.index_expiry(at, key);
@@ -195,7 +201,11 @@ impl Partition {
 
     /// [`Partition::update`] for the entry at `index` (from
     /// [`Partition::index_of`]), without hashing the key again.
-    pub(crate) fn update_at<R>(&mut self, index: usize, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+    pub(crate) fn update_at<R>(
+        &mut self,
+        index: usize,
+        f: impl FnOnce(&mut Entry) -> R,
+    ) -> Option<R> {
         let (k, entry) = self.map.get_index_mut(index)?;
         let (old_expire, old_size) = (entry.expire_at, entry.footprint(k.len()));
         let r = f(entry);

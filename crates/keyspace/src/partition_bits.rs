@@ -23,7 +23,11 @@ pub struct PartitionBits {
 
 impl PartitionBits {
     pub fn new(partitions: usize) -> Self {
-        PartitionBits { words: (0..partitions.div_ceil(64)).map(|_| AtomicU64::new(0)).collect() }
+        PartitionBits {
+            words: (0..partitions.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
     }
 
     /// Adds `p`; true when it was not in the set.

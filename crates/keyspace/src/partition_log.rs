@@ -153,7 +153,9 @@ impl PartitionLog {
     /// The encoding of the change at `seq`, if held.
     pub fn get(&self, seq: u64) -> Option<&[u8]> {
         let i = seq.checked_sub(self.first_seq())?;
-        self.spans.get(usize::try_from(i).ok()?).map(|s| self.slice(s))
+        self.spans
+            .get(usize::try_from(i).ok()?)
+            .map(|s| self.slice(s))
     }
 
     /// Counts a change at the next seq without storing it (a backup's
@@ -181,7 +183,12 @@ impl PartitionLog {
         let mut held = Vec::with_capacity(self.spans.len());
         for (s, seq) in self.spans.iter().zip(self.first_seq()..) {
             let enc = self.slice(s);
-            held.push(Held { partition, seq, start: out.len() as u32, len: enc.len() as u32 });
+            held.push(Held {
+                partition,
+                seq,
+                start: out.len() as u32,
+                len: enc.len() as u32,
+            });
             out.extend_from_slice(enc);
         }
         self.drop_all();
@@ -218,7 +225,12 @@ impl PartitionLog {
         self.count_change(allocated);
     }
 
-    fn append_with(&mut self, key: &Bytes, size: usize, write: impl FnOnce(&mut Vec<u8>)) -> (u64, usize) {
+    fn append_with(
+        &mut self,
+        key: &Bytes,
+        size: usize,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) -> (u64, usize) {
         let seq = self.next_seq;
         self.changed.touch(key, seq);
         if self.needed_from.is_none() && size > self.retain_bytes {
@@ -247,13 +259,27 @@ impl PartitionLog {
         let chunk = self.chunk_with_room(size);
         let start = chunk.len();
         write(chunk);
-        debug_assert_eq!(chunk.len() - start, size, "codec::encoded_len disagrees with codec::encode");
+        debug_assert_eq!(
+            chunk.len() - start,
+            size,
+            "codec::encoded_len disagrees with codec::encode"
+        );
         // A chunk made for a change larger than CHUNK_MAX has no room left.
-        let len = u32::try_from(size).ok().filter(|&len| len < ALONE).unwrap_or(ALONE);
-        debug_assert!(len < ALONE || (start == 0 && chunk.len() == chunk.capacity()), "a change of ALONE bytes fills a chunk");
+        let len = u32::try_from(size)
+            .ok()
+            .filter(|&len| len < ALONE)
+            .unwrap_or(ALONE);
+        debug_assert!(
+            len < ALONE || (start == 0 && chunk.len() == chunk.capacity()),
+            "a change of ALONE bytes fills a chunk"
+        );
         let number = self.first_chunk + self.full.len() as u64;
         let spans = self.spans.capacity();
-        self.spans.push_back(Span { chunk: number, start: start as u32, len });
+        self.spans.push_back(Span {
+            chunk: number,
+            start: start as u32,
+            len,
+        });
         self.next_seq += 1;
         self.allocated += (self.spans.capacity() - spans) * std::mem::size_of::<Span>();
         self.bytes += size;
@@ -262,9 +288,11 @@ impl PartitionLog {
     /// Brings the node's total in step after `allocated` was `before`.
     fn count_change(&self, before: usize) {
         if self.allocated > before {
-            self.total.fetch_add(self.allocated - before, Ordering::Relaxed);
+            self.total
+                .fetch_add(self.allocated - before, Ordering::Relaxed);
         } else if before > self.allocated {
-            self.total.fetch_sub(before - self.allocated, Ordering::Relaxed);
+            self.total
+                .fetch_sub(before - self.allocated, Ordering::Relaxed);
         }
     }
 
@@ -397,7 +425,9 @@ impl PartitionLog {
     /// A log that stores nothing more (no retention, no consumer) keeps
     /// nothing.
     fn emptied(&mut self) {
-        if self.tail.capacity() > CHUNK_MIN || (self.retain_bytes == 0 && self.needed_from.is_none()) {
+        if self.tail.capacity() > CHUNK_MIN
+            || (self.retain_bytes == 0 && self.needed_from.is_none())
+        {
             return self.free_chunks();
         }
         self.first_chunk += self.full.len() as u64;
@@ -484,8 +514,13 @@ impl PartitionLog {
     /// Bytes of the chunks that hold them and of their spans: what the log
     /// takes from memory, and what the node's total counts.
     pub fn allocated(&self) -> usize {
-        let chunks = self.full.iter().map(Vec::capacity).sum::<usize>() + self.tail.capacity() + self.spare.capacity();
-        debug_assert_eq!(self.allocated, chunks + self.spans.capacity() * std::mem::size_of::<Span>());
+        let chunks = self.full.iter().map(Vec::capacity).sum::<usize>()
+            + self.tail.capacity()
+            + self.spare.capacity();
+        debug_assert_eq!(
+            self.allocated,
+            chunks + self.spans.capacity() * std::mem::size_of::<Span>()
+        );
         self.allocated
     }
 
@@ -516,8 +551,18 @@ impl PartitionLog {
 
     /// [`Self::read_from`], decoded.
     #[cfg(test)]
-    pub(crate) fn changes_from(&self, from: u64) -> Option<impl Iterator<Item = (u64, Change)> + '_> {
-        let decode = |l: Logged| (l.seq, codec::decode(l.encoded).expect("the log holds encoded changes").0);
+    pub(crate) fn changes_from(
+        &self,
+        from: u64,
+    ) -> Option<impl Iterator<Item = (u64, Change)> + '_> {
+        let decode = |l: Logged| {
+            (
+                l.seq,
+                codec::decode(l.encoded)
+                    .expect("the log holds encoded changes")
+                    .0,
+            )
+        };
         self.read_from(from).map(|it| it.map(decode))
     }
 }
@@ -529,12 +574,23 @@ mod tests {
     use crate::version::Version;
 
     fn del(k: &str) -> Change {
-        Change { key: Bytes::copy_from_slice(k.as_bytes()), version: Version::ZERO, kind: ChangeKind::Delete }
+        Change {
+            key: Bytes::copy_from_slice(k.as_bytes()),
+            version: Version::ZERO,
+            kind: ChangeKind::Delete,
+        }
     }
 
     fn set(k: &str, len: usize) -> Change {
         let value = crate::value::Value::Str(Bytes::from(vec![b'v'; len]));
-        Change { key: Bytes::copy_from_slice(k.as_bytes()), version: Version::ZERO, kind: ChangeKind::Full { value, expire_at: 0 } }
+        Change {
+            key: Bytes::copy_from_slice(k.as_bytes()),
+            version: Version::ZERO,
+            kind: ChangeKind::Full {
+                value,
+                expire_at: 0,
+            },
+        }
     }
 
     #[test]
@@ -545,24 +601,45 @@ mod tests {
         for i in 0..5 {
             log.append(&set(&format!("k{i}"), 100 + i));
         }
-        let want: Vec<(u64, Vec<u8>)> = log.read_from(1).unwrap().map(|l| (l.seq, l.encoded.to_vec())).collect();
+        let want: Vec<(u64, Vec<u8>)> = log
+            .read_from(1)
+            .unwrap()
+            .map(|l| (l.seq, l.encoded.to_vec()))
+            .collect();
         let (payload, held) = log.take_held(7).unwrap();
-        assert_eq!((log.len(), log.next_seq(), total.load(Ordering::Relaxed)), (0, 6, 0));
+        assert_eq!(
+            (log.len(), log.next_seq(), total.load(Ordering::Relaxed)),
+            (0, 6, 0)
+        );
         assert!(held.iter().all(|h| h.partition == 7));
-        let changes: Vec<(u64, &[u8])> =
-            held.iter().map(|h| (h.seq, &payload[h.start as usize..(h.start + h.len) as usize])).collect();
+        let changes: Vec<(u64, &[u8])> = held
+            .iter()
+            .map(|h| {
+                (
+                    h.seq,
+                    &payload[h.start as usize..(h.start + h.len) as usize],
+                )
+            })
+            .collect();
         // Not ending at the log's last seq, or not consecutive: refused.
         log.restore(&changes[..4]);
         assert!(log.is_empty());
         log.restore(&[changes[0], changes[2], changes[3], changes[4]]);
         assert!(log.is_empty());
         log.restore(&changes[1..]);
-        let got: Vec<(u64, Vec<u8>)> = log.read_from(2).unwrap().map(|l| (l.seq, l.encoded.to_vec())).collect();
+        let got: Vec<(u64, Vec<u8>)> = log
+            .read_from(2)
+            .unwrap()
+            .map(|l| (l.seq, l.encoded.to_vec()))
+            .collect();
         assert_eq!(got, want[1..]);
         assert_eq!(total.load(Ordering::Relaxed), log.allocated());
         // A backup's copy counts the seq and stores nothing.
         assert_eq!(log.skip(&Bytes::from_static(b"k9")), 6);
-        assert_eq!((log.len(), log.next_seq(), total.load(Ordering::Relaxed)), (0, 7, 0));
+        assert_eq!(
+            (log.len(), log.next_seq(), total.load(Ordering::Relaxed)),
+            (0, 7, 0)
+        );
     }
 
     #[test]
@@ -605,7 +682,10 @@ mod tests {
             log.append(&del(&format!("key{i}")));
         }
         assert_eq!(log.first_seq(), first);
-        assert_eq!(log.read_from(first).unwrap().count(), (201 - first) as usize);
+        assert_eq!(
+            log.read_from(first).unwrap().count(),
+            (201 - first) as usize
+        );
         log.set_needed_from(None);
         assert!(log.bytes() <= 100);
     }
@@ -632,7 +712,10 @@ mod tests {
         // Promoted, with a publisher's cursor: exactly what it has yet to
         // read, whatever retain_bytes allows.
         log.set_needed_from(Some(150));
-        assert_eq!((log.first_seq(), log.read_from(150).unwrap().count()), (150, 51));
+        assert_eq!(
+            (log.first_seq(), log.read_from(150).unwrap().count()),
+            (150, 51)
+        );
         // A copy loaded anew starts with no release.
         log.set_needed_from(None);
         log.reset_to(7);
@@ -652,10 +735,19 @@ mod tests {
             assert_eq!(log.append(&del(&format!("key{i}"))).0, i + 1);
         }
         assert!(log.is_empty());
-        assert_eq!((log.first_seq(), log.bytes(), total.load(Ordering::Relaxed)), (11, 0, 0));
+        assert_eq!(
+            (log.first_seq(), log.bytes(), total.load(Ordering::Relaxed)),
+            (11, 0, 0)
+        );
         log.set_needed_from(Some(11));
         log.append(&del("kept"));
-        assert_eq!(log.read_from(11).unwrap().map(|l| l.seq).collect::<Vec<_>>(), vec![11]);
+        assert_eq!(
+            log.read_from(11)
+                .unwrap()
+                .map(|l| l.seq)
+                .collect::<Vec<_>>(),
+            vec![11]
+        );
         assert_eq!(total.load(Ordering::Relaxed), log.allocated());
         log.set_needed_from(None);
         assert!(log.is_empty());
@@ -673,7 +765,10 @@ mod tests {
         log.set_needed_from(Some(1));
         let mut appended = Vec::new();
         for i in 0..3000usize {
-            let change = set(&format!("key{i}"), (i * 37) % 700 + if i % 500 == 0 { 3 * CHUNK_MAX } else { 0 });
+            let change = set(
+                &format!("key{i}"),
+                (i * 37) % 700 + if i % 500 == 0 { 3 * CHUNK_MAX } else { 0 },
+            );
             let (seq, size) = if i % 2 == 0 {
                 log.append(&change)
             } else {
@@ -691,10 +786,17 @@ mod tests {
                 let read: Vec<_> = log.changes_from(first).unwrap().collect();
                 assert_eq!(read, appended[(first - 1) as usize..]);
                 assert!(log.get(first - 1).is_none() || first == 1);
-                let largest = read.iter().map(|(_, c)| codec::encoded_len(c)).max().unwrap_or(0);
+                let largest = read
+                    .iter()
+                    .map(|(_, c)| codec::encoded_len(c))
+                    .max()
+                    .unwrap_or(0);
                 assert!(
                     // Spans: never more than ~110 held, so room for 256.
-                    log.allocated() <= 2 * log.bytes() + 2 * CHUNK_MAX.max(largest) + 256 * std::mem::size_of::<Span>(),
+                    log.allocated()
+                        <= 2 * log.bytes()
+                            + 2 * CHUNK_MAX.max(largest)
+                            + 256 * std::mem::size_of::<Span>(),
                     "{} bytes allocated for {} bytes of changes",
                     log.allocated(),
                     log.bytes()
@@ -704,7 +806,10 @@ mod tests {
         log.set_needed_from(Some(log.next_seq()));
         assert_eq!((log.len(), log.bytes(), log.allocated()), (0, 0, 0));
         assert!(log.read_from(log.next_seq()).unwrap().next().is_none());
-        assert!(log.read_from(log.next_seq() + 5).unwrap().next().is_none(), "a cursor past the end reads nothing");
+        assert!(
+            log.read_from(log.next_seq() + 5).unwrap().next().is_none(),
+            "a cursor past the end reads nothing"
+        );
     }
 
     #[test]
@@ -716,14 +821,28 @@ mod tests {
             // second needs a chunk of its own, of the first's size.
             let (first, _) = log.append(&set(&format!("a{round}"), 700));
             let (second, _) = log.append(&set(&format!("b{round}"), 700));
-            assert_eq!(log.tail.capacity(), CHUNK_MIN, "round {round}: the second chunk did not stay small");
-            assert_eq!(codec::decode(log.get(first).unwrap()).unwrap().0, set(&format!("a{round}"), 700));
+            assert_eq!(
+                log.tail.capacity(),
+                CHUNK_MIN,
+                "round {round}: the second chunk did not stay small"
+            );
+            assert_eq!(
+                codec::decode(log.get(first).unwrap()).unwrap().0,
+                set(&format!("a{round}"), 700)
+            );
             assert!(log.advance_needed_from(second + 1));
             log.trim();
             assert!(log.is_empty());
-            assert_eq!(log.tail.capacity(), CHUNK_MIN, "round {round}: the emptied log gave up its tail");
+            assert_eq!(
+                log.tail.capacity(),
+                CHUNK_MIN,
+                "round {round}: the emptied log gave up its tail"
+            );
         }
-        assert_eq!(log.fresh_chunks, 21, "one chunk per round for the second change, and the first tail");
+        assert_eq!(
+            log.fresh_chunks, 21,
+            "one chunk per round for the second change, and the first tail"
+        );
     }
 
     #[test]
@@ -735,8 +854,15 @@ mod tests {
             let change = set(&format!("key{i}"), 700 + i % 13);
             let (seq, _) = log.append(&change);
             let chunk = log.tail.as_ptr();
-            assert_eq!(*kept.get_or_insert(chunk), chunk, "change {i} went into a new chunk");
-            assert_eq!(log.allocated(), CHUNK_MIN + log.spans.capacity() * std::mem::size_of::<Span>());
+            assert_eq!(
+                *kept.get_or_insert(chunk),
+                chunk,
+                "change {i} went into a new chunk"
+            );
+            assert_eq!(
+                log.allocated(),
+                CHUNK_MIN + log.spans.capacity() * std::mem::size_of::<Span>()
+            );
             assert_eq!(codec::decode(log.get(seq).unwrap()).unwrap().0, change);
             // Acknowledged before the next change, as a WAN publisher's
             // acknowledgement does it: the next append trims it.
@@ -748,16 +874,26 @@ mod tests {
         assert!(log.allocated() <= CHUNK_MIN + KEEP_SPANS * std::mem::size_of::<Span>());
         // A larger change takes a chunk of its own size, which goes with it.
         let (seq, _) = log.append(&set("big", 3 * CHUNK_MAX));
-        assert_eq!(codec::decode(log.get(seq).unwrap()).unwrap().0, set("big", 3 * CHUNK_MAX));
+        assert_eq!(
+            codec::decode(log.get(seq).unwrap()).unwrap().0,
+            set("big", 3 * CHUNK_MAX)
+        );
         log.set_needed_from(Some(seq + 1));
-        assert_eq!(log.allocated(), log.spans.capacity() * std::mem::size_of::<Span>());
+        assert_eq!(
+            log.allocated(),
+            log.spans.capacity() * std::mem::size_of::<Span>()
+        );
         log.reset_to(seq + 1);
         assert_eq!(log.allocated(), 0, "a reset frees everything");
         let (seq, _) = log.append(&set("small", 10));
         log.set_needed_from(Some(seq + 1));
         assert!(log.is_empty() && log.allocated() > 0);
         log.set_needed_from(None);
-        assert_eq!(log.allocated(), 0, "a log nobody reads and that retains nothing keeps nothing");
+        assert_eq!(
+            log.allocated(),
+            0,
+            "a log nobody reads and that retains nothing keeps nothing"
+        );
     }
 
     /// A log a consumer keeps a few chunks long: a chunk trimming empties
@@ -779,12 +915,19 @@ mod tests {
             // The consumer holds the last ~20 changes (two or three chunks).
             log.advance_needed_from(seq.saturating_sub(20).max(1));
             assert_eq!(codec::decode(log.get(seq).unwrap()).unwrap().0, change);
-            assert_eq!(total.load(Ordering::Relaxed), log.allocated(), "the spare is counted");
+            assert_eq!(
+                total.load(Ordering::Relaxed),
+                log.allocated(),
+                "the spare is counted"
+            );
             assert!(log.allocated() <= 5 * CHUNK_MAX + 64 * std::mem::size_of::<Span>());
         }
         // New chunks come fresh only when the log grew by one (one spare).
         let fresh = log.fresh_chunks;
-        assert!(new_chunks > 100 && fresh * 5 < new_chunks, "{new_chunks} new chunks, {fresh} of them allocated");
+        assert!(
+            new_chunks > 100 && fresh * 5 < new_chunks,
+            "{new_chunks} new chunks, {fresh} of them allocated"
+        );
         log.set_needed_from(Some(log.next_seq()));
         assert_eq!(log.spare.capacity(), 0, "an emptied log keeps no spare");
         assert_eq!(total.load(Ordering::Relaxed), log.allocated());
@@ -798,7 +941,10 @@ mod tests {
         assert_eq!(log.len(), 2);
         let (seq, _) = log.append(&set("c", 400));
         assert_eq!((log.len(), log.bytes(), log.first_seq()), (0, 0, seq + 1));
-        assert!(log.read_from(first).is_none(), "what came before was trimmed");
+        assert!(
+            log.read_from(first).is_none(),
+            "what came before was trimmed"
+        );
         assert_eq!(log.append(&set("d", 10)).0, seq + 1, "seqs go on");
         assert_eq!(log.len(), 1);
     }

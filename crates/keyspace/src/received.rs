@@ -81,7 +81,10 @@ pub struct Pinned {
 impl Pinned {
     /// A buffer of `bytes` (its capacity), counted nowhere yet.
     pub fn new(bytes: usize) -> Self {
-        Pinned { bytes, counts: OnceLock::new() }
+        Pinned {
+            bytes,
+            counts: OnceLock::new(),
+        }
     }
 
     fn count_in(&self, counts: &Arc<Counts>) {
@@ -191,13 +194,21 @@ impl Received {
     ) {
         let parts = self.valid_from.len();
         changes.retain(|h| {
-            (h.partition as usize) < parts && (h.start as usize).checked_add(h.len as usize).is_some_and(|end| end <= payload.len())
+            (h.partition as usize) < parts
+                && (h.start as usize)
+                    .checked_add(h.len as usize)
+                    .is_some_and(|end| end <= payload.len())
         });
         if !self.enabled() || changes.is_empty() {
             return;
         }
-        let index = if changes.spilled() { changes.capacity() * std::mem::size_of::<Held>() } else { 0 };
-        let own = std::mem::size_of::<Batch>() + index + if pin.is_none() { payload.len() } else { 0 };
+        let index = if changes.spilled() {
+            changes.capacity() * std::mem::size_of::<Held>()
+        } else {
+            0
+        };
+        let own =
+            std::mem::size_of::<Batch>() + index + if pin.is_none() { payload.len() } else { 0 };
         if let Some(pin) = &pin {
             pin.count_in(&self.counts);
         }
@@ -205,7 +216,13 @@ impl Received {
         if self.batches.is_empty() {
             self.blocked_at = None;
         }
-        self.batches.push_back(Batch { number: self.next_number, payload, changes, _pin: pin, own });
+        self.batches.push_back(Batch {
+            number: self.next_number,
+            payload,
+            changes,
+            _pin: pin,
+            own,
+        });
         self.next_number += 1;
         self.trim(generation, released);
     }
@@ -278,12 +295,21 @@ impl Received {
     /// numbered `from` on, oldest first.
     fn changes(&self, p: usize, from: u64) -> impl Iterator<Item = (u64, &[u8])> {
         let from = from.max(self.valid_from.get(p).copied().unwrap_or(u64::MAX));
-        let skip = self.batches.front().map_or(0, |f| from.saturating_sub(f.number) as usize).min(self.batches.len());
+        let skip = self
+            .batches
+            .front()
+            .map_or(0, |f| from.saturating_sub(f.number) as usize)
+            .min(self.batches.len());
         self.batches.range(skip..).flat_map(move |b| {
             b.changes
                 .iter()
                 .filter(move |h| h.partition as usize == p)
-                .map(|h| (h.seq, &b.payload[h.start as usize..h.start as usize + h.len as usize]))
+                .map(|h| {
+                    (
+                        h.seq,
+                        &b.payload[h.start as usize..h.start as usize + h.len as usize],
+                    )
+                })
         })
     }
 
@@ -291,8 +317,19 @@ impl Received {
     /// one pass (a table that promotes many copies at once), for
     /// [`Self::run_with`].
     pub fn changes_of(&self, parts: &[usize]) -> HashMap<usize, HeldRun> {
-        let mut out: HashMap<usize, HeldRun> =
-            parts.iter().filter_map(|&p| Some((p, HeldRun { copy: self.copy_of(p)?, upto: self.next_number, changes: Vec::new() }))).collect();
+        let mut out: HashMap<usize, HeldRun> = parts
+            .iter()
+            .filter_map(|&p| {
+                Some((
+                    p,
+                    HeldRun {
+                        copy: self.copy_of(p)?,
+                        upto: self.next_number,
+                        changes: Vec::new(),
+                    },
+                ))
+            })
+            .collect();
         for b in &self.batches {
             for h in &b.changes {
                 let p = h.partition as usize;
@@ -300,7 +337,11 @@ impl Received {
                     continue;
                 }
                 if let Some(run) = out.get_mut(&p) {
-                    run.changes.push((h.seq, b.payload.slice(h.start as usize..h.start as usize + h.len as usize)));
+                    run.changes.push((
+                        h.seq,
+                        b.payload
+                            .slice(h.start as usize..h.start as usize + h.len as usize),
+                    ));
                 }
             }
         }
@@ -318,7 +359,10 @@ impl Received {
 /// ending at seq `next - 1`, as far back as it goes without a gap; empty
 /// when `next - 1` is not among them. A seq seen twice counts once;
 /// changes at `next` or after were not applied.
-pub fn consecutive_run<'a>(changes: impl IntoIterator<Item = (u64, &'a [u8])>, next: u64) -> Vec<(u64, &'a [u8])> {
+pub fn consecutive_run<'a>(
+    changes: impl IntoIterator<Item = (u64, &'a [u8])>,
+    next: u64,
+) -> Vec<(u64, &'a [u8])> {
     let mut run: Vec<(u64, &[u8])> = Vec::new();
     for (seq, enc) in changes.into_iter().filter(|&(seq, _)| seq < next) {
         let last = run.last().map(|&(seq, _)| seq);
@@ -347,7 +391,12 @@ mod tests {
         let mut held = HeldChanges::new();
         for &(p, seq) in changes {
             let enc = seq.to_string();
-            held.push(Held { partition: p, seq, start: payload.len() as u32, len: enc.len() as u32 });
+            held.push(Held {
+                partition: p,
+                seq,
+                start: payload.len() as u32,
+                len: enc.len() as u32,
+            });
             payload.extend_from_slice(enc.as_bytes());
         }
         (Bytes::from(payload), held)
@@ -356,7 +405,11 @@ mod tests {
     fn seqs(run: &[(u64, &[u8])]) -> Vec<u64> {
         run.iter()
             .map(|&(seq, enc)| {
-                assert_eq!(enc, seq.to_string().as_bytes(), "the encoding held for the seq");
+                assert_eq!(
+                    enc,
+                    seq.to_string().as_bytes(),
+                    "the encoding held for the seq"
+                );
                 seq
             })
             .collect()
@@ -367,7 +420,11 @@ mod tests {
     #[test]
     fn a_promoted_copy_gets_its_consecutive_changes_up_to_its_last() {
         let mut r = Received::new(2, 1 << 20);
-        for b in [batch(&[(0, 1), (1, 1), (0, 2)]), batch(&[(0, 3), (1, 2)]), batch(&[(0, 4)])] {
+        for b in [
+            batch(&[(0, 1), (1, 1), (0, 2)]),
+            batch(&[(0, 3), (1, 2)]),
+            batch(&[(0, 4)]),
+        ] {
             r.hold(b.0, b.1, None, 0, NONE);
         }
         assert_eq!(seqs(&r.run(0, 5)), [1, 2, 3, 4]);
@@ -381,13 +438,21 @@ mod tests {
     #[test]
     fn one_pass_for_many_partitions_gives_the_same_runs() {
         let mut r = Received::new(3, 1 << 20);
-        for b in [batch(&[(0, 1), (1, 1), (0, 2)]), batch(&[(2, 9), (0, 3), (1, 2)]), batch(&[(0, 4), (1, 3)])] {
+        for b in [
+            batch(&[(0, 1), (1, 1), (0, 2)]),
+            batch(&[(2, 9), (0, 3), (1, 2)]),
+            batch(&[(0, 4), (1, 3)]),
+        ] {
             r.hold(b.0, b.1, None, 0, NONE);
         }
         r.forget(2);
         let all = r.changes_of(&[0, 1, 2]);
         for (p, next) in [(0, 5), (1, 4), (1, 3), (2, 10)] {
-            assert_eq!(seqs(&r.run_with(p, &all[&p], next)), seqs(&r.run(p, next)), "partition {p}");
+            assert_eq!(
+                seqs(&r.run_with(p, &all[&p], next)),
+                seqs(&r.run(p, next)),
+                "partition {p}"
+            );
         }
         assert!(all[&2].changes.is_empty(), "forgotten");
         // Batches held after the read-ahead count too.
@@ -397,14 +462,25 @@ mod tests {
         assert_eq!(seqs(&r.run_with(1, &all[&1], 5)), [1, 2, 3, 4]);
         assert_eq!(Some(all[&0].copy), r.copy_of(0));
         r.forget(0);
-        assert_ne!(Some(all[&0].copy), r.copy_of(0), "a list read before a forget is of another copy");
-        assert!(r.run_with(0, &all[&0], 6).is_empty(), "so the queue is read again, and holds nothing of the new copy");
+        assert_ne!(
+            Some(all[&0].copy),
+            r.copy_of(0),
+            "a list read before a forget is of another copy"
+        );
+        assert!(
+            r.run_with(0, &all[&0], 6).is_empty(),
+            "so the queue is read again, and holds nothing of the new copy"
+        );
     }
 
     #[test]
     fn a_gap_starts_the_run_again_and_repeats_count_once() {
         let mut r = Received::new(1, 1 << 20);
-        for b in [batch(&[(0, 1), (0, 2)]), batch(&[(0, 5), (0, 6)]), batch(&[(0, 5), (0, 6), (0, 7)])] {
+        for b in [
+            batch(&[(0, 1), (0, 2)]),
+            batch(&[(0, 5), (0, 6)]),
+            batch(&[(0, 5), (0, 6), (0, 7)]),
+        ] {
             r.hold(b.0, b.1, None, 0, NONE);
         }
         assert_eq!(seqs(&r.run(0, 8)), [5, 6, 7]);
@@ -421,7 +497,11 @@ mod tests {
         r.trim(1, |p| if p == 0 { 3 } else { 0 });
         assert_eq!(r.len(), 2);
         r.trim(1, |_| 3);
-        assert_eq!(r.len(), 2, "a blocked front is looked at again only once the generation moved");
+        assert_eq!(
+            r.len(),
+            2,
+            "a blocked front is looked at again only once the generation moved"
+        );
         r.trim(2, |_| 3);
         assert_eq!(r.len(), 0);
         assert_eq!(r.bytes(), 0, "nothing counted once empty");
@@ -433,7 +513,10 @@ mod tests {
         let (a, ha) = batch(&[(0, 1), (1, 7)]);
         r.hold(a, ha, None, 0, NONE);
         r.forget(1);
-        assert!(r.run(1, 8).is_empty(), "changes of the old copy are not the new one's");
+        assert!(
+            r.run(1, 8).is_empty(),
+            "changes of the old copy are not the new one's"
+        );
         r.trim(3, |p| if p == 0 { 2 } else { 0 });
         assert!(r.is_empty());
         // The new copy's changes are held until released.
@@ -472,7 +555,11 @@ mod tests {
         assert_eq!(r.bytes(), (64 << 10) + 2 * index);
         drop(pin);
         r.trim(4, |_| 2);
-        assert_eq!(r.bytes(), (64 << 10) + index, "one batch still holds the buffer");
+        assert_eq!(
+            r.bytes(),
+            (64 << 10) + index,
+            "one batch still holds the buffer"
+        );
         r.trim(5, |_| 3);
         assert_eq!(r.bytes(), 0);
     }
@@ -484,9 +571,26 @@ mod tests {
         r.hold(a.clone(), ha.clone(), None, 0, NONE);
         assert!(r.is_empty());
         let mut r = Received::new(1, 1 << 20);
-        let bad: HeldChanges =
-            [Held { partition: 0, seq: 1, start: 0, len: 99 }, Held { partition: 3, seq: 1, start: 0, len: 1 }].into_iter().collect();
+        let bad: HeldChanges = [
+            Held {
+                partition: 0,
+                seq: 1,
+                start: 0,
+                len: 99,
+            },
+            Held {
+                partition: 3,
+                seq: 1,
+                start: 0,
+                len: 1,
+            },
+        ]
+        .into_iter()
+        .collect();
         r.hold(a, bad, None, 0, NONE);
-        assert!(r.is_empty(), "ranges past the payload and unknown partitions are dropped");
+        assert!(
+            r.is_empty(),
+            "ranges past the payload and unknown partitions are dropped"
+        );
     }
 }

@@ -92,8 +92,15 @@ impl Keyspace {
             // follows goes by index.
             let now = self.now_ms();
             let mut at = part.index_of(&key);
-            if at.and_then(|i| part.get_index(i)).is_some_and(|(_, e)| e.is_expired(now)) {
-                let expire = Change { key: key.clone(), version: self.version(), kind: ChangeKind::Expire };
+            if at
+                .and_then(|i| part.get_index(i))
+                .is_some_and(|(_, e)| e.is_expired(now))
+            {
+                let expire = Change {
+                    key: key.clone(),
+                    version: self.version(),
+                    kind: ChangeKind::Expire,
+                };
                 // Removing a key cannot fail.
                 let _ = apply_change_at(&mut part, at, &expire);
                 self.record(&mut part, &expire, 0);
@@ -126,7 +133,9 @@ impl Keyspace {
     /// `key`; see [`Partition::full_changes`].
     pub fn full_changes(&self, key: &[u8]) -> Vec<Change> {
         let key = Bytes::copy_from_slice(key);
-        self.parts[self.partition_of(&key)].lock().full_changes(&key)
+        self.parts[self.partition_of(&key)]
+            .lock()
+            .full_changes(&key)
     }
 
     /// Bytes held by tombstones, all partitions.
@@ -144,7 +153,11 @@ impl Partition {
     pub fn full_changes(&self, key: &Bytes) -> Vec<Change> {
         let mut out = Vec::with_capacity(2);
         if let Some(floor) = self.tombstones.key(key) {
-            out.push(Change { key: key.clone(), version: floor, kind: ChangeKind::Delete });
+            out.push(Change {
+                key: key.clone(),
+                version: floor,
+                kind: ChangeKind::Delete,
+            });
         }
         if let Some(v) = self.tombstones.hash(key) {
             out.push(hash_at(key.clone(), v));
@@ -153,7 +166,10 @@ impl Partition {
             out.push(Change {
                 key: key.clone(),
                 version: e.version,
-                kind: ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
+                kind: ChangeKind::Full {
+                    value: e.value.clone(),
+                    expire_at: e.expire_at,
+                },
             });
         }
         out
@@ -169,15 +185,26 @@ impl Partition {
         if self.get(key).is_some_and(|e| e.is_expired(now_ms)) {
             out.retain(|c| !matches!(c.kind, ChangeKind::Full { .. }));
         }
-        out.extend(self.tombstones.fields(key).map(|(f, v)| field_tomb(key.clone(), f.clone(), v)));
+        out.extend(
+            self.tombstones
+                .fields(key)
+                .map(|(f, v)| field_tomb(key.clone(), f.clone(), v)),
+        );
         out
     }
 
     /// Every key a re-sync copies: those held (less expired ones), then
     /// those that only have tombstones.
     pub fn copy_keys(&self, now_ms: u64) -> VecDeque<Bytes> {
-        let held = self.iter().filter(|(_, e)| !e.is_expired(now_ms)).map(|(k, _)| k.clone());
-        let gone = self.tombstones.keys().filter(|k| self.get(k).is_none()).cloned();
+        let held = self
+            .iter()
+            .filter(|(_, e)| !e.is_expired(now_ms))
+            .map(|(k, _)| k.clone());
+        let gone = self
+            .tombstones
+            .keys()
+            .filter(|k| self.get(k).is_none())
+            .cloned();
         held.chain(gone).collect()
     }
 
@@ -190,7 +217,11 @@ impl Partition {
         self.tombstones
             .iter()
             .map(|(key, what, version)| match what {
-                Tomb::Key => Change { key: key.clone(), version, kind: ChangeKind::Delete },
+                Tomb::Key => Change {
+                    key: key.clone(),
+                    version,
+                    kind: ChangeKind::Delete,
+                },
                 Tomb::Hash => hash_at(key.clone(), version),
                 Tomb::Field(f) => field_tomb(key.clone(), f.clone(), version),
             })
@@ -221,15 +252,23 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
     let entry = at.and_then(|i| part.get_index(i)).map(|(_, e)| e);
     let hash = entry.and_then(Entry::as_hash);
     match &change.kind {
-        ChangeKind::Full { value: Value::Str(_), .. } => match entry {
-            None if tombs.hash(key).is_some_and(|h| h >= v) => string_loses_to_hash(None, tombs, change),
+        ChangeKind::Full {
+            value: Value::Str(_),
+            ..
+        } => match entry {
+            None if tombs.hash(key).is_some_and(|h| h >= v) => {
+                string_loses_to_hash(None, tombs, change)
+            }
             Some(e) if e.version >= v => match hash {
                 Some(h) => string_loses_to_hash(Some(h), tombs, change),
                 None => (lost(e.version, v), None),
             },
             _ => (Applied, Some(change)),
         },
-        ChangeKind::Full { value: Value::Hash(incoming), expire_at } => {
+        ChangeKind::Full {
+            value: Value::Hash(incoming),
+            expire_at,
+        } => {
             // A full hash is the sender's state (an answer to NeedFull, a
             // snapshot): merged whatever the versions, because it may carry
             // fields whose own changes could not be applied here.
@@ -244,8 +283,12 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             let mut merged = hash.cloned().unwrap_or_default();
             let mut changed = false;
             for (name, f) in incoming.iter() {
-                let removed = string_floor.max(tombs.field_or_key(key, name)).is_some_and(|r| r >= f.version);
-                let newer_here = merged.get(name).is_some_and(|here| here.version >= f.version);
+                let removed = string_floor
+                    .max(tombs.field_or_key(key, name))
+                    .is_some_and(|r| r >= f.version);
+                let newer_here = merged
+                    .get(name)
+                    .is_some_and(|here| here.version >= f.version);
                 if !removed && !newer_here {
                     merged.set(name.clone(), f.value.clone(), f.version);
                     changed = true;
@@ -262,16 +305,33 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
                 // an older string goes, and the hash version is kept.
                 let string = entry.is_some();
                 return match string || (tombs.enabled() && tombs.hash(key).is_none_or(|h| h < v)) {
-                    true => (if string { Applied } else { ConflictLost }, Some(hash_at(change.key.clone(), v))),
+                    true => (
+                        if string { Applied } else { ConflictLost },
+                        Some(hash_at(change.key.clone(), v)),
+                    ),
                     false => (ConflictLost, None),
                 };
             }
-            let kind = ChangeKind::Full { value: Value::Hash(merged), expire_at };
-            (Applied, Some(Change { key: change.key.clone(), version, kind }))
+            let kind = ChangeKind::Full {
+                value: Value::Hash(merged),
+                expire_at,
+            };
+            (
+                Applied,
+                Some(Change {
+                    key: change.key.clone(),
+                    version,
+                    kind,
+                }),
+            )
         }
         ChangeKind::Delta {
             base,
-            op: op @ (DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_) | DeltaOp::SetExpiry(_)),
+            op:
+                op @ (DeltaOp::Splice { .. }
+                | DeltaOp::Patch { .. }
+                | DeltaOp::IncrBy(_)
+                | DeltaOp::SetExpiry(_)),
         } => match entry {
             // The key was a hash after v: a string write lost to it, an
             // expiry change is older than what removed the hash.
@@ -291,7 +351,10 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             Some(e) if e.version == *base => (Applied, Some(change)),
             Some(_) => (NeedFull, None),
         },
-        ChangeKind::Delta { base, op: DeltaOp::HashSet { fields } } => {
+        ChangeKind::Delta {
+            base,
+            op: DeltaOp::HashSet { fields },
+        } => {
             if let Some(e) = entry.filter(|_| hash.is_none()) {
                 // A string here: older, the sender's hash replaces it.
                 return match e.version >= v {
@@ -302,17 +365,30 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             let mut seen = false;
             let mut wins = Vec::new();
             for (name, value) in fields {
-                let here = hash.and_then(|h| h.get(name)).map(|f| f.version).max(tombs.field(key, name));
+                let here = hash
+                    .and_then(|h| h.get(name))
+                    .map(|f| f.version)
+                    .max(tombs.field(key, name));
                 match here {
                     Some(h) if h >= v => seen |= h == v,
                     _ => wins.push((name.clone(), value.clone())),
                 }
             }
-            winners(change.key.clone(), v, *base, fields.len(), wins, seen, change, |fields| DeltaOp::HashSet {
-                fields,
-            })
+            winners(
+                change.key.clone(),
+                v,
+                *base,
+                fields.len(),
+                wins,
+                seen,
+                change,
+                |fields| DeltaOp::HashSet { fields },
+            )
         }
-        ChangeKind::Delta { base, op: DeltaOp::HashDel { fields } } => {
+        ChangeKind::Delta {
+            base,
+            op: DeltaOp::HashDel { fields },
+        } => {
             if let Some(e) = entry.filter(|_| hash.is_none()) {
                 // The key was a hash at v: an older string lost to it (the
                 // change removes it, see apply_change).
@@ -350,9 +426,16 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
                     },
                 }
             }
-            winners(change.key.clone(), v, *base, fields.len(), doomed, seen, change, |fields| DeltaOp::HashDel {
-                fields,
-            })
+            winners(
+                change.key.clone(),
+                v,
+                *base,
+                fields.len(),
+                doomed,
+                seen,
+                change,
+                |fields| DeltaOp::HashDel { fields },
+            )
         }
         ChangeKind::Delete | ChangeKind::Expire => match entry {
             None if tombs.enabled() => (Applied, Some(change)),
@@ -362,7 +445,9 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             // A hash newer than the removal keeps its newer fields; the
             // change (see apply_change) removes the older ones and leaves
             // the floor.
-            Some(_) if hash.is_some_and(|h| h.iter().any(|(_, f)| f.version < v)) => (Applied, Some(change)),
+            Some(_) if hash.is_some_and(|h| h.iter().any(|(_, f)| f.version < v)) => {
+                (Applied, Some(change))
+            }
             Some(_) if tombs.enabled() => (ConflictLost, Some(change)),
             Some(_) => (ConflictLost, None),
         },
@@ -380,7 +465,11 @@ fn string_loses_to_hash(
     change: Change,
 ) -> (RemoteOutcome, Option<Change>) {
     if tombs.enabled() || hash.is_some_and(|h| h.iter().any(|(_, f)| f.version < change.version)) {
-        let delete = Change { key: change.key, version: change.version, kind: ChangeKind::Delete };
+        let delete = Change {
+            key: change.key,
+            version: change.version,
+            kind: ChangeKind::Delete,
+        };
         return (ConflictLost, Some(delete));
     }
     (ConflictLost, None)
@@ -388,7 +477,16 @@ fn string_loses_to_hash(
 
 /// A field tombstone as a change: an HDEL of the field at `v`.
 fn field_tomb(key: Bytes, field: Bytes, v: Version) -> Change {
-    Change { key, version: v, kind: ChangeKind::Delta { base: Version::ZERO, op: DeltaOp::HashDel { fields: vec![field] } } }
+    Change {
+        key,
+        version: v,
+        kind: ChangeKind::Delta {
+            base: Version::ZERO,
+            op: DeltaOp::HashDel {
+                fields: vec![field],
+            },
+        },
+    }
 }
 
 /// "The key was a hash at v": an HDEL of no field.
@@ -396,7 +494,10 @@ fn hash_at(key: Bytes, v: Version) -> Change {
     Change {
         key,
         version: v,
-        kind: ChangeKind::Delta { base: Version::ZERO, op: DeltaOp::HashDel { fields: Vec::new() } },
+        kind: ChangeKind::Delta {
+            base: Version::ZERO,
+            op: DeltaOp::HashDel { fields: Vec::new() },
+        },
     }
 }
 
@@ -421,7 +522,14 @@ fn winners<T>(
     if kept.len() == total {
         return (Applied, Some(change));
     }
-    (Applied, Some(Change { key, version: v, kind: ChangeKind::Delta { base, op: op(kept) } }))
+    (
+        Applied,
+        Some(Change {
+            key,
+            version: v,
+            kind: ChangeKind::Delta { base, op: op(kept) },
+        }),
+    )
 }
 
 #[cfg(test)]

@@ -38,11 +38,21 @@ fn b(s: &str) -> Bytes {
 /// keyspace's clock now.
 fn remote_version(ks: &Keyspace, d: i64) -> Version {
     let now = ks.hlc().tick();
-    Version { hlc: now.checked_add_signed(d).unwrap(), site: 2 }
+    Version {
+        hlc: now.checked_add_signed(d).unwrap(),
+        site: 2,
+    }
 }
 
 fn full(key: &str, val: &str, v: Version) -> Change {
-    Change { key: b(key), version: v, kind: ChangeKind::Full { value: Value::Str(b(val)), expire_at: 0 } }
+    Change {
+        key: b(key),
+        version: v,
+        kind: ChangeKind::Full {
+            value: Value::Str(b(val)),
+            expire_at: 0,
+        },
+    }
 }
 
 fn full_hash(key: &str, fields: &[(&str, &str, Version)], v: Version) -> Change {
@@ -50,11 +60,22 @@ fn full_hash(key: &str, fields: &[(&str, &str, Version)], v: Version) -> Change 
     for (f, val, fv) in fields {
         h.set(b(f), b(val), *fv);
     }
-    Change { key: b(key), version: v, kind: ChangeKind::Full { value: Value::Hash(h), expire_at: 0 } }
+    Change {
+        key: b(key),
+        version: v,
+        kind: ChangeKind::Full {
+            value: Value::Hash(h),
+            expire_at: 0,
+        },
+    }
 }
 
 fn delta(key: &str, base: Version, op: DeltaOp, v: Version) -> Change {
-    Change { key: b(key), version: v, kind: ChangeKind::Delta { base, op } }
+    Change {
+        key: b(key),
+        version: v,
+        kind: ChangeKind::Delta { base, op },
+    }
 }
 
 fn hset(key: &str, fields: &[(&str, &str)], v: Version) -> Change {
@@ -63,28 +84,56 @@ fn hset(key: &str, fields: &[(&str, &str)], v: Version) -> Change {
 }
 
 fn hdel(key: &str, fields: &[&str], v: Version) -> Change {
-    delta(key, Version::ZERO, DeltaOp::HashDel { fields: fields.iter().map(|f| b(f)).collect() }, v)
+    delta(
+        key,
+        Version::ZERO,
+        DeltaOp::HashDel {
+            fields: fields.iter().map(|f| b(f)).collect(),
+        },
+        v,
+    )
 }
 
 fn del(key: &str, v: Version) -> Change {
-    Change { key: b(key), version: v, kind: ChangeKind::Delete }
+    Change {
+        key: b(key),
+        version: v,
+        kind: ChangeKind::Delete,
+    }
 }
 
 fn write(ks: &Keyspace, key: &str, w: Write) -> Option<Version> {
-    ks.txn([key.as_bytes()], 0).write(key.as_bytes(), w).unwrap();
+    ks.txn([key.as_bytes()], 0)
+        .write(key.as_bytes(), w)
+        .unwrap();
     entry(ks, key).map(|e| e.version)
 }
 
 fn local_set(ks: &Keyspace, key: &str, val: &str) -> Version {
-    write(ks, key, Write::Set { value: Value::Str(b(val)), expire_at: 0 }).unwrap()
+    write(
+        ks,
+        key,
+        Write::Set {
+            value: Value::Str(b(val)),
+            expire_at: 0,
+        },
+    )
+    .unwrap()
 }
 
 fn local_hset(ks: &Keyspace, key: &str, fields: &[(&str, &str)]) -> Version {
-    write(ks, key, Write::HashSet(fields.iter().map(|(f, v)| (b(f), b(v))).collect())).unwrap()
+    write(
+        ks,
+        key,
+        Write::HashSet(fields.iter().map(|(f, v)| (b(f), b(v))).collect()),
+    )
+    .unwrap()
 }
 
 fn entry(ks: &Keyspace, key: &str) -> Option<Entry> {
-    ks.with_partition(ks.partition_of(key.as_bytes()), |p, _| p.get(key.as_bytes()).cloned())
+    ks.with_partition(ks.partition_of(key.as_bytes()), |p, _| {
+        p.get(key.as_bytes()).cloned()
+    })
 }
 
 fn string(ks: &Keyspace, key: &str) -> Option<Bytes> {
@@ -96,17 +145,26 @@ fn field(ks: &Keyspace, key: &str, f: &str) -> Option<Field> {
 }
 
 fn floor(ks: &Keyspace, key: &str) -> Option<Version> {
-    ks.with_partition(ks.partition_of(key.as_bytes()), |p, _| p.tombstones.key(key.as_bytes()))
+    ks.with_partition(ks.partition_of(key.as_bytes()), |p, _| {
+        p.tombstones.key(key.as_bytes())
+    })
 }
 
 fn field_tomb(ks: &Keyspace, key: &str, f: &str) -> Option<Version> {
-    ks.with_partition(ks.partition_of(key.as_bytes()), |p, _| p.tombstones.field(key.as_bytes(), f.as_bytes()))
+    ks.with_partition(ks.partition_of(key.as_bytes()), |p, _| {
+        p.tombstones.field(key.as_bytes(), f.as_bytes())
+    })
 }
 
 /// Every change logged for `key`, oldest first.
 fn log_of(ks: &Keyspace, key: &str) -> Vec<Change> {
     ks.with_partition(ks.partition_of(key.as_bytes()), |p, _| {
-        p.log.changes_from(p.log.first_seq()).unwrap().map(|(_, c)| c).filter(|c| c.key == key.as_bytes()).collect()
+        p.log
+            .changes_from(p.log.first_seq())
+            .unwrap()
+            .map(|(_, c)| c)
+            .filter(|c| c.key == key.as_bytes())
+            .collect()
     })
 }
 
@@ -120,11 +178,22 @@ fn a_delete_beats_an_older_write_that_arrives_later() {
     let old = remote_version(&ks, -1000);
     let d = remote_version(&ks, 0);
     assert_eq!(apply(&ks, &del("k", d)), Applied);
-    assert_eq!(floor(&ks, "k"), Some(d), "a delete of a missing key still leaves its tombstone");
-    assert_eq!(log_of(&ks, "k"), vec![del("k", d)], "and is logged, so backups get the tombstone");
+    assert_eq!(
+        floor(&ks, "k"),
+        Some(d),
+        "a delete of a missing key still leaves its tombstone"
+    );
+    assert_eq!(
+        log_of(&ks, "k"),
+        vec![del("k", d)],
+        "and is logged, so backups get the tombstone"
+    );
     assert_eq!(apply(&ks, &full("k", "old", old)), ConflictLost);
     assert_eq!(apply(&ks, &hset("k", &[("f", "old")], old)), ConflictLost);
-    assert_eq!(apply(&ks, &delta("k", Version::ZERO, DeltaOp::IncrBy(1), old)), ConflictLost);
+    assert_eq!(
+        apply(&ks, &delta("k", Version::ZERO, DeltaOp::IncrBy(1), old)),
+        ConflictLost
+    );
     assert_eq!(apply(&ks, &del("k", d)), Duplicate);
     assert_eq!(entry(&ks, "k"), None);
     assert_eq!(log_of(&ks, "k").len(), 1);
@@ -135,7 +204,10 @@ fn a_newer_write_beats_a_delete_and_drops_its_tombstone() {
     let ks = keyspace(1);
     // Local write newer than a remote delete arriving later: the delete loses.
     let mine = local_set(&ks, "a", "mine");
-    let older = Version { hlc: mine.hlc - 5, site: 2 };
+    let older = Version {
+        hlc: mine.hlc - 5,
+        site: 2,
+    };
     assert_eq!(apply(&ks, &del("a", older)), ConflictLost);
     assert_eq!(string(&ks, "a"), Some(b("mine")));
     assert_eq!(apply(&ks, &del("a", mine)), Duplicate);
@@ -163,7 +235,11 @@ fn a_delete_newer_than_a_string_removes_it() {
     assert_eq!(apply(&ks, &del("k", d)), Applied);
     assert_eq!(entry(&ks, "k"), None);
     assert_eq!(floor(&ks, "k"), Some(d));
-    let expire = Change { key: b("k"), version: d, kind: ChangeKind::Expire };
+    let expire = Change {
+        key: b("k"),
+        version: d,
+        kind: ChangeKind::Expire,
+    };
     assert_eq!(apply(&ks, &expire), Duplicate);
 }
 
@@ -181,14 +257,24 @@ fn concurrent_hsets_of_different_fields_from_two_sites_both_survive() {
         assert_eq!(field(ks, "h", "x").unwrap().value, b("from a"));
         assert_eq!(field(ks, "h", "y").unwrap().value, b("from b"));
     }
-    assert_eq!(entry(&a, "h"), entry(&bb, "h"), "same fields, field versions and key version");
+    assert_eq!(
+        entry(&a, "h"),
+        entry(&bb, "h"),
+        "same fields, field versions and key version"
+    );
     // The same field written at both: the newer write wins at both.
     local_hset(&a, "h", &[("z", "a")]);
     local_hset(&bb, "h", &[("z", "b")]);
-    let (za, zb) = (log_of(&a, "h").pop().unwrap(), log_of(&bb, "h").pop().unwrap());
+    let (za, zb) = (
+        log_of(&a, "h").pop().unwrap(),
+        log_of(&bb, "h").pop().unwrap(),
+    );
     let outcomes = (apply(&bb, &za), apply(&a, &zb));
     let winner = if za.version > zb.version { "a" } else { "b" };
-    assert!(matches!(outcomes, (Applied, ConflictLost) | (ConflictLost, Applied)));
+    assert!(matches!(
+        outcomes,
+        (Applied, ConflictLost) | (ConflictLost, Applied)
+    ));
     assert_eq!(field(&a, "h", "z").unwrap().value, b(winner));
     assert_eq!(entry(&a, "h"), entry(&bb, "h"));
 }
@@ -202,16 +288,57 @@ fn field_versions_after_a_merge() {
     assert!(early < v && v < late);
     let change = hset("h", &[("old", "2"), ("new", "2"), ("fresh", "2")], v);
     assert_eq!(apply(&ks, &change), Applied);
-    assert_eq!(field(&ks, "h", "old"), Some(Field { value: b("2"), version: v }));
-    assert_eq!(field(&ks, "h", "fresh"), Some(Field { value: b("2"), version: v }));
-    assert_eq!(field(&ks, "h", "new"), Some(Field { value: b("1"), version: late }));
-    assert_eq!(field(&ks, "h", "both"), Some(Field { value: b("1"), version: early }));
-    assert_eq!(entry(&ks, "h").unwrap().version, late, "the key version never moves back");
+    assert_eq!(
+        field(&ks, "h", "old"),
+        Some(Field {
+            value: b("2"),
+            version: v
+        })
+    );
+    assert_eq!(
+        field(&ks, "h", "fresh"),
+        Some(Field {
+            value: b("2"),
+            version: v
+        })
+    );
+    assert_eq!(
+        field(&ks, "h", "new"),
+        Some(Field {
+            value: b("1"),
+            version: late
+        })
+    );
+    assert_eq!(
+        field(&ks, "h", "both"),
+        Some(Field {
+            value: b("1"),
+            version: early
+        })
+    );
+    assert_eq!(
+        entry(&ks, "h").unwrap().version,
+        late,
+        "the key version never moves back"
+    );
     // Only the winning fields are logged.
-    assert_eq!(log_of(&ks, "h").pop().unwrap(), hset("h", &[("old", "2"), ("fresh", "2")], v));
-    assert_eq!(apply(&ks, &change), Duplicate, "fields at v: this change was applied");
-    let older = Version { hlc: v.hlc - 1, site: 2 };
-    assert_eq!(apply(&ks, &hset("h", &[("old", "3"), ("new", "3")], older)), ConflictLost);
+    assert_eq!(
+        log_of(&ks, "h").pop().unwrap(),
+        hset("h", &[("old", "2"), ("fresh", "2")], v)
+    );
+    assert_eq!(
+        apply(&ks, &change),
+        Duplicate,
+        "fields at v: this change was applied"
+    );
+    let older = Version {
+        hlc: v.hlc - 1,
+        site: 2,
+    };
+    assert_eq!(
+        apply(&ks, &hset("h", &[("old", "3"), ("new", "3")], older)),
+        ConflictLost
+    );
 }
 
 #[test]
@@ -224,21 +351,37 @@ fn hdel_removes_only_older_fields_and_leaves_field_tombstones() {
     assert_eq!(apply(&ks, &change), Applied);
     assert_eq!(field(&ks, "h", "a"), None);
     assert_eq!(field(&ks, "h", "b").unwrap().version, late);
-    assert_eq!(log_of(&ks, "h").pop().unwrap(), hdel("h", &["a", "never"], v));
+    assert_eq!(
+        log_of(&ks, "h").pop().unwrap(),
+        hdel("h", &["a", "never"], v)
+    );
     assert_eq!(field_tomb(&ks, "h", "never"), Some(v));
-    assert_eq!(apply(&ks, &change), Duplicate, "a and never were removed at v, b is newer");
+    assert_eq!(
+        apply(&ks, &change),
+        Duplicate,
+        "a and never were removed at v, b is newer"
+    );
     assert_eq!(apply(&ks, &hdel("h", &["b"], v)), ConflictLost);
     assert_eq!(apply(&ks, &hdel("h", &["a"], v)), Duplicate);
     // A write of a removed field older than the HDEL loses, a newer one wins.
-    let older = Version { hlc: v.hlc - 1, site: 2 };
-    assert_eq!(apply(&ks, &hset("h", &[("never", "x")], older)), ConflictLost);
+    let older = Version {
+        hlc: v.hlc - 1,
+        site: 2,
+    };
+    assert_eq!(
+        apply(&ks, &hset("h", &[("never", "x")], older)),
+        ConflictLost
+    );
     let newer = remote_version(&ks, 0);
     assert_eq!(apply(&ks, &hset("h", &[("never", "x")], newer)), Applied);
     // HDEL of the last field removes the key; its tombstones stay.
     let v2 = remote_version(&ks, 0);
     assert_eq!(apply(&ks, &hdel("h", &["b", "never"], v2)), Applied);
     assert_eq!(entry(&ks, "h"), None);
-    assert_eq!(apply(&ks, &hset("h", &[("b", "late")], newer)), ConflictLost);
+    assert_eq!(
+        apply(&ks, &hset("h", &[("b", "late")], newer)),
+        ConflictLost
+    );
 }
 
 #[test]
@@ -252,13 +395,23 @@ fn a_delete_older_than_a_hash_removes_only_the_older_fields() {
     assert_eq!(e.as_hash().unwrap().len(), 2);
     assert_eq!(field(&ks, "h", "a"), None);
     assert_eq!(e.version, late);
-    assert_eq!(floor(&ks, "h"), Some(d), "the floor stays while the hash lives");
+    assert_eq!(
+        floor(&ks, "h"),
+        Some(d),
+        "the floor stays while the hash lives"
+    );
     assert_eq!(log_of(&ks, "h").pop().unwrap(), del("h", d));
     // Older field writes arriving later lose to the floor; newer ones win.
-    let between = Version { hlc: early.hlc, site: 2 };
+    let between = Version {
+        hlc: early.hlc,
+        site: 2,
+    };
     assert!(early < between && between < d);
     assert_eq!(apply(&ks, &hset("h", &[("a", "x")], between)), ConflictLost);
-    assert_eq!(apply(&ks, &hset("h", &[("a", "y")], remote_version(&ks, 0))), Applied);
+    assert_eq!(
+        apply(&ks, &hset("h", &[("a", "y")], remote_version(&ks, 0))),
+        Applied
+    );
     assert_eq!(apply(&ks, &del("h", d)), Duplicate);
     // Nothing older to remove: lost (the floor is still recorded).
     let ks = keyspace(1);
@@ -279,7 +432,14 @@ fn a_string_delta_on_a_wrong_base_needs_the_full_value_which_then_applies() {
     let v1 = local_set(&a, "s", "hello");
     let first = log_of(&a, "s");
     a.txn([&b"s"[..]], 0)
-        .write(b"s", Write::Str(DeltaOp::Splice { offset: 5, remove: 0, insert: b(" world") }))
+        .write(
+            b"s",
+            Write::Str(DeltaOp::Splice {
+                offset: 5,
+                remove: 0,
+                insert: b(" world"),
+            }),
+        )
         .unwrap();
     let append = log_of(&a, "s").pop().unwrap();
     assert!(matches!(append.kind, ChangeKind::Delta { base, .. } if base == v1));
@@ -298,7 +458,11 @@ fn a_string_delta_on_a_wrong_base_needs_the_full_value_which_then_applies() {
     assert_eq!(apply(&c, &first[0]), Applied);
     assert_eq!(apply(&c, &append), Applied);
     assert_eq!(string(&c, "s"), Some(b("hello world")));
-    assert_eq!(apply(&d, &append), NeedFull, "a local SET older than the APPEND");
+    assert_eq!(
+        apply(&d, &append),
+        NeedFull,
+        "a local SET older than the APPEND"
+    );
     let e = keyspace(3);
     let newer = e.hlc().tick() + (1 << 40);
     e.hlc().observe(newer);
@@ -325,8 +489,14 @@ fn a_string_write_against_a_hash_removes_older_fields_and_wins_only_over_older()
     let ks = keyspace(1);
     local_hset(&ks, "h", &[("a", "1")]);
     let v = remote_version(&ks, 0);
-    assert_eq!(apply(&ks, &delta("h", Version::ZERO, DeltaOp::IncrBy(1), v)), NeedFull);
-    assert!(field(&ks, "h", "a").is_some(), "nothing changed until the full value comes");
+    assert_eq!(
+        apply(&ks, &delta("h", Version::ZERO, DeltaOp::IncrBy(1), v)),
+        NeedFull
+    );
+    assert!(
+        field(&ks, "h", "a").is_some(),
+        "nothing changed until the full value comes"
+    );
 }
 
 #[test]
@@ -336,7 +506,10 @@ fn field_writes_against_a_string() {
     let newer = remote_version(&ks, 0);
     assert_eq!(apply(&ks, &hset("s", &[("f", "1")], newer)), NeedFull);
     let s = entry(&ks, "s").unwrap().version;
-    let older = Version { hlc: s.hlc - 1, site: 2 };
+    let older = Version {
+        hlc: s.hlc - 1,
+        site: 2,
+    };
     assert_eq!(apply(&ks, &hset("s", &[("f", "1")], older)), ConflictLost);
     assert_eq!(apply(&ks, &hdel("s", &["f"], older)), ConflictLost);
     assert_eq!(string(&ks, "s"), Some(b("v")));
@@ -358,16 +531,28 @@ fn a_hash_that_lost_its_last_field_still_beats_an_older_string() {
     let set_at_1 = remote_version(&ks, 0);
     let h = local_hset(&ks, "k", &[("f", "1")]);
     assert_eq!(apply(&ks, &full("k", "from 1", set_at_1)), ConflictLost);
-    ks.txn([&b"k"[..]], 0).write(b"k", Write::HashDel(vec![b("f")])).unwrap();
+    ks.txn([&b"k"[..]], 0)
+        .write(b"k", Write::HashDel(vec![b("f")]))
+        .unwrap();
     let gone = log_of(&ks, "k").pop().unwrap().version;
     assert_eq!(entry(&ks, "k"), None);
     let hash_version = ks.with_partition(ks.partition_of(b"k"), |p, _| p.tombstones.hash(b"k"));
     assert_eq!(hash_version, Some(gone));
     assert_eq!(apply(&ks, &full("k", "from 1", set_at_1)), Duplicate);
-    let other = Version { hlc: h.hlc, site: 3 };
-    assert!(h < other && other < gone, "a SET after the HSET but before the HDEL");
+    let other = Version {
+        hlc: h.hlc,
+        site: 3,
+    };
+    assert!(
+        h < other && other < gone,
+        "a SET after the HSET but before the HDEL"
+    );
     assert_eq!(apply(&ks, &full("k", "x", other)), ConflictLost);
-    assert_eq!(floor(&ks, "k"), Some(other), "the losing SET still overwrote older fields");
+    assert_eq!(
+        floor(&ks, "k"),
+        Some(other),
+        "the losing SET still overwrote older fields"
+    );
     // Site 1, holding the SET, asks for the full value of the key when the
     // HSET arrives, and gets the floor and the hash version: its string goes.
     let one = keyspace(1);
@@ -380,7 +565,10 @@ fn a_hash_that_lost_its_last_field_still_beats_an_older_string() {
     assert_eq!(entry(&one, "k"), None);
     // A field written again starts from the hash version at both.
     let again = remote_version(&ks, 0);
-    let field_at = Version { hlc: h.hlc, site: 4 };
+    let field_at = Version {
+        hlc: h.hlc,
+        site: 4,
+    };
     for site in [&ks, &one] {
         assert_eq!(apply(site, &hset("k", &[("g", "1")], field_at)), Applied);
         assert_eq!(entry(site, "k").unwrap().version, gone);
@@ -397,10 +585,27 @@ fn an_hdel_newer_than_a_string_replaces_it() {
     assert_eq!(apply(&ks, &hdel("s", &["f"], newer)), Applied);
     assert_eq!(entry(&ks, "s"), None);
     assert_eq!(field_tomb(&ks, "s", "f"), Some(newer));
-    assert_eq!(floor(&ks, "s"), Some(s), "the string's overwrite still holds older fields back");
+    assert_eq!(
+        floor(&ks, "s"),
+        Some(s),
+        "the string's overwrite still holds older fields back"
+    );
     assert_eq!(apply(&ks, &hdel("s", &["f"], newer)), Duplicate);
     assert_eq!(apply(&ks, &full("s", "v", s)), Duplicate);
-    assert_eq!(apply(&ks, &full("s", "w", Version { hlc: s.hlc, site: 0 })), ConflictLost);
+    assert_eq!(
+        apply(
+            &ks,
+            &full(
+                "s",
+                "w",
+                Version {
+                    hlc: s.hlc,
+                    site: 0
+                }
+            )
+        ),
+        ConflictLost
+    );
 }
 
 #[test]
@@ -410,21 +615,56 @@ fn a_full_hash_merges_field_by_field() {
     let a = local_hset(&ks, "h", &[("a", "local"), ("keep", "local")]);
     let v1 = remote_version(&ks, 0);
     let gone = local_hset(&ks, "h", &[("gone", "x")]);
-    ks.txn([&b"h"[..]], 0).write(b"h", Write::HashDel(vec![b("gone")])).unwrap();
+    ks.txn([&b"h"[..]], 0)
+        .write(b"h", Write::HashDel(vec![b("gone")]))
+        .unwrap();
     let held = entry(&ks, "h").unwrap().version;
     let v = remote_version(&ks, 0);
-    let change = full_hash("h", &[("a", "old", v0), ("b", "remote", v1), ("gone", "old", gone)], v);
+    let change = full_hash(
+        "h",
+        &[("a", "old", v0), ("b", "remote", v1), ("gone", "old", gone)],
+        v,
+    );
     assert_eq!(apply(&ks, &change), Applied);
     let h = entry(&ks, "h").unwrap();
     assert_eq!(h.version, v);
-    assert_eq!(field(&ks, "h", "a"), Some(Field { value: b("local"), version: a }));
-    assert_eq!(field(&ks, "h", "keep"), Some(Field { value: b("local"), version: a }));
-    assert_eq!(field(&ks, "h", "b"), Some(Field { value: b("remote"), version: v1 }));
-    assert_eq!(field(&ks, "h", "gone"), None, "removed here after it was written");
+    assert_eq!(
+        field(&ks, "h", "a"),
+        Some(Field {
+            value: b("local"),
+            version: a
+        })
+    );
+    assert_eq!(
+        field(&ks, "h", "keep"),
+        Some(Field {
+            value: b("local"),
+            version: a
+        })
+    );
+    assert_eq!(
+        field(&ks, "h", "b"),
+        Some(Field {
+            value: b("remote"),
+            version: v1
+        })
+    );
+    assert_eq!(
+        field(&ks, "h", "gone"),
+        None,
+        "removed here after it was written"
+    );
     assert!(held < v);
     assert_eq!(
         log_of(&ks, "h").pop().unwrap(),
-        Change { key: b("h"), version: v, kind: ChangeKind::Full { value: h.value, expire_at: 0 } }
+        Change {
+            key: b("h"),
+            version: v,
+            kind: ChangeKind::Full {
+                value: h.value,
+                expire_at: 0
+            }
+        }
     );
     assert_eq!(apply(&ks, &change), Duplicate);
 }
@@ -441,10 +681,28 @@ fn set_expiry_needs_its_base() {
     assert_eq!(entry(&ks, "s").unwrap().version, v);
     assert_eq!(apply(&ks, &change), Duplicate);
     let other = delta("s", v1, DeltaOp::SetExpiry(0), remote_version(&ks, 0));
-    assert_eq!(apply(&ks, &other), NeedFull, "made against a value this copy no longer holds");
-    let older = delta("s", v1, DeltaOp::SetExpiry(0), Version { hlc: v.hlc - 1, site: 2 });
+    assert_eq!(
+        apply(&ks, &other),
+        NeedFull,
+        "made against a value this copy no longer holds"
+    );
+    let older = delta(
+        "s",
+        v1,
+        DeltaOp::SetExpiry(0),
+        Version {
+            hlc: v.hlc - 1,
+            site: 2,
+        },
+    );
     assert_eq!(apply(&ks, &older), ConflictLost);
-    assert_eq!(apply(&ks, &delta("missing", v1, DeltaOp::SetExpiry(0), remote_version(&ks, 0))), NeedFull);
+    assert_eq!(
+        apply(
+            &ks,
+            &delta("missing", v1, DeltaOp::SetExpiry(0), remote_version(&ks, 0))
+        ),
+        NeedFull
+    );
 }
 
 #[test]
@@ -452,13 +710,21 @@ fn reapplying_any_change_is_a_duplicate_and_changes_nothing() {
     let a = keyspace(1);
     let bb = keyspace(2);
     local_set(&a, "s", "x");
-    a.txn([&b"s"[..]], 0).write(b"s", Write::Str(DeltaOp::IncrBy(0))).unwrap_err();
+    a.txn([&b"s"[..]], 0)
+        .write(b"s", Write::Str(DeltaOp::IncrBy(0)))
+        .unwrap_err();
     local_set(&a, "n", "1");
-    a.txn([&b"n"[..]], 0).write(b"n", Write::Str(DeltaOp::IncrBy(41))).unwrap();
+    a.txn([&b"n"[..]], 0)
+        .write(b"n", Write::Str(DeltaOp::IncrBy(41)))
+        .unwrap();
     local_hset(&a, "h", &[("f", "1"), ("g", "1")]);
-    a.txn([&b"h"[..]], 0).write(b"h", Write::HashDel(vec![b("f")])).unwrap();
+    a.txn([&b"h"[..]], 0)
+        .write(b"h", Write::HashDel(vec![b("f")]))
+        .unwrap();
     let at = a.now_ms() + 100_000;
-    a.txn([&b"h"[..]], 0).write(b"h", Write::SetExpiry(at)).unwrap();
+    a.txn([&b"h"[..]], 0)
+        .write(b"h", Write::SetExpiry(at))
+        .unwrap();
     a.txn([&b"s"[..]], 0).write(b"s", Write::Delete).unwrap();
     let changes: Vec<Change> = ["s", "n", "h"].iter().flat_map(|k| log_of(&a, k)).collect();
     for c in &changes {
@@ -466,8 +732,20 @@ fn reapplying_any_change_is_a_duplicate_and_changes_nothing() {
         let log_len: usize = ["s", "n", "h"].iter().map(|k| log_of(&bb, k).len()).sum();
         let before: Vec<_> = ["s", "n", "h"].iter().map(|k| entry(&bb, k)).collect();
         assert_eq!(apply(&bb, c), Duplicate, "{c:?}");
-        assert_eq!(["s", "n", "h"].iter().map(|k| entry(&bb, k)).collect::<Vec<_>>(), before);
-        assert_eq!(["s", "n", "h"].iter().map(|k| log_of(&bb, k).len()).sum::<usize>(), log_len);
+        assert_eq!(
+            ["s", "n", "h"]
+                .iter()
+                .map(|k| entry(&bb, k))
+                .collect::<Vec<_>>(),
+            before
+        );
+        assert_eq!(
+            ["s", "n", "h"]
+                .iter()
+                .map(|k| log_of(&bb, k).len())
+                .sum::<usize>(),
+            log_len
+        );
     }
     for k in ["s", "n", "h"] {
         assert_eq!(entry(&a, k), entry(&bb, k));
@@ -479,7 +757,10 @@ fn reapplying_any_change_is_a_duplicate_and_changes_nothing() {
 fn refuses_on_a_backup_partition() {
     let ks = keyspace(1);
     ks.set_replica(ks.partition_of(b"k"), true);
-    assert_eq!(ks.apply_remote(full("k", "v", remote_version(&ks, 0)), 0), Err(ApplyError::NotPrimary));
+    assert_eq!(
+        ks.apply_remote(full("k", "v", remote_version(&ks, 0)), 0),
+        Err(ApplyError::NotPrimary)
+    );
     assert_eq!(entry(&ks, "k"), None);
 }
 
@@ -516,7 +797,9 @@ impl crate::ChangeObserver for Seen {
         true
     }
     fn changed(&self, keys: &[Bytes], origin: u64) {
-        self.0.lock().extend(keys.iter().map(|k| (k.clone(), origin)));
+        self.0
+            .lock()
+            .extend(keys.iter().map(|k| (k.clone(), origin)));
     }
     fn flushed(&self, _origin: u64) {}
 }
@@ -532,8 +815,31 @@ fn remote_changes_reach_the_sink_and_the_observer_and_replay_on_a_backup() {
     let v = remote_version(&ks, 0);
     local_hset(&ks, "h", &[("b", "1")]);
     apply(&ks, &del("h", v));
-    apply(&ks, &hset("h", &[("a", "2"), ("b", "2")], Version { hlc: v.hlc + 1, site: 2 }));
-    assert_eq!(apply(&ks, &full("gone", "x", Version { hlc: v.hlc - 1, site: 2 })), Applied);
+    apply(
+        &ks,
+        &hset(
+            "h",
+            &[("a", "2"), ("b", "2")],
+            Version {
+                hlc: v.hlc + 1,
+                site: 2,
+            },
+        ),
+    );
+    assert_eq!(
+        apply(
+            &ks,
+            &full(
+                "gone",
+                "x",
+                Version {
+                    hlc: v.hlc - 1,
+                    site: 2
+                }
+            )
+        ),
+        Applied
+    );
     apply(&ks, &del("gone", v));
     assert_eq!(seen.0.lock().last(), Some(&(b("gone"), 0)));
     let backup = keyspace(1);
@@ -564,7 +870,10 @@ fn a_remote_change_that_changes_nothing_still_waits_for_the_backups() {
     assert_eq!(first.len(), 1);
     assert_eq!(apply(&ks, &full("k", "x", v)), Duplicate);
     assert_eq!(crate::take_written(), first);
-    let older = Version { hlc: v.hlc - 1, site: 2 };
+    let older = Version {
+        hlc: v.hlc - 1,
+        site: 2,
+    };
     assert_eq!(apply(&ks, &full("k", "y", older)), ConflictLost);
     assert_eq!(crate::take_written(), first);
     // A copy promoted since: its backups acknowledge only what it logs
@@ -613,11 +922,17 @@ fn a_copy_read_key_by_key_gives_another_site_the_same_contents_and_tombstones() 
     let ks = keyspace(1);
     local_set(&ks, "a", "1");
     local_set(&ks, "gone", "1");
-    ks.txn([&b"gone"[..]], 0).write(b"gone", Write::Delete).unwrap();
+    ks.txn([&b"gone"[..]], 0)
+        .write(b"gone", Write::Delete)
+        .unwrap();
     local_hset(&ks, "h", &[("f", "1"), ("g", "1")]);
-    ks.txn([&b"h"[..]], 0).write(b"h", Write::HashDel(vec![b("f")])).unwrap();
+    ks.txn([&b"h"[..]], 0)
+        .write(b"h", Write::HashDel(vec![b("f")]))
+        .unwrap();
     local_hset(&ks, "emptied", &[("f", "1")]);
-    ks.txn([&b"emptied"[..]], 0).write(b"emptied", Write::HashDel(vec![b("f")])).unwrap();
+    ks.txn([&b"emptied"[..]], 0)
+        .write(b"emptied", Write::HashDel(vec![b("f")]))
+        .unwrap();
     let other = keyspace(2);
     let mut copied = Vec::new();
     for p in 0..ks.partitions() as usize {
@@ -632,17 +947,29 @@ fn a_copy_read_key_by_key_gives_another_site_the_same_contents_and_tombstones() 
     copied.sort();
     assert_eq!(copied, [b("a"), b("emptied"), b("gone"), b("h")]);
     assert_eq!(state(&other), state(&ks));
-    let sorted = |t: TombList| t.into_iter().flatten().collect::<std::collections::BTreeSet<_>>();
+    let sorted = |t: TombList| {
+        t.into_iter()
+            .flatten()
+            .collect::<std::collections::BTreeSet<_>>()
+    };
     assert_eq!(sorted(tombstones(&other)), sorted(tombstones(&ks)));
     assert!(field_tomb(&other, "h", "f").is_some() && floor(&other, "gone").is_some());
 }
 
 #[test]
 fn without_tombstones_nothing_is_kept() {
-    let ks = Keyspace::new(KeyspaceConfig { partitions: 7, ..Default::default() }, Arc::new(DebugClock::default()));
+    let ks = Keyspace::new(
+        KeyspaceConfig {
+            partitions: 7,
+            ..Default::default()
+        },
+        Arc::new(DebugClock::default()),
+    );
     local_set(&ks, "a", "1");
     local_hset(&ks, "h", &[("f", "1"), ("g", "1")]);
-    ks.txn([&b"h"[..]], 0).write(b"h", Write::HashDel(vec![b("f")])).unwrap();
+    ks.txn([&b"h"[..]], 0)
+        .write(b"h", Write::HashDel(vec![b("f")]))
+        .unwrap();
     ks.txn([&b"a"[..]], 0).write(b"a", Write::Delete).unwrap();
     ks.flush(0);
     assert_eq!(ks.tombstone_bytes(), 0);
@@ -650,7 +977,20 @@ fn without_tombstones_nothing_is_kept() {
     // Remote changes still resolve by the versions held.
     let d = remote_version(&ks, 0);
     assert_eq!(apply(&ks, &del("a", d)), Duplicate);
-    assert_eq!(apply(&ks, &full("a", "x", Version { hlc: d.hlc - 1, site: 2 })), Applied);
+    assert_eq!(
+        apply(
+            &ks,
+            &full(
+                "a",
+                "x",
+                Version {
+                    hlc: d.hlc - 1,
+                    site: 2
+                }
+            )
+        ),
+        Applied
+    );
 }
 
 // ---- convergence ----
@@ -658,7 +998,9 @@ fn without_tombstones_nothing_is_kept() {
 fn state(ks: &Keyspace) -> BTreeMap<Bytes, Entry> {
     let mut out = BTreeMap::new();
     for p in 0..ks.partitions() as usize {
-        ks.with_partition(p, |part, _| out.extend(part.iter().map(|(k, e)| (k.clone(), e.clone()))));
+        ks.with_partition(p, |part, _| {
+            out.extend(part.iter().map(|(k, e)| (k.clone(), e.clone())))
+        });
     }
     out
 }
@@ -668,7 +1010,12 @@ type TombList = Vec<Vec<(Bytes, crate::tombstones::Tomb, Version)>>;
 fn tombstones(ks: &Keyspace) -> TombList {
     (0..ks.partitions() as usize)
         .map(|p| {
-            ks.with_partition(p, |part, _| part.tombstones.iter().map(|(k, t, v)| (k.clone(), t.clone(), v)).collect())
+            ks.with_partition(p, |part, _| {
+                part.tombstones
+                    .iter()
+                    .map(|(k, t, v)| (k.clone(), t.clone(), v))
+                    .collect()
+            })
         })
         .collect()
 }
@@ -747,30 +1094,67 @@ fn run_local(ks: &Keyspace, op: Op) {
     let _ = match op {
         Op::Set(_, v, ttl) => {
             let expire_at = if ttl { now + 86_400_000 } else { 0 };
-            txn.write(&k, Write::Set { value: Value::Str(Bytes::from(v)), expire_at })
+            txn.write(
+                &k,
+                Write::Set {
+                    value: Value::Str(Bytes::from(v)),
+                    expire_at,
+                },
+            )
         }
         Op::SetSimilar(_, i, c) => {
-            let mut v = txn.get(&k).and_then(|e| e.as_str().cloned()).map(|s| s.to_vec()).unwrap_or_default();
+            let mut v = txn
+                .get(&k)
+                .and_then(|e| e.as_str().cloned())
+                .map(|s| s.to_vec())
+                .unwrap_or_default();
             v.resize(v.len().max(200), b'x');
             let n = v.len();
             v[i % n] = c;
             let expire_at = txn.get(&k).map_or(0, |e| e.expire_at);
-            txn.write(&k, Write::Set { value: Value::Str(Bytes::from(v)), expire_at })
+            txn.write(
+                &k,
+                Write::Set {
+                    value: Value::Str(Bytes::from(v)),
+                    expire_at,
+                },
+            )
         }
         Op::Append(_, v) => {
             let offset = txn.get(&k).and_then(|e| e.as_str()).map_or(0, |s| s.len()) as u32;
-            txn.write(&k, Write::Str(DeltaOp::Splice { offset, remove: 0, insert: Bytes::from(v) }))
+            txn.write(
+                &k,
+                Write::Str(DeltaOp::Splice {
+                    offset,
+                    remove: 0,
+                    insert: Bytes::from(v),
+                }),
+            )
         }
         Op::Incr(_, n) => txn.write(&k, Write::Str(DeltaOp::IncrBy(n))),
         Op::HSet(_, fields) => txn.write(
             &k,
-            Write::HashSet(fields.into_iter().map(|(f, v)| (Bytes::from(vec![b'f', f]), Bytes::from(v))).collect()),
+            Write::HashSet(
+                fields
+                    .into_iter()
+                    .map(|(f, v)| (Bytes::from(vec![b'f', f]), Bytes::from(v)))
+                    .collect(),
+            ),
         ),
-        Op::HDel(_, fields) => {
-            txn.write(&k, Write::HashDel(fields.into_iter().map(|f| Bytes::from(vec![b'f', f])).collect()))
-        }
+        Op::HDel(_, fields) => txn.write(
+            &k,
+            Write::HashDel(
+                fields
+                    .into_iter()
+                    .map(|f| Bytes::from(vec![b'f', f]))
+                    .collect(),
+            ),
+        ),
         Op::Del(_) => txn.write(&k, Write::Delete),
-        Op::Expire(persist) => txn.write(&k, Write::SetExpiry(if persist { 0 } else { now + 86_400_000 })),
+        Op::Expire(persist) => txn.write(
+            &k,
+            Write::SetExpiry(if persist { 0 } else { now + 86_400_000 }),
+        ),
     };
 }
 
@@ -793,7 +1177,13 @@ impl Site {
         for p in 0..backup.partitions() as usize {
             backup.set_replica(p, true);
         }
-        Site { id, clock, ks, sink, backup }
+        Site {
+            id,
+            clock,
+            ks,
+            sink,
+            backup,
+        }
     }
 
     /// Feeds what the primary logged to its backup; returns what originated
@@ -818,11 +1208,23 @@ thread_local! {
 
 fn census(c: &Change, outcome: RemoteOutcome, response: bool) {
     let kind = match &c.kind {
-        ChangeKind::Full { value: Value::Str(_), .. } => "full string",
-        ChangeKind::Full { value: Value::Hash(_), .. } => "full hash",
+        ChangeKind::Full {
+            value: Value::Str(_),
+            ..
+        } => "full string",
+        ChangeKind::Full {
+            value: Value::Hash(_),
+            ..
+        } => "full hash",
         ChangeKind::Delta { op, .. } if op.needs_base() => "string delta",
-        ChangeKind::Delta { op: DeltaOp::HashSet { .. }, .. } => "hset",
-        ChangeKind::Delta { op: DeltaOp::HashDel { .. }, .. } => "hdel",
+        ChangeKind::Delta {
+            op: DeltaOp::HashSet { .. },
+            ..
+        } => "hset",
+        ChangeKind::Delta {
+            op: DeltaOp::HashDel { .. },
+            ..
+        } => "hdel",
         ChangeKind::Delta { .. } => "expiry",
         ChangeKind::Delete | ChangeKind::Expire => "delete",
     };
@@ -843,7 +1245,12 @@ fn census(c: &Change, outcome: RemoteOutcome, response: bool) {
 
 /// Applies a change from `from` at `to`, answering NeedFull with `from`'s
 /// current value of the key: at once, or into `owed` to be sent later.
-fn deliver(to: &Site, from: &Site, c: Change, owed: Option<&mut Vec<Change>>) -> Result<(), TestCaseError> {
+fn deliver(
+    to: &Site,
+    from: &Site,
+    c: Change,
+    owed: Option<&mut Vec<Change>>,
+) -> Result<(), TestCaseError> {
     let key = c.key.clone();
     let outcome = to.ks.apply_remote(c.clone(), 0);
     prop_assert!(outcome.is_ok(), "{:?} on {:?}", outcome, c);
@@ -865,7 +1272,12 @@ fn deliver(to: &Site, from: &Site, c: Change, owed: Option<&mut Vec<Change>>) ->
 
 fn deliver_full(to: &Site, full: Change) -> Result<(), TestCaseError> {
     let o = to.ks.apply_remote(full.clone(), 0);
-    prop_assert!(matches!(o, Ok(Applied | Duplicate | ConflictLost)), "{:?} on full {:?}", o, full);
+    prop_assert!(
+        matches!(o, Ok(Applied | Duplicate | ConflictLost)),
+        "{:?} on full {:?}",
+        o,
+        full
+    );
     census(&full, o.unwrap(), true);
     Ok(())
 }
@@ -875,7 +1287,11 @@ fn deliver_full(to: &Site, full: Change) -> Result<(), TestCaseError> {
 /// checks that all sites, and each site's backup, hold the same.
 fn converge(actions: Vec<Action>, skews: &[u64]) -> Result<(), TestCaseError> {
     let n = skews.len();
-    let sites: Vec<Site> = skews.iter().enumerate().map(|(i, skew)| Site::new(i as u16 + 1, *skew)).collect();
+    let sites: Vec<Site> = skews
+        .iter()
+        .enumerate()
+        .map(|(i, skew)| Site::new(i as u16 + 1, *skew))
+        .collect();
     // What each site logged that originated there; per (from, to) pair, how
     // much of it was sent and the full values owed.
     let mut outbox: Vec<Vec<Change>> = vec![Vec::new(); n];
@@ -897,7 +1313,12 @@ fn converge(actions: Vec<Action>, skews: &[u64]) -> Result<(), TestCaseError> {
                     if sent[from][to] < outbox[from].len() {
                         let c = outbox[from][sent[from][to]].clone();
                         sent[from][to] += 1;
-                        deliver(&sites[to], &sites[from], c, late.then_some(&mut owed[from][to]))?;
+                        deliver(
+                            &sites[to],
+                            &sites[from],
+                            c,
+                            late.then_some(&mut owed[from][to]),
+                        )?;
                         drain(&mut outbox);
                     }
                 }
@@ -922,9 +1343,12 @@ fn converge(actions: Vec<Action>, skews: &[u64]) -> Result<(), TestCaseError> {
         drain(&mut outbox);
     }
     // Everything still queued or owed is delivered.
-    let pending = |sent: &Vec<Vec<usize>>, outbox: &Vec<Vec<Change>>, owed: &Vec<Vec<Vec<Change>>>| {
-        (0..n).any(|f| (0..n).any(|t| f != t && (sent[f][t] < outbox[f].len() || !owed[f][t].is_empty())))
-    };
+    let pending =
+        |sent: &Vec<Vec<usize>>, outbox: &Vec<Vec<Change>>, owed: &Vec<Vec<Vec<Change>>>| {
+            (0..n).any(|f| {
+                (0..n).any(|t| f != t && (sent[f][t] < outbox[f].len() || !owed[f][t].is_empty()))
+            })
+        };
     while pending(&sent, &outbox, &owed) {
         for from in 0..n {
             for to in (0..n).filter(|t| *t != from) {
@@ -942,7 +1366,12 @@ fn converge(actions: Vec<Action>, skews: &[u64]) -> Result<(), TestCaseError> {
         }
     }
     for s in &sites[1..] {
-        prop_assert_eq!(state(&sites[0].ks), state(&s.ks), "site 1 and site {}", s.id);
+        prop_assert_eq!(
+            state(&sites[0].ks),
+            state(&s.ks),
+            "site 1 and site {}",
+            s.id
+        );
     }
     for s in &sites {
         prop_assert_eq!(state(&s.backup), state(&s.ks));
@@ -952,7 +1381,10 @@ fn converge(actions: Vec<Action>, skews: &[u64]) -> Result<(), TestCaseError> {
 }
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(512)
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(512)
 }
 
 proptest! {

@@ -13,7 +13,15 @@ use crate::clock::DebugClock;
 use crate::value::HashValue;
 
 fn keyspace(clock: Arc<DebugClock>) -> Keyspace {
-    Keyspace::new(KeyspaceConfig { partitions: 7, site_id: 1, log_retain_bytes: usize::MAX / 2, ..Default::default() }, clock)
+    Keyspace::new(
+        KeyspaceConfig {
+            partitions: 7,
+            site_id: 1,
+            log_retain_bytes: usize::MAX / 2,
+            ..Default::default()
+        },
+        clock,
+    )
 }
 
 #[derive(Debug, Clone)]
@@ -40,7 +48,11 @@ fn op() -> impl Strategy<Value = Op> {
         (key.clone(), val.clone()).prop_map(|(k, v)| Op::Append(k, v)),
         (key.clone(), 0u16..300, val.clone()).prop_map(|(k, o, v)| Op::SetRange(k, o, v)),
         (key.clone(), -5i64..5).prop_map(|(k, n)| Op::Incr(k, n)),
-        (key.clone(), proptest::collection::vec((0u8..5, val.clone()), 1..4)).prop_map(|(k, f)| Op::HSet(k, f)),
+        (
+            key.clone(),
+            proptest::collection::vec((0u8..5, val.clone()), 1..4)
+        )
+            .prop_map(|(k, f)| Op::HSet(k, f)),
         (key.clone(), proptest::collection::vec(0u8..5, 1..3)).prop_map(|(k, f)| Op::HDel(k, f)),
         (key.clone(), 1u16..2000).prop_map(|(k, ms)| Op::Expire(k, ms)),
         key.clone().prop_map(Op::Persist),
@@ -60,7 +72,9 @@ fn run(ks: &Keyspace, clock: &DebugClock, op: Op) {
             ks.expire_cycle(3);
             return;
         }
-        Op::Set(k_, ..) | Op::SetSimilar(k_, ..) | Op::Append(k_, _) | Op::SetRange(k_, ..) => k(*k_),
+        Op::Set(k_, ..) | Op::SetSimilar(k_, ..) | Op::Append(k_, _) | Op::SetRange(k_, ..) => {
+            k(*k_)
+        }
         Op::Incr(k_, _) | Op::HSet(k_, _) | Op::HDel(k_, _) | Op::Expire(k_, _) => k(*k_),
         Op::Persist(k_) | Op::Del(k_) => k(*k_),
     };
@@ -71,32 +85,76 @@ fn run(ks: &Keyspace, clock: &DebugClock, op: Op) {
     let _ = match op {
         Op::Set(_, v, ttl) => {
             let expire_at = if ttl { now + 1000 } else { 0 };
-            txn.write(&key, Write::Set { value: Value::Str(Bytes::from(v)), expire_at })
+            txn.write(
+                &key,
+                Write::Set {
+                    value: Value::Str(Bytes::from(v)),
+                    expire_at,
+                },
+            )
         }
         Op::SetSimilar(_, i, b) => {
-            let mut v = txn.get(&key).and_then(|e| e.as_str().cloned()).map(|b| b.to_vec()).unwrap_or_default();
+            let mut v = txn
+                .get(&key)
+                .and_then(|e| e.as_str().cloned())
+                .map(|b| b.to_vec())
+                .unwrap_or_default();
             v.resize(v.len().max(300), b'x');
             let n = v.len();
             v[i % n] = b;
             let expire_at = txn.get(&key).map_or(0, |e| e.expire_at);
-            txn.write(&key, Write::Set { value: Value::Str(Bytes::from(v)), expire_at })
+            txn.write(
+                &key,
+                Write::Set {
+                    value: Value::Str(Bytes::from(v)),
+                    expire_at,
+                },
+            )
         }
         Op::Append(_, v) => {
-            let offset = txn.get(&key).and_then(|e| e.as_str()).map_or(0, |s| s.len()) as u32;
-            txn.write(&key, Write::Str(DeltaOp::Splice { offset, remove: 0, insert: Bytes::from(v) }))
+            let offset = txn
+                .get(&key)
+                .and_then(|e| e.as_str())
+                .map_or(0, |s| s.len()) as u32;
+            txn.write(
+                &key,
+                Write::Str(DeltaOp::Splice {
+                    offset,
+                    remove: 0,
+                    insert: Bytes::from(v),
+                }),
+            )
         }
         Op::SetRange(_, o, v) => {
-            let len = txn.get(&key).and_then(|e| e.as_str()).map_or(0, |s| s.len());
+            let len = txn
+                .get(&key)
+                .and_then(|e| e.as_str())
+                .map_or(0, |s| s.len());
             let o = o as usize;
             let remove = v.len().min(len.saturating_sub(o)) as u32;
-            txn.write(&key, Write::Str(DeltaOp::Splice { offset: o as u32, remove, insert: Bytes::from(v) }))
+            txn.write(
+                &key,
+                Write::Str(DeltaOp::Splice {
+                    offset: o as u32,
+                    remove,
+                    insert: Bytes::from(v),
+                }),
+            )
         }
         Op::Incr(_, n) => txn.write(&key, Write::Str(DeltaOp::IncrBy(n))),
         Op::HSet(_, fields) => txn.write(
             &key,
-            Write::HashSet(fields.into_iter().map(|(f, v)| (Bytes::from(vec![f]), Bytes::from(v))).collect()),
+            Write::HashSet(
+                fields
+                    .into_iter()
+                    .map(|(f, v)| (Bytes::from(vec![f]), Bytes::from(v)))
+                    .collect(),
+            ),
         ),
-        Op::HDel(_, fields) => txn.write(&key, Write::HashDel(fields.into_iter().map(|f| Bytes::from(vec![f])).collect())),
+        Op::HDel(_, fields) => txn.write(
+            &key,
+            Write::HashDel(fields.into_iter().map(|f| Bytes::from(vec![f])).collect()),
+        ),
         Op::Expire(_, ms) => txn.write(&key, Write::SetExpiry(now + ms as u64)),
         Op::Persist(_) => txn.write(&key, Write::SetExpiry(0)),
         Op::Del(_) => txn.write(&key, Write::Delete),
@@ -120,7 +178,11 @@ fn logged(ks: &Keyspace) -> Vec<Change> {
     let mut out = Vec::new();
     for p in 0..ks.partitions() as usize {
         ks.with_partition(p, |part, _| {
-            assert_eq!(part.log.first_seq(), 1, "nothing may be trimmed in this test");
+            assert_eq!(
+                part.log.first_seq(),
+                1,
+                "nothing may be trimmed in this test"
+            );
             out.extend(part.log.changes_from(1).unwrap().map(|(_, c)| c));
         });
     }
@@ -168,7 +230,10 @@ fn hset_of_two_small_fields_beside_a_big_payload_logs_a_small_delta() {
             key,
             Write::HashSet(vec![
                 (Bytes::from_static(b"count"), Bytes::from_static(b"1")),
-                (Bytes::from_static(b"timestamp"), Bytes::from_static(b"1700000000123")),
+                (
+                    Bytes::from_static(b"timestamp"),
+                    Bytes::from_static(b"1700000000123"),
+                ),
             ]),
         )
         .unwrap();
@@ -184,14 +249,33 @@ fn set_of_a_similar_big_string_logs_a_small_delta() {
     let old: Vec<u8> = (0..10_275u32).map(|i| (i % 251) as u8).collect();
     let mut new = old.clone();
     new[10_240..10_252].copy_from_slice(b"twelve bytes");
-    ks.txn([key], 0).write(key, Write::Set { value: Value::Str(Bytes::from(old)), expire_at: 0 }).unwrap();
+    ks.txn([key], 0)
+        .write(
+            key,
+            Write::Set {
+                value: Value::Str(Bytes::from(old)),
+                expire_at: 0,
+            },
+        )
+        .unwrap();
     let before = ks.stats().bytes(1);
-    ks.txn([key], 0).write(key, Write::Set { value: Value::Str(Bytes::from(new.clone())), expire_at: 0 }).unwrap();
+    ks.txn([key], 0)
+        .write(
+            key,
+            Write::Set {
+                value: Value::Str(Bytes::from(new.clone())),
+                expire_at: 0,
+            },
+        )
+        .unwrap();
     let size = ks.stats().bytes(1) - before;
     assert!(size < 100, "SET logged a {size}-byte delta");
     assert_eq!(ks.stats().count(1), 1);
     let mut txn = ks.txn([key], 0);
-    assert_eq!(txn.get(key).and_then(|e| e.as_str()).map(|b| b.to_vec()), Some(new));
+    assert_eq!(
+        txn.get(key).and_then(|e| e.as_str()).map(|b| b.to_vec()),
+        Some(new)
+    );
 }
 
 #[test]
@@ -201,7 +285,13 @@ fn expiry_is_a_logged_change_lazily_and_actively() {
     let now = ks.now_ms();
     for key in [&b"lazy"[..], b"active"] {
         ks.txn([key], 0)
-            .write(key, Write::Set { value: Value::Str(Bytes::from_static(b"v")), expire_at: now + 100 })
+            .write(
+                key,
+                Write::Set {
+                    value: Value::Str(Bytes::from_static(b"v")),
+                    expire_at: now + 100,
+                },
+            )
             .unwrap();
     }
     clock.advance(101);
@@ -216,13 +306,19 @@ fn expiry_is_a_logged_change_lazily_and_actively() {
 /// Live entries (expired ones not yet removed count as gone).
 fn live_state(ks: &Keyspace) -> BTreeMap<Bytes, Entry> {
     let now = ks.now_ms();
-    state(ks).into_iter().filter(|(_, e)| !e.is_expired(now)).collect()
+    state(ks)
+        .into_iter()
+        .filter(|(_, e)| !e.is_expired(now))
+        .collect()
 }
 
 /// Restores layers (oldest first) newest-first: a key is taken from the
 /// newest layer that names it (as an entry or as deleted); a full layer
 /// ends the walk. Returns the state and how many entries were applied.
-fn restore_newest_first(layers: &[Vec<PartitionCopy>], now: u64) -> (BTreeMap<Bytes, Entry>, usize) {
+fn restore_newest_first(
+    layers: &[Vec<PartitionCopy>],
+    now: u64,
+) -> (BTreeMap<Bytes, Entry>, usize) {
     let mut out = BTreeMap::new();
     let mut applied = 0;
     for p in 0..layers[0].len() {
@@ -232,11 +328,20 @@ fn restore_newest_first(layers: &[Vec<PartitionCopy>], now: u64) -> (BTreeMap<By
             done.extend(copy.deleted.iter().cloned());
             for c in &copy.entries {
                 if done.insert(c.key.clone()) {
-                    let ChangeKind::Full { value, expire_at } = &c.kind else { panic!("backups hold full values") };
+                    let ChangeKind::Full { value, expire_at } = &c.kind else {
+                        panic!("backups hold full values")
+                    };
                     if *expire_at != 0 && *expire_at <= now {
                         continue;
                     }
-                    out.insert(c.key.clone(), Entry { value: value.clone(), version: c.version, expire_at: *expire_at });
+                    out.insert(
+                        c.key.clone(),
+                        Entry {
+                            value: value.clone(),
+                            version: c.version,
+                            expire_at: *expire_at,
+                        },
+                    );
                     applied += 1;
                 }
             }

@@ -15,7 +15,11 @@ const TABLES: [[u16; 256]; 8] = {
         let mut crc = (i as u16) << 8;
         let mut bit = 0;
         while bit < 8 {
-            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
             bit += 1;
         }
         tables[0][i] = crc;
@@ -50,7 +54,9 @@ pub fn crc16(data: &[u8]) -> u16 {
             ^ t[1][c[6] as usize]
             ^ t[0][c[7] as usize];
     }
-    chunks.remainder().iter().fold(crc, |crc, &b| (crc << 8) ^ t[0][((crc >> 8) as u8 ^ b) as usize])
+    chunks.remainder().iter().fold(crc, |crc, &b| {
+        (crc << 8) ^ t[0][((crc >> 8) as u8 ^ b) as usize]
+    })
 }
 
 /// The part of the key that is hashed: the first non-empty `{...}` section.
@@ -94,7 +100,11 @@ mod tests {
         for &b in data {
             crc ^= (b as u16) << 8;
             for _ in 0..8 {
-                crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+                crc = if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                };
             }
         }
         crc

@@ -81,7 +81,15 @@ impl Tombstones {
     /// `budget` bytes (0: disabled); tombstones more than `ttl_ms` older
     /// than the newest are dropped.
     pub fn new(budget: usize, ttl_ms: u64) -> Self {
-        Tombstones { budget, ttl_ms, keys: Map::default(), order: VecDeque::new(), live: 0, bytes: 0, newest_ms: 0 }
+        Tombstones {
+            budget,
+            ttl_ms,
+            keys: Map::default(),
+            order: VecDeque::new(),
+            live: 0,
+            bytes: 0,
+            newest_ms: 0,
+        }
     }
 
     pub fn enabled(&self) -> bool {
@@ -132,12 +140,18 @@ impl Tombstones {
 
     /// The key's field tombstones (not its floor), in no order.
     pub fn fields(&self, key: &[u8]) -> impl Iterator<Item = (&Bytes, Version)> {
-        self.keys.get(key).into_iter().flat_map(|k| k.fields.iter().map(|(f, v)| (f, *v)))
+        self.keys
+            .get(key)
+            .into_iter()
+            .flat_map(|k| k.fields.iter().map(|(f, v)| (f, *v)))
     }
 
     /// Every tombstone, oldest inserted first. For snapshots and tests.
     pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Tomb, Version)> {
-        self.order.iter().filter(|(k, t, v)| current(&self.keys, k, t) == Some(*v)).map(|(k, t, v)| (k, t, *v))
+        self.order
+            .iter()
+            .filter(|(k, t, v)| current(&self.keys, k, t) == Some(*v))
+            .map(|(k, t, v)| (k, t, *v))
     }
 
     /// The key was removed at `v`: its floor becomes at least `v`; the
@@ -153,7 +167,10 @@ impl Tombstones {
     /// The key was a hash at `v` (and holds no field now, or is created
     /// again: see [`Tombstones::take_hash`]).
     pub(crate) fn hash_seen(&mut self, key: &Bytes, v: Version) {
-        if !self.enabled() || self.key(key).is_some_and(|f| f >= v) || self.hash(key).is_some_and(|h| h >= v) {
+        if !self.enabled()
+            || self.key(key).is_some_and(|f| f >= v)
+            || self.hash(key).is_some_and(|h| h >= v)
+        {
             return;
         }
         self.set(key, Tomb::Hash, v);
@@ -200,7 +217,9 @@ impl Tombstones {
     /// Drops the key's tombstones older than `v` (also equal ones with
     /// `inclusive`).
     fn drop_below(&mut self, key: &Bytes, v: Version, inclusive: bool) {
-        let Some(k) = self.keys.get_mut(key) else { return };
+        let Some(k) = self.keys.get_mut(key) else {
+            return;
+        };
         let older = |x: Version| x < v || (inclusive && x == v);
         let (mut freed, mut dropped) = (0, 0);
         if k.floor.is_some_and(older) {
@@ -264,7 +283,9 @@ impl Tombstones {
             if !over && !aged {
                 break;
             }
-            let Some((k, what, v)) = self.order.pop_front() else { break };
+            let Some((k, what, v)) = self.order.pop_front() else {
+                break;
+            };
             if current(&self.keys, &k, &what) == Some(v) {
                 self.remove(&k, &what);
             }
@@ -273,12 +294,15 @@ impl Tombstones {
         // drop them in one pass when they outnumber the live ones.
         if self.order.len() > 2 * self.live + 32 {
             let keys = &self.keys;
-            self.order.retain(|(k, t, v)| current(keys, k, t) == Some(*v));
+            self.order
+                .retain(|(k, t, v)| current(keys, k, t) == Some(*v));
         }
     }
 
     fn remove(&mut self, key: &[u8], what: &Tomb) {
-        let Some(k) = self.keys.get_mut(key) else { return };
+        let Some(k) = self.keys.get_mut(key) else {
+            return;
+        };
         let gone = match what {
             Tomb::Key => k.floor.take().is_some(),
             Tomb::Hash => k.hash.take().is_some(),
@@ -309,7 +333,10 @@ mod tests {
     use super::*;
 
     fn v(ms: u64, n: u64) -> Version {
-        Version { hlc: (ms << 16) | n, site: 1 }
+        Version {
+            hlc: (ms << 16) | n,
+            site: 1,
+        }
     }
 
     fn b(s: &str) -> Bytes {
@@ -334,11 +361,17 @@ mod tests {
         t.fields_deleted(&k, &[b("b")], v(3, 0));
         assert_eq!(t.len(), 2);
         t.deleted(&k, v(2, 0));
-        assert_eq!((t.key(b"k"), t.field(b"k", b"a"), t.field(b"k", b"b")), (Some(v(2, 0)), None, Some(v(3, 0))));
+        assert_eq!(
+            (t.key(b"k"), t.field(b"k", b"a"), t.field(b"k", b"b")),
+            (Some(v(2, 0)), None, Some(v(3, 0)))
+        );
         assert_eq!(t.field_or_key(b"k", b"a"), Some(v(2, 0)));
         assert_eq!(t.field_or_key(b"k", b"b"), Some(v(3, 0)));
         assert_eq!(t.len(), 2);
-        assert_eq!(t.bytes(), cost(b"k", &Tomb::Key) + cost(b"k", &Tomb::Field(b("b"))));
+        assert_eq!(
+            t.bytes(),
+            cost(b"k", &Tomb::Key) + cost(b"k", &Tomb::Field(b("b")))
+        );
         // An older delete changes nothing.
         t.deleted(&k, v(1, 5));
         assert_eq!(t.key(b"k"), Some(v(2, 0)));
@@ -363,11 +396,16 @@ mod tests {
         t.deleted(&k, v(4, 0));
         assert_eq!((t.key(b"k"), t.hash(b"k")), (Some(v(4, 0)), Some(v(5, 0))));
         t.deleted(&k, v(6, 0));
-        assert_eq!((t.key(b"k"), t.hash(b"k"), t.len()), (Some(v(6, 0)), None, 1));
+        assert_eq!(
+            (t.key(b"k"), t.hash(b"k"), t.len()),
+            (Some(v(6, 0)), None, 1)
+        );
         t.hash_seen(&k, v(5, 5));
         assert_eq!(t.hash(b"k"), None, "the floor covers it");
         assert_eq!(
-            t.iter().map(|(k, w, v)| (k.clone(), w.clone(), v)).collect::<Vec<_>>(),
+            t.iter()
+                .map(|(k, w, v)| (k.clone(), w.clone(), v))
+                .collect::<Vec<_>>(),
             vec![(k, Tomb::Key, v(6, 0))]
         );
     }

@@ -103,7 +103,11 @@ pub struct HashValue {
 impl PartialEq for HashValue {
     /// Equal when they hold the same fields, whatever the insertion order.
     fn eq(&self, other: &Self) -> bool {
-        self.fields.len() == other.fields.len() && self.fields.iter().all(|(k, v)| other.fields.get(k) == Some(v))
+        self.fields.len() == other.fields.len()
+            && self
+                .fields
+                .iter()
+                .all(|(k, v)| other.fields.get(k) == Some(v))
     }
 }
 
@@ -220,10 +224,25 @@ mod tests {
     #[test]
     fn packed_copies_own_their_bytes_and_share_one_buffer_when_small() {
         let request = Bytes::from_static(b"s1aaaal1123i17");
-        let parts = [&request[0..2], &request[2..6], &request[6..8], &request[8..11], &request[11..14]];
+        let parts = [
+            &request[0..2],
+            &request[2..6],
+            &request[6..8],
+            &request[8..11],
+            &request[11..14],
+        ];
         let copies = copy_packed(parts);
-        assert_eq!(copies, parts.iter().map(|p| Bytes::copy_from_slice(p)).collect::<Vec<_>>());
-        assert!(copies.iter().all(|c| !inside(c, &request)), "a copy points into the request");
+        assert_eq!(
+            copies,
+            parts
+                .iter()
+                .map(|p| Bytes::copy_from_slice(p))
+                .collect::<Vec<_>>()
+        );
+        assert!(
+            copies.iter().all(|c| !inside(c, &request)),
+            "a copy points into the request"
+        );
         // One allocation: each part starts where the one before ended.
         for w in copies.windows(2) {
             assert_eq!(w[0].as_ptr() as usize + w[0].len(), w[1].as_ptr() as usize);
@@ -236,7 +255,10 @@ mod tests {
         let copies = copy_packed([&big[..], b"x"]);
         assert_eq!(copies[0], big);
         assert_eq!(copies[1], Bytes::from_static(b"x"));
-        assert_ne!(copies[0].as_ptr() as usize + copies[0].len(), copies[1].as_ptr() as usize);
+        assert_ne!(
+            copies[0].as_ptr() as usize + copies[0].len(),
+            copies[1].as_ptr() as usize
+        );
         assert!(copy_packed(std::iter::empty::<&[u8]>()).is_empty());
     }
 }

@@ -34,7 +34,10 @@ pub struct Hlc {
 
 impl Hlc {
     pub fn new(clock: Arc<dyn Clock>) -> Self {
-        Hlc { last: AtomicU64::new(0), clock }
+        Hlc {
+            last: AtomicU64::new(0),
+            clock,
+        }
     }
 
     /// A new timestamp, greater than every one handed out or observed before.
@@ -43,7 +46,10 @@ impl Hlc {
         let mut last = self.last.load(Ordering::Relaxed);
         loop {
             let next = physical.max(last + 1);
-            match self.last.compare_exchange_weak(last, next, Ordering::AcqRel, Ordering::Relaxed) {
+            match self
+                .last
+                .compare_exchange_weak(last, next, Ordering::AcqRel, Ordering::Relaxed)
+            {
                 Ok(_) => return next,
                 Err(seen) => last = seen,
             }

@@ -33,7 +33,8 @@ impl<'a> ReplyWriter<'a> {
     pub fn big_number(&mut self, digits: &str) {
         if self.resp3 {
             self.buf.extend_from_slice(b"(");
-            self.buf.extend_from_slice(digits.replace(['\r', '\n'], "").as_bytes());
+            self.buf
+                .extend_from_slice(digits.replace(['\r', '\n'], "").as_bytes());
             self.buf.extend_from_slice(b"\r\n");
         } else {
             self.bulk(digits.as_bytes());

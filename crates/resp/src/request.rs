@@ -144,11 +144,17 @@ fn decode_array(
     let request = buf.split_to(end).freeze();
     args.reserve_exact(seen);
     if seen <= REMEMBERED_ARGS {
-        args.extend(places[..seen].iter().map(|&(start, len)| request.slice(start..start + len)));
+        args.extend(
+            places[..seen]
+                .iter()
+                .map(|&(start, len)| request.slice(start..start + len)),
+        );
     } else {
         // A second walk over the same bytes with the same limits takes the
         // same path, now slicing the frozen request.
-        locate_array(&request, limits, |start, len| args.push(request.slice(start..start + len)))?;
+        locate_array(&request, limits, |start, len| {
+            args.push(request.slice(start..start + len))
+        })?;
     }
     Ok(true)
 }
@@ -440,7 +446,10 @@ mod tests {
             match (&located, &decoded) {
                 (Ok(Some(Located::Array { end })), Ok(Some(args))) => {
                     prop_assert_eq!(*end, before - buf.len());
-                    let borrowed: Vec<&[u8]> = places.iter().map(|&(at, len)| &front[at..at + len]).collect();
+                    let borrowed: Vec<&[u8]> = places
+                        .iter()
+                        .map(|&(at, len)| &front[at..at + len])
+                        .collect();
                     prop_assert_eq!(borrowed, args.iter().map(|a| &a[..]).collect::<Vec<_>>());
                 }
                 (Ok(Some(Located::Inline)), _) => prop_assert!(front[0] != b'*'),

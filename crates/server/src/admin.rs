@@ -41,16 +41,32 @@ async fn handle(node: Arc<Node>, mut stream: TcpStream) -> std::io::Result<()> {
     let (path, query) = path.split_once('?').unwrap_or((path, ""));
     let (status, ctype, body) = match (method, path) {
         ("GET", "/wan/status") => match &node.wan {
-            Some(w) => ("200 OK", "application/json", serde_json::to_string(&w.status()).unwrap_or_default()),
-            None => ("404 Not Found", "text/plain", "WAN replication is not configured on this node\n".to_string()),
+            Some(w) => (
+                "200 OK",
+                "application/json",
+                serde_json::to_string(&w.status()).unwrap_or_default(),
+            ),
+            None => (
+                "404 Not Found",
+                "text/plain",
+                "WAN replication is not configured on this node\n".to_string(),
+            ),
         },
         ("POST", p) if p.starts_with("/wan/") => wan_control(&node, &p[5..], query),
         ("POST", "/cluster/leave") => cluster_leave(&node, query).await,
-        ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", node.metrics.render(&node.snapshot())),
+        ("GET", "/metrics") => (
+            "200 OK",
+            "text/plain; version=0.0.4",
+            node.metrics.render(&node.snapshot()),
+        ),
         ("GET", "/health") => ("200 OK", "text/plain", "ok\n".to_string()),
         ("GET", "/status") => ("200 OK", "application/json", status_json(&node)),
         ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_string()),
-        _ => ("405 Method Not Allowed", "text/plain", "method not allowed\n".to_string()),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain",
+            "method not allowed\n".to_string(),
+        ),
     };
     let resp = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -63,31 +79,55 @@ async fn handle(node: Arc<Node>, mut stream: TcpStream) -> std::io::Result<()> {
 /// `POST /wan/{pause|resume|stop|resync}?target=NAME`.
 fn wan_control(node: &Node, action: &str, query: &str) -> (&'static str, &'static str, String) {
     let Some(w) = &node.wan else {
-        return ("404 Not Found", "text/plain", "WAN replication is not configured on this node\n".into());
+        return (
+            "404 Not Found",
+            "text/plain",
+            "WAN replication is not configured on this node\n".into(),
+        );
     };
     let control = match action {
         "pause" => wan::Control::Pause,
         "resume" => wan::Control::Resume,
         "stop" => wan::Control::Stop,
         "resync" => wan::Control::Resync,
-        _ => return ("404 Not Found", "text/plain", format!("unknown WAN action {action:?}\n")),
+        _ => {
+            return (
+                "404 Not Found",
+                "text/plain",
+                format!("unknown WAN action {action:?}\n"),
+            )
+        }
     };
-    let name = query.split('&').find_map(|kv| kv.strip_prefix("target=")).unwrap_or("");
+    let name = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("target="))
+        .unwrap_or("");
     match w.target(name) {
         Some(t) => {
             t.control(control);
             ("200 OK", "text/plain", format!("{action} {name}: ok\n"))
         }
-        None => ("404 Not Found", "text/plain", format!("no WAN target named {name:?}\n")),
+        None => (
+            "404 Not Found",
+            "text/plain",
+            format!("no WAN target named {name:?}\n"),
+        ),
     }
 }
 
 /// `POST /cluster/leave?node=NAME`: drains that member out of the site.
 async fn cluster_leave(node: &Node, query: &str) -> (&'static str, &'static str, String) {
     let Some(c) = &node.cluster else {
-        return ("404 Not Found", "text/plain", "this node is not in a site\n".into());
+        return (
+            "404 Not Found",
+            "text/plain",
+            "this node is not in a site\n".into(),
+        );
     };
-    let name = query.split('&').find_map(|kv| kv.strip_prefix("node=")).unwrap_or("");
+    let name = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("node="))
+        .unwrap_or("");
     match c.leave(name).await {
         Ok(msg) => ("200 OK", "text/plain", format!("{msg}\n")),
         Err(e) => ("409 Conflict", "text/plain", format!("{e}\n")),

@@ -12,7 +12,13 @@ use crate::session::{Reply, Session};
 
 pub fn client(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     let sub = String::from_utf8_lossy(a[1]).to_ascii_lowercase();
-    let arity = |ok: bool| if ok { Ok(()) } else { Err(CmdError::WrongArity(format!("client|{sub}"))) };
+    let arity = |ok: bool| {
+        if ok {
+            Ok(())
+        } else {
+            Err(CmdError::WrongArity(format!("client|{sub}")))
+        }
+    };
     match sub.as_str() {
         "id" => {
             arity(a.len() == 2)?;
@@ -46,7 +52,10 @@ pub fn client(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> 
             } else if is(a[2], "LIB-VER") {
                 lib.1 = v;
             } else {
-                return Err(CmdError::other(format!("ERR Unrecognized option '{}'", String::from_utf8_lossy(a[2]))));
+                return Err(CmdError::other(format!(
+                    "ERR Unrecognized option '{}'",
+                    String::from_utf8_lossy(a[2])
+                )));
             }
             out.simple("OK");
         }
@@ -123,7 +132,10 @@ pub fn client(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> 
             out.simple("OK");
         }
         _ => {
-            return Err(CmdError::UnknownSubcommand { cmd: "CLIENT".into(), sub: String::from_utf8_lossy(a[1]).into() })
+            return Err(CmdError::UnknownSubcommand {
+                cmd: "CLIENT".into(),
+                sub: String::from_utf8_lossy(a[1]).into(),
+            })
         }
     }
     Ok(())
@@ -134,12 +146,19 @@ pub fn valid_name(name: &[u8]) -> Result<(), CmdError> {
     if name.iter().all(|&b| (b'!'..=b'~').contains(&b)) {
         Ok(())
     } else {
-        Err(CmdError::other("ERR Client names cannot contain spaces, newlines or special characters."))
+        Err(CmdError::other(
+            "ERR Client names cannot contain spaces, newlines or special characters.",
+        ))
     }
 }
 
 fn client_line(s: &Session, c: &ClientShared, current: &str) -> String {
-    let name = c.name.lock().as_ref().map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default();
+    let name = c
+        .name
+        .lock()
+        .as_ref()
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .unwrap_or_default();
     let lib = c.lib.lock().clone();
     let t = c.tracking.lock().clone();
     let mut flags = String::new();
@@ -156,7 +175,11 @@ fn client_line(s: &Session, c: &ClientShared, current: &str) -> String {
         flags.push('N');
     }
     let age = c.created.elapsed().as_secs();
-    let cmd = if c.id == s.id { current } else { c.last_cmd_name() };
+    let cmd = if c.id == s.id {
+        current
+    } else {
+        c.last_cmd_name()
+    };
     format!(
         "id={} addr={} laddr={} fd=8 name={} age={} idle=0 flags={} db=0 sub={} psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}\n",
         c.id,
@@ -179,7 +202,10 @@ fn kill(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     if a.len() == 3 {
         // Old form: CLIENT KILL addr:port.
         let addr = String::from_utf8_lossy(a[2]);
-        let target = all.iter().find(|c| c.addr.to_string() == addr).ok_or(CmdError::other("ERR No such client"))?;
+        let target = all
+            .iter()
+            .find(|c| c.addr.to_string() == addr)
+            .ok_or(CmdError::other("ERR No such client"))?;
         target.kill();
         out.simple("OK");
         return Ok(());
@@ -236,14 +262,19 @@ fn tracking(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     } else {
         return Err(CmdError::Syntax);
     };
-    let mut new = TrackingState { on, ..Default::default() };
+    let mut new = TrackingState {
+        on,
+        ..Default::default()
+    };
     let mut i = 3;
     while i < a.len() {
         let arg = &a[i];
         if is(arg, "REDIRECT") && i + 1 < a.len() {
             let id = int(a[i + 1])?;
             if id != s.id as i64 && s.node.clients.get(id as u64).is_none() {
-                return Err(CmdError::other("ERR The client ID you want redirect to does not exist"));
+                return Err(CmdError::other(
+                    "ERR The client ID you want redirect to does not exist",
+                ));
             }
             new.redirect = if id == s.id as i64 { 0 } else { id as u64 };
             i += 2;
@@ -278,13 +309,19 @@ fn tracking(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         return Err(CmdError::other("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."));
     }
     if !new.bcast && !new.prefixes.is_empty() {
-        return Err(CmdError::other("ERR PREFIX option requires BCAST mode to be enabled"));
+        return Err(CmdError::other(
+            "ERR PREFIX option requires BCAST mode to be enabled",
+        ));
     }
     if new.optin && new.optout {
-        return Err(CmdError::other("ERR You can't specify both OPTIN mode and OPTOUT mode"));
+        return Err(CmdError::other(
+            "ERR You can't specify both OPTIN mode and OPTOUT mode",
+        ));
     }
     if new.bcast && (new.optin || new.optout) {
-        return Err(CmdError::other("ERR OPTIN and OPTOUT are not compatible with BCAST"));
+        return Err(CmdError::other(
+            "ERR OPTIN and OPTOUT are not compatible with BCAST",
+        ));
     }
     check_prefix_overlap(&old.prefixes, &new.prefixes)?;
     if old.on {
@@ -296,7 +333,9 @@ fn tracking(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         // BCAST without PREFIX: every key, i.e. the empty prefix.
         new.prefixes.push(Bytes::new());
     }
-    s.node.tracking.enable(s.id, new.bcast.then_some(&new.prefixes[..]));
+    s.node
+        .tracking
+        .enable(s.id, new.bcast.then_some(&new.prefixes[..]));
     *s.shared.tracking.lock() = new;
     s.set_tracking(true);
     out.simple("OK");
@@ -316,7 +355,12 @@ fn check_prefix_overlap(old: &[Bytes], new: &[Bytes]) -> Result<(), CmdError> {
         if let Some(q) = old.iter().find(|q| *q != p && overlap(p, q)) {
             return Err(err(p, "an existing", q));
         }
-        if let Some(q) = new.iter().enumerate().find(|(j, q)| *j != i && overlap(p, q)).map(|(_, q)| q) {
+        if let Some(q) = new
+            .iter()
+            .enumerate()
+            .find(|(j, q)| *j != i && overlap(p, q))
+            .map(|(_, q)| q)
+        {
             return Err(err(p, "another provided", q));
         }
     }

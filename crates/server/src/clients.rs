@@ -20,7 +20,10 @@ use crate::metrics::table_index;
 pub enum Push {
     /// Keys to invalidate; None: everything (FLUSHALL).
     Invalidate(Option<Vec<Bytes>>),
-    Message { channel: Bytes, payload: Bytes },
+    Message {
+        channel: Bytes,
+        payload: Bytes,
+    },
     /// The client's tracking REDIRECT target disconnected.
     RedirectBroken(u64),
 }
@@ -62,7 +65,8 @@ pub struct ClientShared {
 
 impl ClientShared {
     pub fn set_last_cmd(&self, spec: &'static CommandSpec) {
-        self.last_cmd.store(table_index(spec) + 1, Ordering::Relaxed);
+        self.last_cmd
+            .store(table_index(spec) + 1, Ordering::Relaxed);
     }
 
     /// The name CLIENT LIST shows for the last command ("NULL": none yet).

@@ -16,10 +16,24 @@ fn params(s: &Session) -> Vec<(&'static str, String)> {
     vec![
         ("maxmemory", rt.maxmemory().to_string()),
         ("maxmemory-policy", "noeviction".into()),
-        ("maxclients", rt.maxclients.load(Ordering::Relaxed).to_string()),
-        ("proto-max-bulk-len", rt.proto_max_bulk_len.load(Ordering::Relaxed).to_string()),
-        ("client-query-buffer-limit", rt.client_query_buffer_limit.load(Ordering::Relaxed).to_string()),
-        ("requirepass", rt.requirepass.read().clone().unwrap_or_default()),
+        (
+            "maxclients",
+            rt.maxclients.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "proto-max-bulk-len",
+            rt.proto_max_bulk_len.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "client-query-buffer-limit",
+            rt.client_query_buffer_limit
+                .load(Ordering::Relaxed)
+                .to_string(),
+        ),
+        (
+            "requirepass",
+            rt.requirepass.read().clone().unwrap_or_default(),
+        ),
         ("save", String::new()),
         ("appendonly", "no".into()),
         ("databases", "1".into()),
@@ -29,7 +43,10 @@ fn params(s: &Session) -> Vec<(&'static str, String)> {
         ("tcp-keepalive", "300".into()),
         ("hz", "10".into()),
         ("cluster-enabled", "no".into()),
-        ("tracking-table-max-keys", s.node.settings.tracking_table_max_keys.to_string()),
+        (
+            "tracking-table-max-keys",
+            s.node.settings.tracking_table_max_keys.to_string(),
+        ),
         ("dir", s.node.settings.data_dir.display().to_string()),
         // Encoding thresholds clients and tools probe; informational here.
         ("hash-max-listpack-entries", "128".into()),
@@ -41,7 +58,15 @@ fn params(s: &Session) -> Vec<(&'static str, String)> {
         ("set-max-listpack-entries", "128".into()),
         ("zset-max-listpack-entries", "128".into()),
         ("zset-max-ziplist-entries", "128".into()),
-        ("enable-debug-command", if s.node.settings.enable_debug_command { "yes" } else { "no" }.into()),
+        (
+            "enable-debug-command",
+            if s.node.settings.enable_debug_command {
+                "yes"
+            } else {
+                "no"
+            }
+            .into(),
+        ),
     ]
 }
 
@@ -59,9 +84,24 @@ pub fn config(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> 
             let lower = p.to_ascii_lowercase();
             let is_glob = p.iter().any(|b| matches!(b, b'*' | b'?' | b'['));
             for (k, v) in &all {
-                let hit = if is_glob { glob_match(&lower, k.as_bytes()) } else { lower == k.as_bytes() };
-                if hit && !matched.iter().any(|(m, _)| m.eq_ignore_ascii_case(k.as_bytes())) {
-                    matched.push((if is_glob { k.as_bytes().to_vec() } else { p.to_vec() }, v));
+                let hit = if is_glob {
+                    glob_match(&lower, k.as_bytes())
+                } else {
+                    lower == k.as_bytes()
+                };
+                if hit
+                    && !matched
+                        .iter()
+                        .any(|(m, _)| m.eq_ignore_ascii_case(k.as_bytes()))
+                {
+                    matched.push((
+                        if is_glob {
+                            k.as_bytes().to_vec()
+                        } else {
+                            p.to_vec()
+                        },
+                        v,
+                    ));
                 }
             }
         }
@@ -81,7 +121,10 @@ pub fn config(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> 
     } else if is(sub, "RESETSTAT") || is(sub, "REWRITE") {
         out.simple("OK");
     } else {
-        return Err(CmdError::UnknownSubcommand { cmd: "CONFIG".into(), sub: String::from_utf8_lossy(sub).into() });
+        return Err(CmdError::UnknownSubcommand {
+            cmd: "CONFIG".into(),
+            sub: String::from_utf8_lossy(sub).into(),
+        });
     }
     Ok(())
 }
@@ -89,8 +132,9 @@ pub fn config(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> 
 fn set(s: &mut Session, key: &[u8], value: &[u8]) -> Result<(), CmdError> {
     let name = String::from_utf8_lossy(key).to_ascii_lowercase();
     let text = String::from_utf8_lossy(value).into_owned();
-    let invalid =
-        || CmdError::other(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument couldn't be parsed into an integer"));
+    let invalid = || {
+        CmdError::other(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument couldn't be parsed into an integer"))
+    };
     let rt = &s.node.runtime;
     match name.as_str() {
         "maxmemory" => {
@@ -101,14 +145,18 @@ fn set(s: &mut Session, key: &[u8], value: &[u8]) -> Result<(), CmdError> {
             })?;
             rt.maxmemory.store(v, Ordering::Relaxed)
         }
-        "maxclients" => rt.maxclients.store(text.parse().map_err(|_| invalid())?, Ordering::Relaxed),
+        "maxclients" => rt
+            .maxclients
+            .store(text.parse().map_err(|_| invalid())?, Ordering::Relaxed),
         "proto-max-bulk-len" => {
             let v = parse_size(&text).ok_or_else(invalid)?;
-            rt.proto_max_bulk_len.store(v.max(1024 * 1024) as usize, Ordering::Relaxed)
+            rt.proto_max_bulk_len
+                .store(v.max(1024 * 1024) as usize, Ordering::Relaxed)
         }
         "client-query-buffer-limit" => {
             let v = parse_size(&text).ok_or_else(invalid)?;
-            rt.client_query_buffer_limit.store(v.max(1024 * 1024) as usize, Ordering::Relaxed)
+            rt.client_query_buffer_limit
+                .store(v.max(1024 * 1024) as usize, Ordering::Relaxed)
         }
         "requirepass" => *rt.requirepass.write() = (!text.is_empty()).then_some(text),
         // Accepted and meaningless here: no RDB/AOF, one database.

@@ -26,11 +26,17 @@ const READ_CHUNK: usize = 16 * 1024;
 const MAX_READ_CHUNK: usize = 256 * 1024;
 
 pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
-    node.metrics.connections_received.fetch_add(1, Ordering::Relaxed);
+    node.metrics
+        .connections_received
+        .fetch_add(1, Ordering::Relaxed);
     let _ = stream.set_nodelay(true);
     if node.clients.len() >= node.runtime.maxclients.load(Ordering::Relaxed) {
-        node.metrics.rejected_connections.fetch_add(1, Ordering::Relaxed);
-        let _ = stream.write_all(b"-ERR max number of clients reached\r\n").await;
+        node.metrics
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = stream
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
         return;
     }
     let laddr = stream.local_addr().unwrap_or(addr);

@@ -51,7 +51,11 @@ pub struct HeldShared<'a> {
 
 impl<'a> HeldShared<'a> {
     pub fn new(gate: &'a ExecGate) -> Self {
-        HeldShared { gate, guard: None, commands: 0 }
+        HeldShared {
+            gate,
+            guard: None,
+            commands: 0,
+        }
     }
 
     /// Before a command other than EXEC: the gate is held.
@@ -95,7 +99,10 @@ mod tests {
             release_rx.recv().unwrap();
         });
         held_rx.recv().unwrap();
-        assert!(gate.try_exclusive().is_none(), "EXEC could start while a command held the gate");
+        assert!(
+            gate.try_exclusive().is_none(),
+            "EXEC could start while a command held the gate"
+        );
         release_tx.send(()).unwrap();
         reader.join().unwrap();
         assert!(gate.try_exclusive().is_some());
@@ -107,16 +114,28 @@ mod tests {
         let mut held = HeldShared::new(&gate);
         held.hold();
         held.hold();
-        assert!(gate.try_exclusive().is_none(), "EXEC could start between two commands of a batch");
+        assert!(
+            gate.try_exclusive().is_none(),
+            "EXEC could start between two commands of a batch"
+        );
         held.release();
-        assert!(gate.try_exclusive().is_some(), "the gate stayed held for EXEC");
+        assert!(
+            gate.try_exclusive().is_some(),
+            "the gate stayed held for EXEC"
+        );
         for _ in 0..HOLD_COMMANDS {
             held.hold();
         }
         assert_eq!(held.commands, HOLD_COMMANDS);
         held.hold();
-        assert_eq!(held.commands, 1, "the gate was not given back after HOLD_COMMANDS commands");
+        assert_eq!(
+            held.commands, 1,
+            "the gate was not given back after HOLD_COMMANDS commands"
+        );
         drop(held);
-        assert!(gate.try_exclusive().is_some(), "the batch's end did not give the gate back");
+        assert!(
+            gate.try_exclusive().is_some(),
+            "the batch's end did not give the gate back"
+        );
     }
 }

@@ -42,7 +42,10 @@ pub fn build_runtime(builder: &mut Builder, budget: Duration) -> std::io::Result
     Ok(build_with(builder, budget)?.0)
 }
 
-fn build_with(builder: &mut Builder, budget: Duration) -> std::io::Result<(Runtime, Arc<OnceLock<IdlePoll>>)> {
+fn build_with(
+    builder: &mut Builder,
+    budget: Duration,
+) -> std::io::Result<(Runtime, Arc<OnceLock<IdlePoll>>)> {
     let polling = Arc::new(OnceLock::<IdlePoll>::new());
     let (parking, unparked) = (polling.clone(), polling.clone());
     builder.on_thread_park(move || parking.get().map_or((), IdlePoll::parking));
@@ -51,11 +54,16 @@ fn build_with(builder: &mut Builder, budget: Duration) -> std::io::Result<(Runti
     // it twice: its registry is a duplicate of the poller's descriptor).
     let before = epoll_instances();
     let rt = builder.build()?;
-    let made: Vec<RawFd> = epoll_instances().into_iter().filter(|fd| !before.contains(fd)).collect();
+    let made: Vec<RawFd> = epoll_instances()
+        .into_iter()
+        .filter(|fd| !before.contains(fd))
+        .collect();
     let epoll = match made[..] {
         [fd, ref others @ ..] if others.iter().all(|&o| same_file(fd, o)) => Some(fd),
         _ => {
-            tracing::warn!("idle polling is off: the runtime's epoll instance was not found in /proc/self/fd");
+            tracing::warn!(
+                "idle polling is off: the runtime's epoll instance was not found in /proc/self/fd"
+            );
             None
         }
     };
@@ -103,7 +111,11 @@ impl IdlePoll {
 /// The epoll instance has events ready (or cannot be polled): the driver
 /// will not block.
 fn has_ready(epoll: RawFd) -> bool {
-    let mut ready = libc::pollfd { fd: epoll, events: libc::POLLIN, revents: 0 };
+    let mut ready = libc::pollfd {
+        fd: epoll,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd; a zero timeout never blocks.
     unsafe { libc::poll(&mut ready, 1, 0) != 0 }
 }
@@ -113,14 +125,27 @@ fn same_file(a: RawFd, b: RawFd) -> bool {
     const KCMP_FILE: libc::c_long = 0;
     // SAFETY: kcmp only compares kernel objects; any arguments are safe.
     let pid = unsafe { libc::getpid() } as libc::c_long;
-    unsafe { libc::syscall(libc::SYS_kcmp, pid, pid, KCMP_FILE, a as libc::c_long, b as libc::c_long) == 0 }
+    unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            pid,
+            pid,
+            KCMP_FILE,
+            a as libc::c_long,
+            b as libc::c_long,
+        ) == 0
+    }
 }
 
 /// The process's epoll instances.
 fn epoll_instances() -> Vec<RawFd> {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return Vec::new() };
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
     dir.flatten()
-        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.as_os_str() == "anon_inode:[eventpoll]"))
+        .filter(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|t| t.as_os_str() == "anon_inode:[eventpoll]")
+        })
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
         .collect()
 }
@@ -131,7 +156,11 @@ mod tests {
 
     #[test]
     fn sees_what_the_runtime_driver_has_ready_without_taking_it() {
-        let (rt, polling) = build_with(Builder::new_current_thread().enable_all(), Duration::from_micros(50)).unwrap();
+        let (rt, polling) = build_with(
+            Builder::new_current_thread().enable_all(),
+            Duration::from_micros(50),
+        )
+        .unwrap();
         let poll = polling.get().unwrap();
         let epoll = poll.epoll.expect("the runtime's epoll instance");
         let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
@@ -142,12 +171,21 @@ mod tests {
             tokio::task::yield_now().await;
             b
         });
-        assert!(!has_ready(epoll), "nothing was sent, yet the driver has events ready");
+        assert!(
+            !has_ready(epoll),
+            "nothing was sent, yet the driver has events ready"
+        );
         std::io::Write::write_all(&mut &a, b"x").unwrap();
-        assert!(has_ready(epoll), "a byte arrived and the driver's epoll instance does not say so");
+        assert!(
+            has_ready(epoll),
+            "a byte arrived and the driver's epoll instance does not say so"
+        );
         // Polling left the event to the driver: the socket still becomes readable.
         rt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(10), b.readable()).await.expect("the driver saw the byte").unwrap();
+            tokio::time::timeout(Duration::from_secs(10), b.readable())
+                .await
+                .expect("the driver saw the byte")
+                .unwrap();
         });
         // After a wake-up polling returns at once when something is ready,
         // and without one it does not poll at all.

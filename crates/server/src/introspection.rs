@@ -39,8 +39,11 @@ pub fn command(a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
             }
         }
     } else if is(sub, "DOCS") {
-        let specs: Vec<&CommandSpec> =
-            if a.len() > 2 { a[2..].iter().filter_map(|n| lookup(n)).collect() } else { TABLE.iter().collect() };
+        let specs: Vec<&CommandSpec> = if a.len() > 2 {
+            a[2..].iter().filter_map(|n| lookup(n)).collect()
+        } else {
+            TABLE.iter().collect()
+        };
         out.map(specs.len());
         for c in specs {
             out.bulk(c.name.as_bytes());
@@ -73,7 +76,9 @@ pub fn command(a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
             Some(f) if is(f, "FILTERBY") && a.len() == 5 && is(a[3], "PATTERN") => Some(a[4]),
             Some(_) => return Err(CmdError::Syntax),
         };
-        let subs = SUBCOMMANDS.iter().flat_map(|(parent, subs)| subs.iter().map(move |s| format!("{parent}|{s}")));
+        let subs = SUBCOMMANDS
+            .iter()
+            .flat_map(|(parent, subs)| subs.iter().map(move |s| format!("{parent}|{s}")));
         let names: Vec<String> = TABLE
             .iter()
             .map(|c| c.name.to_string())
@@ -85,7 +90,10 @@ pub fn command(a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
             out.bulk(n.as_bytes());
         }
     } else {
-        return Err(CmdError::UnknownSubcommand { cmd: "COMMAND".into(), sub: String::from_utf8_lossy(sub).into() });
+        return Err(CmdError::UnknownSubcommand {
+            cmd: "COMMAND".into(),
+            sub: String::from_utf8_lossy(sub).into(),
+        });
     }
     Ok(())
 }
@@ -154,7 +162,11 @@ fn command_info(c: &CommandSpec, out: Reply) {
         out.bulk(b"spec");
         out.map(3);
         out.bulk(b"lastkey");
-        out.int(if c.last_key < 0 { c.last_key as i64 } else { (c.last_key - c.first_key) as i64 });
+        out.int(if c.last_key < 0 {
+            c.last_key as i64
+        } else {
+            (c.last_key - c.first_key) as i64
+        });
         out.bulk(b"keystep");
         out.int(c.step as i64);
         out.bulk(b"limit");
@@ -167,12 +179,26 @@ fn command_info(c: &CommandSpec, out: Reply) {
     out.array(0);
 }
 
-const SECTIONS: [&str; 8] =
-    ["server", "clients", "memory", "persistence", "stats", "replication", "cluster", "keyspace"];
+const SECTIONS: [&str; 8] = [
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cluster",
+    "keyspace",
+];
 
 pub fn info(s: &Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-    let wanted: Vec<String> = a[1..].iter().map(|x| String::from_utf8_lossy(x).to_ascii_lowercase()).collect();
-    let all = wanted.is_empty() || wanted.iter().any(|w| w == "all" || w == "everything" || w == "default");
+    let wanted: Vec<String> = a[1..]
+        .iter()
+        .map(|x| String::from_utf8_lossy(x).to_ascii_lowercase())
+        .collect();
+    let all = wanted.is_empty()
+        || wanted
+            .iter()
+            .any(|w| w == "all" || w == "everything" || w == "default");
     let mut text = String::new();
     for section in SECTIONS {
         if all || wanted.iter().any(|w| w == section) {
@@ -214,14 +240,29 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
             kv("site_name", &node.settings.site_name);
             kv("partitions", &node.settings.partitions);
             // Worker threads of the runtime serving this node (node.threads).
-            let workers = tokio::runtime::Handle::try_current().map_or(0, |h| h.metrics().num_workers());
+            let workers =
+                tokio::runtime::Handle::try_current().map_or(0, |h| h.metrics().num_workers());
             kv("threads", &workers);
         }
         "clients" => {
             kv("connected_clients", &node.clients.len());
-            kv("maxclients", &node.runtime.maxclients.load(std::sync::atomic::Ordering::Relaxed));
+            kv(
+                "maxclients",
+                &node
+                    .runtime
+                    .maxclients
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            );
             kv("blocked_clients", &0);
-            kv("tracking_clients", &node.clients.all().iter().filter(|c| c.tracking.lock().on).count());
+            kv(
+                "tracking_clients",
+                &node
+                    .clients
+                    .all()
+                    .iter()
+                    .filter(|c| c.tracking.lock().on)
+                    .count(),
+            );
         }
         "memory" => {
             let used = node.used_memory();
@@ -242,9 +283,15 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
             use std::sync::atomic::Ordering::Relaxed;
             let m = &node.metrics;
             let st = node.ks.stats();
-            kv("total_connections_received", &m.connections_received.load(Relaxed));
+            kv(
+                "total_connections_received",
+                &m.connections_received.load(Relaxed),
+            );
             kv("total_commands_processed", &m.commands_processed());
-            kv("rejected_connections", &m.rejected_connections.load(Relaxed));
+            kv(
+                "rejected_connections",
+                &m.rejected_connections.load(Relaxed),
+            );
             kv("expired_keys", &st.count(3));
             kv("tracking_total_keys", &node.tracking.tracked_keys());
             kv("total_error_replies", &m.protocol_errors.load(Relaxed));
@@ -284,7 +331,12 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
         "keyspace" => {
             let keys = node.ks.len();
             if keys > 0 {
-                let _ = write!(t, "db0:keys={},expires={},avg_ttl=0\r\n", keys, node.ks.expires_len());
+                let _ = write!(
+                    t,
+                    "db0:keys={},expires={},avg_ttl=0\r\n",
+                    keys,
+                    node.ks.expires_len()
+                );
             }
         }
         _ => {}

@@ -75,7 +75,9 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
 /// Bytes currently allocated through [`CountingAlloc`].
 pub fn allocated() -> usize {
-    let sum = COUNTS.iter().fold(0u64, |sum, s| sum.wrapping_add(s.0.load(Ordering::Relaxed)));
+    let sum = COUNTS
+        .iter()
+        .fold(0u64, |sum, s| sum.wrapping_add(s.0.load(Ordering::Relaxed)));
     (sum as i64).max(0) as usize
 }
 

@@ -27,7 +27,9 @@ use crate::thread_shard::CounterShard;
 const META: Metadata<'static> = Metadata::new("deltagrid", Level::INFO, None);
 
 /// Latency buckets in seconds: 10 µs .. 1 s.
-const BUCKETS: [f64; 14] = [1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 0.25, 1.0];
+const BUCKETS: [f64; 14] = [
+    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 0.25, 1.0,
+];
 
 /// Per-command counters owned by one thread each: the process's first
 /// threads to be numbered (a thread is numbered at its first allocation,
@@ -66,13 +68,17 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let recorder =
-            PrometheusBuilder::new().set_buckets(&BUCKETS).expect("bucket list is non-empty").build_recorder();
+        let recorder = PrometheusBuilder::new()
+            .set_buckets(&BUCKETS)
+            .expect("bucket list is non-empty")
+            .build_recorder();
         let handle = recorder.handle();
         Metrics {
             recorder,
             handle,
-            per_command: (0..2 * SHARDS * TABLE.len()).map(|_| CommandStats::default()).collect(),
+            per_command: (0..2 * SHARDS * TABLE.len())
+                .map(|_| CommandStats::default())
+                .collect(),
             connections_received: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
@@ -81,7 +87,8 @@ impl Metrics {
     }
 
     fn counter(&self, name: &'static str, labels: Vec<Label>) -> Counter {
-        self.recorder.register_counter(&Key::from_parts(name, labels), &META)
+        self.recorder
+            .register_counter(&Key::from_parts(name, labels), &META)
     }
 
     fn gauge(&self, name: &'static str) -> Gauge {
@@ -91,7 +98,10 @@ impl Metrics {
     /// Records one executed command and how long it took.
     pub fn command(&self, spec: &'static CommandSpec, took: Duration) {
         let secs = took.as_secs_f64();
-        let bucket = BUCKETS.iter().position(|&b| secs <= b).unwrap_or(BUCKETS.len());
+        let bucket = BUCKETS
+            .iter()
+            .position(|&b| secs <= b)
+            .unwrap_or(BUCKETS.len());
         let shard = CounterShard::of_this_thread(SHARDS);
         let stats = &self.per_command[shard.index * TABLE.len() + table_index(spec)];
         shard.add(&stats.buckets[bucket], 1);
@@ -100,7 +110,11 @@ impl Metrics {
 
     /// Commands executed so far, of every kind.
     pub fn commands_processed(&self) -> u64 {
-        self.per_command.iter().flat_map(|s| &s.buckets).map(|b| b.load(Ordering::Relaxed)).sum()
+        self.per_command
+            .iter()
+            .flat_map(|s| &s.buckets)
+            .map(|b| b.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Calls per latency bucket and the summed latency of command `i` of
@@ -131,7 +145,11 @@ impl Metrics {
             .collect();
         let _ = writeln!(out, "# TYPE deltagrid_commands_total counter");
         for (name, buckets, _) in &seen {
-            let _ = writeln!(out, "deltagrid_commands_total{{command=\"{name}\"}} {}", buckets.iter().sum::<u64>());
+            let _ = writeln!(
+                out,
+                "deltagrid_commands_total{{command=\"{name}\"}} {}",
+                buckets.iter().sum::<u64>()
+            );
         }
         let _ = writeln!(out, "\n# TYPE deltagrid_command_duration_seconds histogram");
         for (name, buckets, sum_ns) in &seen {
@@ -144,9 +162,15 @@ impl Metrics {
                     "deltagrid_command_duration_seconds_bucket{{command=\"{name}\",le=\"{le}\"}} {cumulative}"
                 );
             }
-            let _ =
-                writeln!(out, "deltagrid_command_duration_seconds_sum{{command=\"{name}\"}} {}", *sum_ns as f64 / 1e9);
-            let _ = writeln!(out, "deltagrid_command_duration_seconds_count{{command=\"{name}\"}} {cumulative}");
+            let _ = writeln!(
+                out,
+                "deltagrid_command_duration_seconds_sum{{command=\"{name}\"}} {}",
+                *sum_ns as f64 / 1e9
+            );
+            let _ = writeln!(
+                out,
+                "deltagrid_command_duration_seconds_count{{command=\"{name}\"}} {cumulative}"
+            );
         }
     }
 
@@ -158,7 +182,10 @@ impl Metrics {
             let c = |name: &'static str, v: u64| self.counter(name, l()).absolute(v);
             c("deltagrid_wan_bytes_sent_total", t.bytes_sent);
             c("deltagrid_wan_events_queued_total", t.events_queued);
-            c("deltagrid_wan_events_distributed_total", t.events_distributed);
+            c(
+                "deltagrid_wan_events_distributed_total",
+                t.events_distributed,
+            );
             c("deltagrid_wan_batches_total", t.batches);
             c("deltagrid_wan_deltas_shipped_total", t.deltas_shipped);
             c("deltagrid_wan_full_values_shipped_total", t.fulls_shipped);
@@ -172,24 +199,55 @@ impl Metrics {
                 if let Some((k, val)) = extra {
                     labels.push(Label::new(k, val));
                 }
-                self.recorder.register_gauge(&Key::from_parts(name, labels), &META).set(v);
+                self.recorder
+                    .register_gauge(&Key::from_parts(name, labels), &META)
+                    .set(v);
             };
             let snap = &t.snapshot;
             g("deltagrid_wan_queue_events", None, snap.queue_events as f64);
-            g("deltagrid_wan_queue_bytes", Some(("copy", "primary")), snap.queue_bytes_primary as f64);
-            g("deltagrid_wan_queue_bytes", Some(("copy", "backup")), snap.queue_bytes_backup as f64);
-            g("deltagrid_wan_queue_bytes", Some(("copy", "journal")), snap.journal_bytes as f64);
-            g("deltagrid_wan_lag_seconds", None, snap.lag_ms as f64 / 1000.0);
-            g("deltagrid_wan_batch_round_trip_seconds", None, t.batch_rtt_avg_us as f64 / 1e6);
+            g(
+                "deltagrid_wan_queue_bytes",
+                Some(("copy", "primary")),
+                snap.queue_bytes_primary as f64,
+            );
+            g(
+                "deltagrid_wan_queue_bytes",
+                Some(("copy", "backup")),
+                snap.queue_bytes_backup as f64,
+            );
+            g(
+                "deltagrid_wan_queue_bytes",
+                Some(("copy", "journal")),
+                snap.journal_bytes as f64,
+            );
+            g(
+                "deltagrid_wan_lag_seconds",
+                None,
+                snap.lag_ms as f64 / 1000.0,
+            );
+            g(
+                "deltagrid_wan_batch_round_trip_seconds",
+                None,
+                t.batch_rtt_avg_us as f64 / 1e6,
+            );
             g("deltagrid_wan_connected", None, snap.connected as u8 as f64);
             for state in ["replicating", "paused", "stopped", "needs-resync"] {
-                g("deltagrid_wan_state", Some(("state", state)), (t.state == state) as u8 as f64);
+                g(
+                    "deltagrid_wan_state",
+                    Some(("state", state)),
+                    (t.state == state) as u8 as f64,
+                );
             }
         }
         for src in &w.sources {
-            let name = if src.site_name.is_empty() { src.site_id.to_string() } else { src.site_name.clone() };
+            let name = if src.site_name.is_empty() {
+                src.site_id.to_string()
+            } else {
+                src.site_name.clone()
+            };
             let c = |metric: &'static str, v: u64| {
-                self.counter(metric, vec![Label::new("source_site", name.clone())]).absolute(v)
+                self.counter(metric, vec![Label::new("source_site", name.clone())])
+                    .absolute(v)
             };
             c("deltagrid_wan_bytes_received_total", src.bytes_received);
             c("deltagrid_wan_batches_received_total", src.batches);
@@ -204,36 +262,55 @@ impl Metrics {
 
     /// Renders all metrics; `snapshot` supplies the values read at scrape time.
     pub fn render(&self, s: &Snapshot) -> String {
-        self.gauge("deltagrid_connected_clients").set(s.connected_clients as f64);
+        self.gauge("deltagrid_connected_clients")
+            .set(s.connected_clients as f64);
         self.gauge("deltagrid_keys").set(s.keys as f64);
-        self.gauge("deltagrid_keys_with_expiry").set(s.expires as f64);
-        self.gauge("deltagrid_memory_used_bytes").set(s.used_memory as f64);
-        self.gauge("deltagrid_memory_max_bytes").set(s.maxmemory as f64);
-        self.gauge("deltagrid_partition_log_bytes").set(s.log_bytes as f64);
-        self.gauge("deltagrid_tracking_keys").set(s.tracked_keys as f64);
+        self.gauge("deltagrid_keys_with_expiry")
+            .set(s.expires as f64);
+        self.gauge("deltagrid_memory_used_bytes")
+            .set(s.used_memory as f64);
+        self.gauge("deltagrid_memory_max_bytes")
+            .set(s.maxmemory as f64);
+        self.gauge("deltagrid_partition_log_bytes")
+            .set(s.log_bytes as f64);
+        self.gauge("deltagrid_tracking_keys")
+            .set(s.tracked_keys as f64);
         for (i, kind) in ChangeKind::NAMES.iter().enumerate() {
             let labels = vec![Label::new("kind", *kind)];
-            self.counter("deltagrid_changes_total", labels.clone()).absolute(s.changes[i]);
-            self.counter("deltagrid_change_bytes_total", labels).absolute(s.change_bytes[i]);
+            self.counter("deltagrid_changes_total", labels.clone())
+                .absolute(s.changes[i]);
+            self.counter("deltagrid_change_bytes_total", labels)
+                .absolute(s.change_bytes[i]);
         }
-        self.counter("deltagrid_delta_bytes_saved_total", vec![]).absolute(s.delta_bytes_saved);
+        self.counter("deltagrid_delta_bytes_saved_total", vec![])
+            .absolute(s.delta_bytes_saved);
         if let Some(site) = &s.site {
-            self.gauge("deltagrid_partition_table_epoch").set(site.epoch as f64);
-            self.counter("deltagrid_primary_changes_total", vec![]).absolute(site.primary_changes);
-            self.gauge("deltagrid_partitions_migrating").set(site.migrating as f64);
-            self.gauge("deltagrid_lease_held").set(site.lease as u8 as f64);
-            self.counter("deltagrid_handovers_total", vec![]).absolute(site.handovers);
+            self.gauge("deltagrid_partition_table_epoch")
+                .set(site.epoch as f64);
+            self.counter("deltagrid_primary_changes_total", vec![])
+                .absolute(site.primary_changes);
+            self.gauge("deltagrid_partitions_migrating")
+                .set(site.migrating as f64);
+            self.gauge("deltagrid_lease_held")
+                .set(site.lease as u8 as f64);
+            self.counter("deltagrid_handovers_total", vec![])
+                .absolute(site.handovers);
             for m in &site.members {
                 let g = |name: &'static str, v: f64| {
                     let labels = vec![Label::new("node", m.node_id.clone())];
-                    self.recorder.register_gauge(&Key::from_parts(name, labels), &META).set(v);
+                    self.recorder
+                        .register_gauge(&Key::from_parts(name, labels), &META)
+                        .set(v);
                 };
                 g("deltagrid_member_up", m.connected as u8 as f64);
                 g("deltagrid_partitions_primary", m.primaries as f64);
                 g("deltagrid_partitions_backup", m.backups as f64);
                 g("deltagrid_partitions_in_sync", m.in_sync as f64);
                 if !m.myself {
-                    g("deltagrid_replication_pending_bytes", m.pending_bytes as f64);
+                    g(
+                        "deltagrid_replication_pending_bytes",
+                        m.pending_bytes as f64,
+                    );
                     g("deltagrid_replication_lag_changes", m.lag_changes as f64);
                 }
             }
@@ -242,13 +319,20 @@ impl Metrics {
             self.render_wan(w);
         }
         let totals = [
-            ("deltagrid_connections_received_total", &self.connections_received),
-            ("deltagrid_connections_rejected_total", &self.rejected_connections),
+            (
+                "deltagrid_connections_received_total",
+                &self.connections_received,
+            ),
+            (
+                "deltagrid_connections_rejected_total",
+                &self.rejected_connections,
+            ),
             ("deltagrid_protocol_errors_total", &self.protocol_errors),
             ("deltagrid_oom_rejections_total", &self.oom_rejections),
         ];
         for (name, v) in totals {
-            self.counter(name, vec![]).absolute(v.load(Ordering::Relaxed));
+            self.counter(name, vec![])
+                .absolute(v.load(Ordering::Relaxed));
         }
         let mut out = self.handle.render();
         out.push('\n');

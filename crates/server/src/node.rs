@@ -74,17 +74,29 @@ impl Node {
                     0 => usize::MAX,
                     max => max as usize / 16,
                 })
-                .min(settings.wan.as_ref().map_or(usize::MAX, |w| w.memory_budget as usize / 4)),
+                .min(
+                    settings
+                        .wan
+                        .as_ref()
+                        .map_or(usize::MAX, |w| w.memory_budget as usize / 4),
+                ),
                 // Deletes are remembered only where another site may send
                 // an older write of the same key.
-                tombstone_bytes: if settings.wan.is_some() { TOMBSTONE_BYTES } else { 0 },
+                tombstone_bytes: if settings.wan.is_some() {
+                    TOMBSTONE_BYTES
+                } else {
+                    0
+                },
                 changed_keys_bytes: settings.changed_keys_bytes,
                 ..KeyspaceConfig::default()
             },
             clock.clone(),
         ));
         let clients = Arc::new(Clients::default());
-        let tracking = Arc::new(Tracking::new(clients.clone(), settings.tracking_table_max_keys));
+        let tracking = Arc::new(Tracking::new(
+            clients.clone(),
+            settings.tracking_table_max_keys,
+        ));
         ks.set_observer(tracking.clone());
         let cluster = match &settings.cluster {
             Some(c) => Some(cluster::Cluster::new(
@@ -184,13 +196,21 @@ impl Node {
     }
 
     /// Serves until the process ends: RESP clients, admin HTTP, expiry.
-    pub async fn serve(self: Arc<Self>, listener: TcpListener, admin: Option<TcpListener>, peers: Option<TcpListener>) {
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: TcpListener,
+        admin: Option<TcpListener>,
+        peers: Option<TcpListener>,
+    ) {
         if let Some(admin) = admin {
             tokio::spawn(admin::serve(self.clone(), admin));
         }
         if let Some(wan) = &self.wan {
             if let Err(e) = wan.start().await {
-                tracing::error!("cannot listen for remote sites on {:?}: {e}", wan.settings.listen);
+                tracing::error!(
+                    "cannot listen for remote sites on {:?}: {e}",
+                    wan.settings.listen
+                );
                 std::process::exit(1);
             }
         }

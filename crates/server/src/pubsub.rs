@@ -18,7 +18,11 @@ pub struct PubSub {
 
 impl PubSub {
     pub fn subscribe(&self, channel: Bytes, client: u64) {
-        self.channels.lock().entry(channel).or_default().insert(client);
+        self.channels
+            .lock()
+            .entry(channel)
+            .or_default()
+            .insert(client);
     }
 
     pub fn unsubscribe(&self, channel: &[u8], client: u64) {
@@ -33,14 +37,25 @@ impl PubSub {
 
     /// Delivers to every subscriber; returns how many there were.
     pub fn publish(&self, clients: &Clients, channel: &[u8], payload: &[u8]) -> usize {
-        let ids: Vec<u64> = self.channels.lock().get(channel).map(|s| s.iter().copied().collect()).unwrap_or_default();
+        let ids: Vec<u64> = self
+            .channels
+            .lock()
+            .get(channel)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
         if ids.is_empty() {
             return 0;
         }
-        let (channel, payload) = (Bytes::copy_from_slice(channel), Bytes::copy_from_slice(payload));
+        let (channel, payload) = (
+            Bytes::copy_from_slice(channel),
+            Bytes::copy_from_slice(payload),
+        );
         for id in &ids {
             if let Some(c) = clients.get(*id) {
-                c.push(Push::Message { channel: channel.clone(), payload: payload.clone() });
+                c.push(Push::Message {
+                    channel: channel.clone(),
+                    payload: payload.clone(),
+                });
             }
         }
         ids.len()

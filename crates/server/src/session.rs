@@ -52,7 +52,9 @@ pub type Reply<'a, 'b> = &'a mut ReplyWriter<'b>;
 /// type of the same layout reuses its buffer (std's in-place collection).
 fn emptied<'b>(mut v: Vec<&[u8]>) -> Vec<&'b [u8]> {
     v.clear();
-    v.into_iter().map(|_| -> &'b [u8] { unreachable!("the vector is empty") }).collect()
+    v.into_iter()
+        .map(|_| -> &'b [u8] { unreachable!("the vector is empty") })
+        .collect()
 }
 
 /// Owned arguments (an inline command's, a queued one's) as handlers take them.
@@ -123,7 +125,9 @@ impl Session {
                     // array is located again in its turn.
                     let next = done + end;
                     if look_ahead {
-                        if let Ok(Some(Located::Array { end })) = resp::locate_request(&inbuf[next..], &limits, &mut ahead) {
+                        if let Ok(Some(Located::Array { end })) =
+                            resp::locate_request(&inbuf[next..], &limits, &mut ahead)
+                        {
                             if let Some(&(at, len)) = ahead.get(1) {
                                 node.prefetch(&inbuf[next + at..next + at + len]);
                             }
@@ -168,14 +172,23 @@ impl Session {
     }
 
     fn protocol_error(&self, e: resp::ProtocolError, out: &mut BytesMut) -> bool {
-        self.node.metrics.protocol_errors.fetch_add(1, Ordering::Relaxed);
+        self.node
+            .metrics
+            .protocol_errors
+            .fetch_add(1, Ordering::Relaxed);
         tracing::info!(client = self.id, addr = %self.shared.addr, "protocol error: {e}");
         ReplyWriter::new(out, self.resp3).error(&format!("ERR {e}"));
         true
     }
 
     /// Runs one command; returns the time it ended.
-    fn execute(&mut self, gate: &mut HeldShared, args: &[&[u8]], outbuf: &mut BytesMut, start: quanta::Instant) -> quanta::Instant {
+    fn execute(
+        &mut self,
+        gate: &mut HeldShared,
+        args: &[&[u8]],
+        outbuf: &mut BytesMut,
+        start: quanta::Instant,
+    ) -> quanta::Instant {
         let mut out = ReplyWriter::new(outbuf, self.resp3);
         let Some(spec) = lookup(args[0]) else {
             self.tx.dirty |= self.tx.in_multi();
@@ -192,7 +205,10 @@ impl Session {
         if let Err(e) = self.admit(spec, args) {
             self.tx.dirty |= self.tx.in_multi();
             if e == CmdError::Oom {
-                self.node.metrics.oom_rejections.fetch_add(1, Ordering::Relaxed);
+                self.node
+                    .metrics
+                    .oom_rejections
+                    .fetch_add(1, Ordering::Relaxed);
             }
             out.error(&e.to_string());
         } else if self.tx.in_multi() && !transaction::is_control(spec) {
@@ -219,14 +235,20 @@ impl Session {
         self.caching_set_now = false;
         let result = match spec.handler {
             Some(handler) => {
-                let mut ctx = Ctx { ks: &self.node.ks, out, client_id: self.id };
+                let mut ctx = Ctx {
+                    ks: &self.node.ks,
+                    out,
+                    client_id: self.id,
+                };
                 handler(&mut ctx, args)
             }
             None => self.builtin(spec, args, out),
         };
         match result {
             Err(e) => out.error(&e.to_string()),
-            Ok(()) if self.tracking && spec.flags.has(Flags::READONLY) => self.remember_reads(spec, args),
+            Ok(()) if self.tracking && spec.flags.has(Flags::READONLY) => {
+                self.remember_reads(spec, args)
+            }
             Ok(()) => {}
         }
         if !self.caching_set_now {
@@ -248,7 +270,9 @@ impl Session {
             )));
         }
         if self.node.backups.restoring() && !spec.flags.has(Flags::LOADING) {
-            return Err(CmdError::other("LOADING deltagrid is restoring a backup into this node"));
+            return Err(CmdError::other(
+                "LOADING deltagrid is restoring a backup into this node",
+            ));
         }
         if let Some(cluster) = &self.node.cluster {
             cluster.check(spec, args, self.readonly)?;
@@ -263,11 +287,17 @@ impl Session {
     /// subject to OPTIN/OPTOUT and CLIENT CACHING.
     fn remember_reads(&self, spec: &CommandSpec, args: &[&[u8]]) {
         let t = self.shared.tracking.lock();
-        if t.bcast || (t.optin && self.caching != Some(true)) || (t.optout && self.caching == Some(false)) {
+        if t.bcast
+            || (t.optin && self.caching != Some(true))
+            || (t.optout && self.caching == Some(false))
+        {
             return;
         }
         drop(t);
-        let keys: Vec<Bytes> = spec.key_positions(args.len()).map(|i| owned(args[i])).collect();
+        let keys: Vec<Bytes> = spec
+            .key_positions(args.len())
+            .map(|i| owned(args[i]))
+            .collect();
         if !keys.is_empty() {
             self.node.tracking.remember(self.id, &keys);
         }
@@ -325,7 +355,9 @@ impl Session {
             "debug" => self.debug(a, out),
             "wanapply" => self.wanapply(a, out),
             "backupjob" => self.backupjob(a, out),
-            "cluster" => cluster::cluster_cmd::cluster(self.node.cluster.as_deref(), &self.node.ks, a, out),
+            "cluster" => {
+                cluster::cluster_cmd::cluster(self.node.cluster.as_deref(), &self.node.ks, a, out)
+            }
             "asking" | "readonly" | "readwrite" => {
                 if self.node.cluster.is_none() {
                     return Err(cluster::cluster_cmd::disabled());
@@ -390,8 +422,9 @@ impl Session {
     fn hello(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         let mut proto = None;
         if let Some(v) = a.get(1) {
-            let v = commands::args::int(v)
-                .map_err(|_| CmdError::other("ERR Protocol version is not an integer or out of range"))?;
+            let v = commands::args::int(v).map_err(|_| {
+                CmdError::other("ERR Protocol version is not an integer or out of range")
+            })?;
             if !(2..=3).contains(&v) {
                 return Err(CmdError::NoProto);
             }
@@ -489,8 +522,11 @@ impl Session {
     }
 
     fn unsubscribe(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-        let channels: Vec<Bytes> =
-            if a.len() > 1 { a[1..].iter().map(|c| owned(c)).collect() } else { self.shared.channels.lock().iter().cloned().collect() };
+        let channels: Vec<Bytes> = if a.len() > 1 {
+            a[1..].iter().map(|c| owned(c)).collect()
+        } else {
+            self.shared.channels.lock().iter().cloned().collect()
+        };
         if channels.is_empty() {
             out.push(3);
             out.bulk(b"unsubscribe");
@@ -516,11 +552,18 @@ impl Session {
     fn wanapply(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         let source = commands::args::int(a[1])?;
         if !(1..=u16::MAX as i64).contains(&source) || source == self.node.settings.site_id as i64 {
-            return Err(CmdError::other(format!("ERR WANAPPLY from site {source}, which is not a remote site")));
+            return Err(CmdError::other(format!(
+                "ERR WANAPPLY from site {source}, which is not a remote site"
+            )));
         }
         let cluster = self.node.cluster.as_deref();
-        let codes = wan::local::apply_payload(&self.node.ks, |p| cluster.is_none_or(|c| c.owns(p)), &owned(a[2]), self.id)
-            .map_err(|e| CmdError::other(format!("ERR {e}")))?;
+        let codes = wan::local::apply_payload(
+            &self.node.ks,
+            |p| cluster.is_none_or(|c| c.owns(p)),
+            &owned(a[2]),
+            self.id,
+        )
+        .map_err(|e| CmdError::other(format!("ERR {e}")))?;
         out.bulk(&codes);
         Ok(())
     }
@@ -592,7 +635,10 @@ impl Session {
             let secs = commands::args::float(a[2])?.clamp(0.0, 60.0);
             std::thread::sleep(std::time::Duration::from_secs_f64(secs));
         } else {
-            return Err(CmdError::UnknownSubcommand { cmd: "DEBUG".into(), sub: String::from_utf8_lossy(sub).into() });
+            return Err(CmdError::UnknownSubcommand {
+                cmd: "DEBUG".into(),
+                sub: String::from_utf8_lossy(sub).into(),
+            });
         }
         out.simple("OK");
         Ok(())

@@ -35,8 +35,14 @@ pub struct CounterShard {
 impl CounterShard {
     pub fn of_this_thread(shards: usize) -> Self {
         match number() {
-            Some(n) if n < shards => CounterShard { index: n, owned: true },
-            n => CounterShard { index: shards + n.unwrap_or(0) % shards, owned: false },
+            Some(n) if n < shards => CounterShard {
+                index: n,
+                owned: true,
+            },
+            n => CounterShard {
+                index: shards + n.unwrap_or(0) % shards,
+                owned: false,
+            },
         }
     }
 
@@ -46,7 +52,10 @@ impl CounterShard {
     /// it is shared.
     pub fn add(self, counter: &AtomicU64, v: u64) {
         if self.owned {
-            counter.store(counter.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
+            counter.store(
+                counter.load(Ordering::Relaxed).wrapping_add(v),
+                Ordering::Relaxed,
+            );
         } else {
             counter.fetch_add(v, Ordering::Relaxed);
         }
@@ -75,9 +84,17 @@ mod tests {
             s.owned.then_some(s.index)
         };
         let mine = own(usize::MAX / 2).expect("every thread owns one among usize::MAX / 2");
-        let others: Vec<Option<usize>> =
-            (0..8).map(|_| std::thread::spawn(move || own(usize::MAX / 2)).join().unwrap()).collect();
-        assert!(others.iter().all(|o| o.is_some_and(|n| n != mine)), "{mine} {others:?}");
+        let others: Vec<Option<usize>> = (0..8)
+            .map(|_| {
+                std::thread::spawn(move || own(usize::MAX / 2))
+                    .join()
+                    .unwrap()
+            })
+            .collect();
+        assert!(
+            others.iter().all(|o| o.is_some_and(|n| n != mine)),
+            "{mine} {others:?}"
+        );
         let mut seen: Vec<usize> = others.into_iter().flatten().collect();
         seen.sort();
         seen.dedup();

@@ -88,7 +88,9 @@ impl Tracking {
         let mut by_dest: HashMap<u64, Vec<Bytes>> = HashMap::new();
         let mut broken: Vec<(u64, u64)> = Vec::new();
         for (id, key) in targets {
-            let Some(c) = self.clients.get(id) else { continue };
+            let Some(c) = self.clients.get(id) else {
+                continue;
+            };
             let t = c.tracking.lock();
             if !t.on || (t.noloop && id == origin) {
                 continue;
@@ -137,7 +139,11 @@ impl ChangeObserver for Tracking {
         {
             let prefixes = self.prefixes.read();
             for (p, id) in prefixes.iter() {
-                targets.extend(keys.iter().filter(|k| k.starts_with(p)).map(|k| (*id, k.clone())));
+                targets.extend(
+                    keys.iter()
+                        .filter(|k| k.starts_with(p))
+                        .map(|k| (*id, k.clone())),
+                );
             }
         }
         if !targets.is_empty() {

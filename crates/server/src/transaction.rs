@@ -34,7 +34,10 @@ impl TxState {
 
 /// Commands that act on the transaction itself instead of being queued.
 pub fn is_control(spec: &CommandSpec) -> bool {
-    matches!(spec.name, "multi" | "exec" | "discard" | "watch" | "quit" | "reset")
+    matches!(
+        spec.name,
+        "multi" | "exec" | "discard" | "watch" | "quit" | "reset"
+    )
 }
 
 pub fn multi(s: &mut Session, out: Reply) -> Result<(), CmdError> {
@@ -81,7 +84,9 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
     let watched = std::mem::take(&mut s.tx.watched);
     s.tx.clear();
     if dirty {
-        return Err(CmdError::other("EXECABORT Transaction discarded because of previous errors."));
+        return Err(CmdError::other(
+            "EXECABORT Transaction discarded because of previous errors.",
+        ));
     }
     let node = s.node.clone();
     let _exclusive = node.exec_gate.exclusive();

@@ -234,11 +234,18 @@ impl LogListener for Wan {
 
 impl cluster::replication::WanWatermarks for Wan {
     fn applied(&self, target: &str, partition: usize, seq: u64) {
-        if let Some(a) = self.target(target).and_then(|t| t.shared_applied.get(partition)) {
+        if let Some(a) = self
+            .target(target)
+            .and_then(|t| t.shared_applied.get(partition))
+        {
             a.fetch_max(seq, Ordering::Relaxed);
             // What every target applied is of no use to a promoted copy:
             // this copy's log keeps only what some target may still need.
-            let all = self.targets.iter().map(|t| t.shared_applied[partition].load(Ordering::Relaxed)).min();
+            let all = self
+                .targets
+                .iter()
+                .map(|t| t.shared_applied[partition].load(Ordering::Relaxed))
+                .min();
             if let Some(all) = all.filter(|&seq| seq > 0) {
                 self.ks.release_log_before(partition, all + 1);
             }
@@ -253,7 +260,11 @@ impl Wan {
         ks: Arc<Keyspace>,
         cluster: Option<Arc<cluster::Cluster>>,
     ) -> Arc<Wan> {
-        let targets = settings.targets.iter().map(|t| Arc::new(Target::new(t.clone(), ks.partitions()))).collect();
+        let targets = settings
+            .targets
+            .iter()
+            .map(|t| Arc::new(Target::new(t.clone(), ks.partitions())))
+            .collect();
         let wan = Arc::new(Wan {
             settings,
             local,
@@ -310,7 +321,12 @@ impl Wan {
 
     /// The lowest seq of partition `p` some target still needs.
     fn needed(&self, p: usize) -> Option<u64> {
-        let low = self.targets.iter().map(|t| t.needed[p].load(Ordering::SeqCst)).min().unwrap_or(u64::MAX);
+        let low = self
+            .targets
+            .iter()
+            .map(|t| t.needed[p].load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(u64::MAX);
         (low != u64::MAX).then_some(low)
     }
 
@@ -415,6 +431,11 @@ impl Wan {
             })
             .collect();
         sources.sort_by_key(|s| s.site_id);
-        WanStatus { site_id: self.local.site_id, site_name: self.local.site_name.clone(), targets, sources }
+        WanStatus {
+            site_id: self.local.site_id,
+            site_name: self.local.site_name.clone(),
+            targets,
+            sources,
+        }
     }
 }

@@ -126,19 +126,34 @@ struct Conn {
 const RETRY: Duration = Duration::from_millis(100);
 
 impl LocalRouter {
-    pub fn new(local: LocalSite, ks: std::sync::Arc<Keyspace>, cluster: Option<std::sync::Arc<cluster::Cluster>>) -> Self {
-        LocalRouter { local, ks, cluster, conns: HashMap::new() }
+    pub fn new(
+        local: LocalSite,
+        ks: std::sync::Arc<Keyspace>,
+        cluster: Option<std::sync::Arc<cluster::Cluster>>,
+    ) -> Self {
+        LocalRouter {
+            local,
+            ks,
+            cluster,
+            conns: HashMap::new(),
+        }
     }
 
     /// The Redis address of the primary of local partition `p`, if known.
     fn primary_addr(&self, p: usize) -> Option<String> {
-        let Some(cluster) = &self.cluster else { return Some(self.local.client_addr.clone()) };
+        let Some(cluster) = &self.cluster else {
+            return Some(self.local.client_addr.clone());
+        };
         let table = cluster.table()?;
         let primary = table.partitions.get(p)?.primary;
         if primary == cluster.my_index {
             return Some(self.local.client_addr.clone());
         }
-        cluster.members().get(primary)?.as_ref().map(|m| m.client_addr.clone())
+        cluster
+            .members()
+            .get(primary)?
+            .as_ref()
+            .map(|m| m.client_addr.clone())
     }
 
     /// Applies `changes` (from site `source`) at this site's primaries,
@@ -164,7 +179,8 @@ impl LocalRouter {
             }
             for (addr, idx) in groups {
                 let result = if addr == self.local.client_addr {
-                    self.apply_here(idx.iter().map(|&i| changes[i].clone())).await
+                    self.apply_here(idx.iter().map(|&i| changes[i].clone()))
+                        .await
                 } else {
                     let payload = encode_payload(idx.iter().map(|&i| &changes[i]));
                     self.call(&addr, source, payload).await
@@ -176,12 +192,20 @@ impl LocalRouter {
                         }
                     }
                     Ok(codes) => {
-                        tracing::warn!(addr, got = codes.len(), want = idx.len(), "WANAPPLY answered for the wrong number of changes");
+                        tracing::warn!(
+                            addr,
+                            got = codes.len(),
+                            want = idx.len(),
+                            "WANAPPLY answered for the wrong number of changes"
+                        );
                         self.conns.remove(&addr);
                     }
                     Err(e) => {
                         if attempt.is_multiple_of(50) {
-                            tracing::warn!(addr, "applying WAN changes at this site failed, retrying: {e}");
+                            tracing::warn!(
+                                addr,
+                                "applying WAN changes at this site failed, retrying: {e}"
+                            );
                         }
                         self.conns.remove(&addr);
                     }
@@ -215,9 +239,14 @@ impl LocalRouter {
 
     async fn call(&mut self, addr: &str, source: u16, payload: Bytes) -> Result<Vec<u8>, String> {
         if !self.conns.contains_key(addr) {
-            let stream = TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
+            let stream = TcpStream::connect(addr)
+                .await
+                .map_err(|e| format!("connect {addr}: {e}"))?;
             let _ = stream.set_nodelay(true);
-            let mut conn = Conn { stream, buf: BytesMut::with_capacity(4096) };
+            let mut conn = Conn {
+                stream,
+                buf: BytesMut::with_capacity(4096),
+            };
             if let Some(pass) = &self.local.requirepass {
                 match conn.request(&[b"AUTH", pass.as_bytes()]).await? {
                     Frame::Simple(_) => {}
@@ -228,7 +257,10 @@ impl LocalRouter {
         }
         let conn = self.conns.get_mut(addr).ok_or("no connection")?;
         let site = source.to_string();
-        match conn.request(&[b"WANAPPLY", site.as_bytes(), &payload]).await? {
+        match conn
+            .request(&[b"WANAPPLY", site.as_bytes(), &payload])
+            .await?
+        {
             Frame::Bulk(codes) => Ok(codes.to_vec()),
             Frame::Error(e) => Err(e),
             other => Err(format!("unexpected reply {other:?}")),
@@ -240,13 +272,24 @@ impl Conn {
     async fn request(&mut self, args: &[&[u8]]) -> Result<Frame, String> {
         let mut out = BytesMut::new();
         resp::encode_request(args, &mut out);
-        self.stream.write_all(&out).await.map_err(|e| e.to_string())?;
+        self.stream
+            .write_all(&out)
+            .await
+            .map_err(|e| e.to_string())?;
         let limits = resp::Limits::default();
         loop {
-            if let Some(f) = resp::decode_reply(&mut self.buf, &limits).map_err(|e| e.to_string())? {
+            if let Some(f) =
+                resp::decode_reply(&mut self.buf, &limits).map_err(|e| e.to_string())?
+            {
                 return Ok(f);
             }
-            if self.stream.read_buf(&mut self.buf).await.map_err(|e| e.to_string())? == 0 {
+            if self
+                .stream
+                .read_buf(&mut self.buf)
+                .await
+                .map_err(|e| e.to_string())?
+                == 0
+            {
                 return Err("connection closed".into());
             }
         }
@@ -263,7 +306,10 @@ mod tests {
         Change {
             key: Bytes::copy_from_slice(key.as_bytes()),
             version: Version { hlc, site: 2 },
-            kind: ChangeKind::Full { value: Value::Str(Bytes::from_static(b"v")), expire_at: 0 },
+            kind: ChangeKind::Full {
+                value: Value::Str(Bytes::from_static(b"v")),
+                expire_at: 0,
+            },
         }
     }
 
@@ -273,11 +319,27 @@ mod tests {
     /// publisher may no longer lead the partition when the answer comes.
     #[test]
     fn a_change_for_a_copy_that_stopped_leading_is_routed_again() {
-        let ks = Keyspace::new(KeyspaceConfig { partitions: 4, site_id: 1, ..Default::default() }, Arc::new(DebugClock::default()));
+        let ks = Keyspace::new(
+            KeyspaceConfig {
+                partitions: 4,
+                site_id: 1,
+                ..Default::default()
+            },
+            Arc::new(DebugClock::default()),
+        );
         let p = ks.partition_of(b"k");
-        assert_eq!(apply_changes(&ks, |_| true, [set("k", 1 << 16)], 0), vec![Outcome::Applied as u8]);
+        assert_eq!(
+            apply_changes(&ks, |_| true, [set("k", 1 << 16)], 0),
+            vec![Outcome::Applied as u8]
+        );
         ks.set_replica(p, true);
-        assert_eq!(apply_changes(&ks, |_| true, [set("k", 2 << 16)], 0), vec![Outcome::Moved as u8]);
-        assert_eq!(apply_changes(&ks, |_| false, [set("k", 2 << 16)], 0), vec![Outcome::Moved as u8]);
+        assert_eq!(
+            apply_changes(&ks, |_| true, [set("k", 2 << 16)], 0),
+            vec![Outcome::Moved as u8]
+        );
+        assert_eq!(
+            apply_changes(&ks, |_| false, [set("k", 2 << 16)], 0),
+            vec![Outcome::Moved as u8]
+        );
     }
 }

@@ -364,7 +364,10 @@ impl Publisher {
             let name = &self.target.settings.name;
             match c {
                 Control::Pause => {
-                    tracing::info!(target_site = name, "WAN publisher paused: changes queue, nothing is sent");
+                    tracing::info!(
+                        target_site = name,
+                        "WAN publisher paused: changes queue, nothing is sent"
+                    );
                     self.target.set_state(PublisherState::Paused);
                 }
                 Control::Stop => {
@@ -377,11 +380,19 @@ impl Publisher {
                 }
                 Control::Resume => {
                     match self.state() {
-                        PublisherState::Stopped => self.target.set_state(PublisherState::NeedsResync),
-                        PublisherState::Paused => self.target.set_state(PublisherState::Replicating),
+                        PublisherState::Stopped => {
+                            self.target.set_state(PublisherState::NeedsResync)
+                        }
+                        PublisherState::Paused => {
+                            self.target.set_state(PublisherState::Replicating)
+                        }
                         _ => {}
                     }
-                    tracing::info!(target_site = name, "WAN publisher resumed ({})", self.state().name());
+                    tracing::info!(
+                        target_site = name,
+                        "WAN publisher resumed ({})",
+                        self.state().name()
+                    );
                 }
                 Control::Resync => {
                     tracing::info!(target_site = name, "WAN re-sync requested");
@@ -450,7 +461,9 @@ impl Publisher {
 
     /// One of `p`'s outstanding fallbacks was applied.
     fn release(&mut self, p: usize) {
-        let Some(h) = self.held.get_mut(&p) else { return };
+        let Some(h) = self.held.get_mut(&p) else {
+            return;
+        };
         h.fallbacks = h.fallbacks.saturating_sub(1);
         if h.fallbacks == 0 {
             let applied = h.applied;
@@ -485,7 +498,10 @@ impl Publisher {
     }
 
     fn queueing(&self) -> bool {
-        matches!(self.state(), PublisherState::Replicating | PublisherState::Paused)
+        matches!(
+            self.state(),
+            PublisherState::Replicating | PublisherState::Paused
+        )
     }
 
     /// Re-reads which partitions this node is primary for when the table
@@ -534,7 +550,9 @@ impl Publisher {
     fn window_full(&self) -> bool {
         match self.target.settings.ack {
             AckMode::OnApply => !self.in_flight.is_empty(),
-            AckMode::Pipelined => self.in_flight.iter().filter(|f| !f.received).count() >= self.window,
+            AckMode::Pipelined => {
+                self.in_flight.iter().filter(|f| !f.received).count() >= self.window
+            }
         }
     }
 
@@ -563,7 +581,11 @@ impl Publisher {
         self.outbox_waits = false;
         while !self.window_full() {
             if let Some(front) = self.outbox.front() {
-                if let Some(&(p, _)) = front.after.iter().find(|&&(p, seq)| self.durable_seq(p) < seq) {
+                if let Some(&(p, _)) = front
+                    .after
+                    .iter()
+                    .find(|&&(p, seq)| self.durable_seq(p) < seq)
+                {
                     if self.cur[p].owned {
                         // A backup round trip away; the next tick sends it
                         // (quiet till then: nothing else may go first).
@@ -584,7 +606,9 @@ impl Publisher {
                     }
                     continue;
                 }
-                let Some(o) = self.outbox.pop_front() else { break };
+                let Some(o) = self.outbox.pop_front() else {
+                    break;
+                };
                 self.send(o.body.clone(), o.seqs, None, Some(o.body), o.releases);
                 continue;
             }
@@ -657,7 +681,11 @@ impl Publisher {
         let candidates: Vec<usize> = self.pending.members_from(0);
         let cluster = self.wan.cluster.clone();
         let durability = cluster.as_ref().map(|c| c.replicator.durability());
-        let room = if candidates.is_empty() { 0 } else { self.last_read.min(max) + (4 << 10) };
+        let room = if candidates.is_empty() {
+            0
+        } else {
+            self.last_read.min(max) + (4 << 10)
+        };
         let mut body = BytesMut::with_capacity(room);
         let mut seqs = Vec::new();
         let mut copies = 0u64;
@@ -761,10 +789,15 @@ impl Publisher {
         keep: Option<Bytes>,
         releases: Vec<usize>,
     ) {
-        let Some(conn) = self.conn.as_ref() else { return };
+        let Some(conn) = self.conn.as_ref() else {
+            return;
+        };
         self.batch_id += 1;
         let events = wire::count_entries(&body);
-        let frame = Frame::Batch { id: self.batch_id, body };
+        let frame = Frame::Batch {
+            id: self.batch_id,
+            body,
+        };
         if conn.tx.send(frame).is_err() {
             return;
         }
@@ -805,7 +838,10 @@ impl Publisher {
     /// failed now (see `Replicator::durable_seq`); nothing after it (or
     /// after the log's `promoted_through`) is shipped.
     fn durable_seq(&self, p: usize) -> u64 {
-        self.wan.cluster.as_ref().map_or(u64::MAX, |c| c.replicator.durable_seq(p))
+        self.wan
+            .cluster
+            .as_ref()
+            .map_or(u64::MAX, |c| c.replicator.durable_seq(p))
     }
 
     /// Begins copying a partition whose log no longer goes back far enough
@@ -822,7 +858,10 @@ impl Publisher {
         if !self.cur[p].owned {
             return;
         }
-        let (keys, next) = self.wan.ks.with_partition(p, |part, now| (part.copy_keys(now), part.log.next_seq()));
+        let (keys, next) = self
+            .wan
+            .ks
+            .with_partition(p, |part, now| (part.copy_keys(now), part.log.next_seq()));
         self.cur[p].next = next;
         self.pending.insert(p);
         self.set_needed(p, Some(self.low(p).max(next)));
@@ -849,14 +888,17 @@ impl Publisher {
         if self.asked.is_empty() && self.copying.is_none() {
             return false;
         }
-        self.outbox.iter().map(|o| o.body.len()).sum::<usize>() < READ_AHEAD_BYTES && self.read_current_values()
+        self.outbox.iter().map(|o| o.body.len()).sum::<usize>() < READ_AHEAD_BYTES
+            && self.read_current_values()
     }
 
     /// Reads the next batch of the partition being copied into the outbox;
     /// its last one settles what the log held when the copy began.
     fn read_copy(&mut self) {
         let max = self.body_max();
-        let Some(c) = self.copying.as_mut() else { return };
+        let Some(c) = self.copying.as_mut() else {
+            return;
+        };
         let p = c.p;
         let mut body = BytesMut::new();
         // Read after the values: at or past the changes that made them.
@@ -870,9 +912,19 @@ impl Publisher {
             part.logged_as_primary()
         });
         let (last, next) = (c.keys.is_empty(), c.next);
-        let seqs = if last && next > 1 { vec![(p as u16, next - 1)] } else { Vec::new() };
+        let seqs = if last && next > 1 {
+            vec![(p as u16, next - 1)]
+        } else {
+            Vec::new()
+        };
         let after = unsettled.map(|l| (p, l)).into_iter().collect();
-        self.outbox.push_back(Outgoing { body: body.freeze(), seqs, after, keys: Vec::new(), releases: Vec::new() });
+        self.outbox.push_back(Outgoing {
+            body: body.freeze(),
+            seqs,
+            after,
+            keys: Vec::new(),
+            releases: Vec::new(),
+        });
         if last {
             self.copying = None;
         }
@@ -889,7 +941,11 @@ impl Publisher {
                     add(&self.target.stats.rtt_us_sum, rtt);
                     add(&self.target.stats.rtt_count, 1);
                     self.rtt_min_us = self.rtt_min_us.min(rtt.max(1));
-                    self.rtt_ewma_us = if self.rtt_ewma_us == 0 { rtt } else { (self.rtt_ewma_us * 7 + rtt) / 8 };
+                    self.rtt_ewma_us = if self.rtt_ewma_us == 0 {
+                        rtt
+                    } else {
+                        (self.rtt_ewma_us * 7 + rtt) / 8
+                    };
                     // Delay-based: grow while the link does not queue.
                     if self.rtt_ewma_us > self.rtt_min_us * 3 + 2_000 {
                         self.window = (self.window * 3 / 4).max(WINDOW_MIN);
@@ -902,12 +958,18 @@ impl Publisher {
                 if self.small_in_flight.is_some_and(|s| s <= id) {
                     self.small_in_flight = None;
                 }
-                let Some(pos) = self.in_flight.iter().position(|b| b.id == id) else { return };
-                let Some(b) = self.in_flight.remove(pos) else { return };
+                let Some(pos) = self.in_flight.iter().position(|b| b.id == id) else {
+                    return;
+                };
+                let Some(b) = self.in_flight.remove(pos) else {
+                    return;
+                };
                 add(&self.target.stats.events_distributed, b.events);
                 for (p, seq) in b.seqs {
                     let p = p as usize;
-                    let Some(c) = self.cur.get_mut(p) else { continue };
+                    let Some(c) = self.cur.get_mut(p) else {
+                        continue;
+                    };
                     c.inflight = c.inflight.saturating_sub(1);
                     self.settle(p, seq);
                 }
@@ -916,11 +978,17 @@ impl Publisher {
             }
             Frame::NeedFull(keys) => self.ask_full_values(keys),
             Frame::Refuse(why) => {
-                tracing::warn!(target_site = self.target.settings.name, "remote site refused: {why}");
+                tracing::warn!(
+                    target_site = self.target.settings.name,
+                    "remote site refused: {why}"
+                );
                 self.disconnected("refused");
             }
             other => {
-                tracing::warn!(target_site = self.target.settings.name, "unexpected frame from remote site: {other:?}");
+                tracing::warn!(
+                    target_site = self.target.settings.name,
+                    "unexpected frame from remote site: {other:?}"
+                );
                 self.disconnected("protocol error");
             }
         }
@@ -933,7 +1001,9 @@ impl Publisher {
     fn ask_full_values(&mut self, keys: Vec<(u16, Bytes)>) {
         let keys: VecDeque<(u16, Bytes)> = keys
             .into_iter()
-            .filter(|(p, key)| (*p as usize) < self.parts && self.wan.ks.partition_of(key) == *p as usize)
+            .filter(|(p, key)| {
+                (*p as usize) < self.parts && self.wan.ks.partition_of(key) == *p as usize
+            })
             .collect();
         if keys.is_empty() {
             return;
@@ -945,8 +1015,13 @@ impl Publisher {
             self.held.entry(p).or_default().fallbacks += 1;
         }
         self.asked_bytes += keys.iter().map(|(_, k)| asked_size(k)).sum::<usize>();
-        self.asked.push_back(Asked { keys, releases, started: false });
-        let limit = (self.wan.settings.memory_budget as usize / ASKED_BUDGET_SHARE).max(ASKED_MIN_BYTES);
+        self.asked.push_back(Asked {
+            keys,
+            releases,
+            started: false,
+        });
+        let limit =
+            (self.wan.settings.memory_budget as usize / ASKED_BUDGET_SHARE).max(ASKED_MIN_BYTES);
         if self.asked_bytes > limit {
             tracing::error!(
                 target_site = self.target.settings.name,
@@ -972,7 +1047,9 @@ impl Publisher {
         let mut keys = Vec::new();
         let mut unheld = 0u64;
         while body.len() < max {
-            let Some((p16, key)) = self.asked.front_mut().and_then(|a| a.keys.pop_front()) else { break };
+            let Some((p16, key)) = self.asked.front_mut().and_then(|a| a.keys.pop_front()) else {
+                break;
+            };
             self.asked_bytes = self.asked_bytes.saturating_sub(asked_size(&key));
             let p = p16 as usize;
             // A partition led elsewhere since the batch left still gets
@@ -987,7 +1064,10 @@ impl Publisher {
                 wire::put_entry(&mut body, p16, 0, &change);
             }
             // Read after the value: at or past the change that made it.
-            let unsettled = self.wan.ks.with_partition(p, |part, _| part.logged_as_primary());
+            let unsettled = self
+                .wan
+                .ks
+                .with_partition(p, |part, _| part.logged_as_primary());
             if let Some(last) = unsettled.filter(|_| self.cur[p].owned) {
                 match after.iter_mut().find(|(q, _)| *q == p) {
                     Some(a) => a.1 = a.1.max(last),
@@ -1006,10 +1086,16 @@ impl Publisher {
         }
         // The request's last batch releases its partitions (an empty one
         // too, if earlier ones are on their way: it is applied after them).
-        let Some(front) = self.asked.front_mut() else { return true };
+        let Some(front) = self.asked.front_mut() else {
+            return true;
+        };
         let started = std::mem::replace(&mut front.started, true);
         let releases = match front.keys.is_empty() {
-            true => self.asked.pop_front().map(|a| a.releases).unwrap_or_default(),
+            true => self
+                .asked
+                .pop_front()
+                .map(|a| a.releases)
+                .unwrap_or_default(),
             false => Vec::new(),
         };
         if body.is_empty() && !started {
@@ -1017,14 +1103,31 @@ impl Publisher {
             return true;
         }
         let keys = if after.is_empty() { Vec::new() } else { keys };
-        self.outbox.push_back(Outgoing { body: body.freeze(), seqs: Vec::new(), after, keys, releases });
+        self.outbox.push_back(Outgoing {
+            body: body.freeze(),
+            seqs: Vec::new(),
+            after,
+            keys,
+            releases,
+        });
         true
     }
 
     fn trim_journal(&mut self) {
-        let Some(j) = self.journal.as_mut() else { return };
-        let oldest_unapplied = self.in_flight.iter().filter_map(|b| b.journal).min().unwrap_or(self.journal_read);
-        while self.spill_ages.front().is_some_and(|&(end, _)| end <= oldest_unapplied) {
+        let Some(j) = self.journal.as_mut() else {
+            return;
+        };
+        let oldest_unapplied = self
+            .in_flight
+            .iter()
+            .filter_map(|b| b.journal)
+            .min()
+            .unwrap_or(self.journal_read);
+        while self
+            .spill_ages
+            .front()
+            .is_some_and(|&(end, _)| end <= oldest_unapplied)
+        {
             self.spill_ages.pop_front();
         }
         // Every record applied: drop the active segment too (truncate_before
@@ -1047,7 +1150,10 @@ impl Publisher {
     fn disconnected(&mut self, why: &str) {
         self.last_error = format!("link down: {why}");
         if self.conn.take().is_some() {
-            tracing::warn!(target_site = self.target.settings.name, "WAN link down ({why}); will reconnect");
+            tracing::warn!(
+                target_site = self.target.settings.name,
+                "WAN link down ({why}); will reconnect"
+            );
             self.last_status = Instant::now() - Duration::from_secs(1);
         }
         // Everything not applied is sent again, in order: kept bodies
@@ -1063,7 +1169,13 @@ impl Publisher {
             }
             if let Some(body) = b.body {
                 // Sent once, so it was durable then.
-                kept.push(Outgoing { body, seqs: b.seqs, after: Vec::new(), keys: Vec::new(), releases: b.releases });
+                kept.push(Outgoing {
+                    body,
+                    seqs: b.seqs,
+                    after: Vec::new(),
+                    keys: Vec::new(),
+                    releases: b.releases,
+                });
             }
         }
         for k in kept.into_iter().rev() {
@@ -1084,7 +1196,11 @@ impl Publisher {
         self.refresh_ownership(false);
         // A link that silently stopped carrying (a cable pulled, a peer
         // frozen) is noticed by acknowledgements that never come.
-        let stalled = self.in_flight.iter().find(|b| !b.received).is_some_and(|b| b.sent.elapsed() > STALL);
+        let stalled = self
+            .in_flight
+            .iter()
+            .find(|b| !b.received)
+            .is_some_and(|b| b.sent.elapsed() > STALL);
         if stalled {
             self.disconnected("no acknowledgement in time");
         }
@@ -1093,15 +1209,22 @@ impl Publisher {
                 self.last_share = Instant::now();
                 let mut shared = Vec::new();
                 self.to_share.take(&mut shared);
-                let applied: Vec<(usize, u64)> =
-                    shared.into_iter().filter(|&p| self.cur[p].owned).map(|p| (p, self.cur[p].acked)).collect();
-                c.replicator.share_wan_applied(&self.target.settings.name, &applied);
+                let applied: Vec<(usize, u64)> = shared
+                    .into_iter()
+                    .filter(|&p| self.cur[p].owned)
+                    .map(|p| (p, self.cur[p].acked))
+                    .collect();
+                c.replicator
+                    .share_wan_applied(&self.target.settings.name, &applied);
             }
         }
         // The budget first: connecting to a site that is down can take
         // up to the connect timeout.
         self.check_budget();
-        if !self.connected() && self.state() != PublisherState::Stopped && Instant::now() >= self.next_connect {
+        if !self.connected()
+            && self.state() != PublisherState::Stopped
+            && Instant::now() >= self.next_connect
+        {
             self.connect().await;
         }
         if self.last_status.elapsed() >= Duration::from_millis(500) {
@@ -1119,11 +1242,16 @@ impl Publisher {
         self.endpoint_index += 1;
         match open(&self.wan, &self.target, &endpoint).await {
             Ok((conn, applied, incarnation)) => {
-                tracing::info!(target_site = self.target.settings.name, endpoint, "WAN link up");
+                tracing::info!(
+                    target_site = self.target.settings.name,
+                    endpoint,
+                    "WAN link up"
+                );
                 self.unreachable_logged = None;
                 self.last_error.clear();
                 add(&self.target.stats.connects, 1);
-                let restarted = incarnation != 0 && self.remote_incarnation.is_some_and(|i| i != incarnation);
+                let restarted =
+                    incarnation != 0 && self.remote_incarnation.is_some_and(|i| i != incarnation);
                 if incarnation != 0 {
                     self.remote_incarnation = Some(incarnation);
                 }
@@ -1151,12 +1279,22 @@ impl Publisher {
                 self.refresh_status();
             }
             Err(e) => {
-                tracing::debug!(target_site = self.target.settings.name, endpoint, "WAN connect failed: {e}");
+                tracing::debug!(
+                    target_site = self.target.settings.name,
+                    endpoint,
+                    "WAN connect failed: {e}"
+                );
                 self.last_error = format!("{endpoint}: {e}");
-                let log_due = self.unreachable_logged.is_none_or(|t| t.elapsed() >= UNREACHABLE_LOG_EVERY);
+                let log_due = self
+                    .unreachable_logged
+                    .is_none_or(|t| t.elapsed() >= UNREACHABLE_LOG_EVERY);
                 if self.backoff >= BACKOFF_MAX && log_due {
                     self.unreachable_logged = Some(Instant::now());
-                    tracing::warn!(target_site = self.target.settings.name, endpoint, "remote site unreachable: {e}");
+                    tracing::warn!(
+                        target_site = self.target.settings.name,
+                        endpoint,
+                        "remote site unreachable: {e}"
+                    );
                 }
                 self.next_connect = Instant::now() + self.backoff;
                 self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
@@ -1232,7 +1370,9 @@ impl Publisher {
             }
             let Some(last) = last else { continue };
             if !body.is_empty() {
-                let Some(j) = self.journal.as_mut() else { return };
+                let Some(j) = self.journal.as_mut() else {
+                    return;
+                };
                 let len = body.len() as u64;
                 if let Err(e) = append_chunked(j, &body.freeze()) {
                     tracing::error!(
@@ -1277,7 +1417,11 @@ impl Publisher {
         let mut scan_budget: u64 = 1 << 20;
         let mut s = Snapshot {
             connected: self.connected(),
-            endpoint: self.conn.as_ref().map(|c| c.endpoint.clone()).unwrap_or_default(),
+            endpoint: self
+                .conn
+                .as_ref()
+                .map(|c| c.endpoint.clone())
+                .unwrap_or_default(),
             journal_bytes: self.journal.as_ref().map_or(0, |j| j.disk_bytes()),
             in_flight: self.in_flight.len(),
             window: self.window,
@@ -1322,7 +1466,8 @@ impl Publisher {
                 }
             });
         }
-        s.queue_bytes_backup = (self.wan.ks.log_bytes() as u64).saturating_sub(s.queue_bytes_primary);
+        s.queue_bytes_backup =
+            (self.wan.ks.log_bytes() as u64).saturating_sub(s.queue_bytes_primary);
         if let Some(&(_, oldest)) = self.spill_ages.front() {
             s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(oldest));
         }
@@ -1361,7 +1506,10 @@ fn put_change(
             let full = Change {
                 key: Bytes::copy_from_slice(logged.head.key),
                 version: e.version,
-                kind: ChangeKind::Full { value: e.value.clone(), expire_at: e.expire_at },
+                kind: ChangeKind::Full {
+                    value: e.value.clone(),
+                    expire_at: e.expire_at,
+                },
             };
             wire::put_entry(body, p, logged.seq, &full);
             add(&stats.fulls_shipped, 1);
@@ -1369,12 +1517,23 @@ fn put_change(
         return;
     }
     wire::put_encoded(body, p, logged.seq, logged.encoded);
-    add(if is_delta { &stats.deltas_shipped } else { &stats.fulls_shipped }, 1);
+    add(
+        if is_delta {
+            &stats.deltas_shipped
+        } else {
+            &stats.fulls_shipped
+        },
+        1,
+    );
 }
 
 /// Connects, says hello and waits for the welcome; the connection's
 /// reader and writer then run as tasks feeding the publisher's channels.
-async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(Conn, Vec<(u16, u64)>, u64), String> {
+async fn open(
+    wan: &Arc<Wan>,
+    target: &Arc<Target>,
+    endpoint: &str,
+) -> Result<(Conn, Vec<(u16, u64)>, u64), String> {
     let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(endpoint))
         .await
         .map_err(|_| "connect timed out".to_string())?
@@ -1412,7 +1571,10 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(C
     let (applied, incarnation) = match welcome {
         Frame::Welcome(w) => {
             if target.settings.name != w.site_name {
-                return Err(format!("endpoint {endpoint} is site {:?}, not {:?}", w.site_name, target.settings.name));
+                return Err(format!(
+                    "endpoint {endpoint} is site {:?}, not {:?}",
+                    w.site_name, target.settings.name
+                ));
             }
             authenticate(wan, &mut wr, &nonce, w.challenge.as_ref()).await?;
             (w.applied, w.data_incarnation)
@@ -1473,17 +1635,32 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<(C
             }
         }
     });
-    Ok((Conn { tx, rx, endpoint: endpoint.to_string() }, applied, incarnation))
+    Ok((
+        Conn {
+            tx,
+            rx,
+            endpoint: endpoint.to_string(),
+        },
+        applied,
+        incarnation,
+    ))
 }
 
 /// Writes every part, in order, with as few system calls as the socket
 /// allows; empties `parts`.
-async fn write_parts(wr: &mut tokio::net::tcp::OwnedWriteHalf, parts: &mut Vec<Bytes>) -> std::io::Result<()> {
+async fn write_parts(
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    parts: &mut Vec<Bytes>,
+) -> std::io::Result<()> {
     use bytes::Buf;
     parts.retain(|p| !p.is_empty());
     let mut first = 0;
     while first < parts.len() {
-        let slices: Vec<std::io::IoSlice> = parts[first..].iter().take(64).map(|p| std::io::IoSlice::new(p)).collect();
+        let slices: Vec<std::io::IoSlice> = parts[first..]
+            .iter()
+            .take(64)
+            .map(|p| std::io::IoSlice::new(p))
+            .collect();
         let mut n = wr.write_vectored(&slices).await?;
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());

@@ -79,7 +79,10 @@ fn check_hello(wan: &Wan, h: &Hello) -> Result<(), String> {
         return Err(format!("site id {} is this site's own id", h.site_id));
     }
     if !wan.settings.targets.iter().any(|t| t.name == h.site_name) {
-        return Err(format!("unknown site {:?} (id {}): not one of this site's wan.targets", h.site_name, h.site_id));
+        return Err(format!(
+            "unknown site {:?} (id {}): not one of this site's wan.targets",
+            h.site_name, h.site_id
+        ));
     }
     if h.partitions == 0 || h.partitions > keyspace::slot::SLOTS {
         return Err(format!("bad partition count {}", h.partitions));
@@ -90,7 +93,8 @@ fn check_hello(wan: &Wan, h: &Hello) -> Result<(), String> {
 async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr) {
     let (mut rd, mut wr) = stream.into_split();
     let mut buf = BytesMut::with_capacity(64 << 10);
-    let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut rd, &mut buf, None)).await {
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut rd, &mut buf, None)).await
+    {
         Ok(Ok(Some(Frame::Hello(h)))) => h,
         Ok(Ok(None)) => return,
         outcome => {
@@ -128,7 +132,10 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
     let secret = wan.settings.secret.as_deref().map(str::as_bytes);
     let challenge = secret.map(|secret| {
         let nonce = auth::nonce();
-        Challenge { nonce, proof: auth::proof(secret, Role::Receiver, &hello.nonce, &nonce) }
+        Challenge {
+            nonce,
+            proof: auth::proof(secret, Role::Receiver, &hello.nonce, &nonce),
+        }
     });
     let (tx, mut rx) = mpsc::unbounded_channel::<Frame>();
     let _ = tx.send(Frame::Welcome(Welcome {
@@ -154,12 +161,21 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
     if let (Some(secret), Some(c)) = (secret, &challenge) {
         let answer = tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut rd, &mut buf, None)).await;
         let why = match answer {
-            Ok(Ok(Some(Frame::Proof(p)))) if auth::verify(secret, Role::Publisher, &hello.nonce, &c.nonce, &p) => None,
-            Ok(Ok(Some(Frame::Proof(_)))) => Some("authentication failed: its proof does not match wan.secret".into()),
-            Ok(Ok(Some(other))) => {
-                Some(format!("authentication failed: {} instead of a proof of wan.secret", other.name()))
+            Ok(Ok(Some(Frame::Proof(p))))
+                if auth::verify(secret, Role::Publisher, &hello.nonce, &c.nonce, &p) =>
+            {
+                None
             }
-            Ok(Ok(None)) => Some("authentication failed: closed without proving it knows wan.secret".into()),
+            Ok(Ok(Some(Frame::Proof(_)))) => {
+                Some("authentication failed: its proof does not match wan.secret".into())
+            }
+            Ok(Ok(Some(other))) => Some(format!(
+                "authentication failed: {} instead of a proof of wan.secret",
+                other.name()
+            )),
+            Ok(Ok(None)) => {
+                Some("authentication failed: closed without proving it knows wan.secret".into())
+            }
             Ok(Err(e)) => Some(format!("authentication failed: {e}")),
             Err(_) => Some("authentication failed: no proof of wan.secret in time".into()),
         };
@@ -177,12 +193,18 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
     let applier = tokio::spawn(apply_loop(wan.clone(), hello.clone(), batch_rx, tx.clone()));
     loop {
         // A timeout loses nothing: read_frame keeps what it read in `buf`.
-        let frame = tokio::time::timeout(CHECK_EVERY, read_frame(&mut rd, &mut buf, Some(&stats.bytes_received))).await;
+        let frame = tokio::time::timeout(
+            CHECK_EVERY,
+            read_frame(&mut rd, &mut buf, Some(&stats.bytes_received)),
+        )
+        .await;
         if site_incarnation(&wan) != data_incarnation {
             // Partitions restarted empty here: the publisher must see the
             // new incarnation (and re-sync) rather than go on from its seqs.
             tracing::warn!(%addr, site = hello.site_name, "this site's data incarnation changed: closing the WAN connection");
-            let _ = tx.send(Frame::Refuse("this site's data incarnation changed: reconnect".into()));
+            let _ = tx.send(Frame::Refuse(
+                "this site's data incarnation changed: reconnect".into(),
+            ));
             break;
         }
         let Ok(frame) = frame else { continue };
@@ -241,7 +263,10 @@ async fn refuse(wr: &mut tokio::net::tcp::OwnedWriteHalf, why: String) {
 fn site_incarnation(wan: &Wan) -> u64 {
     match &wan.cluster {
         None => wan.incarnation,
-        Some(c) => c.metadata.get().map_or(0, |md| md.current().data_incarnation),
+        Some(c) => c
+            .metadata
+            .get()
+            .map_or(0, |md| md.current().data_incarnation),
     }
 }
 
@@ -261,7 +286,12 @@ async fn apply_loop(
             let marks = wan.watermarks.lock();
             entries
                 .into_iter()
-                .filter(|e| e.seq == 0 || marks.get(source, inc, e.partition).is_none_or(|m| e.seq > m))
+                .filter(|e| {
+                    e.seq == 0
+                        || marks
+                            .get(source, inc, e.partition)
+                            .is_none_or(|m| e.seq > m)
+                })
                 .collect()
         };
         add(&stats.duplicates, (total - fresh.len()) as u64);
@@ -280,7 +310,14 @@ async fn apply_loop(
                 Outcome::Moved => {}
             }
         }
-        wan.watermarks.lock().raise(source, inc, fresh.iter().filter(|e| e.seq != 0).map(|e| (e.partition, e.seq)));
+        wan.watermarks.lock().raise(
+            source,
+            inc,
+            fresh
+                .iter()
+                .filter(|e| e.seq != 0)
+                .map(|e| (e.partition, e.seq)),
+        );
         if !need.is_empty() {
             let _ = tx.send(Frame::NeedFull(need));
         }

@@ -33,12 +33,16 @@ struct Marks {
 impl Watermarks {
     /// The highest seq applied from `partition` of publisher `(source, inc)`.
     pub fn get(&self, source: u16, inc: u64, partition: u16) -> Option<u64> {
-        self.by_publisher.get(&(source, inc)).and_then(|m| m.seqs.get(&partition).copied())
+        self.by_publisher
+            .get(&(source, inc))
+            .and_then(|m| m.seqs.get(&partition).copied())
     }
 
     /// Every mark of publisher `(source, inc)`, for its welcome.
     pub fn of(&self, source: u16, inc: u64) -> Vec<(u16, u64)> {
-        self.by_publisher.get(&(source, inc)).map_or_else(Vec::new, |m| m.seqs.iter().map(|(&p, &s)| (p, s)).collect())
+        self.by_publisher
+            .get(&(source, inc))
+            .map_or_else(Vec::new, |m| m.seqs.iter().map(|(&p, &s)| (p, s)).collect())
     }
 
     /// Raises the marks of publisher `(source, inc)` to the (partition,

@@ -109,7 +109,10 @@ pub enum Frame {
     Welcome(Welcome),
     Refuse(String),
     /// `body` is the raw (decompressed) run of entries.
-    Batch { id: u64, body: Bytes },
+    Batch {
+        id: u64,
+        body: Bytes,
+    },
     Received(u64),
     Applied(u64),
     /// (source partition, key) whose full value the receiver needs.
@@ -277,7 +280,9 @@ pub fn encode_parts(frame: &Frame, probe: &mut Lz4Probe, out: &mut BytesMut) -> 
         Frame::Batch { id, body } => {
             out.put_u8(KIND_BATCH);
             out.put_u64_le(*id);
-            let compressed = probe.should_try(body).then(|| lz4_flex::block::compress(body));
+            let compressed = probe
+                .should_try(body)
+                .then(|| lz4_flex::block::compress(body));
             if let Some(c) = &compressed {
                 probe.record(body.len(), c.len());
             }
@@ -345,7 +350,15 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
             need(&b, 8, "hello")?;
             let incarnation = b.get_u64_le();
             let nonce = get_array(&mut b, "hello nonce")?;
-            Frame::Hello(Hello { version, site_id, site_name, partitions, node_id, incarnation, nonce })
+            Frame::Hello(Hello {
+                version,
+                site_id,
+                site_name,
+                partitions,
+                node_id,
+                incarnation,
+                nonce,
+            })
         }
         KIND_WELCOME => {
             need(&b, 2, "welcome")?;
@@ -367,7 +380,13 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
                 }),
                 _ => return Err(WireError::Malformed("welcome challenge flag")),
             };
-            Frame::Welcome(Welcome { site_id, site_name, applied, data_incarnation, challenge })
+            Frame::Welcome(Welcome {
+                site_id,
+                site_name,
+                applied,
+                data_incarnation,
+                challenge,
+            })
         }
         KIND_PROOF => {
             let proof: Proof = get_array(&mut b, "proof")?;
@@ -386,9 +405,13 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
                 return Err(WireError::TooLarge(raw_len));
             }
             let body = if flags & FLAG_LZ4 != 0 {
-                let raw = lz4_flex::block::decompress(&b, raw_len).map_err(|e| WireError::Compression(e.to_string()))?;
+                let raw = lz4_flex::block::decompress(&b, raw_len)
+                    .map_err(|e| WireError::Compression(e.to_string()))?;
                 if raw.len() != raw_len {
-                    return Err(WireError::Compression(format!("{} bytes, header said {raw_len}", raw.len())));
+                    return Err(WireError::Compression(format!(
+                        "{} bytes, header said {raw_len}",
+                        raw.len()
+                    )));
                 }
                 Bytes::from(raw)
             } else {
@@ -436,7 +459,11 @@ pub fn put_entry(body: &mut BytesMut, partition: u16, seq: u64, change: &Change)
     put_entry_head(body, partition, seq, len);
     let at = body.len();
     codec::encode(change, body);
-    debug_assert_eq!(body.len() - at, len, "codec::encoded_len disagrees with codec::encode");
+    debug_assert_eq!(
+        body.len() - at,
+        len,
+        "codec::encoded_len disagrees with codec::encode"
+    );
     body.len() - start
 }
 
@@ -503,7 +530,11 @@ pub fn decode_entries(body: &Bytes, partitions: u16) -> Result<Vec<Entry>, WireE
         {
             return Err(WireError::Partition(partition));
         }
-        out.push(Entry { partition, seq, change });
+        out.push(Entry {
+            partition,
+            seq,
+            change,
+        });
     }
     Ok(out)
 }
@@ -565,8 +596,14 @@ mod tests {
     fn change(key: &[u8]) -> Change {
         Change {
             key: Bytes::copy_from_slice(key),
-            version: Version { hlc: 77 << 16, site: 1 },
-            kind: ChangeKind::Full { value: Value::Str(Bytes::from(vec![b'x'; 300])), expire_at: 0 },
+            version: Version {
+                hlc: 77 << 16,
+                site: 1,
+            },
+            kind: ChangeKind::Full {
+                value: Value::Str(Bytes::from(vec![b'x'; 300])),
+                expire_at: 0,
+            },
         }
     }
 
@@ -597,10 +634,24 @@ mod tests {
             data_incarnation: 3,
             challenge: None,
         };
-        assert_eq!(round_trip(&Frame::Welcome(welcome.clone())), Frame::Welcome(welcome.clone()));
-        welcome.challenge = Some(Challenge { nonce: [1; 16], proof: [2; 32] });
-        assert_eq!(round_trip(&Frame::Welcome(welcome.clone())), Frame::Welcome(welcome));
-        for f in [Frame::Received(9), Frame::Applied(10), Frame::Refuse("no".into()), Frame::Proof([3; 32])] {
+        assert_eq!(
+            round_trip(&Frame::Welcome(welcome.clone())),
+            Frame::Welcome(welcome.clone())
+        );
+        welcome.challenge = Some(Challenge {
+            nonce: [1; 16],
+            proof: [2; 32],
+        });
+        assert_eq!(
+            round_trip(&Frame::Welcome(welcome.clone())),
+            Frame::Welcome(welcome)
+        );
+        for f in [
+            Frame::Received(9),
+            Frame::Applied(10),
+            Frame::Refuse("no".into()),
+            Frame::Proof([3; 32]),
+        ] {
             assert_eq!(round_trip(&f), f);
         }
         let nf = Frame::NeedFull(vec![(4, Bytes::from_static(b"k1")), (5, Bytes::new())]);
@@ -623,9 +674,18 @@ mod tests {
         let mut probe = Lz4Probe::default();
         let encoded = |body: &Bytes, probe: &mut Lz4Probe| {
             let mut out = BytesMut::new();
-            encode_with(&Frame::Batch { id: 1, body: body.clone() }, probe, &mut out);
+            encode_with(
+                &Frame::Batch {
+                    id: 1,
+                    body: body.clone(),
+                },
+                probe,
+                &mut out,
+            );
             let n = out.len();
-            let Some(Frame::Batch { body: got, .. }) = decode(&mut out).unwrap() else { panic!("not a batch") };
+            let Some(Frame::Batch { body: got, .. }) = decode(&mut out).unwrap() else {
+                panic!("not a batch")
+            };
             assert_eq!(&got, body);
             n
         };
@@ -650,17 +710,26 @@ mod tests {
             x ^= x << 17;
             *b = x as u8;
         }
-        let frame = Frame::Batch { id: 9, body: Bytes::from(random) };
+        let frame = Frame::Batch {
+            id: 9,
+            body: Bytes::from(random),
+        };
         let mut whole = BytesMut::new();
         encode(&frame, &mut whole);
         let mut parts = BytesMut::new();
-        let body = encode_parts(&frame, &mut Lz4Probe::default(), &mut parts).expect("random data goes raw");
+        let body = encode_parts(&frame, &mut Lz4Probe::default(), &mut parts)
+            .expect("random data goes raw");
         parts.extend_from_slice(&body);
         assert_eq!(parts, whole);
-        let Some(Frame::Batch { id, body: got }) = decode(&mut parts).unwrap() else { panic!("not a batch") };
+        let Some(Frame::Batch { id, body: got }) = decode(&mut parts).unwrap() else {
+            panic!("not a batch")
+        };
         assert_eq!((id, got), (9, body));
         // Compressible: no separate body.
-        let frame = Frame::Batch { id: 10, body: Bytes::from(vec![7u8; 200 << 10]) };
+        let frame = Frame::Batch {
+            id: 10,
+            body: Bytes::from(vec![7u8; 200 << 10]),
+        };
         assert!(encode_parts(&frame, &mut Lz4Probe::default(), &mut BytesMut::new()).is_none());
     }
 
@@ -674,9 +743,20 @@ mod tests {
         }
         let body = body.freeze();
         let mut out = BytesMut::new();
-        encode(&Frame::Batch { id: 7, body: body.clone() }, &mut out);
-        assert!(out.len() < body.len() / 4, "300 repeated bytes per value compress");
-        let Some(Frame::Batch { id, body: got }) = decode(&mut out).unwrap() else { panic!("not a batch") };
+        encode(
+            &Frame::Batch {
+                id: 7,
+                body: body.clone(),
+            },
+            &mut out,
+        );
+        assert!(
+            out.len() < body.len() / 4,
+            "300 repeated bytes per value compress"
+        );
+        let Some(Frame::Batch { id, body: got }) = decode(&mut out).unwrap() else {
+            panic!("not a batch")
+        };
         assert_eq!((id, &got), (7, &body));
         let entries = decode_entries(&got, 271).unwrap();
         assert_eq!(entries.len(), 50);
@@ -694,7 +774,10 @@ mod tests {
         let k = b"key:1";
         let p = slot::slot_partition(slot::key_slot(k), 271) as u16;
         put_entry(&mut body, (p + 1) % 271, 1, &change(k));
-        assert_eq!(decode_entries(&body.freeze(), 271), Err(WireError::Partition((p + 1) % 271)));
+        assert_eq!(
+            decode_entries(&body.freeze(), 271),
+            Err(WireError::Partition((p + 1) % 271))
+        );
         // A hello from another protocol or version.
         let mut out = BytesMut::new();
         encode(
@@ -731,7 +814,10 @@ mod tests {
         out.put_u8(FLAG_LZ4);
         out.put_u32_le(u32::MAX);
         out.put_slice(b"abc");
-        assert_eq!(decode(&mut out), Err(WireError::TooLarge(u32::MAX as usize)));
+        assert_eq!(
+            decode(&mut out),
+            Err(WireError::TooLarge(u32::MAX as usize))
+        );
     }
 
     proptest! {

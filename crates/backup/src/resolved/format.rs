@@ -47,7 +47,11 @@ impl Resolved {
             partition: self.partition,
             seq: self.seq,
             layers: self.layers.clone(),
-            blocks: self.blocks.iter().map(|b| b.with_live(b.live.iter().map(|e| e.at).collect())).collect(),
+            blocks: self
+                .blocks
+                .iter()
+                .map(|b| b.with_live(b.live.iter().map(|e| e.at).collect()))
+                .collect(),
         };
         let mut body = postcard::to_stdvec(&header).unwrap_or_default();
         for e in self.blocks.iter().flat_map(|b| &b.live) {
@@ -58,11 +62,19 @@ impl Resolved {
 
     pub fn decode(data: &[u8]) -> Result<Resolved, ResolvedError> {
         let bad = |reason: &str| ResolvedError::Decode(reason.to_string());
-        let body = Bytes::from(framing::unwrap(data, MAGIC, VERSION, MAX_RESOLVED_BYTES, "resolved object")?);
+        let body = Bytes::from(framing::unwrap(
+            data,
+            MAGIC,
+            VERSION,
+            MAX_RESOLVED_BYTES,
+            "resolved object",
+        )?);
         let (header, rest): (Header, _) =
             postcard::take_from_bytes(&body).map_err(|e| ResolvedError::Decode(e.to_string()))?;
         if let Some(id) = header.layers.iter().find(|id| !valid_id(id)) {
-            return Err(ResolvedError::Decode(format!("names a bad layer id {id:?}")));
+            return Err(ResolvedError::Decode(format!(
+                "names a bad layer id {id:?}"
+            )));
         }
         let mut keys = KeyReader::new(body.slice(body.len() - rest.len()..));
         let mut blocks = Vec::with_capacity(header.blocks.len());
@@ -80,16 +92,33 @@ impl Resolved {
             }
             let increasing = b.live.windows(2).all(|w| w[0] < w[1]);
             if !increasing || b.live.last().is_some_and(|&at| at >= b.entries) {
-                return Err(bad("a block's live entries are out of order or past its end"));
+                return Err(bad(
+                    "a block's live entries are out of order or past its end",
+                ));
             }
-            let live = keys.take(b.live.len() as u64).map_err(ResolvedError::Decode)?;
-            let entries = b.live.iter().zip(live).map(|(&at, key)| LiveEntry { at, key }).collect();
+            let live = keys
+                .take(b.live.len() as u64)
+                .map_err(ResolvedError::Decode)?;
+            let entries = b
+                .live
+                .iter()
+                .zip(live)
+                .map(|(&at, key)| LiveEntry { at, key })
+                .collect();
             blocks.push(b.with_live(entries));
         }
         if keys.remaining() != 0 {
-            return Err(ResolvedError::Decode(format!("{} bytes after the last key", keys.remaining())));
+            return Err(ResolvedError::Decode(format!(
+                "{} bytes after the last key",
+                keys.remaining()
+            )));
         }
-        Ok(Resolved { partition: header.partition, seq: header.seq, layers: header.layers, blocks })
+        Ok(Resolved {
+            partition: header.partition,
+            seq: header.seq,
+            layers: header.layers,
+            blocks,
+        })
     }
 }
 
@@ -105,26 +134,48 @@ mod tests {
     fn resolved() -> impl Strategy<Value = Resolved> {
         let key = proptest::collection::vec(any::<u8>(), 0..12).prop_map(Bytes::from);
         let live = proptest::collection::btree_map(0u32..40, key, 1..5);
-        let block = (0u32..3, 0u32..50, any::<u32>(), any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>(), live);
+        let block = (
+            0u32..3,
+            0u32..50,
+            any::<u32>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            live,
+        );
         let layers = proptest::collection::vec("[a-zA-Z0-9_-]{1,30}", 3..5);
-        (any::<u16>(), any::<u64>(), layers, proptest::collection::btree_map((0u32..3, 0u32..50), block, 0..6))
+        (
+            any::<u16>(),
+            any::<u64>(),
+            layers,
+            proptest::collection::btree_map((0u32..3, 0u32..50), block, 0..6),
+        )
             .prop_map(|(partition, seq, layers, blocks)| Resolved {
                 partition,
                 seq,
                 layers,
                 blocks: blocks
                     .into_iter()
-                    .map(|((layer, block), (_, _, chunk, offset, stored_bytes, checksum, raw_bytes, live))| LiveBlock {
-                        layer,
-                        block,
-                        chunk,
-                        offset,
-                        stored_bytes,
-                        checksum,
-                        raw_bytes,
-                        entries: live.keys().last().map_or(0, |&at| at + 1),
-                        live: live.into_iter().map(|(at, key)| LiveEntry { at, key }).collect(),
-                    })
+                    .map(
+                        |(
+                            (layer, block),
+                            (_, _, chunk, offset, stored_bytes, checksum, raw_bytes, live),
+                        )| LiveBlock {
+                            layer,
+                            block,
+                            chunk,
+                            offset,
+                            stored_bytes,
+                            checksum,
+                            raw_bytes,
+                            entries: live.keys().last().map_or(0, |&at| at + 1),
+                            live: live
+                                .into_iter()
+                                .map(|(at, key)| LiveEntry { at, key })
+                                .collect(),
+                        },
+                    )
                     .collect(),
             })
     }
@@ -185,8 +236,16 @@ mod tests {
 
     #[test]
     fn a_bad_layer_id_or_missing_keys_are_refused() {
-        let r = Resolved { partition: 1, seq: 2, layers: vec!["../x".into()], blocks: vec![] };
-        assert!(matches!(Resolved::decode(&r.encode()), Err(ResolvedError::Decode(_))));
+        let r = Resolved {
+            partition: 1,
+            seq: 2,
+            layers: vec!["../x".into()],
+            blocks: vec![],
+        };
+        assert!(matches!(
+            Resolved::decode(&r.encode()),
+            Err(ResolvedError::Decode(_))
+        ));
         let header = Header {
             partition: 0,
             seq: 0,
@@ -205,9 +264,15 @@ mod tests {
         };
         let body = postcard::to_stdvec(&header).unwrap();
         assert!(Resolved::decode(&wrap_body(&body)).is_err());
-        assert!(matches!(Resolved::decode(b"DGBI\x01"), Err(ResolvedError::Frame(FrameError::Magic(_)))));
+        assert!(matches!(
+            Resolved::decode(b"DGBI\x01"),
+            Err(ResolvedError::Frame(FrameError::Magic(_)))
+        ));
         let mut old = r.encode();
         old[4] = 9;
-        assert!(matches!(Resolved::decode(&old), Err(ResolvedError::Frame(FrameError::Version { got: 9, .. }))));
+        assert!(matches!(
+            Resolved::decode(&old),
+            Err(ResolvedError::Frame(FrameError::Version { got: 9, .. }))
+        ));
     }
 }

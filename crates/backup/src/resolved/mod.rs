@@ -106,7 +106,10 @@ impl Resolved {
         for (i, b) in parent_index.blocks.iter().enumerate() {
             let live: Vec<LiveEntry> = (b.keys.iter().enumerate())
                 .filter(|(_, k)| !changed(k))
-                .map(|(at, k)| LiveEntry { at: at as u32, key: k.clone() })
+                .map(|(at, k)| LiveEntry {
+                    at: at as u32,
+                    key: k.clone(),
+                })
                 .collect();
             if !live.is_empty() {
                 blocks.push(LiveBlock {
@@ -125,13 +128,27 @@ impl Resolved {
         if let Some(older) = parent_resolved {
             layers.extend(older.layers.iter().cloned());
             for b in &older.blocks {
-                let live: Vec<LiveEntry> = b.live.iter().filter(|e| !changed(&e.key)).cloned().collect();
+                let live: Vec<LiveEntry> = b
+                    .live
+                    .iter()
+                    .filter(|e| !changed(&e.key))
+                    .cloned()
+                    .collect();
                 if !live.is_empty() {
-                    blocks.push(LiveBlock { layer: b.layer + 1, live, ..b.clone() });
+                    blocks.push(LiveBlock {
+                        layer: b.layer + 1,
+                        live,
+                        ..b.clone()
+                    });
                 }
             }
         }
-        Resolved { partition: parent_index.partition, seq, layers, blocks }
+        Resolved {
+            partition: parent_index.partition,
+            seq,
+            layers,
+            blocks,
+        }
     }
 
     /// Live entries in all.
@@ -144,13 +161,20 @@ impl Resolved {
     /// seq against the entry.
     pub async fn read(store: &Store, id: &str, entry: &PartitionEntry) -> Result<Resolved, Error> {
         let object = entry.resolved_object(id);
-        let corrupt = |reason: String| Error::Corrupt { object: store.describe(&object), reason };
+        let corrupt = |reason: String| Error::Corrupt {
+            object: store.describe(&object),
+            reason,
+        };
         let Some(want) = &entry.resolved_checksum else {
-            return Err(corrupt("the manifest lists no resolved object for this partition".into()));
+            return Err(corrupt(
+                "the manifest lists no resolved object for this partition".into(),
+            ));
         };
         let data = store.get(&object).await?;
         if &format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&data)) != want {
-            return Err(corrupt("checksum mismatch (stored object is damaged)".into()));
+            return Err(corrupt(
+                "checksum mismatch (stored object is damaged)".into(),
+            ));
         }
         let resolved = Resolved::decode(&data).map_err(|e| corrupt(e.to_string()))?;
         if resolved.partition != entry.partition || resolved.seq != entry.seq {
@@ -166,16 +190,32 @@ impl Resolved {
     pub fn check_chain(&self, chain: &[Manifest]) -> Result<(), String> {
         let p = self.partition as usize;
         let older = chain.get(1..).unwrap_or_default();
-        let Some(full) = older.iter().position(|m| m.entries.get(p).is_some_and(|e| e.full)) else {
+        let Some(full) = older
+            .iter()
+            .position(|m| m.entries.get(p).is_some_and(|e| e.full))
+        else {
             return Err("the chain has no layer holding the partition whole".into());
         };
         let want: Vec<&str> = older[..=full].iter().map(|m| m.id.as_str()).collect();
-        if self.layers.iter().map(String::as_str).ne(want.iter().copied()) {
-            return Err(format!("names layers {:?}, the chain's are {want:?}", self.layers));
+        if self
+            .layers
+            .iter()
+            .map(String::as_str)
+            .ne(want.iter().copied())
+        {
+            return Err(format!(
+                "names layers {:?}, the chain's are {want:?}",
+                self.layers
+            ));
         }
         for b in &self.blocks {
-            let layer = older.get(b.layer as usize).ok_or("names a layer past the last")?;
-            let e = layer.entries.get(p).ok_or("names a partition past the last")?;
+            let layer = older
+                .get(b.layer as usize)
+                .ok_or("names a layer past the last")?;
+            let e = layer
+                .entries
+                .get(p)
+                .ok_or("names a partition past the last")?;
             if u64::from(b.block) >= e.blocks || b.chunk >= e.chunks {
                 return Err(format!(
                     "names block {} in chunk {} of layer {}, which has {} blocks in {} chunks",
@@ -198,11 +238,16 @@ impl Resolved {
                     && i.checksum == b.checksum
                     && i.raw_bytes == b.raw_bytes
                     && i.keys.len() as u64 == u64::from(b.entries)
-                    && b.live.iter().all(|e| i.keys.get(e.at as usize) == Some(&e.key))
+                    && b.live
+                        .iter()
+                        .all(|e| i.keys.get(e.at as usize) == Some(&e.key))
             });
             if !matches {
                 let id = self.layers.get(layer as usize).map_or("?", String::as_str);
-                return Err(format!("block {} of layer {id} differs from that layer's index", b.block));
+                return Err(format!(
+                    "block {} of layer {id} differs from that layer's index",
+                    b.block
+                ));
             }
         }
         Ok(())

@@ -20,7 +20,8 @@ use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{
-    ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader, SnapshotMeta, StorageError, StorageIOError, Vote,
+    ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader, SnapshotMeta, StorageError,
+    StorageIOError, Vote,
 };
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -59,7 +60,13 @@ macro_rules! from_redb {
         }
     )*};
 }
-from_redb!(redb::DatabaseError, redb::TransactionError, redb::TableError, redb::StorageError, redb::CommitError);
+from_redb!(
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
 
 /// The snapshot as stored: openraft's meta and the encoded state.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -95,14 +102,23 @@ async fn write<T: Send + 'static>(
     .map_err(|e| StoreError::Join(e.to_string()))?
 }
 
-fn read_meta<T: for<'de> Deserialize<'de>>(db: &Database, key: &str) -> Result<Option<T>, StoreError> {
+fn read_meta<T: for<'de> Deserialize<'de>>(
+    db: &Database,
+    key: &str,
+) -> Result<Option<T>, StoreError> {
     let tx = db.begin_read()?;
     let table = tx.open_table(META)?;
-    let Some(v) = table.get(key)? else { return Ok(None) };
+    let Some(v) = table.get(key)? else {
+        return Ok(None);
+    };
     Ok(Some(postcard::from_bytes(v.value())?))
 }
 
-async fn write_meta<T: Serialize>(db: &Arc<Database>, key: &'static str, value: &T) -> Result<(), StoreError> {
+async fn write_meta<T: Serialize>(
+    db: &Arc<Database>,
+    key: &'static str,
+    value: &T,
+) -> Result<(), StoreError> {
     let bytes = postcard::to_stdvec(value)?;
     write(db, move |tx| {
         tx.open_table(META)?.insert(key, bytes.as_slice())?;
@@ -111,7 +127,10 @@ async fn write_meta<T: Serialize>(db: &Arc<Database>, key: &'static str, value: 
     .await
 }
 
-pub async fn save_snapshot(db: &Arc<Database>, snapshot: &StoredSnapshot) -> Result<(), StoreError> {
+pub async fn save_snapshot(
+    db: &Arc<Database>,
+    snapshot: &StoredSnapshot,
+) -> Result<(), StoreError> {
     write_meta(db, SNAPSHOT, snapshot).await
 }
 
@@ -147,13 +166,16 @@ impl LogStore {
     fn last_entry(&self) -> Result<Option<Entry>, StoreError> {
         let tx = self.db.begin_read()?;
         let table = tx.open_table(LOG)?;
-        let Some((_, v)) = table.last()? else { return Ok(None) };
+        let Some((_, v)) = table.last()? else {
+            return Ok(None);
+        };
         Ok(Some(postcard::from_bytes(v.value())?))
     }
 
     async fn remove(&self, range: (Bound<u64>, Bound<u64>)) -> Result<(), StoreError> {
         write(&self.db, move |tx| {
-            tx.open_table(LOG)?.retain_in::<u64, _>(range, |_, _| false)?;
+            tx.open_table(LOG)?
+                .retain_in::<u64, _>(range, |_, _| false)?;
             Ok(())
         })
         .await
@@ -166,7 +188,8 @@ impl RaftLogReader<TypeConfig> for LogStore {
         range: RB,
     ) -> Result<Vec<Entry>, StorageError<NodeId>> {
         let range = (range.start_bound().cloned(), range.end_bound().cloned());
-        self.entries(range).map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))
+        self.entries(range)
+            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))
     }
 }
 
@@ -177,7 +200,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let read = || -> Result<_, StoreError> {
             let last_purged_log_id: Option<LogId<NodeId>> = read_meta(&self.db, LAST_PURGED)?;
             let last = self.last_entry()?.map(|e| e.log_id);
-            Ok(LogState { last_purged_log_id, last_log_id: last.or(last_purged_log_id) })
+            Ok(LogState {
+                last_purged_log_id,
+                last_log_id: last.or(last_purged_log_id),
+            })
         };
         read().map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Read, e))
     }
@@ -187,24 +213,35 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
-        write_meta(&self.db, VOTE, vote).await.map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Write, e))
+        write_meta(&self.db, VOTE, vote)
+            .await
+            .map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Write, e))
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
         read_meta(&self.db, VOTE).map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Read, e))
     }
 
-    async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> Result<(), StorageError<NodeId>> {
-        write_meta(&self.db, COMMITTED, &committed).await.map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))
+    async fn save_committed(
+        &mut self,
+        committed: Option<LogId<NodeId>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        write_meta(&self.db, COMMITTED, &committed)
+            .await
+            .map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Write, e))
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
-        let committed: Option<Option<LogId<NodeId>>> =
-            read_meta(&self.db, COMMITTED).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Read, e))?;
+        let committed: Option<Option<LogId<NodeId>>> = read_meta(&self.db, COMMITTED)
+            .map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Read, e))?;
         Ok(committed.flatten())
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError<NodeId>>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError<NodeId>>
     where
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
@@ -248,9 +285,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
         let purge = async {
             write_meta(&self.db, LAST_PURGED, &log_id).await?;
-            self.remove((Bound::Unbounded, Bound::Included(log_id.index))).await
+            self.remove((Bound::Unbounded, Bound::Included(log_id.index)))
+                .await
         };
-        purge.await.map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))
+        purge
+            .await
+            .map_err(|e| io_err(ErrorSubject::Logs, ErrorVerb::Delete, e))
     }
 }
 
@@ -260,14 +300,19 @@ mod tests {
     use openraft::{CommittedLeaderId, EntryPayload};
 
     fn entry(term: u64, index: u64) -> Entry {
-        Entry { log_id: LogId::new(CommittedLeaderId::new(term, 1), index), payload: EntryPayload::Blank }
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+            payload: EntryPayload::Blank,
+        }
     }
 
     async fn append(store: &mut LogStore, entries: Vec<Entry>) {
         // Without a running Raft there is no flush callback to hand in;
         // write the rows the way `append` does.
-        let rows: Vec<(u64, Vec<u8>)> =
-            entries.iter().map(|e| (e.log_id.index, postcard::to_stdvec(e).unwrap())).collect();
+        let rows: Vec<(u64, Vec<u8>)> = entries
+            .iter()
+            .map(|e| (e.log_id.index, postcard::to_stdvec(e).unwrap()))
+            .collect();
         write(&store.db, move |tx| {
             let mut t = tx.open_table(LOG)?;
             for (i, b) in &rows {
@@ -296,7 +341,13 @@ mod tests {
         let state = s.get_log_state().await.unwrap();
         assert_eq!(state.last_purged_log_id, Some(entry(1, 2).log_id));
         assert_eq!(state.last_log_id, Some(entry(1, 4).log_id));
-        let got: Vec<u64> = s.try_get_log_entries(0..100).await.unwrap().iter().map(|e| e.log_id.index).collect();
+        let got: Vec<u64> = s
+            .try_get_log_entries(0..100)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.log_id.index)
+            .collect();
         assert_eq!(got, vec![3, 4]);
         let got = s.try_get_log_entries(4..=4).await.unwrap();
         assert_eq!(got.len(), 1);

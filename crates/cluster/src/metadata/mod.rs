@@ -42,7 +42,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 pub use log_store::StoreError;
-pub use state::{Assignment, Command, Member, MemberState, NodeId, Outcome, Refused, SiteMetadata, Table};
+pub use state::{
+    Assignment, Command, Member, MemberState, NodeId, Outcome, Refused, SiteMetadata, Table,
+};
 
 use network::{CallError, Identity, Network, Peers};
 use rpc::{ForwardError, LeaderOp, Request, Response};
@@ -131,7 +133,9 @@ impl MetadataConfig {
             snapshot_max_chunk_size: 1 << 20,
             ..Default::default()
         };
-        config.validate().map_err(|e| MetadataError::Config(e.to_string()))
+        config
+            .validate()
+            .map_err(|e| MetadataError::Config(e.to_string()))
     }
 }
 
@@ -178,20 +182,34 @@ impl Metadata {
     /// Opens the store under `config.dir` (recovering whatever it holds),
     /// starts Raft and serves peers on `listener`, or, with None, on the
     /// connections handed to [`Metadata::accept`].
-    pub async fn start(config: MetadataConfig, listener: Option<TcpListener>) -> Result<Metadata, MetadataError> {
+    pub async fn start(
+        config: MetadataConfig,
+        listener: Option<TcpListener>,
+    ) -> Result<Metadata, MetadataError> {
         let raft_config = Arc::new(config.raft_config()?);
         let db = log_store::open(&config.dir)?;
         let (sm, state) = state_machine::StateMachine::load(db.clone())?;
-        let me = Identity { site_id: config.site_id, node_id: config.node_id };
+        let me = Identity {
+            site_id: config.site_id,
+            node_id: config.node_id,
+        };
         let (shutdown, shutdown_rx) = watch::channel(false);
         let peers = Peers::new(me, shutdown_rx.clone(), config.secret.clone());
-        let network = Network { peers: peers.clone() };
+        let network = Network {
+            peers: peers.clone(),
+        };
         let log = log_store::LogStore::new(db.clone());
         let raft = Raft::new(config.node_id, raft_config, network, log, sm)
             .await
             .map_err(|e| MetadataError::Raft(e.to_string()))?;
         if let Some(listener) = listener {
-            tokio::spawn(network::serve(listener, raft.clone(), me, shutdown_rx, config.secret.clone()));
+            tokio::spawn(network::serve(
+                listener,
+                raft.clone(),
+                me,
+                shutdown_rx,
+                config.secret.clone(),
+            ));
         }
         Ok(Metadata {
             id: config.node_id,
@@ -212,22 +230,39 @@ impl Metadata {
     /// Fault injection: cut (or restore) this member's metadata traffic in
     /// both directions, as a network partition would.
     pub fn set_isolated(&self, isolated: bool) {
-        self.peers.blocked.store(isolated, std::sync::atomic::Ordering::Relaxed);
+        self.peers
+            .blocked
+            .store(isolated, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn is_isolated(&self) -> bool {
-        self.peers.blocked.load(std::sync::atomic::Ordering::Relaxed)
+        self.peers
+            .blocked
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Serves a metadata connection accepted elsewhere (a listener shared
     /// with the data protocol); `buf` holds the bytes already read from it.
-    pub fn accept(&self, stream: tokio::net::TcpStream, peer: std::net::SocketAddr, buf: bytes::BytesMut) {
+    pub fn accept(
+        &self,
+        stream: tokio::net::TcpStream,
+        peer: std::net::SocketAddr,
+        buf: bytes::BytesMut,
+    ) {
         if self.is_isolated() {
             return;
         }
         let shutdown = self.shutdown.subscribe();
         let blocked = self.peers.blocked.clone();
-        tokio::spawn(network::serve_connection(stream, peer, buf, self.raft.clone(), self.me, shutdown, blocked));
+        tokio::spawn(network::serve_connection(
+            stream,
+            peer,
+            buf,
+            self.raft.clone(),
+            self.me,
+            shutdown,
+            blocked,
+        ));
     }
 
     /// Forms the site from `seeds` (the same list, in the same order, on
@@ -235,8 +270,23 @@ impl Metadata {
     /// [`rebalance::initial`] over the seeds' order. Every seed may call
     /// it, and calling it again (after a restart) changes nothing. Returns
     /// once this member's metadata shows the site formed.
-    pub async fn form(&self, seeds: &[Seed], partitions: u16, backups: usize) -> Result<(), MetadataError> {
-        let nodes: BTreeMap<NodeId, Peer> = seeds.iter().map(|s| (s.id, Peer { addr: s.raft_addr.clone() })).collect();
+    pub async fn form(
+        &self,
+        seeds: &[Seed],
+        partitions: u16,
+        backups: usize,
+    ) -> Result<(), MetadataError> {
+        let nodes: BTreeMap<NodeId, Peer> = seeds
+            .iter()
+            .map(|s| {
+                (
+                    s.id,
+                    Peer {
+                        addr: s.raft_addr.clone(),
+                    },
+                )
+            })
+            .collect();
         match self.raft.initialize(nodes).await {
             Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
             Err(e) => return Err(MetadataError::Raft(e.to_string())),
@@ -256,7 +306,11 @@ impl Metadata {
                 .collect();
             let order: Vec<NodeId> = seeds.iter().map(|s| s.id).collect();
             let partitions = rebalance::initial(partitions, &order, backups);
-            let form = Command::Form { members, partitions, data_incarnation: crate::auth::random_u64() };
+            let form = Command::Form {
+                members,
+                partitions,
+                data_incarnation: crate::auth::random_u64(),
+            };
             match self.propose(form).await {
                 Ok(_) | Err(MetadataError::Refused(Refused::AlreadyFormed)) => {}
                 Err(e) => return Err(e),
@@ -275,7 +329,8 @@ impl Metadata {
     /// been applied: compare-and-set commands are safe to retry (a repeat
     /// is refused as stale), others are idempotent.
     pub async fn propose(&self, cmd: Command) -> Result<u64, MetadataError> {
-        self.on_leader(LeaderOp::Propose(cmd), self.propose_timeout).await
+        self.on_leader(LeaderOp::Propose(cmd), self.propose_timeout)
+            .await
     }
 
     /// Adds the node `id`, already started ([`Metadata::start`], without
@@ -284,14 +339,29 @@ impl Metadata {
     /// caught up. Waits up to `timeout` for both. Making it a member of the
     /// site ([`Command::AddMember`]) and giving it partitions are separate
     /// steps. Adding a node that is already a voter changes nothing.
-    pub async fn add_voter(&self, id: NodeId, raft_addr: &str, timeout: Duration) -> Result<(), MetadataError> {
-        self.on_leader(LeaderOp::AddVoter { id, addr: raft_addr.to_string() }, timeout).await.map(|_| ())
+    pub async fn add_voter(
+        &self,
+        id: NodeId,
+        raft_addr: &str,
+        timeout: Duration,
+    ) -> Result<(), MetadataError> {
+        self.on_leader(
+            LeaderOp::AddVoter {
+                id,
+                addr: raft_addr.to_string(),
+            },
+            timeout,
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Takes `id` out of the group's voters (and its log replication): for
     /// a node that left the site, after its partitions moved away.
     pub async fn remove_voter(&self, id: NodeId) -> Result<(), MetadataError> {
-        self.on_leader(LeaderOp::RemoveVoter { id }, self.propose_timeout).await.map(|_| ())
+        self.on_leader(LeaderOp::RemoveVoter { id }, self.propose_timeout)
+            .await
+            .map(|_| ())
     }
 
     /// Carries `op` out on the leader, here or forwarded, retrying while
@@ -300,17 +370,26 @@ impl Metadata {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let (leader, node) = match tokio::time::timeout(left, on_this_leader(&self.raft, op.clone())).await {
-                Err(_) => return Err(MetadataError::Timeout(timeout)),
-                Ok(Ok(outcome)) => return outcome.map_err(MetadataError::Refused),
-                Ok(Err(NotDone::NotLeader(leader, node))) => (leader, node),
-                Ok(Err(NotDone::Failed(e))) => return Err(MetadataError::Raft(e)),
-            };
+            let (leader, node) =
+                match tokio::time::timeout(left, on_this_leader(&self.raft, op.clone())).await {
+                    Err(_) => return Err(MetadataError::Timeout(timeout)),
+                    Ok(Ok(outcome)) => return outcome.map_err(MetadataError::Refused),
+                    Ok(Err(NotDone::NotLeader(leader, node))) => (leader, node),
+                    Ok(Err(NotDone::Failed(e))) => return Err(MetadataError::Raft(e)),
+                };
             if let (Some(leader), Some(node)) = (leader, node) {
                 let left = deadline.saturating_duration_since(Instant::now());
-                match self.peers.call(leader, &node.addr, &Request::Leader(op.clone()), left).await {
-                    Ok(Response::Leader(Ok(outcome))) => return outcome.map_err(MetadataError::Refused),
-                    Ok(Response::Leader(Err(ForwardError::Failed(e)))) => return Err(MetadataError::Raft(e)),
+                match self
+                    .peers
+                    .call(leader, &node.addr, &Request::Leader(op.clone()), left)
+                    .await
+                {
+                    Ok(Response::Leader(Ok(outcome))) => {
+                        return outcome.map_err(MetadataError::Refused)
+                    }
+                    Ok(Response::Leader(Err(ForwardError::Failed(e)))) => {
+                        return Err(MetadataError::Raft(e))
+                    }
                     Err(CallError::Timeout(_)) => return Err(MetadataError::Timeout(timeout)),
                     // Not the leader any more, unreachable, or confused:
                     // try again once the group settles.
@@ -336,7 +415,11 @@ impl Metadata {
     }
 
     /// Waits up to `timeout` for this member's metadata to satisfy `pred`.
-    pub async fn wait_for(&self, timeout: Duration, pred: impl Fn(&SiteMetadata) -> bool) -> Option<Arc<SiteMetadata>> {
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&SiteMetadata) -> bool,
+    ) -> Option<Arc<SiteMetadata>> {
         let mut rx = self.subscribe();
         let seen = match tokio::time::timeout(timeout, rx.wait_for(|s| pred(s))).await {
             Ok(Ok(s)) => Some(s.clone()),
@@ -352,12 +435,22 @@ impl Metadata {
 
     /// The index of the last log entry this member applied (0: none).
     pub fn applied_index(&self) -> u64 {
-        self.raft.metrics().borrow().last_applied.map_or(0, |l| l.index)
+        self.raft
+            .metrics()
+            .borrow()
+            .last_applied
+            .map_or(0, |l| l.index)
     }
 
     /// The group's voters as this member knows them.
     pub fn voters(&self) -> BTreeSet<NodeId> {
-        self.raft.metrics().borrow().membership_config.membership().voter_ids().collect()
+        self.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .collect()
     }
 
     pub fn is_leader(&self) -> bool {
@@ -393,20 +486,34 @@ pub(crate) enum NotDone {
 /// Carries `op` out if this node is the leader.
 pub(crate) async fn on_this_leader(raft: &Raft, op: LeaderOp) -> Result<Outcome, NotDone> {
     let not_done = |e: RaftError<NodeId, ClientWriteError<NodeId, Peer>>| match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => NotDone::NotLeader(f.leader_id, f.leader_node),
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+            NotDone::NotLeader(f.leader_id, f.leader_node)
+        }
         e => NotDone::Failed(e.to_string()),
     };
     match op {
-        LeaderOp::Propose(cmd) => raft.client_write(cmd).await.map(|r| r.data).map_err(not_done),
+        LeaderOp::Propose(cmd) => raft
+            .client_write(cmd)
+            .await
+            .map(|r| r.data)
+            .map_err(not_done),
         LeaderOp::AddVoter { id, addr } => {
-            raft.add_learner(id, Peer { addr }, true).await.map_err(not_done)?;
+            raft.add_learner(id, Peer { addr }, true)
+                .await
+                .map_err(not_done)?;
             let voters = BTreeSet::from([id]);
-            let r = raft.change_membership(ChangeMembers::AddVoterIds(voters), false).await.map_err(not_done)?;
+            let r = raft
+                .change_membership(ChangeMembers::AddVoterIds(voters), false)
+                .await
+                .map_err(not_done)?;
             Ok(Ok(r.log_id.index))
         }
         LeaderOp::RemoveVoter { id } => {
             let voters = BTreeSet::from([id]);
-            let r = raft.change_membership(ChangeMembers::RemoveVoters(voters), false).await.map_err(not_done)?;
+            let r = raft
+                .change_membership(ChangeMembers::RemoveVoters(voters), false)
+                .await
+                .map_err(not_done)?;
             Ok(Ok(r.log_id.index))
         }
     }

@@ -17,11 +17,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
+};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
-    VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
 };
 use openraft::RPCTypes;
 use parking_lot::Mutex;
@@ -81,8 +83,18 @@ pub struct Peers {
 }
 
 impl Peers {
-    pub fn new(me: Identity, shutdown: watch::Receiver<bool>, secret: Option<Arc<[u8]>>) -> Arc<Peers> {
-        Arc::new(Peers { me, slots: Mutex::new(HashMap::new()), shutdown, blocked: Default::default(), secret })
+    pub fn new(
+        me: Identity,
+        shutdown: watch::Receiver<bool>,
+        secret: Option<Arc<[u8]>>,
+    ) -> Arc<Peers> {
+        Arc::new(Peers {
+            me,
+            slots: Mutex::new(HashMap::new()),
+            shutdown,
+            blocked: Default::default(),
+            secret,
+        })
     }
 
     /// The live connection to `target` at `addr`, dialing if needed (one
@@ -102,20 +114,41 @@ impl Peers {
     }
 
     async fn dial(&self, target: NodeId, addr: &str) -> Result<Arc<Conn>, CallError> {
-        let unreachable = |reason: String| CallError::Unreachable { addr: addr.to_string(), reason };
+        let unreachable = |reason: String| CallError::Unreachable {
+            addr: addr.to_string(),
+            reason,
+        };
         let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
             .await
             .map_err(|_| unreachable("connect timed out".into()))?
             .map_err(|e| unreachable(e.to_string()))?;
         let _ = stream.set_nodelay(true);
-        crate::auth::initiate(&mut stream, self.secret.as_deref()).await.map_err(unreachable)?;
+        crate::auth::initiate(&mut stream, self.secret.as_deref())
+            .await
+            .map_err(unreachable)?;
         let mut hello = BytesMut::new();
-        Hello { site_id: self.me.site_id, from: self.me.node_id, to: target }.encode(&mut hello);
-        stream.write_all(&hello).await.map_err(|e| unreachable(e.to_string()))?;
+        Hello {
+            site_id: self.me.site_id,
+            from: self.me.node_id,
+            to: target,
+        }
+        .encode(&mut hello);
+        stream
+            .write_all(&hello)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
         let mut buf = BytesMut::with_capacity(4096);
-        let theirs = read_hello(&mut stream, &mut buf).await.map_err(|e| unreachable(e.to_string()))?;
-        if theirs.site_id != self.me.site_id || theirs.from != target || theirs.to != self.me.node_id {
-            return Err(unreachable(format!("answered as node {} of site {}", theirs.from, theirs.site_id)));
+        let theirs = read_hello(&mut stream, &mut buf)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        if theirs.site_id != self.me.site_id
+            || theirs.from != target
+            || theirs.to != self.me.node_id
+        {
+            return Err(unreachable(format!(
+                "answered as node {} of site {}",
+                theirs.from, theirs.site_id
+            )));
         }
         let (rd, wr) = stream.into_split();
         let (tx, rx) = mpsc::unbounded_channel();
@@ -132,9 +165,18 @@ impl Peers {
     }
 
     /// Sends one request to `target` and waits up to `ttl` for its answer.
-    pub async fn call(&self, target: NodeId, addr: &str, req: &Request, ttl: Duration) -> Result<Response, CallError> {
+    pub async fn call(
+        &self,
+        target: NodeId,
+        addr: &str,
+        req: &Request,
+        ttl: Duration,
+    ) -> Result<Response, CallError> {
         if self.blocked.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(CallError::Unreachable { addr: addr.to_string(), reason: "isolated (fault injection)".into() });
+            return Err(CallError::Unreachable {
+                addr: addr.to_string(),
+                reason: "isolated (fault injection)".into(),
+            });
         }
         let attempt = async {
             let conn = self.conn(target, addr).await?;
@@ -149,11 +191,13 @@ impl Peers {
                 return Err(CallError::Closed);
             }
             let payload = rx.await.map_err(|_| CallError::Closed)?;
-            let (_, resp) =
-                rpc::decode_message::<Response>(&payload).map_err(|e| CallError::Protocol(e.to_string()))?;
+            let (_, resp) = rpc::decode_message::<Response>(&payload)
+                .map_err(|e| CallError::Protocol(e.to_string()))?;
             Ok(resp)
         };
-        tokio::time::timeout(ttl, attempt).await.map_err(|_| CallError::Timeout(ttl))?
+        tokio::time::timeout(ttl, attempt)
+            .await
+            .map_err(|_| CallError::Timeout(ttl))?
     }
 }
 
@@ -248,7 +292,9 @@ async fn read_hello(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<Hello,
             }
         }
     };
-    tokio::time::timeout(HELLO_TIMEOUT, read).await.map_err(|_| HelloError::Timeout)?
+    tokio::time::timeout(HELLO_TIMEOUT, read)
+        .await
+        .map_err(|_| HelloError::Timeout)?
 }
 
 /// What openraft uses to reach peers.
@@ -261,7 +307,11 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &Peer) -> PeerClient {
-        PeerClient { peers: self.peers.clone(), target, addr: node.addr.clone() }
+        PeerClient {
+            peers: self.peers.clone(),
+            target,
+            addr: node.addr.clone(),
+        }
     }
 }
 
@@ -271,7 +321,8 @@ pub struct PeerClient {
     addr: String,
 }
 
-type RpcResult<T, E = openraft::error::Infallible> = Result<T, RPCError<NodeId, Peer, RaftError<NodeId, E>>>;
+type RpcResult<T, E = openraft::error::Infallible> =
+    Result<T, RPCError<NodeId, Peer, RaftError<NodeId, E>>>;
 
 impl PeerClient {
     async fn call<E: std::error::Error>(
@@ -281,22 +332,37 @@ impl PeerClient {
         option: &RPCOption,
     ) -> RpcResult<Response, E> {
         let ttl = option.hard_ttl();
-        self.peers.call(self.target, &self.addr, &req, ttl).await.map_err(|e| match e {
-            CallError::Unreachable { .. } => RPCError::Unreachable(Unreachable::new(&e)),
-            CallError::Timeout(timeout) => {
-                RPCError::Timeout(Timeout { action, id: self.peers.me.node_id, target: self.target, timeout })
-            }
-            CallError::Closed | CallError::Protocol(_) => RPCError::Network(NetworkError::new(&e)),
-        })
+        self.peers
+            .call(self.target, &self.addr, &req, ttl)
+            .await
+            .map_err(|e| match e {
+                CallError::Unreachable { .. } => RPCError::Unreachable(Unreachable::new(&e)),
+                CallError::Timeout(timeout) => RPCError::Timeout(Timeout {
+                    action,
+                    id: self.peers.me.node_id,
+                    target: self.target,
+                    timeout,
+                }),
+                CallError::Closed | CallError::Protocol(_) => {
+                    RPCError::Network(NetworkError::new(&e))
+                }
+            })
     }
 
-    fn remote<E: std::error::Error>(&self, e: RaftError<NodeId, E>) -> RPCError<NodeId, Peer, RaftError<NodeId, E>> {
+    fn remote<E: std::error::Error>(
+        &self,
+        e: RaftError<NodeId, E>,
+    ) -> RPCError<NodeId, Peer, RaftError<NodeId, E>> {
         RPCError::RemoteError(RemoteError::new(self.target, e))
     }
 }
 
-fn unexpected<E: std::error::Error>(what: &'static str) -> RPCError<NodeId, Peer, RaftError<NodeId, E>> {
-    RPCError::Network(NetworkError::new(&CallError::Protocol(format!("expected a {what} answer"))))
+fn unexpected<E: std::error::Error>(
+    what: &'static str,
+) -> RPCError<NodeId, Peer, RaftError<NodeId, E>> {
+    RPCError::Network(NetworkError::new(&CallError::Protocol(format!(
+        "expected a {what} answer"
+    ))))
 }
 
 impl RaftNetwork<TypeConfig> for PeerClient {
@@ -305,7 +371,14 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>> {
-        match self.call(RPCTypes::AppendEntries, Request::AppendEntries(rpc), &option).await? {
+        match self
+            .call(
+                RPCTypes::AppendEntries,
+                Request::AppendEntries(rpc),
+                &option,
+            )
+            .await?
+        {
             Response::AppendEntries(r) => r.map_err(|e| self.remote(e)),
             _ => Err(unexpected("append-entries")),
         }
@@ -316,14 +389,28 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        match self.call(RPCTypes::InstallSnapshot, Request::InstallSnapshot(rpc), &option).await? {
+        match self
+            .call(
+                RPCTypes::InstallSnapshot,
+                Request::InstallSnapshot(rpc),
+                &option,
+            )
+            .await?
+        {
             Response::InstallSnapshot(r) => r.map_err(|e| self.remote(e)),
             _ => Err(unexpected("install-snapshot")),
         }
     }
 
-    async fn vote(&mut self, rpc: VoteRequest<NodeId>, option: RPCOption) -> RpcResult<VoteResponse<NodeId>> {
-        match self.call(RPCTypes::Vote, Request::Vote(rpc), &option).await? {
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<NodeId>> {
+        match self
+            .call(RPCTypes::Vote, Request::Vote(rpc), &option)
+            .await?
+        {
             Response::Vote(r) => r.map_err(|e| self.remote(e)),
             _ => Err(unexpected("vote")),
         }
@@ -396,7 +483,12 @@ pub async fn serve_connection(
         }
     };
     let mut answer = BytesMut::new();
-    Hello { site_id: me.site_id, from: me.node_id, to: hello.from }.encode(&mut answer);
+    Hello {
+        site_id: me.site_id,
+        from: me.node_id,
+        to: hello.from,
+    }
+    .encode(&mut answer);
     if stream.write_all(&answer).await.is_err() {
         return;
     }
@@ -450,9 +542,11 @@ async fn handle(raft: &Raft, req: Request) -> Response {
         Request::AppendEntries(r) => Response::AppendEntries(raft.append_entries(r).await),
         Request::Vote(r) => Response::Vote(raft.vote(r).await),
         Request::InstallSnapshot(r) => Response::InstallSnapshot(raft.install_snapshot(r).await),
-        Request::Leader(op) => Response::Leader(super::on_this_leader(raft, op).await.map_err(|e| match e {
-            super::NotDone::NotLeader(leader, _) => ForwardError::NotLeader(leader),
-            super::NotDone::Failed(e) => ForwardError::Failed(e),
-        })),
+        Request::Leader(op) => {
+            Response::Leader(super::on_this_leader(raft, op).await.map_err(|e| match e {
+                super::NotDone::NotLeader(leader, _) => ForwardError::NotLeader(leader),
+                super::NotDone::Failed(e) => ForwardError::Failed(e),
+            }))
+        }
     }
 }

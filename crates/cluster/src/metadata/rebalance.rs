@@ -26,7 +26,10 @@ pub fn initial(partitions: u16, members: &[NodeId], backups: usize) -> Vec<Assig
         .iter()
         .map(|o| {
             let backups: Vec<NodeId> = o.backups.iter().map(|&i| members[i]).collect();
-            Assignment { epoch: 1, ..Assignment::new(members[o.primary], backups.clone(), backups) }
+            Assignment {
+                epoch: 1,
+                ..Assignment::new(members[o.primary], backups.clone(), backups)
+            }
         })
         .collect()
 }
@@ -49,8 +52,13 @@ pub fn failover(current: &[Assignment], members: &[NodeId]) -> Vec<Assignment> {
             next.backups.retain(alive);
             next.in_sync.retain(alive);
             if !alive(&a.primary) {
-                let least_loaded = |c: &[NodeId]| c.iter().copied().min_by_key(|n| load.get(n).copied().unwrap_or(0));
-                if let Some(p) = least_loaded(&next.in_sync).or_else(|| least_loaded(&next.backups)) {
+                let least_loaded = |c: &[NodeId]| {
+                    c.iter()
+                        .copied()
+                        .min_by_key(|n| load.get(n).copied().unwrap_or(0))
+                };
+                if let Some(p) = least_loaded(&next.in_sync).or_else(|| least_loaded(&next.backups))
+                {
                     next.primary = p;
                     next.backups.retain(|b| *b != p);
                     // The other in-sync backups stay in sync. One that
@@ -73,16 +81,28 @@ pub fn failover(current: &[Assignment], members: &[NodeId]) -> Vec<Assignment> {
 /// formed).
 pub fn failover_command(meta: &SiteMetadata) -> Option<Command> {
     let table = meta.table.as_ref()?;
-    let alive: Vec<NodeId> =
-        meta.members.iter().filter(|(_, m)| m.state != MemberState::Dead).map(|(id, _)| *id).collect();
-    set_table(&table.partitions, failover(&table.partitions, &alive), table.epoch)
+    let alive: Vec<NodeId> = meta
+        .members
+        .iter()
+        .filter(|(_, m)| m.state != MemberState::Dead)
+        .map(|(id, _)| *id)
+        .collect();
+    set_table(
+        &table.partitions,
+        failover(&table.partitions, &alive),
+        table.epoch,
+    )
 }
 
 /// The [`Command::SetTable`] for [`rebalance`] over the active members, or
 /// None when the table is balanced already (or the site is not formed).
 pub fn rebalance_command(meta: &SiteMetadata, backups: usize) -> Option<Command> {
     let table = meta.table.as_ref()?;
-    set_table(&table.partitions, rebalance(&table.partitions, &meta.active_members(), backups), table.epoch)
+    set_table(
+        &table.partitions,
+        rebalance(&table.partitions, &meta.active_members(), backups),
+        table.epoch,
+    )
 }
 
 /// The next safe step from `current` towards [`rebalance`] over `members`
@@ -96,17 +116,25 @@ pub fn rebalance_command(meta: &SiteMetadata, backups: usize) -> Option<Command>
 ///
 /// Writes keep flowing throughout and no copy is dropped before its
 /// replacement has the data.
-pub fn migrate(current: &[Assignment], members: &[NodeId], backups: usize, max_moving: usize) -> Vec<Assignment> {
+pub fn migrate(
+    current: &[Assignment],
+    members: &[NodeId],
+    backups: usize,
+    max_moving: usize,
+) -> Vec<Assignment> {
     let target = rebalance(current, members, backups);
-    let busy = |a: &Assignment| a.moving_to.is_some() || a.backups.iter().any(|b| !a.in_sync.contains(b));
+    let busy =
+        |a: &Assignment| a.moving_to.is_some() || a.backups.iter().any(|b| !a.in_sync.contains(b));
     let mut moving = current.iter().filter(|a| busy(a)).count();
     let mut next = current.to_vec();
     for ((cur, want), out) in current.iter().zip(&target).zip(next.iter_mut()) {
         if cur.moving_to.is_some() {
             continue;
         }
-        let missing: Vec<NodeId> =
-            std::iter::once(want.primary).chain(want.backups.iter().copied()).filter(|n| !cur.holds(*n)).collect();
+        let missing: Vec<NodeId> = std::iter::once(want.primary)
+            .chain(want.backups.iter().copied())
+            .filter(|n| !cur.holds(*n))
+            .collect();
         if !missing.is_empty() {
             if !busy(cur) && moving < max_moving {
                 out.backups.extend(missing);
@@ -136,11 +164,18 @@ pub fn migrate_command(meta: &SiteMetadata, backups: usize, max_moving: usize) -
     if members.is_empty() {
         return None;
     }
-    set_table(&table.partitions, migrate(&table.partitions, &members, backups, max_moving), table.epoch)
+    set_table(
+        &table.partitions,
+        migrate(&table.partitions, &members, backups, max_moving),
+        table.epoch,
+    )
 }
 
 fn set_table(current: &[Assignment], next: Vec<Assignment>, epoch: u64) -> Option<Command> {
-    (next != current).then_some(Command::SetTable { partitions: next, expected_epoch: epoch })
+    (next != current).then_some(Command::SetTable {
+        partitions: next,
+        expected_epoch: epoch,
+    })
 }
 
 /// How many of `total` copies each of `held.len()` members should hold:
@@ -157,8 +192,14 @@ fn shares(total: usize, held: &[usize]) -> Vec<usize> {
 }
 
 /// Among `candidates` (member positions), the one furthest under its share.
-fn most_under(candidates: impl Iterator<Item = usize>, count: &[usize], share: &[usize]) -> Option<usize> {
-    candidates.filter(|&i| count[i] < share[i]).max_by_key(|&i| (share[i] - count[i], std::cmp::Reverse(i)))
+fn most_under(
+    candidates: impl Iterator<Item = usize>,
+    count: &[usize],
+    share: &[usize],
+) -> Option<usize> {
+    candidates
+        .filter(|&i| count[i] < share[i])
+        .max_by_key(|&i| (share[i] - count[i], std::cmp::Reverse(i)))
 }
 
 /// The balanced layout for `members` (in this order for ties) with
@@ -178,7 +219,11 @@ pub fn rebalance(current: &[Assignment], members: &[NodeId], backups: usize) -> 
         return current.to_vec();
     }
     let pos: HashMap<NodeId, usize> = members.iter().enumerate().map(|(i, m)| (*m, i)).collect();
-    let at = |ids: &[NodeId]| ids.iter().filter_map(|id| pos.get(id).copied()).collect::<Vec<usize>>();
+    let at = |ids: &[NodeId]| {
+        ids.iter()
+            .filter_map(|id| pos.get(id).copied())
+            .collect::<Vec<usize>>()
+    };
     let parts = current.len();
 
     // Primaries.
@@ -209,7 +254,10 @@ pub fn rebalance(current: &[Assignment], members: &[NodeId], backups: usize) -> 
             count[pick] += 1;
         }
     }
-    let primary: Vec<usize> = primary.into_iter().map(|p| p.expect("every partition placed")).collect();
+    let primary: Vec<usize> = primary
+        .into_iter()
+        .map(|p| p.expect("every partition placed"))
+        .collect();
 
     // Backups: keep what can stay, shed what is over share, fill.
     let k = backups.min(n - 1);
@@ -228,7 +276,11 @@ pub fn rebalance(current: &[Assignment], members: &[NodeId], backups: usize) -> 
             let mut keep: Vec<usize> = Vec::with_capacity(k);
             let in_sync = at(&a.in_sync);
             let others = at(&a.backups).into_iter().filter(|i| !in_sync.contains(i));
-            for i in demoted.into_iter().chain(in_sync.iter().copied()).chain(others) {
+            for i in demoted
+                .into_iter()
+                .chain(in_sync.iter().copied())
+                .chain(others)
+            {
                 if i != np && !keep.contains(&i) && keep.len() < k {
                     keep.push(i);
                 }
@@ -286,11 +338,28 @@ pub fn rebalance(current: &[Assignment], members: &[NodeId], backups: usize) -> 
         .map(|((a, np), keep)| {
             let keep: Vec<NodeId> = keep.into_iter().map(|i| members[i]).collect();
             // Old backups first in their old order, so an unchanged set reads unchanged.
-            let mut backups: Vec<NodeId> = a.backups.iter().copied().filter(|b| keep.contains(b)).collect();
-            let added: Vec<NodeId> = keep.iter().copied().filter(|b| !backups.contains(b)).collect();
+            let mut backups: Vec<NodeId> = a
+                .backups
+                .iter()
+                .copied()
+                .filter(|b| keep.contains(b))
+                .collect();
+            let added: Vec<NodeId> = keep
+                .iter()
+                .copied()
+                .filter(|b| !backups.contains(b))
+                .collect();
             backups.extend(added);
-            let in_sync = a.in_sync.iter().copied().filter(|b| backups.contains(b)).collect();
-            Assignment { epoch: a.epoch, ..Assignment::new(members[np], backups, in_sync) }
+            let in_sync = a
+                .in_sync
+                .iter()
+                .copied()
+                .filter(|b| backups.contains(b))
+                .collect();
+            Assignment {
+                epoch: a.epoch,
+                ..Assignment::new(members[np], backups, in_sync)
+            }
         })
         .collect()
 }
@@ -301,8 +370,14 @@ mod tests {
     use proptest::prelude::*;
 
     fn spread(table: &[Assignment], members: &[NodeId]) -> (Vec<usize>, Vec<usize>) {
-        let primaries = members.iter().map(|m| table.iter().filter(|a| a.primary == *m).count()).collect();
-        let backups = members.iter().map(|m| table.iter().filter(|a| a.backups.contains(m)).count()).collect();
+        let primaries = members
+            .iter()
+            .map(|m| table.iter().filter(|a| a.primary == *m).count())
+            .collect();
+        let backups = members
+            .iter()
+            .map(|m| table.iter().filter(|a| a.backups.contains(m)).count())
+            .collect();
         (primaries, backups)
     }
 
@@ -310,7 +385,11 @@ mod tests {
         counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1
     }
 
-    fn well_formed(table: &[Assignment], members: &[NodeId], k: usize) -> Result<(), TestCaseError> {
+    fn well_formed(
+        table: &[Assignment],
+        members: &[NodeId],
+        k: usize,
+    ) -> Result<(), TestCaseError> {
         for a in table {
             prop_assert!(members.contains(&a.primary));
             prop_assert_eq!(a.backups.len(), k.min(members.len() - 1));
@@ -326,29 +405,59 @@ mod tests {
     fn initial_follows_place() {
         let t = initial(271, &[10, 20, 30], 1);
         assert_eq!(t.len(), 271);
-        assert_eq!((t[0].primary, t[0].backups.clone(), t[0].in_sync.clone()), (10, vec![20], vec![20]));
+        assert_eq!(
+            (t[0].primary, t[0].backups.clone(), t[0].in_sync.clone()),
+            (10, vec![20], vec![20])
+        );
         assert_eq!((t[270].primary, t[270].backups.clone()), (30, vec![10]));
         assert!(initial(4, &[], 1).is_empty());
     }
 
     #[test]
     fn failover_promotes_an_in_sync_backup() {
-        let a = Assignment { epoch: 4, ..Assignment::new(1, vec![2, 3], vec![3]) };
+        let a = Assignment {
+            epoch: 4,
+            ..Assignment::new(1, vec![2, 3], vec![3])
+        };
         let t = failover(std::slice::from_ref(&a), &[2, 3]);
-        assert_eq!(t[0], Assignment { epoch: 4, ..Assignment::new(3, vec![2], vec![]) });
+        assert_eq!(
+            t[0],
+            Assignment {
+                epoch: 4,
+                ..Assignment::new(3, vec![2], vec![])
+            }
+        );
         assert!(t[0].safe_from(&a));
         // Two in sync: the one not promoted stays in sync (it checks the
         // new primary's changes against what it holds).
-        let both = Assignment { epoch: 4, ..Assignment::new(1, vec![2, 3], vec![2, 3]) };
+        let both = Assignment {
+            epoch: 4,
+            ..Assignment::new(1, vec![2, 3], vec![2, 3])
+        };
         let t = failover(std::slice::from_ref(&both), &[2, 3]);
         assert_eq!((t[0].backups.len(), t[0].in_sync.len()), (1, 1));
         assert!(t[0].safe_from(&both));
         // Nobody in sync: the best remaining copy, which safe_from reports.
-        let t = failover(&[Assignment { in_sync: vec![], ..a.clone() }], &[2, 3]);
+        let t = failover(
+            &[Assignment {
+                in_sync: vec![],
+                ..a.clone()
+            }],
+            &[2, 3],
+        );
         assert_eq!(t[0].primary, 2);
-        assert!(!t[0].safe_from(&Assignment { in_sync: vec![], ..a.clone() }));
+        assert!(!t[0].safe_from(&Assignment {
+            in_sync: vec![],
+            ..a.clone()
+        }));
         // No copy left: the partition stays with its dead primary.
-        assert_eq!(failover(std::slice::from_ref(&a), &[7])[0], Assignment { epoch: 4, ..Assignment::new(1, vec![], vec![]) });
+        assert_eq!(
+            failover(std::slice::from_ref(&a), &[7])[0],
+            Assignment {
+                epoch: 4,
+                ..Assignment::new(1, vec![], vec![])
+            }
+        );
         // Nothing lost: nothing changes.
         assert_eq!(failover(std::slice::from_ref(&a), &[1, 2, 3]), vec![a]);
     }
@@ -378,7 +487,11 @@ mod tests {
         let r = rebalance(&t, &[1, 2, 3, 4], 1);
         let (p, b) = spread(&r, &[1, 2, 3, 4]);
         assert!(even(&p) && even(&b), "{p:?} {b:?}");
-        let moved = t.iter().zip(&r).filter(|(o, n)| o.primary != n.primary).count();
+        let moved = t
+            .iter()
+            .zip(&r)
+            .filter(|(o, n)| o.primary != n.primary)
+            .count();
         assert_eq!(moved, 271 / 4, "only the new member's share moves");
     }
 
@@ -393,36 +506,60 @@ mod tests {
         };
         assert_eq!(failover_command(&meta), None);
         let members = (1..=3).map(|n| (n, member(n))).collect();
-        meta.apply(&Command::Form { members, partitions: initial(12, &[1, 2, 3], 1), data_incarnation: 7 }).unwrap();
+        meta.apply(&Command::Form {
+            members,
+            partitions: initial(12, &[1, 2, 3], 1),
+            data_incarnation: 7,
+        })
+        .unwrap();
         assert_eq!(failover_command(&meta), None);
         assert_eq!(rebalance_command(&meta, 1), None);
         meta.apply(&Command::MarkDead { id: 3 }).unwrap();
         let cmd = failover_command(&meta).expect("3 was primary of some partitions");
         let epoch = meta.apply(&cmd).unwrap();
         let t = meta.table.as_ref().unwrap();
-        assert!(t.partitions.iter().all(|a| a.primary != 3 && !a.backups.contains(&3)));
+        assert!(t
+            .partitions
+            .iter()
+            .all(|a| a.primary != 3 && !a.backups.contains(&3)));
         assert_eq!(failover_command(&meta), None);
         // The backups lost with 3 are rebuilt by a rebalance over 1 and 2.
         let cmd = rebalance_command(&meta, 1).expect("backups to rebuild");
         assert!(matches!(cmd, Command::SetTable { expected_epoch, .. } if expected_epoch == epoch));
         meta.apply(&cmd).unwrap();
-        assert!(meta.table.as_ref().unwrap().partitions.iter().all(|a| a.backups.len() == 1));
+        assert!(meta
+            .table
+            .as_ref()
+            .unwrap()
+            .partitions
+            .iter()
+            .all(|a| a.backups.len() == 1));
         assert_eq!(rebalance_command(&meta, 1), None);
         meta.apply(&Command::RemoveMember { id: 3 }).unwrap();
     }
 
     /// Plays [`migrate`] to the end, doing what the nodes would: snapshots
     /// finish (backups join the in-sync set), primaries hand over.
-    fn migrate_to_the_end(mut t: Vec<Assignment>, members: &[NodeId], k: usize) -> (Vec<Assignment>, usize) {
+    fn migrate_to_the_end(
+        mut t: Vec<Assignment>,
+        members: &[NodeId],
+        k: usize,
+    ) -> (Vec<Assignment>, usize) {
         for step in 0..1000 {
             let next = migrate(&t, members, k, 8);
             for (o, n) in t.iter().zip(&next) {
                 // No copy goes before the one replacing it holds the data.
                 for gone in o.backups.iter().filter(|b| !n.holds(**b)) {
                     assert!(o.in_sync.contains(gone) || !members.contains(gone));
-                    assert!(n.backups.iter().all(|b| n.in_sync.contains(b)), "dropped {gone} early");
+                    assert!(
+                        n.backups.iter().all(|b| n.in_sync.contains(b)),
+                        "dropped {gone} early"
+                    );
                 }
-                assert_eq!(o.primary, n.primary, "migrate never switches primaries itself");
+                assert_eq!(
+                    o.primary, n.primary,
+                    "migrate never switches primaries itself"
+                );
             }
             let mut after = next.clone();
             for a in after.iter_mut() {
@@ -430,7 +567,11 @@ mod tests {
                 if let Some(to) = a.moving_to.take() {
                     let old = a.primary;
                     a.primary = to;
-                    a.backups = a.backups.iter().map(|b| if *b == to { old } else { *b }).collect();
+                    a.backups = a
+                        .backups
+                        .iter()
+                        .map(|b| if *b == to { old } else { *b })
+                        .collect();
                     a.in_sync = a.backups.clone();
                 }
             }

@@ -16,8 +16,8 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
-    VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
 };
 use serde::{Deserialize, Serialize};
 
@@ -85,7 +85,11 @@ impl Hello {
         if p.remaining() != HELLO_LEN - 6 {
             return Err(RpcError::Malformed("hello"));
         }
-        Ok(Hello { site_id: p.get_u16_le(), from: p.get_u64_le(), to: p.get_u64_le() })
+        Ok(Hello {
+            site_id: p.get_u16_le(),
+            from: p.get_u64_le(),
+            to: p.get_u64_le(),
+        })
     }
 }
 
@@ -151,7 +155,9 @@ pub enum LeaderOp {
 pub enum Response {
     AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
-    InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    InstallSnapshot(
+        Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
+    ),
     /// For a membership change, `Ok(index)` is the index of its log entry.
     Leader(Result<Outcome, ForwardError>),
 }
@@ -166,7 +172,12 @@ pub enum ForwardError {
 }
 
 /// A request or response frame: `id | postcard body`.
-pub fn encode_message<T: Serialize>(kind: u8, id: u64, body: &T, out: &mut BytesMut) -> Result<(), postcard::Error> {
+pub fn encode_message<T: Serialize>(
+    kind: u8,
+    id: u64,
+    body: &T,
+    out: &mut BytesMut,
+) -> Result<(), postcard::Error> {
     let mut payload = Vec::with_capacity(64);
     payload.extend_from_slice(&id.to_le_bytes());
     let payload = postcard::to_extend(body, payload)?;
@@ -178,7 +189,9 @@ pub fn encode_message<T: Serialize>(kind: u8, id: u64, body: &T, out: &mut Bytes
 /// past the slice, and serde preallocates at most a small cautious amount
 /// whatever length a peer claims.
 pub fn decode_message<T: for<'de> Deserialize<'de>>(payload: &[u8]) -> Result<(u64, T), RpcError> {
-    let (id, body) = payload.split_first_chunk::<8>().ok_or(RpcError::Malformed("message"))?;
+    let (id, body) = payload
+        .split_first_chunk::<8>()
+        .ok_or(RpcError::Malformed("message"))?;
     let id = u64::from_le_bytes(*id);
     let body = postcard::from_bytes(body).map_err(|_| RpcError::Malformed("message"))?;
     Ok((id, body))
@@ -198,12 +211,21 @@ mod tests {
     use proptest::prelude::*;
 
     fn hello() -> Hello {
-        Hello { site_id: 7, from: 1, to: 2 }
+        Hello {
+            site_id: 7,
+            from: 1,
+            to: 2,
+        }
     }
 
     fn append_request() -> Request {
-        let cmd =
-            Command::SetPartition { partition: 3, primary: 1, backups: vec![2], in_sync: vec![2], expected_epoch: 4 };
+        let cmd = Command::SetPartition {
+            partition: 3,
+            primary: 1,
+            backups: vec![2],
+            in_sync: vec![2],
+            expected_epoch: 4,
+        };
         let entry = Entry::<TypeConfig> {
             log_id: LogId::new(CommittedLeaderId::new(2, 1), 10),
             payload: EntryPayload::Normal(cmd),
@@ -230,8 +252,14 @@ mod tests {
 
     #[test]
     fn strangers_are_refused() {
-        assert_eq!(check_preamble(b"*1\r\n$4\r\nPING\r\n"), Err(RpcError::BadMagic));
-        assert_eq!(check_preamble(b"GET / HTTP/1.1\r\n"), Err(RpcError::BadMagic));
+        assert_eq!(
+            check_preamble(b"*1\r\n$4\r\nPING\r\n"),
+            Err(RpcError::BadMagic)
+        );
+        assert_eq!(
+            check_preamble(b"GET / HTTP/1.1\r\n"),
+            Err(RpcError::BadMagic)
+        );
         // A data-connection hello (wire.rs) is not a metadata hello.
         let mut data = BytesMut::new();
         crate::wire::Hello {
@@ -248,9 +276,15 @@ mod tests {
         p.put_slice(MAGIC);
         p.put_u16_le(9);
         p.put_slice(&[0; HELLO_LEN - 6]);
-        assert_eq!(Hello::decode(KIND_HELLO, p.freeze()), Err(RpcError::Version(9)));
+        assert_eq!(
+            Hello::decode(KIND_HELLO, p.freeze()),
+            Err(RpcError::Version(9))
+        );
         let mut huge = BytesMut::from(&u32::MAX.to_le_bytes()[..]);
-        assert_eq!(decode_frame(&mut huge), Err(RpcError::TooLarge(u32::MAX as usize)));
+        assert_eq!(
+            decode_frame(&mut huge),
+            Err(RpcError::TooLarge(u32::MAX as usize))
+        );
     }
 
     #[test]
@@ -263,16 +297,30 @@ mod tests {
         assert_eq!(id, 42);
         match (req, append_request()) {
             (Request::AppendEntries(a), Request::AppendEntries(b)) => {
-                assert_eq!((a.vote, a.prev_log_id, a.leader_commit), (b.vote, b.prev_log_id, b.leader_commit));
+                assert_eq!(
+                    (a.vote, a.prev_log_id, a.leader_commit),
+                    (b.vote, b.prev_log_id, b.leader_commit)
+                );
                 assert_eq!(a.entries, b.entries);
             }
             other => panic!("{other:?}"),
         }
-        let set = Command::SetTable { partitions: vec![Assignment::new(1, vec![], vec![])], expected_epoch: 1 };
+        let set = Command::SetTable {
+            partitions: vec![Assignment::new(1, vec![], vec![])],
+            expected_epoch: 1,
+        };
         let mut out = BytesMut::new();
-        encode_message(KIND_REQUEST, 1, &Request::Leader(LeaderOp::Propose(set.clone())), &mut out).unwrap();
+        encode_message(
+            KIND_REQUEST,
+            1,
+            &Request::Leader(LeaderOp::Propose(set.clone())),
+            &mut out,
+        )
+        .unwrap();
         let (_, p) = decode_frame(&mut out).unwrap().unwrap();
-        assert!(matches!(decode_message::<Request>(&p), Ok((1, Request::Leader(LeaderOp::Propose(c)))) if c == set));
+        assert!(
+            matches!(decode_message::<Request>(&p), Ok((1, Request::Leader(LeaderOp::Propose(c)))) if c == set)
+        );
     }
 
     proptest! {

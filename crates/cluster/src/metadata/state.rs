@@ -66,7 +66,13 @@ pub struct Assignment {
 
 impl Assignment {
     pub fn new(primary: NodeId, backups: Vec<NodeId>, in_sync: Vec<NodeId>) -> Assignment {
-        Assignment { primary, backups, in_sync, epoch: 0, moving_to: None }
+        Assignment {
+            primary,
+            backups,
+            in_sync,
+            epoch: 0,
+            moving_to: None,
+        }
     }
 
     pub fn holds(&self, node: NodeId) -> bool {
@@ -221,7 +227,10 @@ pub const MAX_MEMBER_ID: NodeId = 32;
 pub type Outcome = Result<u64, Refused>;
 
 fn invalid(partition: usize, reason: &str) -> Refused {
-    Refused::Invalid { partition: partition as u16, reason: reason.to_string() }
+    Refused::Invalid {
+        partition: partition as u16,
+        reason: reason.to_string(),
+    }
 }
 
 impl SiteMetadata {
@@ -231,15 +240,26 @@ impl SiteMetadata {
 
     /// Members that can take new work.
     pub fn active_members(&self) -> Vec<NodeId> {
-        self.members.iter().filter(|(_, m)| m.state == MemberState::Active).map(|(id, _)| *id).collect()
+        self.members
+            .iter()
+            .filter(|(_, m)| m.state == MemberState::Active)
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     pub fn apply(&mut self, cmd: &Command) -> Outcome {
         match cmd {
-            Command::Form { members, partitions, data_incarnation } => {
-                self.form(members, partitions, *data_incarnation)
-            }
-            Command::AddMember { id, name, cluster_addr, client_addr } => {
+            Command::Form {
+                members,
+                partitions,
+                data_incarnation,
+            } => self.form(members, partitions, *data_incarnation),
+            Command::AddMember {
+                id,
+                name,
+                cluster_addr,
+                client_addr,
+            } => {
                 let member = Member {
                     name: name.clone(),
                     cluster_addr: *cluster_addr,
@@ -249,16 +269,31 @@ impl SiteMetadata {
                 self.members.insert(*id, member);
                 Ok(self.table_epoch())
             }
-            Command::Join { name, cluster_addr, client_addr } => {
+            Command::Join {
+                name,
+                cluster_addr,
+                client_addr,
+            } => {
                 if self.table.is_none() {
                     return Err(Refused::NotFormed);
                 }
                 // A name is one member's: a second process calling itself
                 // by a member's name cannot take its place.
-                if let Some((id, _)) = self.members.iter().find(|(_, m)| m.name == *name && m.cluster_addr != *cluster_addr) {
-                    return Err(Refused::NameTaken { name: name.clone(), id: *id });
+                if let Some((id, _)) = self
+                    .members
+                    .iter()
+                    .find(|(_, m)| m.name == *name && m.cluster_addr != *cluster_addr)
+                {
+                    return Err(Refused::NameTaken {
+                        name: name.clone(),
+                        id: *id,
+                    });
                 }
-                let known = self.members.iter().find(|(_, m)| m.cluster_addr == *cluster_addr).map(|(id, _)| *id);
+                let known = self
+                    .members
+                    .iter()
+                    .find(|(_, m)| m.cluster_addr == *cluster_addr)
+                    .map(|(id, _)| *id);
                 let id = match known {
                     Some(id) => id,
                     None => self.members.keys().next_back().map_or(1, |id| id + 1),
@@ -266,14 +301,24 @@ impl SiteMetadata {
                 if id > MAX_MEMBER_ID {
                     return Err(Refused::Full);
                 }
-                let state = self.members.get(&id).map_or(MemberState::Active, |m| m.state);
-                let m =
-                    Member { name: name.clone(), cluster_addr: *cluster_addr, client_addr: client_addr.clone(), state };
+                let state = self
+                    .members
+                    .get(&id)
+                    .map_or(MemberState::Active, |m| m.state);
+                let m = Member {
+                    name: name.clone(),
+                    cluster_addr: *cluster_addr,
+                    client_addr: client_addr.clone(),
+                    state,
+                };
                 self.members.insert(id, m);
                 Ok(id)
             }
             Command::MarkLeaving { id } => {
-                let m = self.members.get_mut(id).ok_or(Refused::UnknownMember(*id))?;
+                let m = self
+                    .members
+                    .get_mut(id)
+                    .ok_or(Refused::UnknownMember(*id))?;
                 if m.state == MemberState::Dead {
                     return Err(Refused::DeadMember(*id));
                 }
@@ -292,14 +337,27 @@ impl SiteMetadata {
                 if !self.members.contains_key(id) {
                     return Err(Refused::UnknownMember(*id));
                 }
-                if self.table.as_ref().is_some_and(|t| t.partitions.iter().any(|a| a.holds(*id))) {
+                if self
+                    .table
+                    .as_ref()
+                    .is_some_and(|t| t.partitions.iter().any(|a| a.holds(*id)))
+                {
                     return Err(Refused::StillHolds(*id));
                 }
                 self.members.remove(id);
                 Ok(self.table_epoch())
             }
-            Command::SetTable { partitions, expected_epoch } => self.set_table(partitions, *expected_epoch),
-            Command::SetPartition { partition, primary, backups, in_sync, expected_epoch } => {
+            Command::SetTable {
+                partitions,
+                expected_epoch,
+            } => self.set_table(partitions, *expected_epoch),
+            Command::SetPartition {
+                partition,
+                primary,
+                backups,
+                in_sync,
+                expected_epoch,
+            } => {
                 let proposed = Assignment::new(*primary, backups.clone(), in_sync.clone());
                 self.validate(*partition as usize, &proposed)?;
                 self.change_partition(*partition, *expected_epoch, |a| {
@@ -309,18 +367,28 @@ impl SiteMetadata {
                     a.moving_to = None;
                 })
             }
-            Command::RemoveFromInSync { partition, node, expected_epoch } => {
-                self.change_partition(*partition, *expected_epoch, |a| {
-                    a.in_sync.retain(|n| n != node);
-                    a.drop_void_handover();
-                })
-            }
-            Command::AddToInSync { partition, node, expected_epoch } => {
+            Command::RemoveFromInSync {
+                partition,
+                node,
+                expected_epoch,
+            } => self.change_partition(*partition, *expected_epoch, |a| {
+                a.in_sync.retain(|n| n != node);
+                a.drop_void_handover();
+            }),
+            Command::AddToInSync {
+                partition,
+                node,
+                expected_epoch,
+            } => {
                 let a = self.assignment(*partition)?;
                 if !a.backups.contains(node) {
                     return Err(invalid(*partition as usize, "only a backup can be in sync"));
                 }
-                if self.members.get(node).is_some_and(|m| m.state == MemberState::Dead) {
+                if self
+                    .members
+                    .get(node)
+                    .is_some_and(|m| m.state == MemberState::Dead)
+                {
                     return Err(Refused::DeadMember(*node));
                 }
                 self.change_partition(*partition, *expected_epoch, |a| {
@@ -338,36 +406,71 @@ impl SiteMetadata {
 
     fn assignment(&self, partition: u16) -> Result<&Assignment, Refused> {
         let table = self.table.as_ref().ok_or(Refused::NotFormed)?;
-        table.partitions.get(partition as usize).ok_or(Refused::NoSuchPartition(partition))
+        table
+            .partitions
+            .get(partition as usize)
+            .ok_or(Refused::NoSuchPartition(partition))
     }
 
-    fn form(&mut self, members: &BTreeMap<NodeId, Member>, partitions: &[Assignment], incarnation: u64) -> Outcome {
+    fn form(
+        &mut self,
+        members: &BTreeMap<NodeId, Member>,
+        partitions: &[Assignment],
+        incarnation: u64,
+    ) -> Outcome {
         if self.table.is_some() {
             return Err(Refused::AlreadyFormed);
         }
         if partitions.is_empty() || partitions.len() > keyspace::slot::SLOTS as usize {
             let want = partitions.len().clamp(1, keyspace::slot::SLOTS as usize);
-            return Err(Refused::PartitionCount { want, got: partitions.len() });
+            return Err(Refused::PartitionCount {
+                want,
+                got: partitions.len(),
+            });
         }
-        let mut formed =
-            SiteMetadata { members: self.members.clone(), table: None, data_incarnation: incarnation.max(1) };
-        formed.members.extend(members.iter().map(|(id, m)| (*id, m.clone())));
+        let mut formed = SiteMetadata {
+            members: self.members.clone(),
+            table: None,
+            data_incarnation: incarnation.max(1),
+        };
+        formed
+            .members
+            .extend(members.iter().map(|(id, m)| (*id, m.clone())));
         for (p, a) in partitions.iter().enumerate() {
             formed.validate(p, a)?;
         }
-        let partitions = partitions.iter().map(|a| Assignment { epoch: 1, moving_to: None, ..a.clone() }).collect();
-        formed.table = Some(Table { epoch: 1, partitions });
+        let partitions = partitions
+            .iter()
+            .map(|a| Assignment {
+                epoch: 1,
+                moving_to: None,
+                ..a.clone()
+            })
+            .collect();
+        formed.table = Some(Table {
+            epoch: 1,
+            partitions,
+        });
         *self = formed;
         Ok(1)
     }
 
     fn mark_dead(&mut self, id: NodeId) -> Outcome {
-        let m = self.members.get_mut(&id).ok_or(Refused::UnknownMember(id))?;
+        let m = self
+            .members
+            .get_mut(&id)
+            .ok_or(Refused::UnknownMember(id))?;
         m.state = MemberState::Dead;
-        let Some(table) = self.table.as_mut() else { return Ok(0) };
+        let Some(table) = self.table.as_mut() else {
+            return Ok(0);
+        };
         let next = table.epoch + 1;
         let mut changed = false;
-        for a in table.partitions.iter_mut().filter(|a| a.in_sync.contains(&id)) {
+        for a in table
+            .partitions
+            .iter_mut()
+            .filter(|a| a.in_sync.contains(&id))
+        {
             a.in_sync.retain(|n| *n != id);
             a.drop_void_handover();
             a.epoch = next;
@@ -382,15 +485,23 @@ impl SiteMetadata {
     fn set_table(&mut self, partitions: &[Assignment], expected_epoch: u64) -> Outcome {
         let table = self.table.as_ref().ok_or(Refused::NotFormed)?;
         if table.epoch != expected_epoch {
-            return Err(Refused::StaleEpoch { expected: expected_epoch, current: table.epoch });
+            return Err(Refused::StaleEpoch {
+                expected: expected_epoch,
+                current: table.epoch,
+            });
         }
         if partitions.len() != table.partitions.len() {
-            return Err(Refused::PartitionCount { want: table.partitions.len(), got: partitions.len() });
+            return Err(Refused::PartitionCount {
+                want: table.partitions.len(),
+                got: partitions.len(),
+            });
         }
         for (p, a) in partitions.iter().enumerate() {
             self.validate(p, a)?;
         }
-        let Some(table) = self.table.as_mut() else { return Err(Refused::NotFormed) };
+        let Some(table) = self.table.as_mut() else {
+            return Err(Refused::NotFormed);
+        };
         let next = table.epoch + 1;
         let mut changed = false;
         for (cur, new) in table.partitions.iter_mut().zip(partitions) {
@@ -416,9 +527,15 @@ impl SiteMetadata {
         change: impl FnOnce(&mut Assignment),
     ) -> Outcome {
         let table = self.table.as_mut().ok_or(Refused::NotFormed)?;
-        let a = table.partitions.get_mut(partition as usize).ok_or(Refused::NoSuchPartition(partition))?;
+        let a = table
+            .partitions
+            .get_mut(partition as usize)
+            .ok_or(Refused::NoSuchPartition(partition))?;
         if a.epoch != expected_epoch {
-            return Err(Refused::StaleEpoch { expected: expected_epoch, current: a.epoch });
+            return Err(Refused::StaleEpoch {
+                expected: expected_epoch,
+                current: a.epoch,
+            });
         }
         let before = a.clone();
         change(a);
@@ -492,7 +609,11 @@ mod tests {
     fn form_once() {
         let mut s = formed();
         assert_eq!(
-            s.apply(&Command::Form { members: BTreeMap::new(), partitions: vec![], data_incarnation: 9 }),
+            s.apply(&Command::Form {
+                members: BTreeMap::new(),
+                partitions: vec![],
+                data_incarnation: 9
+            }),
             Err(Refused::AlreadyFormed)
         );
         // The first Form committed chose the site's data incarnation.
@@ -500,7 +621,11 @@ mod tests {
         let t = s.table.as_ref().unwrap();
         assert!(t.partitions.iter().all(|a| a.epoch == 1));
         let mut fresh = SiteMetadata::default();
-        let bad = Command::Form { members: BTreeMap::new(), partitions: vec![assignment(1, &[])], data_incarnation: 7 };
+        let bad = Command::Form {
+            members: BTreeMap::new(),
+            partitions: vec![assignment(1, &[])],
+            data_incarnation: 7,
+        };
         assert_eq!(fresh.apply(&bad), Err(Refused::UnknownMember(1)));
         assert_eq!(fresh, SiteMetadata::default());
     }
@@ -517,15 +642,31 @@ mod tests {
         };
         assert_eq!(s.apply(&set(1)), Ok(2));
         assert_eq!(s.table.as_ref().unwrap().epoch, 2);
-        assert_eq!(s.apply(&set(1)), Err(Refused::StaleEpoch { expected: 1, current: 2 }));
+        assert_eq!(
+            s.apply(&set(1)),
+            Err(Refused::StaleEpoch {
+                expected: 1,
+                current: 2
+            })
+        );
         // The same owners again change nothing and bump nothing.
         assert_eq!(s.apply(&set(2)), Ok(2));
         // The other partition kept its epoch, and its own compare-and-set.
         let t = s.table.as_ref().unwrap();
-        assert_eq!((t.partitions[0].epoch, t.partitions[1].epoch, t.epoch), (2, 1, 2));
-        let cmd = Command::RemoveFromInSync { partition: 1, node: 3, expected_epoch: 1 };
+        assert_eq!(
+            (t.partitions[0].epoch, t.partitions[1].epoch, t.epoch),
+            (2, 1, 2)
+        );
+        let cmd = Command::RemoveFromInSync {
+            partition: 1,
+            node: 3,
+            expected_epoch: 1,
+        };
         assert_eq!(s.apply(&cmd), Ok(3));
-        assert_eq!(s.table.as_ref().unwrap().partitions[1].in_sync, Vec::<NodeId>::new());
+        assert_eq!(
+            s.table.as_ref().unwrap().partitions[1].in_sync,
+            Vec::<NodeId>::new()
+        );
     }
 
     #[test]
@@ -539,13 +680,33 @@ mod tests {
             expected_epoch: 1,
         };
         let before = s.clone();
-        assert_eq!(s.apply(&set(9, vec![], vec![])), Err(Refused::UnknownMember(9)));
-        assert!(matches!(s.apply(&set(1, vec![1], vec![])), Err(Refused::Invalid { .. })));
-        assert!(matches!(s.apply(&set(1, vec![2, 2], vec![])), Err(Refused::Invalid { .. })));
-        assert!(matches!(s.apply(&set(1, vec![2], vec![3])), Err(Refused::Invalid { .. })));
-        let cmd = Command::AddToInSync { partition: 0, node: 3, expected_epoch: 1 };
+        assert_eq!(
+            s.apply(&set(9, vec![], vec![])),
+            Err(Refused::UnknownMember(9))
+        );
+        assert!(matches!(
+            s.apply(&set(1, vec![1], vec![])),
+            Err(Refused::Invalid { .. })
+        ));
+        assert!(matches!(
+            s.apply(&set(1, vec![2, 2], vec![])),
+            Err(Refused::Invalid { .. })
+        ));
+        assert!(matches!(
+            s.apply(&set(1, vec![2], vec![3])),
+            Err(Refused::Invalid { .. })
+        ));
+        let cmd = Command::AddToInSync {
+            partition: 0,
+            node: 3,
+            expected_epoch: 1,
+        };
         assert!(matches!(s.apply(&cmd), Err(Refused::Invalid { .. })));
-        let cmd = Command::RemoveFromInSync { partition: 7, node: 3, expected_epoch: 1 };
+        let cmd = Command::RemoveFromInSync {
+            partition: 7,
+            node: 3,
+            expected_epoch: 1,
+        };
         assert_eq!(s.apply(&cmd), Err(Refused::NoSuchPartition(7)));
         assert_eq!(s, before);
     }
@@ -553,10 +714,31 @@ mod tests {
     #[test]
     fn in_sync_round_trip() {
         let mut s = formed();
-        assert_eq!(s.apply(&Command::RemoveFromInSync { partition: 0, node: 2, expected_epoch: 1 }), Ok(2));
+        assert_eq!(
+            s.apply(&Command::RemoveFromInSync {
+                partition: 0,
+                node: 2,
+                expected_epoch: 1
+            }),
+            Ok(2)
+        );
         // Removing again is a no-op at the same epoch.
-        assert_eq!(s.apply(&Command::RemoveFromInSync { partition: 0, node: 2, expected_epoch: 2 }), Ok(2));
-        assert_eq!(s.apply(&Command::AddToInSync { partition: 0, node: 2, expected_epoch: 2 }), Ok(3));
+        assert_eq!(
+            s.apply(&Command::RemoveFromInSync {
+                partition: 0,
+                node: 2,
+                expected_epoch: 2
+            }),
+            Ok(2)
+        );
+        assert_eq!(
+            s.apply(&Command::AddToInSync {
+                partition: 0,
+                node: 2,
+                expected_epoch: 2
+            }),
+            Ok(3)
+        );
         assert_eq!(s.table.as_ref().unwrap().partitions[0].in_sync, vec![2]);
     }
 
@@ -568,19 +750,39 @@ mod tests {
         assert_eq!((t.partitions[0].epoch, t.partitions[1].epoch), (1, 2));
         assert!(t.partitions[1].in_sync.is_empty());
         assert_eq!(
-            s.apply(&Command::AddToInSync { partition: 1, node: 3, expected_epoch: 2 }),
+            s.apply(&Command::AddToInSync {
+                partition: 1,
+                node: 3,
+                expected_epoch: 2
+            }),
             Err(Refused::DeadMember(3))
         );
-        assert_eq!(s.apply(&Command::MarkLeaving { id: 3 }), Err(Refused::DeadMember(3)));
-        assert_eq!(s.apply(&Command::RemoveMember { id: 3 }), Err(Refused::StillHolds(3)));
-        let cmd =
-            Command::SetPartition { partition: 1, primary: 2, backups: vec![1], in_sync: vec![], expected_epoch: 2 };
+        assert_eq!(
+            s.apply(&Command::MarkLeaving { id: 3 }),
+            Err(Refused::DeadMember(3))
+        );
+        assert_eq!(
+            s.apply(&Command::RemoveMember { id: 3 }),
+            Err(Refused::StillHolds(3))
+        );
+        let cmd = Command::SetPartition {
+            partition: 1,
+            primary: 2,
+            backups: vec![1],
+            in_sync: vec![],
+            expected_epoch: 2,
+        };
         assert_eq!(s.apply(&cmd), Ok(3));
         assert_eq!(s.apply(&Command::RemoveMember { id: 3 }), Ok(3));
         assert!(!s.members.contains_key(&3));
         // It comes back as a new member.
         let m = member(3);
-        let cmd = Command::AddMember { id: 3, name: m.name, cluster_addr: m.cluster_addr, client_addr: m.client_addr };
+        let cmd = Command::AddMember {
+            id: 3,
+            name: m.name,
+            cluster_addr: m.cluster_addr,
+            client_addr: m.client_addr,
+        };
         assert_eq!(s.apply(&cmd), Ok(3));
         assert_eq!(s.active_members(), vec![1, 2, 3]);
     }
@@ -597,7 +799,11 @@ mod tests {
         let mut s = formed();
         assert_eq!(s.apply(&join(9001)), Ok(4));
         assert_eq!(s.apply(&join(9001)), Ok(4), "a restart keeps its id");
-        assert_eq!(s.apply(&join(17002)), Ok(2), "a seed's address keeps the seed's id");
+        assert_eq!(
+            s.apply(&join(17002)),
+            Ok(2),
+            "a seed's address keeps the seed's id"
+        );
         assert_eq!(s.members[&2].name, "j17002");
         for want in 5..=MAX_MEMBER_ID {
             assert_eq!(s.apply(&join(9000 + want)), Ok(want));
@@ -617,10 +823,20 @@ mod tests {
             client_addr: String::new(),
         };
         let before = s.clone();
-        assert_eq!(s.apply(&join(9999)), Err(Refused::NameTaken { name: name.clone(), id: 2 }));
+        assert_eq!(
+            s.apply(&join(9999)),
+            Err(Refused::NameTaken {
+                name: name.clone(),
+                id: 2
+            })
+        );
         assert_eq!(s, before);
         let own = s.members[&2].cluster_addr.port();
-        assert_eq!(s.apply(&join(own)), Ok(2), "the member itself, at its own address, rejoins");
+        assert_eq!(
+            s.apply(&join(own)),
+            Ok(2),
+            "the member itself, at its own address, rejoins"
+        );
     }
 
     #[test]
@@ -629,9 +845,18 @@ mod tests {
         let mut t = s.table.clone().unwrap().partitions;
         t[0].moving_to = Some(2);
         t[1].moving_to = Some(1); // not a backup of partition 1: void at once
-        assert_eq!(s.apply(&Command::SetTable { partitions: t, expected_epoch: 1 }), Ok(2));
+        assert_eq!(
+            s.apply(&Command::SetTable {
+                partitions: t,
+                expected_epoch: 1
+            }),
+            Ok(2)
+        );
         let parts = &s.table.as_ref().unwrap().partitions;
-        assert_eq!((parts[0].moving_to, parts[1].moving_to, parts[1].epoch), (Some(2), None, 1));
+        assert_eq!(
+            (parts[0].moving_to, parts[1].moving_to, parts[1].epoch),
+            (Some(2), None, 1)
+        );
         assert_eq!(s.apply(&Command::MarkDead { id: 2 }), Ok(3));
         assert_eq!(s.table.as_ref().unwrap().partitions[0].moving_to, None);
     }
@@ -645,26 +870,45 @@ mod tests {
             node.clone().prop_map(|id| Command::RemoveMember { id }),
             node.clone().prop_map(|id| {
                 let m = member(id);
-                Command::AddMember { id, name: m.name, cluster_addr: m.cluster_addr, client_addr: m.client_addr }
+                Command::AddMember {
+                    id,
+                    name: m.name,
+                    cluster_addr: m.cluster_addr,
+                    client_addr: m.client_addr,
+                }
             }),
             node.clone().prop_map(|id| {
                 let m = member(id + 3);
-                Command::Join { name: m.name, cluster_addr: m.cluster_addr, client_addr: m.client_addr }
+                Command::Join {
+                    name: m.name,
+                    cluster_addr: m.cluster_addr,
+                    client_addr: m.client_addr,
+                }
             }),
             (0u16..3, node.clone(), nodes.clone(), nodes, 0u64..6).prop_map(
                 |(partition, primary, backups, in_sync, expected_epoch)| {
-                    Command::SetPartition { partition, primary, backups, in_sync, expected_epoch }
+                    Command::SetPartition {
+                        partition,
+                        primary,
+                        backups,
+                        in_sync,
+                        expected_epoch,
+                    }
                 }
             ),
-            (0u16..3, node.clone(), 0u64..6).prop_map(|(partition, node, expected_epoch)| Command::RemoveFromInSync {
-                partition,
-                node,
-                expected_epoch
+            (0u16..3, node.clone(), 0u64..6).prop_map(|(partition, node, expected_epoch)| {
+                Command::RemoveFromInSync {
+                    partition,
+                    node,
+                    expected_epoch,
+                }
             }),
-            (0u16..3, node, 0u64..6).prop_map(|(partition, node, expected_epoch)| Command::AddToInSync {
-                partition,
-                node,
-                expected_epoch
+            (0u16..3, node, 0u64..6).prop_map(|(partition, node, expected_epoch)| {
+                Command::AddToInSync {
+                    partition,
+                    node,
+                    expected_epoch,
+                }
             }),
         ]
     }

@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
-    EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageError,
-    StorageIOError, StoredMembership,
+    EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftSnapshotBuilder, SnapshotMeta,
+    StorageError, StorageIOError, StoredMembership,
 };
 use redb::Database;
 use tokio::sync::watch;
@@ -53,7 +53,9 @@ pub fn decode_snapshot(data: &[u8]) -> Result<SiteMetadata, postcard::Error> {
 impl StateMachine {
     /// Loads the stored snapshot, if any, and returns the machine with the
     /// receiving end of its watch channel.
-    pub fn load(db: Arc<Database>) -> Result<(StateMachine, watch::Receiver<Arc<SiteMetadata>>), StoreError> {
+    pub fn load(
+        db: Arc<Database>,
+    ) -> Result<(StateMachine, watch::Receiver<Arc<SiteMetadata>>), StoreError> {
         let mut sm = StateMachine {
             state: SiteMetadata::default(),
             last_applied: None,
@@ -78,19 +80,34 @@ impl StateMachine {
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
-        let data =
-            postcard::to_stdvec(&self.state).map_err(|e| io_err(ErrorSubject::StateMachine, ErrorVerb::Read, &e))?;
+        let data = postcard::to_stdvec(&self.state)
+            .map_err(|e| io_err(ErrorSubject::StateMachine, ErrorVerb::Read, &e))?;
         let snapshot_id = match &self.last_applied {
             Some(l) => format!("{}-{}", l.leader_id, l.index),
             None => "empty".to_string(),
         };
-        let meta =
-            SnapshotMeta { last_log_id: self.last_applied, last_membership: self.last_membership.clone(), snapshot_id };
-        let stored = StoredSnapshot { meta: meta.clone(), data };
+        let meta = SnapshotMeta {
+            last_log_id: self.last_applied,
+            last_membership: self.last_membership.clone(),
+            snapshot_id,
+        };
+        let stored = StoredSnapshot {
+            meta: meta.clone(),
+            data,
+        };
         log_store::save_snapshot(&self.db, &stored)
             .await
-            .map_err(|e| io_err(ErrorSubject::Snapshot(Some(meta.signature())), ErrorVerb::Write, &e))?;
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(stored.data)) })
+            .map_err(|e| {
+                io_err(
+                    ErrorSubject::Snapshot(Some(meta.signature())),
+                    ErrorVerb::Write,
+                    &e,
+                )
+            })?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(stored.data)),
+        })
     }
 }
 
@@ -118,7 +135,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     let out = self.state.apply(&cmd);
                     changed |= out.is_ok();
                     if let Err(refused) = &out {
-                        tracing::debug!(index = entry.log_id.index, "metadata command refused: {refused}");
+                        tracing::debug!(
+                            index = entry.log_id.index,
+                            "metadata command refused: {refused}"
+                        );
                     }
                     out
                 }
@@ -139,7 +159,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
         Ok(Box::new(Cursor::new(Vec::new())))
     }
 
@@ -151,8 +173,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let data = snapshot.into_inner();
         let subject = || ErrorSubject::Snapshot(Some(meta.signature()));
         let state = decode_snapshot(&data).map_err(|e| io_err(subject(), ErrorVerb::Read, &e))?;
-        let stored = StoredSnapshot { meta: meta.clone(), data };
-        log_store::save_snapshot(&self.db, &stored).await.map_err(|e| io_err(subject(), ErrorVerb::Write, &e))?;
+        let stored = StoredSnapshot {
+            meta: meta.clone(),
+            data,
+        };
+        log_store::save_snapshot(&self.db, &stored)
+            .await
+            .map_err(|e| io_err(subject(), ErrorVerb::Write, &e))?;
         self.state = state;
         self.last_applied = meta.last_log_id;
         self.last_membership = meta.last_membership.clone();
@@ -160,9 +187,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
         let stored = log_store::load_snapshot(&self.db)
             .map_err(|e| io_err(ErrorSubject::Snapshot(None), ErrorVerb::Read, &e))?;
-        Ok(stored.map(|s| Snapshot { meta: s.meta, snapshot: Box::new(Cursor::new(s.data)) }))
+        Ok(stored.map(|s| Snapshot {
+            meta: s.meta,
+            snapshot: Box::new(Cursor::new(s.data)),
+        }))
     }
 }

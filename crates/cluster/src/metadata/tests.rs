@@ -58,15 +58,25 @@ impl Site {
             });
             listeners.push(l);
         }
-        let mut site = Site { dir: tempfile::tempdir().unwrap(), seeds, members: Vec::new(), tweak };
+        let mut site = Site {
+            dir: tempfile::tempdir().unwrap(),
+            seeds,
+            members: Vec::new(),
+            tweak,
+        };
         for (i, l) in listeners.into_iter().enumerate() {
-            let m = Metadata::start(site.config(i as u64 + 1), Some(l)).await.unwrap();
+            let m = Metadata::start(site.config(i as u64 + 1), Some(l))
+                .await
+                .unwrap();
             site.members.push(Some(m));
         }
         let (a, b, c) = (site.member(1), site.member(2), site.member(3));
         let seeds = &site.seeds;
-        let (ra, rb, rc) =
-            tokio::join!(a.form(seeds, PARTITIONS, 1), b.form(seeds, PARTITIONS, 1), c.form(seeds, PARTITIONS, 1));
+        let (ra, rb, rc) = tokio::join!(
+            a.form(seeds, PARTITIONS, 1),
+            b.form(seeds, PARTITIONS, 1),
+            c.form(seeds, PARTITIONS, 1)
+        );
         ra.unwrap();
         rb.unwrap();
         rc.unwrap();
@@ -74,7 +84,9 @@ impl Site {
     }
 
     fn member(&self, id: NodeId) -> &Metadata {
-        self.members[id as usize - 1].as_ref().expect("member is running")
+        self.members[id as usize - 1]
+            .as_ref()
+            .expect("member is running")
     }
 
     fn running(&self) -> Vec<&Metadata> {
@@ -82,12 +94,16 @@ impl Site {
     }
 
     async fn stop(&mut self, id: NodeId) {
-        let m = self.members[id as usize - 1].take().expect("member is running");
+        let m = self.members[id as usize - 1]
+            .take()
+            .expect("member is running");
         m.shutdown().await;
     }
 
     async fn restart(&mut self, id: NodeId) -> &Metadata {
-        let l = TcpListener::bind(&self.seeds[id as usize - 1].raft_addr).await.unwrap();
+        let l = TcpListener::bind(&self.seeds[id as usize - 1].raft_addr)
+            .await
+            .unwrap();
         let m = Metadata::start(self.config(id), Some(l)).await.unwrap();
         self.members[id as usize - 1] = Some(m);
         self.member(id)
@@ -104,7 +120,10 @@ impl Site {
                     return *l;
                 }
             }
-            assert!(Instant::now() < deadline, "no agreed leader within {LEADER_WITHIN:?}: {seen:?}");
+            assert!(
+                Instant::now() < deadline,
+                "no agreed leader within {LEADER_WITHIN:?}: {seen:?}"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
@@ -114,11 +133,24 @@ impl Site {
     async fn all_at(&self, epoch: u64) -> Table {
         let mut tables = Vec::new();
         for m in self.running() {
-            let s = m.wait_for(APPLIED_WITHIN, |s| s.table.as_ref().is_some_and(|t| t.epoch >= epoch)).await;
-            let s = s.unwrap_or_else(|| panic!("member {} did not reach epoch {epoch}: {:?}", m.id(), m.current()));
+            let s = m
+                .wait_for(APPLIED_WITHIN, |s| {
+                    s.table.as_ref().is_some_and(|t| t.epoch >= epoch)
+                })
+                .await;
+            let s = s.unwrap_or_else(|| {
+                panic!(
+                    "member {} did not reach epoch {epoch}: {:?}",
+                    m.id(),
+                    m.current()
+                )
+            });
             tables.push(s.table.clone().unwrap());
         }
-        assert!(tables.windows(2).all(|w| w[0] == w[1]), "members disagree: {tables:?}");
+        assert!(
+            tables.windows(2).all(|w| w[0] == w[1]),
+            "members disagree: {tables:?}"
+        );
         tables.pop().unwrap()
     }
 }
@@ -139,9 +171,20 @@ async fn three_members_form_a_site_and_see_every_change_alike() {
     let table = site.all_at(1).await;
     let mut expected = rebalance::initial(PARTITIONS, &[1, 2, 3], 1);
     expected.iter_mut().for_each(|a| a.epoch = 1);
-    assert_eq!(table, Table { epoch: 1, partitions: expected });
+    assert_eq!(
+        table,
+        Table {
+            epoch: 1,
+            partitions: expected
+        }
+    );
     for m in site.running() {
-        let names: Vec<String> = m.current().members.values().map(|m| m.name.clone()).collect();
+        let names: Vec<String> = m
+            .current()
+            .members
+            .values()
+            .map(|m| m.name.clone())
+            .collect();
         assert_eq!(names, ["n1", "n2", "n3"]);
     }
 
@@ -150,16 +193,29 @@ async fn three_members_form_a_site_and_see_every_change_alike() {
     let mut watch = follower.subscribe();
     // Proposed on a follower: forwarded to the leader.
     assert_eq!(follower.propose(set_p0(2, &[3], &[3], 1)).await.unwrap(), 2);
-    let cmd = Command::RemoveFromInSync { partition: 0, node: 3, expected_epoch: 2 };
+    let cmd = Command::RemoveFromInSync {
+        partition: 0,
+        node: 3,
+        expected_epoch: 2,
+    };
     assert_eq!(site.member(leader).propose(cmd).await.unwrap(), 3);
     // The watch saw the change without anyone asking.
-    let seen = tokio::time::timeout(APPLIED_WITHIN, watch.wait_for(|s| s.table.as_ref().is_some_and(|t| t.epoch == 3)))
-        .await
-        .expect("the follower's watch saw epoch 3")
-        .unwrap()
-        .clone();
+    let seen = tokio::time::timeout(
+        APPLIED_WITHIN,
+        watch.wait_for(|s| s.table.as_ref().is_some_and(|t| t.epoch == 3)),
+    )
+    .await
+    .expect("the follower's watch saw epoch 3")
+    .unwrap()
+    .clone();
     let p0 = &seen.table.as_ref().unwrap().partitions[0];
-    assert_eq!(*p0, Assignment { epoch: 3, ..Assignment::new(2, vec![3], vec![]) });
+    assert_eq!(
+        *p0,
+        Assignment {
+            epoch: 3,
+            ..Assignment::new(2, vec![3], vec![])
+        }
+    );
     let table = site.all_at(3).await;
     assert_eq!(table.partitions[0], *p0);
     assert!(table.partitions[1..].iter().all(|a| a.epoch == 1));
@@ -167,10 +223,17 @@ async fn three_members_form_a_site_and_see_every_change_alike() {
     // A compare-and-set against an epoch that has moved on is refused and
     // changes nothing.
     match follower.propose(set_p0(1, &[2], &[2], 1)).await {
-        Err(MetadataError::Refused(Refused::StaleEpoch { expected: 1, current: 3 })) => {}
+        Err(MetadataError::Refused(Refused::StaleEpoch {
+            expected: 1,
+            current: 3,
+        })) => {}
         other => panic!("expected a stale-epoch refusal, got {other:?}"),
     }
-    let cmd = Command::AddToInSync { partition: 0, node: 3, expected_epoch: 3 };
+    let cmd = Command::AddToInSync {
+        partition: 0,
+        node: 3,
+        expected_epoch: 3,
+    };
     assert_eq!(follower.propose(cmd).await.unwrap(), 4);
     let table = site.all_at(4).await;
     assert_eq!(table.partitions[0].in_sync, vec![3]);
@@ -184,12 +247,18 @@ async fn the_survivors_elect_a_new_leader_when_the_leader_dies_and_keep_committi
     site.stop(old).await;
     let new = site.leader().await;
     assert_ne!(new, old);
-    eprintln!("new leader {new} {:?} after the old one stopped", died.elapsed());
+    eprintln!(
+        "new leader {new} {:?} after the old one stopped",
+        died.elapsed()
+    );
 
     let survivor = site.running()[0];
     assert_eq!(survivor.propose(set_p0(2, &[3], &[3], 1)).await.unwrap(), 2);
     // Marking it dead takes it out of the in-sync sets: a later epoch.
-    let epoch = survivor.propose(Command::MarkDead { id: old }).await.unwrap();
+    let epoch = survivor
+        .propose(Command::MarkDead { id: old })
+        .await
+        .unwrap();
     assert!(epoch > 2);
     let table = site.all_at(epoch).await;
     assert_eq!(table.partitions[0].primary, 2);
@@ -202,14 +271,29 @@ async fn the_survivors_elect_a_new_leader_when_the_leader_dies_and_keep_committi
 /// Stops a follower, commits ten changes without it, restarts it on its
 /// directory and checks it recovered what it had and caught up. Returns
 /// the log index it stopped at and the member's snapshot after catching up.
-async fn away_and_back(tweak: fn(&mut MetadataConfig), purged_while_away: bool) -> Option<openraft::LogId<NodeId>> {
+async fn away_and_back(
+    tweak: fn(&mut MetadataConfig),
+    purged_while_away: bool,
+) -> Option<openraft::LogId<NodeId>> {
     let mut site = Site::form(tweak).await;
     let leader = site.leader().await;
     let away = if leader == 3 { 2 } else { 3 };
-    assert_eq!(site.member(leader).propose(set_p0(2, &[3], &[3], 1)).await.unwrap(), 2);
+    assert_eq!(
+        site.member(leader)
+            .propose(set_p0(2, &[3], &[3], 1))
+            .await
+            .unwrap(),
+        2
+    );
     site.all_at(2).await;
     let before = site.member(away).current();
-    let away_last = site.member(away).raft.metrics().borrow().last_log_index.unwrap();
+    let away_last = site
+        .member(away)
+        .raft
+        .metrics()
+        .borrow()
+        .last_log_index
+        .unwrap();
     site.stop(away).await;
 
     // While it is away: in-sync toggles on partition 1 (epochs 3..=12).
@@ -217,9 +301,17 @@ async fn away_and_back(tweak: fn(&mut MetadataConfig), purged_while_away: bool) 
     let mut epoch = 1;
     for i in 0..10 {
         let cmd = if i % 2 == 0 {
-            Command::RemoveFromInSync { partition: 1, node, expected_epoch: epoch }
+            Command::RemoveFromInSync {
+                partition: 1,
+                node,
+                expected_epoch: epoch,
+            }
         } else {
-            Command::AddToInSync { partition: 1, node, expected_epoch: epoch }
+            Command::AddToInSync {
+                partition: 1,
+                node,
+                expected_epoch: epoch,
+            }
         };
         epoch = site.member(leader).propose(cmd).await.unwrap();
     }
@@ -228,10 +320,15 @@ async fn away_and_back(tweak: fn(&mut MetadataConfig), purged_while_away: bool) 
         // The leader no longer has the entries the member missed.
         let mut metrics = site.member(leader).raft.metrics();
         let purged_past = metrics.wait_for(|m| m.purged.is_some_and(|p| p.index > away_last));
-        let seen = matches!(tokio::time::timeout(APPLIED_WITHIN, purged_past).await, Ok(Ok(_)));
+        let seen = matches!(
+            tokio::time::timeout(APPLIED_WITHIN, purged_past).await,
+            Ok(Ok(_))
+        );
         assert!(seen, "the leader never purged past {away_last}");
         let purged = metrics.borrow().purged.map(|p| p.index);
-        eprintln!("member {away} stopped at log index {away_last}; the leader purged up to {purged:?}");
+        eprintln!(
+            "member {away} stopped at log index {away_last}; the leader purged up to {purged:?}"
+        );
     }
 
     // Back on the same directory: what it had applied is there before any
@@ -243,7 +340,13 @@ async fn away_and_back(tweak: fn(&mut MetadataConfig), purged_while_away: bool) 
     assert_eq!(table.partitions[1].epoch, 12);
     let snapshot = site.member(away).raft.metrics().borrow().snapshot;
     // And it takes part again: a command proposed on it commits everywhere.
-    assert_eq!(site.member(away).propose(set_p0(2, &[1], &[], 2)).await.unwrap(), 13);
+    assert_eq!(
+        site.member(away)
+            .propose(set_p0(2, &[1], &[], 2))
+            .await
+            .unwrap(),
+        13
+    );
     assert_eq!(site.all_at(13).await.partitions[0].backups, vec![1]);
     snapshot
 }
@@ -281,7 +384,10 @@ async fn a_fourth_node_joins_the_group_counts_in_its_quorum_and_the_dead_leave_i
     site.seeds.push(seed.clone());
 
     // Asked of a member that may not be the leader: forwarded.
-    site.member(1).add_voter(4, &seed.raft_addr, APPLIED_WITHIN).await.unwrap();
+    site.member(1)
+        .add_voter(4, &seed.raft_addr, APPLIED_WITHIN)
+        .await
+        .unwrap();
     let cmd = Command::AddMember {
         id: 4,
         name: seed.name.clone(),
@@ -291,26 +397,55 @@ async fn a_fourth_node_joins_the_group_counts_in_its_quorum_and_the_dead_leave_i
     site.member(2).propose(cmd).await.unwrap();
     site.all_at(1).await;
     for m in site.running() {
-        let seen = m.wait_for(APPLIED_WITHIN, |s| s.members.contains_key(&4)).await;
+        let seen = m
+            .wait_for(APPLIED_WITHIN, |s| s.members.contains_key(&4))
+            .await;
         assert!(seen.is_some(), "member {} never saw member 4", m.id());
     }
     let leader = site.leader().await;
-    let voters: Vec<NodeId> = site.member(leader).raft.metrics().borrow().membership_config.voter_ids().collect();
+    let voters: Vec<NodeId> = site
+        .member(leader)
+        .raft
+        .metrics()
+        .borrow()
+        .membership_config
+        .voter_ids()
+        .collect();
     assert_eq!(voters, [1, 2, 3, 4]);
     // Again: nothing changes.
-    site.member(4).add_voter(4, &seed.raft_addr, APPLIED_WITHIN).await.unwrap();
+    site.member(4)
+        .add_voter(4, &seed.raft_addr, APPLIED_WITHIN)
+        .await
+        .unwrap();
 
     // Four voters need three: with the leader gone, nothing commits
     // unless the new member takes part.
     site.stop(leader).await;
     let new = site.leader().await;
     assert_ne!(new, leader);
-    let epoch = site.member(4).propose(Command::MarkDead { id: leader }).await.unwrap();
+    let epoch = site
+        .member(4)
+        .propose(Command::MarkDead { id: leader })
+        .await
+        .unwrap();
     site.all_at(epoch).await;
     site.member(4).remove_voter(leader).await.unwrap();
     let new = site.leader().await;
-    let voters: Vec<NodeId> = site.member(new).raft.metrics().borrow().membership_config.voter_ids().collect();
-    assert_eq!(voters, [1, 2, 3, 4].into_iter().filter(|v| *v != leader).collect::<Vec<_>>());
+    let voters: Vec<NodeId> = site
+        .member(new)
+        .raft
+        .metrics()
+        .borrow()
+        .membership_config
+        .voter_ids()
+        .collect();
+    assert_eq!(
+        voters,
+        [1, 2, 3, 4]
+            .into_iter()
+            .filter(|v| *v != leader)
+            .collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test]
@@ -318,23 +453,51 @@ async fn strangers_on_the_metadata_listener_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
-    let _m = Metadata::start(MetadataConfig::new(1, SITE, dir.path()), Some(l)).await.unwrap();
+    let _m = Metadata::start(MetadataConfig::new(1, SITE, dir.path()), Some(l))
+        .await
+        .unwrap();
 
     let mut other_site = bytes::BytesMut::new();
-    rpc::Hello { site_id: SITE + 1, from: 2, to: 1 }.encode(&mut other_site);
+    rpc::Hello {
+        site_id: SITE + 1,
+        from: 2,
+        to: 1,
+    }
+    .encode(&mut other_site);
     let mut wrong_node = bytes::BytesMut::new();
-    rpc::Hello { site_id: SITE, from: 2, to: 7 }.encode(&mut wrong_node);
-    for hello in [&b"*1\r\n$4\r\nPING\r\n"[..], b"GET / HTTP/1.1\r\n\r\n", &other_site, &wrong_node] {
+    rpc::Hello {
+        site_id: SITE,
+        from: 2,
+        to: 7,
+    }
+    .encode(&mut wrong_node);
+    for hello in [
+        &b"*1\r\n$4\r\nPING\r\n"[..],
+        b"GET / HTTP/1.1\r\n\r\n",
+        &other_site,
+        &wrong_node,
+    ] {
         let mut s = TcpStream::connect(addr).await.unwrap();
         s.write_all(hello).await.unwrap();
         let mut buf = [0u8; 64];
-        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await.expect("closed promptly");
-        assert!(matches!(n, Ok(0) | Err(_)), "{:?} got an answer", String::from_utf8_lossy(hello));
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .expect("closed promptly");
+        assert!(
+            matches!(n, Ok(0) | Err(_)),
+            "{:?} got an answer",
+            String::from_utf8_lossy(hello)
+        );
     }
     // A real peer gets the listener's hello back.
     let mut s = TcpStream::connect(addr).await.unwrap();
     let mut hello = bytes::BytesMut::new();
-    rpc::Hello { site_id: SITE, from: 2, to: 1 }.encode(&mut hello);
+    rpc::Hello {
+        site_id: SITE,
+        from: 2,
+        to: 1,
+    }
+    .encode(&mut hello);
     s.write_all(&hello).await.unwrap();
     let mut buf = bytes::BytesMut::new();
     let answer = tokio::time::timeout(Duration::from_secs(5), async {
@@ -347,5 +510,12 @@ async fn strangers_on_the_metadata_listener_are_refused() {
     })
     .await
     .unwrap();
-    assert_eq!(answer, rpc::Hello { site_id: SITE, from: 1, to: 2 });
+    assert_eq!(
+        answer,
+        rpc::Hello {
+            site_id: SITE,
+            from: 1,
+            to: 2
+        }
+    );
 }

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use rand::{Rng, RngCore, SeedableRng};
 
-pub use sites::{NodeCounters, Placement};
 use sites::{cluster, sample, start_sites, Node};
+pub use sites::{NodeCounters, Placement};
 
 /// Bytes of each object's `payload` field (GemFire's byte array).
 pub const PAYLOAD: usize = 10_240;
@@ -46,7 +46,8 @@ pub struct Workload {
 
 /// An object serialized as one string: fixed-width fields, then the payload.
 pub fn serialize(id: usize, count: u64, timestamp: u64, payload: &[u8]) -> Vec<u8> {
-    let mut out = format!("id={id:010};count={count:020};timestamp={timestamp:020};payload=").into_bytes();
+    let mut out =
+        format!("id={id:010};count={count:020};timestamp={timestamp:020};payload=").into_bytes();
     out.extend_from_slice(payload);
     out
 }
@@ -119,7 +120,12 @@ impl PhaseResult {
 }
 
 /// Runs one phase with `delta` on every WAN target; node data and logs go under `dir`.
-pub fn phase(w: &Workload, placement: &Placement, dir: &Path, delta: bool) -> anyhow::Result<PhaseResult> {
+pub fn phase(
+    w: &Workload,
+    placement: &Placement,
+    dir: &Path,
+    delta: bool,
+) -> anyhow::Result<PhaseResult> {
     let nodes = start_sites(dir, delta, placement)?;
     let mut site1 = cluster(&nodes, 1)?;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
@@ -130,7 +136,10 @@ pub fn phase(w: &Workload, placement: &Placement, dir: &Path, delta: bool) -> an
         let mut payload = vec![0u8; PAYLOAD];
         rng.fill_bytes(&mut payload);
         if w.blob {
-            let _: () = redis::cmd("SET").arg(format!("object:{i}")).arg(serialize(i, 0, 0, &payload)).query(&mut site1)?;
+            let _: () = redis::cmd("SET")
+                .arg(format!("object:{i}"))
+                .arg(serialize(i, 0, 0, &payload))
+                .query(&mut site1)?;
             payloads.push(payload);
             continue;
         }
@@ -153,10 +162,22 @@ pub fn phase(w: &Workload, placement: &Placement, dir: &Path, delta: bool) -> an
     wait_identical(&mut site1, &mut site2, w, load_timeout)?;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let counters: Vec<Arc<AtomicU64>> = (0..w.writers).map(|_| Arc::new(AtomicU64::new(0))).collect();
-    let updates_now = || counters.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u64>();
+    let counters: Vec<Arc<AtomicU64>> = (0..w.writers)
+        .map(|_| Arc::new(AtomicU64::new(0)))
+        .collect();
+    let updates_now = || {
+        counters
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum::<u64>()
+    };
     let mut writers = Vec::new();
-    let mut samples = vec![Sample { t: 0.0, updates: 0, writing: true, nodes: sample(&nodes) }];
+    let mut samples = vec![Sample {
+        t: 0.0,
+        updates: 0,
+        writing: true,
+        nodes: sample(&nodes),
+    }];
     let started = Instant::now();
     for (k, count) in counters.iter().enumerate() {
         let (stop, count) = (stop.clone(), count.clone());
@@ -168,12 +189,22 @@ pub fn phase(w: &Workload, placement: &Placement, dir: &Path, delta: bool) -> an
                 let i = rng.gen_range(0..objects);
                 let key = format!("object:{i}");
                 let n = count.fetch_add(1, Ordering::Relaxed) + 1;
-                let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as u64;
+                let ts = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)?
+                    .as_millis() as u64;
                 if blob {
-                    let _: () = redis::cmd("SET").arg(&key).arg(serialize(i, n, ts, &payloads[i])).query(&mut conn)?;
+                    let _: () = redis::cmd("SET")
+                        .arg(&key)
+                        .arg(serialize(i, n, ts, &payloads[i]))
+                        .query(&mut conn)?;
                 } else {
-                    let _: () =
-                        redis::cmd("HSET").arg(&key).arg("count").arg(n).arg("timestamp").arg(ts).query(&mut conn)?;
+                    let _: () = redis::cmd("HSET")
+                        .arg(&key)
+                        .arg("count")
+                        .arg(n)
+                        .arg("timestamp")
+                        .arg(ts)
+                        .query(&mut conn)?;
                 }
             }
             Ok(())
@@ -186,11 +217,17 @@ pub fn phase(w: &Workload, placement: &Placement, dir: &Path, delta: bool) -> an
         std::thread::sleep(at.saturating_duration_since(Instant::now()));
         let updates = updates_now();
         let t = started.elapsed().as_secs_f64();
-        samples.push(Sample { t, updates, writing: true, nodes: sample(&nodes) });
+        samples.push(Sample {
+            t,
+            updates,
+            writing: true,
+            nodes: sample(&nodes),
+        });
     }
     stop.store(true, Ordering::Relaxed);
     for h in writers {
-        h.join().map_err(|_| anyhow::anyhow!("writer thread panicked"))??;
+        h.join()
+            .map_err(|_| anyhow::anyhow!("writer thread panicked"))??;
     }
     let seconds = started.elapsed().as_secs_f64().max(run.as_secs_f64());
     let updates: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
@@ -200,16 +237,41 @@ pub fn phase(w: &Workload, placement: &Placement, dir: &Path, delta: bool) -> an
     // no site-1 publisher has anything queued.
     let catch_up_timeout = Duration::from_secs(60.max(3 * w.seconds));
     let stopped = Instant::now();
-    let caught_up = drained(&nodes, catch_up_timeout, started + run + Duration::from_secs(1), |nodes| {
-        let t = started.elapsed().as_secs_f64();
-        samples.push(Sample { t, updates: total_updates, writing: false, nodes });
-    });
+    let caught_up = drained(
+        &nodes,
+        catch_up_timeout,
+        started + run + Duration::from_secs(1),
+        |nodes| {
+            let t = started.elapsed().as_secs_f64();
+            samples.push(Sample {
+                t,
+                updates: total_updates,
+                writing: false,
+                nodes,
+            });
+        },
+    );
     let catch_up_seconds = stopped.elapsed().as_secs_f64();
-    let identical = caught_up.is_ok() && wait_identical(&mut site1, &mut site2, w, Duration::from_secs(30)).is_ok();
+    let identical = caught_up.is_ok()
+        && wait_identical(&mut site1, &mut site2, w, Duration::from_secs(30)).is_ok();
     let t = started.elapsed().as_secs_f64();
-    samples.push(Sample { t, updates: total_updates, writing: false, nodes: sample(&nodes) });
+    samples.push(Sample {
+        t,
+        updates: total_updates,
+        writing: false,
+        nodes: sample(&nodes),
+    });
 
-    let mut r = summarize(&nodes, delta, updates, seconds, catch_up_seconds, samples, identical, w.objects);
+    let mut r = summarize(
+        &nodes,
+        delta,
+        updates,
+        seconds,
+        catch_up_seconds,
+        samples,
+        identical,
+        w.objects,
+    );
     r.blob = w.blob;
     Ok(r)
 }
@@ -235,12 +297,25 @@ fn summarize(
         if n.site == 2 {
             let max_per_s = samples
                 .windows(2)
-                .map(|w| w[1].nodes[i].received.saturating_sub(w[0].nodes[i].received) as f64 / (w[1].t - w[0].t).max(1e-3))
+                .map(|w| {
+                    w[1].nodes[i]
+                        .received
+                        .saturating_sub(w[0].nodes[i].received) as f64
+                        / (w[1].t - w[0].t).max(1e-3)
+                })
                 .fold(0.0, f64::max);
-            let during = end.nodes[i].received.saturating_sub(first.nodes[i].received);
-            received.push(ReceiverStats { node: n.id.clone(), avg_per_s: during as f64 / span, max_per_s });
+            let during = end.nodes[i]
+                .received
+                .saturating_sub(first.nodes[i].received);
+            received.push(ReceiverStats {
+                node: n.id.clone(),
+                avg_per_s: during as f64 / span,
+                max_per_s,
+            });
         } else {
-            let rate = |f: fn(&NodeCounters) -> u64| f(&end.nodes[i]).saturating_sub(f(&first.nodes[i])) as f64 / span;
+            let rate = |f: fn(&NodeCounters) -> u64| {
+                f(&end.nodes[i]).saturating_sub(f(&first.nodes[i])) as f64 / span
+            };
             let queues: Vec<u64> = writing.iter().map(|s| s.nodes[i].queue).collect();
             events.push(SenderStats {
                 node: n.id.clone(),
@@ -251,7 +326,14 @@ fn summarize(
             });
         }
     }
-    let site2 = |s: &Sample| nodes.iter().zip(&s.nodes).filter(|(n, _)| n.site == 2).map(|(_, c)| c.received).sum::<u64>();
+    let site2 = |s: &Sample| {
+        nodes
+            .iter()
+            .zip(&s.nodes)
+            .filter(|(n, _)| n.site == 2)
+            .map(|(_, c)| c.received)
+            .sum::<u64>()
+    };
     let bytes_received = site2(last) - site2(first);
     let total_updates: u64 = updates.iter().sum();
     PhaseResult {
@@ -285,7 +367,12 @@ fn drained(
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         next += Duration::from_secs(1);
         let now = sample(nodes);
-        let queued: u64 = nodes.iter().zip(&now).filter(|(n, _)| n.site == 1).map(|(_, c)| c.queue).sum();
+        let queued: u64 = nodes
+            .iter()
+            .zip(&now)
+            .filter(|(n, _)| n.site == 1)
+            .map(|(_, c)| c.queue)
+            .sum();
         each(now);
         if queued == 0 {
             return Ok(());
@@ -299,16 +386,23 @@ fn drained(
 /// Every object as a site holds it: field -> value, per key (a blob is
 /// one field, ""), pipelined, so a remote site costs a few round trips, not
 /// one per object.
-fn contents(conn: &mut redis::cluster::ClusterConnection, w: &Workload) -> anyhow::Result<Vec<BTreeMap<String, Vec<u8>>>> {
+fn contents(
+    conn: &mut redis::cluster::ClusterConnection,
+    w: &Workload,
+) -> anyhow::Result<Vec<BTreeMap<String, Vec<u8>>>> {
     let mut all = Vec::with_capacity(w.objects);
     for chunk in (0..w.objects).collect::<Vec<_>>().chunks(200) {
         let mut pipe = redis::cluster::cluster_pipe();
         for i in chunk {
-            pipe.cmd(if w.blob { "GET" } else { "HGETALL" }).arg(format!("object:{i}"));
+            pipe.cmd(if w.blob { "GET" } else { "HGETALL" })
+                .arg(format!("object:{i}"));
         }
         if w.blob {
             let part: Vec<Option<Vec<u8>>> = pipe.query(conn)?;
-            all.extend(part.into_iter().map(|v| v.map(|v| BTreeMap::from([(String::new(), v)])).unwrap_or_default()));
+            all.extend(part.into_iter().map(|v| {
+                v.map(|v| BTreeMap::from([(String::new(), v)]))
+                    .unwrap_or_default()
+            }));
         } else {
             let part: Vec<BTreeMap<String, Vec<u8>>> = pipe.query(conn)?;
             all.extend(part);
@@ -324,7 +418,11 @@ fn wait_identical(
     w: &Workload,
     timeout: Duration,
 ) -> anyhow::Result<()> {
-    let (deadline, objects, fields) = (Instant::now() + timeout, w.objects, if w.blob { 1 } else { 4 });
+    let (deadline, objects, fields) = (
+        Instant::now() + timeout,
+        w.objects,
+        if w.blob { 1 } else { 4 },
+    );
     loop {
         let (x, y) = (contents(a, w)?, contents(b, w)?);
         if x == y && x.iter().all(|h| h.len() == fields) {

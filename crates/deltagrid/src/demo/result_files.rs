@@ -7,7 +7,12 @@ use anyhow::Context;
 
 /// Writes `doc` as `out/NAME.json` and `csv` as `out/NAME.csv` (creating
 /// `out`); returns both paths.
-pub fn write(out: &Path, name: &str, doc: &serde_json::Value, csv: String) -> anyhow::Result<(PathBuf, PathBuf)> {
+pub fn write(
+    out: &Path,
+    name: &str,
+    doc: &serde_json::Value,
+    csv: String,
+) -> anyhow::Result<(PathBuf, PathBuf)> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let json_path = out.join(format!("{name}.json"));
     std::fs::write(&json_path, serde_json::to_string_pretty(doc)? + "\n")
@@ -43,7 +48,9 @@ pub fn machine() -> serde_json::Value {
 
 /// Now as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days + 719_468;
@@ -55,5 +62,10 @@ pub fn utc_now() -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }

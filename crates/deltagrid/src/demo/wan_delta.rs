@@ -51,13 +51,29 @@ pub struct WanDeltaArgs {
 /// REFERENCE.md #1, VMware GemFire 10.0: (metric, delta off, delta on).
 /// The second row is derived (three receivers).
 pub const THEIRS: [(&str, &str, &str); 8] = [
-    ("bytes received/s per receiver, avg", "19.9M-22.9M", "0.53M-0.64M"),
-    ("bytes received/s, all receivers, avg", "~60M-69M", "~1.6M-1.9M"),
-    ("bytes received/s per receiver, max", "41.5M-45.8M", "0.76M-0.91M"),
+    (
+        "bytes received/s per receiver, avg",
+        "19.9M-22.9M",
+        "0.53M-0.64M",
+    ),
+    (
+        "bytes received/s, all receivers, avg",
+        "~60M-69M",
+        "~1.6M-1.9M",
+    ),
+    (
+        "bytes received/s per receiver, max",
+        "41.5M-45.8M",
+        "0.76M-0.91M",
+    ),
     ("client updates/s (5 threads)", "6,485", "11,970"),
     ("events queued/s per sender, avg", "~3,960", "~7,170"),
     ("events distributed/s per sender, avg", "~2,010", "~3,740"),
-    ("sender queue size, avg (max)", "~670 (3,400)", "~510 (3,570)"),
+    (
+        "sender queue size, avg (max)",
+        "~670 (3,400)",
+        "~510 (3,570)",
+    ),
     ("WAN bytes per update (derived)", "~9,900", "~150"),
 ];
 
@@ -67,7 +83,9 @@ fn m(v: f64) -> String {
 
 fn range(vs: impl Iterator<Item = f64>, f: fn(f64) -> String) -> String {
     let vs: Vec<f64> = vs.collect();
-    let (lo, hi) = vs.iter().fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
+    let (lo, hi) = vs
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
     if vs.is_empty() {
         "-".into()
     } else if f(lo) == f(hi) {
@@ -83,7 +101,8 @@ fn whole(v: f64) -> String {
 
 /// Our figures in the rows of `THEIRS`.
 pub fn ours(r: &PhaseResult) -> [String; 8] {
-    let queue_avg = r.events.iter().map(|e| e.queue_avg).sum::<f64>() / r.events.len().max(1) as f64;
+    let queue_avg =
+        r.events.iter().map(|e| e.queue_avg).sum::<f64>() / r.events.len().max(1) as f64;
     let queue_max = r.events.iter().map(|e| e.queue_max).max().unwrap_or(0);
     [
         range(r.received.iter().map(|s| s.avg_per_s), m),
@@ -103,10 +122,16 @@ fn print_comparison(w: &Workload, off: &PhaseResult, on: &PhaseResult) {
         "== compared with GemFire 10.0 (theirs: REFERENCE.md #1, 100,000 objects, 300 s, 3+3 servers; ours: {} objects, {} s) ==",
         w.objects, w.seconds
     );
-    println!("{:<38} {:>16} {:>16} {:>16} {:>16}", "metric", "theirs, off", "ours, off", "theirs, on", "ours, on");
+    println!(
+        "{:<38} {:>16} {:>16} {:>16} {:>16}",
+        "metric", "theirs, off", "ours, off", "theirs, on", "ours, on"
+    );
     let (a, b) = (ours(off), ours(on));
     for (i, (metric, t_off, t_on)) in THEIRS.iter().enumerate() {
-        println!("{metric:<38} {t_off:>16} {:>16} {t_on:>16} {:>16}", a[i], b[i]);
+        println!(
+            "{metric:<38} {t_off:>16} {:>16} {t_on:>16} {:>16}",
+            a[i], b[i]
+        );
     }
     println!(
         "{:<38} {:>16} {:>16.1} {:>16} {:>16.2}",
@@ -127,7 +152,8 @@ pub fn run(args: &WanDeltaArgs) -> anyhow::Result<()> {
         blob: false,
     };
     let (placement, link) = args.placement.resolve();
-    let dir = std::env::temp_dir().join(format!("deltagrid-bench-wan-delta-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("deltagrid-bench-wan-delta-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     println!(
         "deltagrid bench wan-delta: 2 sites x 3 nodes, {} objects of {} B payload + id/count/timestamp, {} writers updating count+timestamp for {} s per phase{}",
@@ -143,9 +169,17 @@ pub fn run(args: &WanDeltaArgs) -> anyhow::Result<()> {
     println!("link: {link}");
     let mut results = Vec::new();
     for delta in [false, true] {
-        let r = gemfire::phase(&workload, &placement, &dir.join(format!("delta-{delta}")), delta)?;
+        let r = gemfire::phase(
+            &workload,
+            &placement,
+            &dir.join(format!("delta-{delta}")),
+            delta,
+        )?;
         print_phase(&r);
-        println!("site 2 caught up {:.1} s after the writers stopped", r.catch_up_seconds);
+        println!(
+            "site 2 caught up {:.1} s after the writers stopped",
+            r.catch_up_seconds
+        );
         results.push(r);
     }
     let (off, on) = (&results[0], &results[1]);
@@ -156,7 +190,10 @@ pub fn run(args: &WanDeltaArgs) -> anyhow::Result<()> {
     let blob = match args.no_blob {
         true => None,
         false => {
-            let w = Workload { blob: true, ..workload.clone() };
+            let w = Workload {
+                blob: true,
+                ..workload.clone()
+            };
             let r = gemfire::phase(&w, &placement, &dir.join("blob"), true)?;
             print_phase(&r);
             println!();
@@ -173,7 +210,14 @@ pub fn run(args: &WanDeltaArgs) -> anyhow::Result<()> {
             Some(r)
         }
     };
-    let (json, csv) = files::write(&args.out, &workload, &placement, &link, &results, blob.as_ref())?;
+    let (json, csv) = files::write(
+        &args.out,
+        &workload,
+        &placement,
+        &link,
+        &results,
+        blob.as_ref(),
+    )?;
     println!();
     println!("results: {}", json.display());
     println!("samples: {}", csv.display());

@@ -171,7 +171,9 @@ impl RunSpec {
     /// `wan-off[-N]`, `wan-off-mirror[-N]`, `on-apply-N`, `pipelined-N` or `outage-N`.
     fn parse(name: &str) -> Option<RunSpec> {
         let (kind, partitions) = match name.rsplit_once('-') {
-            Some((kind, n)) if n.bytes().all(|b| b.is_ascii_digit()) => (kind, n.parse::<u16>().ok()?),
+            Some((kind, n)) if n.bytes().all(|b| b.is_ascii_digit()) => {
+                (kind, n.parse::<u16>().ok()?)
+            }
             _ => (name, 271),
         };
         if partitions == 0 || partitions > keyspace::slot::SLOTS {
@@ -185,7 +187,14 @@ impl RunSpec {
             _ => return None,
         };
         let mirror = kind == "wan-off-mirror";
-        Some(RunSpec { name: name.to_string(), wan, ack, partitions, outage, mirror })
+        Some(RunSpec {
+            name: name.to_string(),
+            wan,
+            ack,
+            partitions,
+            outage,
+            mirror,
+        })
     }
 }
 
@@ -330,14 +339,20 @@ impl RunResult {
 
 pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
     if args.reader_child {
-        let urls = args.reader_urls.as_deref().context("--reader-child needs --reader-urls")?;
+        let urls = args
+            .reader_urls
+            .as_deref()
+            .context("--reader-child needs --reader-urls")?;
         return clients::reader_child(
             urls,
             args.site2_threads,
             args.keys.unwrap_or(50_000),
             args.pipeline,
             args.site2_rate,
-            args.mirror_threads.map(|threads| Mirror { threads, value_bytes: args.value_bytes }),
+            args.mirror_threads.map(|threads| Mirror {
+                threads,
+                value_bytes: args.value_bytes,
+            }),
         );
     }
     let smoke = args.smoke;
@@ -352,7 +367,9 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
         site2_rate: args.site2_rate,
         memory_budget: args.memory_budget.clone(),
         disk_budget: args.disk_budget.clone(),
-        catch_up_timeout: args.catch_up_timeout.unwrap_or(if smoke { 30 } else { 180 }),
+        catch_up_timeout: args
+            .catch_up_timeout
+            .unwrap_or(if smoke { 30 } else { 180 }),
         smoke,
     };
     let (placement, link) = args.placement.resolve();
@@ -370,22 +387,32 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let outage = match &args.outage_dev {
-        Some(dev) => OutageMethod::Link { dev: dev.clone(), netns: args.outage_netns.clone() },
+        Some(dev) => OutageMethod::Link {
+            dev: dev.clone(),
+            netns: args.outage_netns.clone(),
+        },
         None => OutageMethod::Pause,
     };
     // The default runs unless --runs names others (in the order given; any
     // partition count may be named: `wan-off-16384` is the client rate
     // without WAN at 16,384 partitions).
     let names: Vec<String> = if args.runs.is_empty() {
-        let partitions =
-            args.partitions
-                .clone()
-                .unwrap_or_else(|| if smoke { vec![271, 2048] } else { vec![271, 2048, 5120, 16384] });
-        ["wan-off".to_string(), "wan-off-mirror".to_string(), "on-apply-271".to_string()]
-            .into_iter()
-            .chain(partitions.iter().map(|p| format!("pipelined-{p}")))
-            .chain(args.outage_partitions.iter().map(|p| format!("outage-{p}")))
-            .collect()
+        let partitions = args.partitions.clone().unwrap_or_else(|| {
+            if smoke {
+                vec![271, 2048]
+            } else {
+                vec![271, 2048, 5120, 16384]
+            }
+        });
+        [
+            "wan-off".to_string(),
+            "wan-off-mirror".to_string(),
+            "on-apply-271".to_string(),
+        ]
+        .into_iter()
+        .chain(partitions.iter().map(|p| format!("pipelined-{p}")))
+        .chain(args.outage_partitions.iter().map(|p| format!("outage-{p}")))
+        .collect()
     } else {
         args.runs.clone()
     };
@@ -423,19 +450,33 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
         s.seconds / 2,
         outage.describe()
     );
-    println!("runs: {}", specs.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", "));
+    println!(
+        "runs: {}",
+        specs
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
 
     let rounds = args.rounds.max(1);
     let mut results = Vec::new();
     for round in 1..=rounds {
         for spec in &specs {
-            let name = if rounds > 1 { format!("{}#{round}", spec.name) } else { spec.name.clone() };
+            let name = if rounds > 1 {
+                format!("{}#{round}", spec.name)
+            } else {
+                spec.name.clone()
+            };
             println!();
             println!("== {name} ==");
             let narrowed = drain.as_ref().filter(|_| spec.outage);
             if let Some(d) = narrowed {
                 d.set(&d.drain)?;
-                println!("link rate for this run: {} (set with: {} {})", d.drain, d.cmd, d.drain);
+                println!(
+                    "link rate for this run: {} (set with: {} {})",
+                    d.drain, d.cmd, d.drain
+                );
             }
             let run_bps = narrowed.map_or(link_bps, |d| Some(d.drain_bps));
             let r = run_one(spec, &s, &placement, &outage, run_bps, &dir.join(&name));
@@ -481,9 +522,16 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
     } else {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    let lost: Vec<&str> = results.iter().filter(|r| r.lost()).map(|r| r.name.as_str()).collect();
+    let lost: Vec<&str> = results
+        .iter()
+        .filter(|r| r.lost())
+        .map(|r| r.name.as_str())
+        .collect();
     if !lost.is_empty() {
-        bail!("sites differ or events were not distributed after catch-up in: {}", lost.join(", "));
+        bail!(
+            "sites differ or events were not distributed after catch-up in: {}",
+            lost.join(", ")
+        );
     }
     Ok(())
 }
@@ -491,7 +539,9 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
 /// "200mbit" -> bytes per second.
 fn parse_rate(r: &str) -> anyhow::Result<f64> {
     let r = r.trim().to_ascii_lowercase();
-    let split = r.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(r.len());
+    let split = r
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(r.len());
     let (n, unit) = r.split_at(split);
     let n: f64 = n.parse()?;
     let mult = match unit {
@@ -505,12 +555,21 @@ fn parse_rate(r: &str) -> anyhow::Result<f64> {
 }
 
 fn site_idx(nodes: &[(usize, String)], site: usize) -> Vec<usize> {
-    nodes.iter().enumerate().filter(|(_, n)| n.0 == site).map(|(i, _)| i).collect()
+    nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.0 == site)
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Every site-1 publisher has had every queued event applied.
 fn drained(nodes: &[Node], now: &[NodeSample]) -> bool {
-    nodes.iter().zip(now).filter(|(n, _)| n.site == 1).all(|(_, c)| c.ok && c.events_distributed >= c.events_queued)
+    nodes
+        .iter()
+        .zip(now)
+        .filter(|(n, _)| n.site == 1)
+        .all(|(_, c)| c.ok && c.events_distributed >= c.events_queued)
 }
 
 fn wait_drained(nodes: &[Node], timeout: Duration) -> anyhow::Result<()> {
@@ -585,40 +644,76 @@ fn run_one(
     println!(
         "sites up in {startup_seconds:.1} s, {} keys preloaded{} in {preload_seconds:.1} s",
         s.keys,
-        if spec.wan { " and replicated" } else { " at both sites" }
+        if spec.wan {
+            " and replicated"
+        } else {
+            " at both sites"
+        }
     );
 
     let stop = Arc::new(AtomicBool::new(false));
     let c1 = Arc::new(Counts::default());
-    let mix = |set_share, rate| Mix { keys: s.keys, value_bytes: s.value_bytes, pipeline: s.pipeline, set_share, rate };
-    let mirror = spec.mirror.then_some(Mirror { threads: s.site1_threads, value_bytes: s.value_bytes });
-    let mut readers = Readers::start(&nodes, placement, s.site2_threads, mix(0.0, s.site2_rate), mirror)?;
+    let mix = |set_share, rate| Mix {
+        keys: s.keys,
+        value_bytes: s.value_bytes,
+        pipeline: s.pipeline,
+        set_share,
+        rate,
+    };
+    let mirror = spec.mirror.then_some(Mirror {
+        threads: s.site1_threads,
+        value_bytes: s.value_bytes,
+    });
+    let mut readers = Readers::start(
+        &nodes,
+        placement,
+        s.site2_threads,
+        mix(0.0, s.site2_rate),
+        mirror,
+    )?;
     let cpu_before = probe::proc_cpu_seconds(std::process::id()).unwrap_or(0.0);
     let site1_cpu = || -> f64 {
-        nodes.iter().filter(|n| n.site == 1).map(|n| probe::proc_cpu_seconds(n.pid()).unwrap_or(0.0)).sum()
+        nodes
+            .iter()
+            .filter(|n| n.site == 1)
+            .map(|n| probe::proc_cpu_seconds(n.pid()).unwrap_or(0.0))
+            .sum()
     };
     let site1_cpu_before = site1_cpu();
     let steal_before = probe::steal_seconds().unwrap_or(0.0);
-    let writers = clients::spawn(&u1, s.site1_threads, mix(0.5, 0.0), 1, stop.clone(), c1.clone())?;
+    let writers = clients::spawn(
+        &u1,
+        s.site1_threads,
+        mix(0.5, 0.0),
+        1,
+        stop.clone(),
+        c1.clone(),
+    )?;
     let (write_for, down_at, up_at) = if spec.outage {
         let down = (s.seconds / 2) as f64;
-        ((s.seconds + s.outage_seconds) as f64, down, down + s.outage_seconds as f64)
+        (
+            (s.seconds + s.outage_seconds) as f64,
+            down,
+            down + s.outage_seconds as f64,
+        )
     } else {
         (s.seconds as f64, f64::MAX, f64::MAX)
     };
     let t0 = Instant::now();
     let mut prev = probe::sample(&nodes, &[]);
-    let snap = |t: f64, writing: bool, link_up: bool, nodes_now: Vec<NodeSample>, r: &Readers| Sample {
-        t,
-        writing,
-        link_up,
-        site1_ops: c1.ops(),
-        site1_sets: c1.sets.load(Ordering::Relaxed),
-        site2_reads: r.counts.gets.load(Ordering::Relaxed),
-        site2_sets: r.counts.sets.load(Ordering::Relaxed),
-        client_errors: c1.errors.load(Ordering::Relaxed) + r.counts.errors.load(Ordering::Relaxed),
-        nodes: nodes_now,
-    };
+    let snap =
+        |t: f64, writing: bool, link_up: bool, nodes_now: Vec<NodeSample>, r: &Readers| Sample {
+            t,
+            writing,
+            link_up,
+            site1_ops: c1.ops(),
+            site1_sets: c1.sets.load(Ordering::Relaxed),
+            site2_reads: r.counts.gets.load(Ordering::Relaxed),
+            site2_sets: r.counts.sets.load(Ordering::Relaxed),
+            client_errors: c1.errors.load(Ordering::Relaxed)
+                + r.counts.errors.load(Ordering::Relaxed),
+            nodes: nodes_now,
+        };
     let mut samples = vec![snap(0.0, true, true, prev.clone(), &readers)];
     let tick = Duration::from_millis(250);
     let mut link_up = true;
@@ -652,7 +747,13 @@ fn run_one(
         }
         if k.is_multiple_of(4) {
             prev = probe::sample(&nodes, &prev);
-            samples.push(snap(t0.elapsed().as_secs_f64(), true, link_up, prev.clone(), &readers));
+            samples.push(snap(
+                t0.elapsed().as_secs_f64(),
+                true,
+                link_up,
+                prev.clone(),
+                &readers,
+            ));
         }
         if t >= write_for {
             break;
@@ -666,7 +767,10 @@ fn run_one(
     let site1_node_cpu = site1_cpu() - site1_cpu_before;
     let steal = probe::steal_seconds().unwrap_or(0.0) - steal_before;
     readers.stop();
-    let client_cpu = [probe::proc_cpu_seconds(std::process::id()).unwrap_or(0.0) - cpu_before, readers.cpu_seconds];
+    let client_cpu = [
+        probe::proc_cpu_seconds(std::process::id()).unwrap_or(0.0) - cpu_before,
+        readers.cpu_seconds,
+    ];
     if let Some(e) = outage_err {
         if !link_up {
             let _ = outage.set(&nodes, true);
@@ -685,7 +789,13 @@ fn run_one(
             prev = probe::sample(&nodes, &prev);
             let done = drained(&nodes, &prev);
             if done || j.is_multiple_of(4) {
-                samples.push(snap(t0.elapsed().as_secs_f64(), false, true, prev.clone(), &readers));
+                samples.push(snap(
+                    t0.elapsed().as_secs_f64(),
+                    false,
+                    true,
+                    prev.clone(),
+                    &readers,
+                ));
             }
             if done {
                 catch_up_seconds = Some(stopped.elapsed().as_secs_f64());
@@ -704,7 +814,13 @@ fn run_one(
         (None, Vec::new())
     };
     prev = probe::sample(&nodes, &prev);
-    samples.push(snap(t0.elapsed().as_secs_f64(), false, true, prev.clone(), &readers));
+    samples.push(snap(
+        t0.elapsed().as_secs_f64(),
+        false,
+        true,
+        prev.clone(),
+        &readers,
+    ));
     let node_end: Vec<NodeEnd> = nodes
         .iter()
         .map(|n| NodeEnd {
@@ -721,7 +837,10 @@ fn run_one(
         let up = came_up.unwrap_or(up_at);
         let site1 = site_idx(&node_ids, 1);
         let after: Vec<&Sample> = samples.iter().filter(|x| x.t >= up).collect();
-        let reconnected_after_s = after.iter().find(|x| site1.iter().all(|&i| x.nodes[i].connected)).map(|x| x.t - up);
+        let reconnected_after_s = after
+            .iter()
+            .find(|x| site1.iter().all(|&i| x.nodes[i].connected))
+            .map(|x| x.t - up);
         // Back to what the queue held before the outage (at most twice its
         // highest, or BACKLOG_EVENTS / 10).
         let down = went_down.unwrap_or(down_at);
@@ -797,11 +916,19 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 }
 
 fn summarize(x: SummaryInput) -> RunResult {
-    let SummaryInput { spec, s, link_bps, samples, nodes, .. } = x;
+    let SummaryInput {
+        spec,
+        s,
+        link_bps,
+        samples,
+        nodes,
+        ..
+    } = x;
     let site1 = site_idx(&nodes, 1);
     let site2 = site_idx(&nodes, 2);
-    let sum =
-        |idx: &[usize], smp: &Sample, f: fn(&NodeSample) -> u64| -> u64 { idx.iter().map(|&i| f(&smp.nodes[i])).sum() };
+    let sum = |idx: &[usize], smp: &Sample, f: fn(&NodeSample) -> u64| -> u64 {
+        idx.iter().map(|&i| f(&smp.nodes[i])).sum()
+    };
     let first = &samples[0];
     let last = &samples[samples.len() - 1];
     let end_writing = samples.iter().rev().find(|x| x.writing).unwrap_or(first);
@@ -835,10 +962,19 @@ fn summarize(x: SummaryInput) -> RunResult {
             }
         }
     }
-    let mut lags: Vec<u64> =
-        samples.iter().skip(1).flat_map(|smp| site1.iter().map(move |&i| smp.nodes[i].lag_ms)).collect();
+    let mut lags: Vec<u64> = samples
+        .iter()
+        .skip(1)
+        .flat_map(|smp| site1.iter().map(move |&i| smp.nodes[i].lag_ms))
+        .collect();
     lags.sort_unstable();
-    let max_total = |f: fn(&NodeSample) -> u64| samples.iter().map(|smp| sum(&site1, smp, f)).max().unwrap_or(0);
+    let max_total = |f: fn(&NodeSample) -> u64| {
+        samples
+            .iter()
+            .map(|smp| sum(&site1, smp, f))
+            .max()
+            .unwrap_or(0)
+    };
     let events_queued = sum(&site1, last, |n| n.events_queued);
     let events_distributed = sum(&site1, last, |n| n.events_distributed);
     let caught_at = x.catch_up_seconds.map(|c| x.write_seconds + c);
@@ -861,19 +997,25 @@ fn summarize(x: SummaryInput) -> RunResult {
         wan_bytes_per_s_max: max_sent,
         wan_received_per_s_mean: rate_over(first, end_writing, &site2, |n| n.bytes_received),
         wan_received_per_s_max: max_recv,
-        events_distributed_per_s: sum(&site1, last, |n| n.events_distributed)
-            .saturating_sub(sum(&site1, first, |n| n.events_distributed)) as f64
+        events_distributed_per_s: sum(&site1, last, |n| n.events_distributed).saturating_sub(sum(
+            &site1,
+            first,
+            |n| n.events_distributed,
+        )) as f64
             / dist_span,
-        events_per_batch: events_distributed as f64 / sum(&site1, last, |n| n.batches).max(1) as f64,
+        events_per_batch: events_distributed as f64
+            / sum(&site1, last, |n| n.batches).max(1) as f64,
         link_rate_bytes_per_s: link_bps,
         backlog_seconds: util.len(),
-        link_utilization_backlog: (!util.is_empty()).then(|| util.iter().sum::<f64>() / util.len() as f64),
+        link_utilization_backlog: (!util.is_empty())
+            .then(|| util.iter().sum::<f64>() / util.len() as f64),
         link_utilization_backlog_max: util.iter().copied().reduce(f64::max),
         draining_seconds: draining.len(),
         link_utilization_draining: link_bps
             .filter(|_| !draining.is_empty())
             .map(|bps| draining.iter().sum::<f64>() / draining.len() as f64 / bps),
-        draining_bytes_per_s: (!draining.is_empty()).then(|| draining.iter().sum::<f64>() / draining.len() as f64),
+        draining_bytes_per_s: (!draining.is_empty())
+            .then(|| draining.iter().sum::<f64>() / draining.len() as f64),
         site2_log_bytes_end: sum(&site2, last, |n| n.queue_bytes_primary),
         queue_events_max: max_total(|n| n.queue_events),
         queue_bytes_primary_max: max_total(|n| n.queue_bytes_primary),
@@ -954,7 +1096,10 @@ fn print_run(r: &RunResult, link_bps: Option<f64>) {
             r.draining_bytes_per_s.map_or("-".into(), mb),
             if link_bps.is_none() { " [no --link-rate]" } else { "" }
         );
-        println!("site 2's partition logs (primaries) hold {} MiB at the end", mib(r.site2_log_bytes_end));
+        println!(
+            "site 2's partition logs (primaries) hold {} MiB at the end",
+            mib(r.site2_log_bytes_end)
+        );
         println!(
             "queue max: {} events, {} MiB primary log, {} MiB backup log, {} MiB journal; lag p50 {} ms p99 {} ms max {} ms",
             r.queue_events_max,
@@ -991,7 +1136,14 @@ fn print_run(r: &RunResult, link_bps: Option<f64>) {
     let rss: Vec<String> = r
         .node_end
         .iter()
-        .map(|n| format!("{} {} MiB / {:.1} s CPU", n.node, n.peak_rss_kib / 1024, n.cpu_seconds))
+        .map(|n| {
+            format!(
+                "{} {} MiB / {:.1} s CPU",
+                n.node,
+                n.peak_rss_kib / 1024,
+                n.cpu_seconds
+            )
+        })
         .collect();
     println!("peak RSS / CPU per node: {}", rss.join(", "));
     println!(
@@ -1026,8 +1178,9 @@ fn print_table(results: &[RunResult], _link_bps: Option<f64>) {
     );
     for r in results {
         let rss = r.node_end.iter().map(|n| n.peak_rss_kib).max().unwrap_or(0) / 1024;
-        let vs = off_run(results, r.spec.partitions, r.round, false)
-            .map_or("-".into(), |o| format!("{:.0}%", r.site1_ops_per_s / o.site1_ops_per_s * 100.0));
+        let vs = off_run(results, r.spec.partitions, r.round, false).map_or("-".into(), |o| {
+            format!("{:.0}%", r.site1_ops_per_s / o.site1_ops_per_s * 100.0)
+        });
         if !r.spec.wan {
             println!(
                 "{:<16} {:>9.0} {:>8} {:>8.1} {:>9} {:>9} {:>13} {:>10} {:>9} {:>9} {:>11} {:>8} {:>8} {:>9} {:>9} {:>9}",
@@ -1074,20 +1227,33 @@ fn targets(results: &[RunResult]) -> Vec<Target> {
     let mut out = Vec::new();
     out.push(partition_count_target(results));
     let (o271, o16k) = (find(results, "outage-271"), find(results, "outage-16384"));
-    out.push(match (o271.and_then(|r| r.draining_bytes_per_s), o16k.and_then(|r| r.draining_bytes_per_s)) {
-        (Some(a), Some(b)) => Target {
-            target: "WAN throughput draining a backlog at 16,384 partitions within 10% of 271",
-            measured: format!("{} vs {} B/s received by site 2 ({:.0}%)", mb(b), mb(a), b / a * 100.0),
-            met: Some(b / a >= 0.9),
+    out.push(
+        match (
+            o271.and_then(|r| r.draining_bytes_per_s),
+            o16k.and_then(|r| r.draining_bytes_per_s),
+        ) {
+            (Some(a), Some(b)) => Target {
+                target: "WAN throughput draining a backlog at 16,384 partitions within 10% of 271",
+                measured: format!(
+                    "{} vs {} B/s received by site 2 ({:.0}%)",
+                    mb(b),
+                    mb(a),
+                    b / a * 100.0
+                ),
+                met: Some(b / a >= 0.9),
+            },
+            _ => Target {
+                target: "WAN throughput draining a backlog at 16,384 partitions within 10% of 271",
+                measured: "needs outage runs at 271 and 16384 (--outage-partitions 271,16384)"
+                    .into(),
+                met: None,
+            },
         },
-        _ => Target {
-            target: "WAN throughput draining a backlog at 16,384 partitions within 10% of 271",
-            measured: "needs outage runs at 271 and 16384 (--outage-partitions 271,16384)".into(),
-            met: None,
-        },
-    });
-    let pipelined: Vec<&RunResult> =
-        results.iter().filter(|r| r.spec.ack == Some("pipelined") && r.backlog_seconds > 0).collect();
+    );
+    let pipelined: Vec<&RunResult> = results
+        .iter()
+        .filter(|r| r.spec.ack == Some("pipelined") && r.backlog_seconds > 0)
+        .collect();
     out.push(if pipelined.is_empty() {
         Target {
             target: "link utilization > 90% while a backlog drains (pipelined)",
@@ -1111,7 +1277,11 @@ fn targets(results: &[RunResult]) -> Vec<Target> {
         Target {
             target: "link utilization > 90% while a backlog drains (pipelined)",
             measured: parts.join("; "),
-            met: Some(pipelined.iter().all(|r| r.link_utilization_backlog.unwrap_or(0.0) > 0.9)),
+            met: Some(
+                pipelined
+                    .iter()
+                    .all(|r| r.link_utilization_backlog.unwrap_or(0.0) > 0.9),
+            ),
         }
     });
     let wan: Vec<&RunResult> = results.iter().filter(|r| r.spec.wan).collect();
@@ -1149,15 +1319,33 @@ fn partition_count_target(results: &[RunResult]) -> Target {
     let pairs: Vec<(&RunResult, &RunResult)> = results
         .iter()
         .filter(|r| r.spec.name == "pipelined-271")
-        .filter_map(|a| results.iter().find(|b| b.spec.name == "pipelined-16384" && b.round == a.round).map(|b| (a, b)))
+        .filter_map(|a| {
+            results
+                .iter()
+                .find(|b| b.spec.name == "pipelined-16384" && b.round == a.round)
+                .map(|b| (a, b))
+        })
         .collect();
     if pairs.is_empty() {
-        return Target { target: NAME, measured: "not run".into(), met: None };
+        return Target {
+            target: NAME,
+            measured: "not run".into(),
+            met: None,
+        };
     }
     let ratio = |x: f64, y: f64| x / y.max(1e-9);
-    let bytes = median(pairs.iter().map(|(a, b)| ratio(b.wan_bytes_per_s_mean, a.wan_bytes_per_s_mean)).collect());
-    let events =
-        median(pairs.iter().map(|(a, b)| ratio(b.events_distributed_per_s, a.events_distributed_per_s)).collect());
+    let bytes = median(
+        pairs
+            .iter()
+            .map(|(a, b)| ratio(b.wan_bytes_per_s_mean, a.wan_bytes_per_s_mean))
+            .collect(),
+    );
+    let events = median(
+        pairs
+            .iter()
+            .map(|(a, b)| ratio(b.events_distributed_per_s, a.events_distributed_per_s))
+            .collect(),
+    );
     let each: Vec<String> = pairs
         .iter()
         .map(|(a, b)| {
@@ -1173,8 +1361,15 @@ fn partition_count_target(results: &[RunResult]) -> Target {
             )
         })
         .collect();
-    let measured = per_round(each, &format!("bytes {:.0}%, events {:.0}%", bytes * 100.0, events * 100.0));
-    Target { target: NAME, measured, met: Some(bytes >= 0.9 && events >= 0.9) }
+    let measured = per_round(
+        each,
+        &format!("bytes {:.0}%, events {:.0}%", bytes * 100.0, events * 100.0),
+    );
+    Target {
+        target: NAME,
+        measured,
+        met: Some(bytes >= 0.9 && events >= 0.9),
+    }
 }
 
 /// One round's description as it is, several with their median first.
@@ -1182,7 +1377,11 @@ fn per_round(each: Vec<String>, median: &str) -> String {
     if each.len() == 1 {
         each.concat()
     } else {
-        format!("median of {} rounds {median}: {}", each.len(), each.join("; "))
+        format!(
+            "median of {} rounds {median}: {}",
+            each.len(),
+            each.join("; ")
+        )
     }
 }
 
@@ -1206,14 +1405,22 @@ fn client_rate_target(results: &[RunResult]) -> Target {
     let mirrored = results.iter().any(|r| r.spec.mirror);
     let (judged, ratio_judged) = client_rate_ratios(results, mirrored);
     let Some(median) = ratio_judged else {
-        return Target { target: NAME, measured: "not run".into(), met: None };
+        return Target {
+            target: NAME,
+            measured: "not run".into(),
+            met: None,
+        };
     };
     let mut measured = judged;
     if mirrored {
         let (plain, _) = client_rate_ratios(results, false);
         measured = format!("against wan-off-mirror (site 2 as busy as with WAN on): {measured}; against wan-off (site 2 idle, not judged): {plain}");
     }
-    Target { target: NAME, measured, met: Some(median >= 0.9) }
+    Target {
+        target: NAME,
+        measured,
+        met: Some(median >= 0.9),
+    }
 }
 
 /// The pipelined-271 rounds against the WAN-off (or mirrored) run of the
@@ -1227,7 +1434,10 @@ fn client_rate_ratios(results: &[RunResult], mirror: bool) -> (String, Option<f6
     if pairs.is_empty() {
         return ("not run".into(), None);
     }
-    let ratios: Vec<f64> = pairs.iter().map(|(on, off)| on.site1_ops_per_s / off.site1_ops_per_s.max(1e-9)).collect();
+    let ratios: Vec<f64> = pairs
+        .iter()
+        .map(|(on, off)| on.site1_ops_per_s / off.site1_ops_per_s.max(1e-9))
+        .collect();
     let each: Vec<String> = pairs
         .iter()
         .zip(&ratios)
@@ -1253,7 +1463,11 @@ fn client_rate_ratios(results: &[RunResult], mirror: bool) -> (String, Option<f6
 /// The WAN-off run (mirrored or not) of `round` at `partitions`
 /// partitions, else any such run of that round, else of any round.
 fn off_run(results: &[RunResult], partitions: u16, round: u32, mirror: bool) -> Option<&RunResult> {
-    let off = || results.iter().filter(|r| !r.spec.wan && r.spec.mirror == mirror);
+    let off = || {
+        results
+            .iter()
+            .filter(|r| !r.spec.wan && r.spec.mirror == mirror)
+    };
     off()
         .find(|r| r.round == round && r.spec.partitions == partitions)
         .or_else(|| off().find(|r| r.round == round))
@@ -1324,7 +1538,11 @@ fn reference(results: &[RunResult]) -> Vec<Reference> {
             r.outage.as_ref().map_or("-".into(), |o| opt_s(o.catch_up_seconds))
         )
     }).collect();
-    let outage = if outages.is_empty() { "not run".to_string() } else { outages.join("; ") };
+    let outage = if outages.is_empty() {
+        "not run".to_string()
+    } else {
+        outages.join("; ")
+    };
     vec![
         Reference {
             finding: "ack on apply (ACK_ON_OPERATION_COMPLETE / on-apply)",
@@ -1351,7 +1569,9 @@ fn reference(results: &[RunResult]) -> Vec<Reference> {
 
 fn print_reference(r: &[Reference]) {
     println!();
-    println!("== compared with Hazelcast 4.1 (theirs: REFERENCE.md #2, 3+3 c5.9xlarge, 5 Gbps WAN) ==");
+    println!(
+        "== compared with Hazelcast 4.1 (theirs: REFERENCE.md #2, 3+3 c5.9xlarge, 5 Gbps WAN) =="
+    );
     for x in r {
         println!("{}:", x.finding);
         println!("  theirs: {}", x.hazelcast);

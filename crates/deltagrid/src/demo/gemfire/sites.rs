@@ -28,8 +28,14 @@ pub struct SitePlacement {
 impl SitePlacement {
     /// "10.77.0.1 (netns ns_dg1, CPUs 0)", for the printed header.
     pub fn describe(&self) -> String {
-        let ns = self.netns.as_deref().map_or("this namespace".into(), |n| format!("netns {n}"));
-        let cpus = self.cpus.as_deref().map_or(String::new(), |c| format!(", CPUs {c}"));
+        let ns = self
+            .netns
+            .as_deref()
+            .map_or("this namespace".into(), |n| format!("netns {n}"));
+        let cpus = self
+            .cpus
+            .as_deref()
+            .map_or(String::new(), |c| format!(", CPUs {c}"));
         format!("{} ({ns}{cpus})", self.ip)
     }
 
@@ -90,16 +96,25 @@ impl PlacementArgs {
     /// The placement, and the link's description for the results.
     pub fn resolve(&self) -> (Placement, String) {
         let mut placement = Placement::loopback();
-        for (site, netns, ip) in [(0, &self.site1_netns, self.site1_ip), (1, &self.site2_netns, self.site2_ip)] {
+        for (site, netns, ip) in [
+            (0, &self.site1_netns, self.site1_ip),
+            (1, &self.site2_netns, self.site2_ip),
+        ] {
             if let Some(ip) = ip {
-                placement.sites[site] = SitePlacement { ip, netns: netns.clone(), cpus: None };
+                placement.sites[site] = SitePlacement {
+                    ip,
+                    netns: netns.clone(),
+                    cpus: None,
+                };
             }
         }
         placement.sites[0].cpus = self.site1_cpus.clone();
         placement.sites[1].cpus = self.site2_cpus.clone();
-        let link = self.link.clone().unwrap_or_else(|| match (&placement.sites[0].netns, &placement.sites[1].netns) {
-            (None, None) => "none (both sites on one host, no emulation)".into(),
-            _ => "network namespaces (link not described: pass --link)".into(),
+        let link = self.link.clone().unwrap_or_else(|| {
+            match (&placement.sites[0].netns, &placement.sites[1].netns) {
+                (None, None) => "none (both sites on one host, no emulation)".into(),
+                _ => "network namespaces (link not described: pass --link)".into(),
+            }
         });
         (placement, link)
     }
@@ -108,8 +123,14 @@ impl PlacementArgs {
 impl Placement {
     /// Both sites on 127.0.0.1, in this process's namespace.
     pub fn loopback() -> Placement {
-        let lo = SitePlacement { ip: IpAddr::V4(Ipv4Addr::LOCALHOST), netns: None, cpus: None };
-        Placement { sites: [lo.clone(), lo] }
+        let lo = SitePlacement {
+            ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            netns: None,
+            cpus: None,
+        };
+        Placement {
+            sites: [lo.clone(), lo],
+        }
     }
 }
 
@@ -170,7 +191,9 @@ fn free_ports(ip: IpAddr, n: usize) -> anyhow::Result<Vec<u16>> {
             break;
         }
         let port = rand::Rng::gen_range(&mut rng, 10_000..low);
-        if let Ok(l) = TcpListener::bind((ip, port)).or_else(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, port))) {
+        if let Ok(l) = TcpListener::bind((ip, port))
+            .or_else(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, port)))
+        {
             held.push(l);
         }
     }
@@ -179,7 +202,10 @@ fn free_ports(ip: IpAddr, n: usize) -> anyhow::Result<Vec<u16>> {
 }
 
 fn quoted(addrs: impl Iterator<Item = SocketAddr>) -> String {
-    addrs.map(|a| format!("\"{a}\"")).collect::<Vec<_>>().join(", ")
+    addrs
+        .map(|a| format!("\"{a}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// How `start_sites_with` configures the nodes beyond placement: the WAN
@@ -204,18 +230,31 @@ pub struct SiteOptions {
 /// WAN endpoints with `delta` as given. Returns once every node reports
 /// `cluster_state:ok`.
 pub fn start_sites(dir: &Path, delta: bool, placement: &Placement) -> anyhow::Result<Vec<Node>> {
-    start_sites_with(dir, &SiteOptions { delta, ..SiteOptions::default() }, placement)
+    start_sites_with(
+        dir,
+        &SiteOptions {
+            delta,
+            ..SiteOptions::default()
+        },
+        placement,
+    )
 }
 
 /// `start_sites` with every option of `SiteOptions`.
-pub fn start_sites_with(dir: &Path, opts: &SiteOptions, placement: &Placement) -> anyhow::Result<Vec<Node>> {
+pub fn start_sites_with(
+    dir: &Path,
+    opts: &SiteOptions,
+    placement: &Placement,
+) -> anyhow::Result<Vec<Node>> {
     let delta = opts.delta;
     // Per site, per node: (client, admin, cluster, wan).
     let mut addrs = Vec::new();
     for p in &placement.sites {
         let ports = free_ports(p.ip, 12)?;
-        let a: Vec<[SocketAddr; 4]> =
-            ports.chunks(4).map(|c| [0, 1, 2, 3].map(|k| SocketAddr::new(p.ip, c[k]))).collect();
+        let a: Vec<[SocketAddr; 4]> = ports
+            .chunks(4)
+            .map(|c| [0, 1, 2, 3].map(|k| SocketAddr::new(p.ip, c[k])))
+            .collect();
         addrs.push(a);
     }
     let exe = std::env::current_exe().context("finding this binary")?;
@@ -280,7 +319,13 @@ backups = 1
                 .stderr(Stdio::from(log))
                 .spawn()
                 .context("starting a node")?;
-            nodes.push(Node { site, id, client: *client, admin: *admin, child });
+            nodes.push(Node {
+                site,
+                id,
+                client: *client,
+                admin: *admin,
+                child,
+            });
         }
     }
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -289,19 +334,30 @@ backups = 1
             let info = redis::Client::open(format!("redis://{}/", n.client))
                 .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
                 .and_then(|mut c| redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut c));
-            if info.as_ref().is_ok_and(|info| info.contains("cluster_state:ok")) {
+            if info
+                .as_ref()
+                .is_ok_and(|info| info.contains("cluster_state:ok"))
+            {
                 break;
             }
             let log = dir.join(&n.id).join("server.log");
             if let Some(status) = n.child.try_wait()? {
-                bail!("node {} exited ({status}) before joining its site (log: {})", n.id, log.display());
+                bail!(
+                    "node {} exited ({status}) before joining its site (log: {})",
+                    n.id,
+                    log.display()
+                );
             }
             if Instant::now() > deadline {
                 let last = match &info {
                     Ok(info) => info.lines().take(4).collect::<Vec<_>>().join(", "),
                     Err(e) => e.to_string(),
                 };
-                bail!("node {} did not join its site in 30 s (CLUSTER INFO: {last}; log: {})", n.id, log.display());
+                bail!(
+                    "node {} did not join its site in 30 s (CLUSTER INFO: {last}; log: {})",
+                    n.id,
+                    log.display()
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -311,7 +367,11 @@ backups = 1
 
 /// A Redis Cluster connection to `site`'s nodes.
 pub fn cluster(nodes: &[Node], site: usize) -> anyhow::Result<redis::cluster::ClusterConnection> {
-    let urls: Vec<String> = nodes.iter().filter(|n| n.site == site).map(|n| format!("redis://{}/", n.client)).collect();
+    let urls: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.site == site)
+        .map(|n| format!("redis://{}/", n.client))
+        .collect();
     Ok(redis::cluster::ClusterClient::new(urls)?.get_connection()?)
 }
 
@@ -324,7 +384,12 @@ fn counters(n: &Node) -> NodeCounters {
         .ok()
         .and_then(|b| serde_json::from_str(&b).ok())
         .unwrap_or_default();
-    let received = s["sources"].as_array().into_iter().flatten().map(|x| num(&x["bytes_received"])).sum();
+    let received = s["sources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|x| num(&x["bytes_received"]))
+        .sum();
     let t = &s["targets"][0];
     NodeCounters {
         received,
@@ -338,6 +403,8 @@ fn counters(n: &Node) -> NodeCounters {
 pub fn sample(nodes: &[Node]) -> Vec<NodeCounters> {
     std::thread::scope(|s| {
         let asks: Vec<_> = nodes.iter().map(|n| s.spawn(move || counters(n))).collect();
-        asks.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+        asks.into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
     })
 }

@@ -22,8 +22,10 @@ pub fn write(
     results: &[PhaseResult],
     blob: Option<&PhaseResult>,
 ) -> anyhow::Result<(PathBuf, PathBuf)> {
-    let reference: Vec<_> =
-        THEIRS.iter().map(|(metric, off, on)| json!({ "metric": metric, "delta_off": off, "delta_on": on })).collect();
+    let reference: Vec<_> = THEIRS
+        .iter()
+        .map(|(metric, off, on)| json!({ "metric": metric, "delta_off": off, "delta_on": on }))
+        .collect();
     let doc = json!({
         "experiment": "WAN delta propagation (GemFire 10.0 blog, REFERENCE.md #1)",
         "date": result_files::utc_now(),
@@ -47,7 +49,9 @@ pub fn write(
 /// writers started); `writing` is 0 once they stopped and site 2 catches up.
 fn csv(results: &[PhaseResult]) -> String {
     let mut s = String::new();
-    let Some(first) = results.first() else { return s };
+    let Some(first) = results.first() else {
+        return s;
+    };
     s.push_str("phase,time_s,writing,updates_total,updates_per_s");
     for (site, id) in &first.nodes {
         if *site == 2 {
@@ -56,7 +60,10 @@ fn csv(results: &[PhaseResult]) -> String {
     }
     for (site, id) in &first.nodes {
         if *site == 1 {
-            let _ = write!(s, ",events_queued_per_s_{id},events_distributed_per_s_{id},queue_size_{id}");
+            let _ = write!(
+                s,
+                ",events_queued_per_s_{id},events_distributed_per_s_{id},queue_size_{id}"
+            );
         }
     }
     s.push('\n');
@@ -66,7 +73,14 @@ fn csv(results: &[PhaseResult]) -> String {
             let (a, b) = (&pair[0], &pair[1]);
             let dt = (b.t - a.t).max(1e-3);
             let rate = |x: u64, y: u64| y.saturating_sub(x) as f64 / dt;
-            let _ = write!(s, "{phase},{:.3},{},{},{:.1}", b.t, u8::from(b.writing), b.updates, rate(a.updates, b.updates));
+            let _ = write!(
+                s,
+                "{phase},{:.3},{},{},{:.1}",
+                b.t,
+                u8::from(b.writing),
+                b.updates,
+                rate(a.updates, b.updates)
+            );
             for (i, (site, _)) in r.nodes.iter().enumerate() {
                 if *site == 2 {
                     let _ = write!(s, ",{:.0}", rate(a.nodes[i].received, b.nodes[i].received));
@@ -75,7 +89,13 @@ fn csv(results: &[PhaseResult]) -> String {
             for (i, (site, _)) in r.nodes.iter().enumerate() {
                 if *site == 1 {
                     let (x, y) = (&a.nodes[i], &b.nodes[i]);
-                    let _ = write!(s, ",{:.1},{:.1},{}", rate(x.queued, y.queued), rate(x.distributed, y.distributed), y.queue);
+                    let _ = write!(
+                        s,
+                        ",{:.1},{:.1},{}",
+                        rate(x.queued, y.queued),
+                        rate(x.distributed, y.distributed),
+                        y.queue
+                    );
                 }
             }
             s.push('\n');

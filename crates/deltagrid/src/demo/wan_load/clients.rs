@@ -28,7 +28,11 @@ pub fn connect(urls: &[String]) -> anyhow::Result<redis::cluster::ClusterConnect
 }
 
 pub fn site_urls(nodes: &[Node], site: usize) -> Vec<String> {
-    nodes.iter().filter(|n| n.site == site).map(|n| format!("redis://{}/", n.client)).collect()
+    nodes
+        .iter()
+        .filter(|n| n.site == site)
+        .map(|n| format!("redis://{}/", n.client))
+        .collect()
 }
 
 /// Writes every key once (random values), `chunk` per round trip.
@@ -86,11 +90,12 @@ pub fn spawn(
         let mut conn = connect(urls)?;
         let (urls, stop, counts) = (urls.to_vec(), stop.clone(), counts.clone());
         handles.push(std::thread::spawn(move || {
-            let mut rng = rand::rngs::SmallRng::seed_from_u64(seed.wrapping_mul(1000).wrapping_add(k as u64));
+            let mut rng =
+                rand::rngs::SmallRng::seed_from_u64(seed.wrapping_mul(1000).wrapping_add(k as u64));
             let mut value = vec![0u8; mix.value_bytes];
             // Paced: each round trip of `pipeline` commands has its slot.
-            let per_batch =
-                (mix.rate > 0.0).then(|| Duration::from_secs_f64(mix.pipeline as f64 * threads as f64 / mix.rate));
+            let per_batch = (mix.rate > 0.0)
+                .then(|| Duration::from_secs_f64(mix.pipeline as f64 * threads as f64 / mix.rate));
             let mut next = std::time::Instant::now();
             while !stop.load(Ordering::Relaxed) {
                 if let Some(d) = per_batch {
@@ -170,12 +175,29 @@ impl Readers {
         let mut cmd = placement.sites[1].command(&exe);
         cmd.args(["bench", "wan-load", "--reader-child", "--reader-urls"])
             .arg(site_urls(nodes, 2).join(","))
-            .args(["--keys", &mix.keys.to_string(), "--site2-threads", &threads.to_string()])
-            .args(["--pipeline", &mix.pipeline.to_string(), "--site2-rate", &mix.rate.to_string()]);
+            .args([
+                "--keys",
+                &mix.keys.to_string(),
+                "--site2-threads",
+                &threads.to_string(),
+            ])
+            .args([
+                "--pipeline",
+                &mix.pipeline.to_string(),
+                "--site2-rate",
+                &mix.rate.to_string(),
+            ]);
         if let Some(m) = mirror {
-            cmd.args(["--mirror-threads", &m.threads.to_string(), "--value-bytes", &m.value_bytes.to_string()]);
+            cmd.args([
+                "--mirror-threads",
+                &m.threads.to_string(),
+                "--value-bytes",
+                &m.value_bytes.to_string(),
+            ]);
         }
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         let mut child = cmd.spawn().context("starting site 2's readers")?;
         let stdout = child.stdout.take().context("reader stdout")?;
         let stdin = child.stdin.take();
@@ -183,7 +205,10 @@ impl Readers {
         let c = counts.clone();
         let pump = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let f: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+                let f: Vec<u64> = line
+                    .split_whitespace()
+                    .filter_map(|w| w.parse().ok())
+                    .collect();
                 if let [gets, errors, sets] = f[..] {
                     c.gets.store(gets, Ordering::Relaxed);
                     c.errors.store(errors, Ordering::Relaxed);
@@ -191,7 +216,13 @@ impl Readers {
                 }
             }
         });
-        Ok(Readers { child, stdin, counts, pump: Some(pump), cpu_seconds: 0.0 })
+        Ok(Readers {
+            child,
+            stdin,
+            counts,
+            pump: Some(pump),
+            cpu_seconds: 0.0,
+        })
     }
 
     /// Lets the mirror writers SET up to `sets` values in all.
@@ -236,17 +267,35 @@ pub fn reader_child(
     let urls: Vec<String> = urls.split(',').map(str::to_string).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let counts = Arc::new(Counts::default());
-    let mix = Mix { keys, value_bytes: 0, pipeline, set_share: 0.0, rate };
+    let mix = Mix {
+        keys,
+        value_bytes: 0,
+        pipeline,
+        set_share: 0.0,
+        rate,
+    };
     let mut handles = spawn(&urls, threads, mix, 99, stop.clone(), counts.clone())?;
     let allowed = Arc::new(AtomicU64::new(0));
     if let Some(m) = mirror {
-        handles.extend(spawn_mirror(&urls, m, keys, pipeline, allowed.clone(), stop.clone(), counts.clone())?);
+        handles.extend(spawn_mirror(
+            &urls,
+            m,
+            keys,
+            pipeline,
+            allowed.clone(),
+            stop.clone(),
+            counts.clone(),
+        )?);
     }
     let s = stop.clone();
     std::thread::spawn(move || {
         let mut line = String::new();
         while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
-            if let Some(n) = line.trim().strip_prefix("mirror ").and_then(|n| n.parse().ok()) {
+            if let Some(n) = line
+                .trim()
+                .strip_prefix("mirror ")
+                .and_then(|n| n.parse().ok())
+            {
                 allowed.store(n, Ordering::Relaxed);
             }
             line.clear();
@@ -291,25 +340,38 @@ fn spawn_mirror(
     let mut handles = Vec::new();
     for k in 0..m.threads {
         let mut conn = connect(urls)?;
-        let (urls, allowed, claimed, stop, counts) =
-            (urls.to_vec(), allowed.clone(), claimed.clone(), stop.clone(), counts.clone());
+        let (urls, allowed, claimed, stop, counts) = (
+            urls.to_vec(),
+            allowed.clone(),
+            claimed.clone(),
+            stop.clone(),
+            counts.clone(),
+        );
         handles.push(std::thread::spawn(move || {
             let mut rng = rand::rngs::SmallRng::seed_from_u64(7000 + k as u64);
             let mut value = vec![0u8; m.value_bytes];
             while !stop.load(Ordering::Relaxed) {
-                let (limit, got) = (allowed.load(Ordering::Relaxed), claimed.load(Ordering::Relaxed));
+                let (limit, got) = (
+                    allowed.load(Ordering::Relaxed),
+                    claimed.load(Ordering::Relaxed),
+                );
                 if got >= limit {
                     std::thread::sleep(Duration::from_millis(1));
                     continue;
                 }
                 let n = (limit - got).min(pipeline as u64);
-                if claimed.compare_exchange(got, got + n, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+                if claimed
+                    .compare_exchange(got, got + n, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+                {
                     continue;
                 }
                 let mut pipe = redis::cluster::cluster_pipe();
                 for _ in 0..n {
                     rng.fill_bytes(&mut value);
-                    pipe.cmd("SET").arg(key(rng.gen_range(0..keys))).arg(&value[..]);
+                    pipe.cmd("SET")
+                        .arg(key(rng.gen_range(0..keys)))
+                        .arg(&value[..]);
                 }
                 if query(&pipe, &mut conn, &urls, &counts) {
                     counts.sets.fetch_add(n, Ordering::Relaxed);
@@ -321,19 +383,24 @@ fn spawn_mirror(
 }
 
 /// Keys whose values differ between the sites (a missing key counts), comparing every key.
-pub fn differing(site1: &[String], site2: &[String], keys: usize) -> anyhow::Result<(usize, Vec<String>)> {
+pub fn differing(
+    site1: &[String],
+    site2: &[String],
+    keys: usize,
+) -> anyhow::Result<(usize, Vec<String>)> {
     let (mut a, mut b) = (connect(site1)?, connect(site2)?);
     let mut n = 0;
     let mut examples = Vec::new();
     for start in (0..keys).step_by(1000) {
         let range = start..(start + 1000).min(keys);
-        let get = |conn: &mut redis::cluster::ClusterConnection| -> anyhow::Result<Vec<Option<Vec<u8>>>> {
-            let mut pipe = redis::cluster::cluster_pipe();
-            for i in range.clone() {
-                pipe.cmd("GET").arg(key(i));
-            }
-            Ok(pipe.query(conn)?)
-        };
+        let get =
+            |conn: &mut redis::cluster::ClusterConnection| -> anyhow::Result<Vec<Option<Vec<u8>>>> {
+                let mut pipe = redis::cluster::cluster_pipe();
+                for i in range.clone() {
+                    pipe.cmd("GET").arg(key(i));
+                }
+                Ok(pipe.query(conn)?)
+            };
         let (x, y) = (get(&mut a)?, get(&mut b)?);
         for (i, (p, q)) in range.clone().zip(x.iter().zip(&y)) {
             if p != q || p.is_none() {

@@ -54,10 +54,15 @@ fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     s.set_write_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
     let mut resp = String::new();
     s.take(16 << 20).read_to_string(&mut resp)?;
-    let (head, body) = resp.split_once("\r\n\r\n").context("malformed HTTP response")?;
+    let (head, body) = resp
+        .split_once("\r\n\r\n")
+        .context("malformed HTTP response")?;
     if !head.starts_with("HTTP/1.1 200") {
         bail!("{addr}{path}: {}", head.lines().next().unwrap_or(""));
     }
@@ -66,18 +71,32 @@ fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
 
 /// POST /wan/{action}?target=NAME (the outage fallback without a link to cut).
 pub fn wan_control(n: &Node, action: &str, target: &str) -> anyhow::Result<()> {
-    crate::cluster_cli::http_request(&n.admin.to_string(), "POST", &format!("/wan/{action}?target={target}"))
-        .map(|_| ())
+    crate::cluster_cli::http_request(
+        &n.admin.to_string(),
+        "POST",
+        &format!("/wan/{action}?target={target}"),
+    )
+    .map(|_| ())
 }
 
 fn fetch(n: &Node, prev: &NodeSample) -> NodeSample {
     let rss_kib = proc_status_kib(n.pid(), "VmRSS").unwrap_or(0);
-    let status: Option<serde_json::Value> =
-        http_get(n.admin, "/wan/status").ok().and_then(|b| serde_json::from_str(&b).ok());
+    let status: Option<serde_json::Value> = http_get(n.admin, "/wan/status")
+        .ok()
+        .and_then(|b| serde_json::from_str(&b).ok());
     let Some(s) = status else {
-        return NodeSample { ok: false, connected: false, rss_kib, ..prev.clone() };
+        return NodeSample {
+            ok: false,
+            connected: false,
+            rss_kib,
+            ..prev.clone()
+        };
     };
-    let mut out = NodeSample { ok: true, rss_kib, ..NodeSample::default() };
+    let mut out = NodeSample {
+        ok: true,
+        rss_kib,
+        ..NodeSample::default()
+    };
     for src in s["sources"].as_array().into_iter().flatten() {
         out.bytes_received += num(&src["bytes_received"]);
         out.applied += num(&src["applied"]);
@@ -114,7 +133,9 @@ pub fn sample(nodes: &[Node], prev: &[NodeSample]) -> Vec<NodeSample> {
                 s.spawn(move || fetch(n, &p))
             })
             .collect();
-        asks.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+        asks.into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
     })
 }
 
@@ -175,7 +196,9 @@ impl OutageMethod {
                 Some(ns) => format!("ip -n {ns} link set {dev} down ... up"),
                 None => format!("ip link set {dev} down ... up"),
             },
-            OutageMethod::Pause => "wan pause ... resume on site 1's publishers (loopback: no link to cut)".into(),
+            OutageMethod::Pause => {
+                "wan pause ... resume on site 1's publishers (loopback: no link to cut)".into()
+            }
         }
     }
 
@@ -186,10 +209,15 @@ impl OutageMethod {
                 if let Some(ns) = netns {
                     c.args(["-n", ns]);
                 }
-                let out =
-                    c.args(["link", "set", dev, if up { "up" } else { "down" }]).output().context("running ip")?;
+                let out = c
+                    .args(["link", "set", dev, if up { "up" } else { "down" }])
+                    .output()
+                    .context("running ip")?;
                 if !out.status.success() {
-                    bail!("ip link set {dev}: {}", String::from_utf8_lossy(&out.stderr).trim());
+                    bail!(
+                        "ip link set {dev}: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    );
                 }
                 Ok(())
             }
