@@ -3,7 +3,8 @@
 #   1. installs what is missing (redis-server/redis-cli/redis-benchmark, iproute2,
 #      Python venv + tests/python/requirements.txt, and a Rust toolchain if absent)
 #   2. cargo build --workspace --locked --features deltagrid/s3   (debug)
-#   3. cargo test --workspace --locked --features deltagrid/s3
+#   3. cargo test --workspace --locked --features deltagrid/s3, then
+#      cargo fmt --check, cargo clippy -D warnings and cargo doc -D warnings
 #   4. python -m pytest tests/python -q      (black-box, against target/debug/deltagrid)
 #   5. bash bench/smoke.sh                   (every benchmark scenario for a few
 #      seconds against the same binary: tables, CSV/JSON and charts are made)
@@ -117,6 +118,10 @@ TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 if [ "$SKIP_CARGO" = "1" ]; then
     section "cargo build / cargo test: skipped (SKIP_CARGO=1)"
 else
+    # Habits that enforce themselves: formatting, clippy and rustdoc warnings fail.
+    section "cargo fmt --check"
+    cargo fmt --all --check || die "cargo fmt --check: run 'cargo fmt' and commit"
+
     # The s3 feature lets test_backup.py run against an S3 endpoint (moto).
     section "cargo build --workspace --locked --features deltagrid/s3"
     cargo --version
@@ -124,6 +129,12 @@ else
 
     section "cargo test --workspace --locked --features deltagrid/s3"
     cargo test --workspace --locked --features deltagrid/s3
+
+    section "cargo clippy --workspace --all-targets -- -D warnings"
+    cargo clippy --workspace --all-targets --locked --features deltagrid/s3 -- -D warnings
+
+    section "cargo doc --no-deps (RUSTDOCFLAGS=-D warnings)"
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --document-private-items
     export DELTAGRID_REQUIRE_S3=1
 fi
 

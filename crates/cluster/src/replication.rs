@@ -149,9 +149,9 @@ pub struct Replicator {
     /// Writes are released only while it holds.
     lease: Arc<crate::lease::Lease>,
     out: Vec<PeerOut>,
-    /// acked[member][partition]: highest seq that member acknowledged.
+    /// `acked[member][partition]`: highest seq that member acknowledged.
     acked: Vec<Box<[AtomicU64]>>,
-    /// catching_up[member][partition]: that backup loaded a snapshot of
+    /// `catching_up[member][partition]`: that backup loaded a snapshot of
     /// the partition from this primary, so writes wait for its acks too
     /// while the table does not say yet that it is in sync. Otherwise a
     /// write acknowledged between the backup catching up and the table
@@ -161,7 +161,7 @@ pub struct Replicator {
     /// test_backups_are_rebuilt_and_a_second_failure_loses_nothing`, about
     /// one run in ten under CPU contention).
     catching_up: Vec<Box<[AtomicBool]>>,
-    /// snapshot_point[member][partition]: the partition's next seq when
+    /// `snapshot_point[member][partition]`: the partition's next seq when
     /// the latest snapshot for that member was taken (under the
     /// partition's lock, which the snapshots' lock never nests with).
     snapshot_point: Vec<Box<[AtomicU64]>>,

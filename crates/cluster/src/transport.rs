@@ -392,13 +392,11 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
                                         wire::encode_frame(wire::KIND_PONG, &pong, &mut out);
                                     }
                                 }
-                                wire::KIND_PONG => {
-                                    if payload.len() == 16 {
-                                        let mut pong = payload.clone();
-                                        let token = pong.get_u64_le();
-                                        let applied = pong.get_u64_le();
-                                        c.lease_answered(peer, token, applied);
-                                    }
+                                wire::KIND_PONG if payload.len() == 16 => {
+                                    let mut pong = payload.clone();
+                                    let token = pong.get_u64_le();
+                                    let applied = pong.get_u64_le();
+                                    c.lease_answered(peer, token, applied);
                                 }
                                 wire::KIND_ACK => {
                                     answered = true;

@@ -40,7 +40,8 @@ pub struct CountingAlloc;
 // adds bookkeeping on relaxed atomics (which never allocates).
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc(layout);
+        // SAFETY: the caller's contract, forwarded unchanged.
+        let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
             add(layout.size());
         }
@@ -48,7 +49,8 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc_zeroed(layout);
+        // SAFETY: the caller's contract, forwarded unchanged.
+        let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
             add(layout.size());
         }
@@ -56,12 +58,14 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
+        // SAFETY: the caller's contract, forwarded unchanged.
+        unsafe { System.dealloc(ptr, layout) };
         sub(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = System.realloc(ptr, layout, new_size);
+        // SAFETY: the caller's contract, forwarded unchanged.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             if new_size > layout.size() {
                 add(new_size - layout.size());

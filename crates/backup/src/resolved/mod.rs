@@ -14,7 +14,7 @@
 //! wherever the partition's primary moves: everything is read through the
 //! store. An object holds at most one entry per live key of the partition.
 //!
-//! The stored format is in [`format`]; [`Resolved::read`] checks an object
+//! The stored format is in [`format`](mod@format); [`Resolved::read`] checks an object
 //! against its manifest entry and [`Resolved::check_chain`] against the
 //! chain it names (every layer, block and chunk must exist).
 

@@ -144,7 +144,7 @@ pub struct Node {
 
 impl Node {
     /// The server's process id (`ip netns exec` execs in place, so this is
-    /// the server itself, for /proc/<pid>/status).
+    /// the server itself, for `/proc/<pid>/status`).
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

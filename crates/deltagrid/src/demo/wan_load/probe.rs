@@ -139,7 +139,7 @@ pub fn sample(nodes: &[Node], prev: &[NodeSample]) -> Vec<NodeSample> {
     })
 }
 
-/// A `Vm*:` line of /proc/<pid>/status, in KiB.
+/// A `Vm*:` line of `/proc/<pid>/status`, in KiB.
 pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines()
