@@ -106,6 +106,8 @@ pub struct Cluster {
     was_member: std::sync::atomic::AtomicBool,
     /// Set by [`Cluster::stop`]: partitions led here are handed over.
     pub(crate) stopping: std::sync::atomic::AtomicBool,
+    /// Pub/sub messages for the other members.
+    pub messages: crate::broadcast::Broadcast,
 }
 
 /// What `/status`, `/metrics` and `deltagrid cluster status` show of a site.
@@ -248,6 +250,7 @@ impl Cluster {
             left_flag: Default::default(),
             was_member: Default::default(),
             stopping: Default::default(),
+            messages: crate::broadcast::Broadcast::new(MAX_MEMBERS),
         });
         ks.set_sink(cluster.replicator.clone());
         for (i, _) in cluster.known_addrs() {
