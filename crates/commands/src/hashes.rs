@@ -219,10 +219,6 @@ pub fn hincrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// Hashes up to this many fields are returned by HSCAN in one reply, as
-/// Redis does for small (listpack) hashes.
-const HSCAN_ONE_SHOT: usize = 128;
-
 /// A field's place in HSCAN order: a hash of its name with fixed keys, so
 /// the order is the same on every call and survives inserts and deletes.
 /// Never 0, which as a cursor means "start" or "done".
@@ -251,7 +247,10 @@ pub fn hscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     read(ctx, a[1], |ctx, h| {
         // A small hash is returned whole in one page with cursor 0, whatever
         // COUNT says (as Redis does for a listpack).
-        let one_shot = h.map_or(0, |h| h.len()) <= HSCAN_ONE_SHOT;
+        let one_shot = h.is_none_or(|h| {
+            let longest = h.iter().map(|(f, v)| f.len().max(v.value.len())).max();
+            ctx.ks.encodings().small_hash(h.len(), longest.unwrap_or(0))
+        });
         let mut page: Vec<(u64, &Bytes, &Bytes)> = h
             .into_iter()
             .flat_map(|h| h.iter())

@@ -13,6 +13,7 @@ pub mod introspection;
 pub mod memory;
 pub mod metrics;
 pub mod node;
+pub mod notify;
 pub mod pubsub;
 pub mod session;
 pub mod settings;

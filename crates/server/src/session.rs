@@ -253,6 +253,9 @@ impl Session {
             }
             None => self.builtin(spec, args, out),
         };
+        if self.node.events.on() {
+            crate::notify::publish(&self.node, spec.name, args);
+        }
         if spec.flags.has(Flags::WRITE) {
             if let Some(w) = keyspace::last_written() {
                 self.last_write = Some(w);

@@ -26,7 +26,8 @@ pub struct Tracking {
     /// (prefix, client id) for BCAST clients; empty prefix matches all.
     prefixes: RwLock<Vec<(Bytes, u64)>>,
     enabled: AtomicUsize,
-    max_keys: usize,
+    /// `tracking-table-max-keys` (0: no limit, as Redis).
+    max_keys: AtomicUsize,
 }
 
 impl Tracking {
@@ -36,7 +37,7 @@ impl Tracking {
             keys: Mutex::new(IndexMap::default()),
             prefixes: RwLock::new(Vec::new()),
             enabled: AtomicUsize::new(0),
-            max_keys: max_keys.max(1),
+            max_keys: AtomicUsize::new(max_keys),
         }
     }
 
@@ -56,6 +57,16 @@ impl Tracking {
         self.prefixes.write().retain(|(_, c)| *c != client);
     }
 
+    pub fn max_keys(&self) -> usize {
+        self.max_keys.load(Ordering::Relaxed)
+    }
+
+    /// CONFIG SET tracking-table-max-keys: keys over it are invalidated
+    /// (oldest first) at the next read that is remembered.
+    pub fn set_max_keys(&self, n: usize) {
+        self.max_keys.store(n, Ordering::Relaxed);
+    }
+
     pub fn tracked_keys(&self) -> usize {
         self.keys.lock().len()
     }
@@ -71,7 +82,11 @@ impl Tracking {
                     ids.push(client);
                 }
             }
-            while table.len() > self.max_keys {
+            let max = match self.max_keys.load(Ordering::Relaxed) {
+                0 => usize::MAX,
+                n => n,
+            };
+            while table.len() > max {
                 if let Some((k, ids)) = table.shift_remove_index(0) {
                     evicted.push((k, ids));
                 }
