@@ -977,7 +977,7 @@ impl<'a> Txn<'a> {
             Some((k, e)) => (Some(k.clone()), Some(e)),
             None => (None, None),
         };
-        let noticed = self.ks.notices.load(Ordering::Relaxed).then(|| match &w {
+        let noticed = self.ks.notices.load(Ordering::Relaxed).then_some(match &w {
             Write::Set { expire_at, .. } => Noticed::Set {
                 expire_at: *expire_at,
             },
