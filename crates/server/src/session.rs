@@ -41,6 +41,8 @@ pub struct Session {
     last_write: Option<(usize, u64)>,
     /// Bytes in the read buffer while its requests run (CLIENT LIST qbuf).
     pub qbuf: usize,
+    /// CLIENT REPLY: which replies are sent.
+    pub reply_mode: ReplyMode,
     /// Where the request being run has its arguments in the read buffer;
     /// one allocation for the connection's life.
     places: Vec<(usize, usize)>,
@@ -52,6 +54,16 @@ pub struct Session {
 }
 
 pub type Reply<'a, 'b> = &'a mut ReplyWriter<'b>;
+
+/// CLIENT REPLY ON | OFF | SKIP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// SKIP was sent: its own reply and the next command's are dropped
+    /// (`armed` once SKIP's own is gone).
+    Skip { armed: bool },
+}
 
 /// `v` emptied, as a vector of slices of another lifetime in the same
 /// allocation: collecting an empty vector's `into_iter` through a map to a
@@ -86,6 +98,7 @@ impl Session {
             readonly: false,
             last_write: None,
             qbuf: 0,
+            reply_mode: ReplyMode::On,
             places: Vec::new(),
             places_ahead: Vec::new(),
             spare_args: Vec::new(),
@@ -192,6 +205,36 @@ impl Session {
 
     /// Runs one command; returns the time it ended.
     fn execute(
+        &mut self,
+        gate: &mut HeldShared,
+        args: &[&[u8]],
+        outbuf: &mut BytesMut,
+        start: quanta::Instant,
+    ) -> quanta::Instant {
+        let mark = outbuf.len();
+        let end = self.execute_replying(gate, args, outbuf, start);
+        // CLIENT REPLY OFF/SKIP: the reply is dropped; (un)subscribe
+        // confirmations are pushes and still go out, as in Redis.
+        match self.reply_mode {
+            ReplyMode::On => {}
+            ReplyMode::Off => {
+                if !lookup(args[0]).is_some_and(|s| s.name.ends_with("subscribe")) {
+                    outbuf.truncate(mark)
+                }
+            }
+            ReplyMode::Skip { armed } => {
+                outbuf.truncate(mark);
+                self.reply_mode = if armed {
+                    ReplyMode::On
+                } else {
+                    ReplyMode::Skip { armed: true }
+                };
+            }
+        }
+        end
+    }
+
+    fn execute_replying(
         &mut self,
         gate: &mut HeldShared,
         args: &[&[u8]],
