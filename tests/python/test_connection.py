@@ -546,6 +546,31 @@ def test_info_fields(server):
         assert 0 <= avg <= 1000000
 
 
+def test_info_fields_clients_and_the_suite_read(server):
+    with RespConn.to(server) as c:
+        c.call("SET", "s", "1")
+        c.call("SET", "s")                                   # rejected: arity
+        c.call("HSET", "s", "f", "v")                        # failed: WRONGTYPE
+        c.call("NOSUCHCOMMAND")
+        info = c.call("INFO").decode()
+        every = c.call("INFO", "everything").decode()
+        stats = c.call("INFO", "commandstats").decode()
+    fields = dict(l.split(":", 1) for l in info.splitlines() if ":" in l)
+    for k in ["redis_git_sha1", "redis_git_dirty", "mem_allocator", "used_cpu_sys", "used_cpu_user",
+              "used_cpu_sys_children", "used_cpu_user_children", "total_error_replies"]:
+        assert k in fields, k
+    assert "# CPU" in info and "# Errorstats" in info and "# Commandstats" not in info
+    assert "# Commandstats" in every
+    assert int(fields["total_error_replies"]) >= 3
+    assert int(fields["errorstat_ERR"].split("=")[1]) >= 2
+    assert fields["errorstat_WRONGTYPE"] == "count=1"
+    cmd = dict(l.split(":", 1) for l in stats.splitlines() if l.startswith("cmdstat_"))
+    sets = dict(kv.split("=") for kv in cmd["cmdstat_set"].split(","))
+    assert (sets["calls"], sets["rejected_calls"], sets["failed_calls"]) == ("1", "1", "0")
+    hsets = dict(kv.split("=") for kv in cmd["cmdstat_hset"].split(","))
+    assert (hsets["calls"], hsets["failed_calls"]) == ("1", "1")
+
+
 def test_info_single_and_multiple_sections(conn):
     for section, header in [("server", "Server"), ("clients", "Clients"), ("memory", "Memory"),
                             ("stats", "Stats"), ("replication", "Replication"),

@@ -62,7 +62,9 @@ pub enum ReplyMode {
     Off,
     /// SKIP was sent: its own reply and the next command's are dropped
     /// (`armed` once SKIP's own is gone).
-    Skip { armed: bool },
+    Skip {
+        armed: bool,
+    },
 }
 
 /// `v` emptied, as a vector of slices of another lifetime in the same
@@ -244,7 +246,9 @@ impl Session {
         let mut out = ReplyWriter::new(outbuf, self.resp3);
         let Some(spec) = lookup(args[0]) else {
             self.tx.dirty |= self.tx.in_multi();
-            out.error(&CmdError::unknown_command(args).to_string());
+            let e = CmdError::unknown_command(args).to_string();
+            self.node.metrics.error(None, &e, true);
+            out.error(&e);
             return start;
         };
         // Routing (in admit) and the command run under the exec gate, so a
@@ -262,7 +266,9 @@ impl Session {
                     .oom_rejections
                     .fetch_add(1, Ordering::Relaxed);
             }
-            out.error(&e.to_string());
+            let e = e.to_string();
+            self.node.metrics.error(Some(spec), &e, true);
+            out.error(&e);
         } else if self.tx.in_multi() && !transaction::is_control(spec) {
             if let Some(q) = self.tx.queued.as_mut() {
                 q.push((spec, args.iter().map(|a| owned(a)).collect()));
@@ -271,7 +277,9 @@ impl Session {
         } else if spec.name == "exec" {
             // EXEC holds the gate exclusively itself.
             if let Err(e) = transaction::exec(self, &mut out) {
-                out.error(&e.to_string());
+                let e = e.to_string();
+                self.node.metrics.error(Some(spec), &e, false);
+                out.error(&e);
             }
         } else {
             self.run(spec, args, &mut out);
@@ -305,7 +313,11 @@ impl Session {
             }
         }
         match result {
-            Err(e) => out.error(&e.to_string()),
+            Err(e) => {
+                let e = e.to_string();
+                self.node.metrics.error(Some(spec), &e, false);
+                out.error(&e)
+            }
             Ok(()) if self.tracking && spec.flags.has(Flags::READONLY) => {
                 self.remember_reads(spec, args)
             }
