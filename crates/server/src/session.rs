@@ -123,6 +123,9 @@ impl Session {
         // conversion of clock_gettime (16 ns instead of 37 here, per command).
         let mut start = quanta::Instant::now();
         let mut gate = HeldShared::new(&node.exec_gate);
+        // BCAST invalidations of this batch's writes: one message per prefix.
+        let _bcast =
+            keyspace::ChangeObserver::active(&*node.tracking).then(|| node.tracking.defer());
         let mut places = std::mem::take(&mut self.places);
         let mut ahead = std::mem::take(&mut self.places_ahead);
         let mut spare = std::mem::take(&mut self.spare_args);
