@@ -7,7 +7,7 @@ use rand::Rng;
 
 use crate::args::{self, is, owned};
 use crate::error::CmdError;
-use crate::number::{format_f64, parse_f64, parse_i64};
+use crate::number::{float_sum, parse_f64, parse_i64};
 use crate::Ctx;
 
 /// Runs `f` on the hash at `key` (None when missing); WRONGTYPE otherwise.
@@ -200,19 +200,22 @@ pub fn hincrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     }
     let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
     check_hash(&mut txn, a[1])?;
-    let current = match txn
+    let (current, current_text) = match txn
         .get(a[1])
         .and_then(|e| e.as_hash())
         .and_then(|h| h.get(a[2]))
     {
-        Some(f) => parse_f64(&f.value).ok_or(CmdError::HashNotFloat)?,
-        None => 0.0,
+        Some(f) => (
+            parse_f64(&f.value).ok_or(CmdError::HashNotFloat)?,
+            f.value.clone(),
+        ),
+        None => (0.0, Bytes::from_static(b"0")),
     };
     let new = current + by;
     if !new.is_finite() {
         return Err(CmdError::NanOrInfinity);
     }
-    let text = Bytes::from(format_f64(new));
+    let text = Bytes::from(float_sum(&current_text, a[3], new));
     txn.write(a[1], Write::HashSet(vec![(owned(a[2]), text.clone())]))?;
     drop(txn);
     ctx.out.bulk(&text);
