@@ -406,3 +406,111 @@ pub(super) fn put_change(
         1,
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{seqs, Rig};
+    use super::*;
+
+    /// A log is read up to what the partition's replicas hold; the rest
+    /// is read once they hold it.
+    #[test]
+    fn log_reads_stop_at_what_the_replicas_hold() {
+        let mut r = Rig::new();
+        let (p, first) = r.write("k", "1");
+        r.write("k", "2");
+        let (_, last) = r.write("k", "3");
+        r.site.set_durable(p, first);
+        r.link_up();
+        r.p.fill();
+        let sent = r.sent();
+        assert_eq!(seqs(&sent[0].1), vec![(p as u16, first, "k".into())]);
+        assert!(r.p.pending.members_from(0).contains(&p), "read again later");
+        r.ack(sent[0].0);
+        r.hold_over();
+        r.p.fill();
+        assert!(r.sent().is_empty(), "still not on the replicas");
+        r.site.set_durable(p, last);
+        r.p.fill();
+        let sent = r.sent();
+        assert_eq!(
+            sent[0].1.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![2, last]
+        );
+    }
+
+    /// The link broke with batches unapplied: bodies that cannot be read
+    /// again (current values) go first, then the logs from what was
+    /// applied; the window starts over and nothing is held.
+    #[test]
+    fn a_broken_link_sends_everything_unapplied_again_in_order() {
+        let mut r = Rig::new();
+        let (p, _) = r.write("k", "1");
+        r.link_up();
+        r.p.fill();
+        let (logs, _) = r.sent().remove(0);
+        r.p.on_frame(Frame::NeedFull(vec![(p as u16, "k".into())]))
+            .unwrap();
+        r.ack(logs);
+        let (_, seq) = r.write("k", "2");
+        r.p.flow.window = 9;
+        r.hold_over();
+        r.p.fill();
+        let sent = r.sent();
+        assert_eq!(sent.len(), 2, "the full value, then the log");
+        assert_eq!(sent[0].1[0].seq, 0);
+        assert_eq!(sent[1].1[0].seq, seq);
+        r.p.link_down("test");
+        assert!(!r.p.connected());
+        assert_eq!(r.p.last_error, "link down: test");
+        assert!(r.p.in_flight.is_empty());
+        assert_eq!(r.p.cur[p].inflight, 0);
+        assert_eq!(r.p.flow.window, 4);
+        assert!(!r.p.flow.holding());
+        r.link_up();
+        r.p.fill();
+        let again = r.sent();
+        assert_eq!(again.len(), 2);
+        assert_eq!(seqs(&again[0].1), seqs(&sent[0].1));
+        assert_eq!(
+            seqs(&again[1].1),
+            vec![(p as u16, 1, "k".into()), (p as u16, seq, "k".into())],
+            "from `acked`, which the hold kept at 0"
+        );
+        r.ack(again[0].0);
+        r.ack(again[1].0);
+        assert_eq!(r.p.cur[p].acked, seq, "the hold was given back too");
+    }
+
+    /// The welcome raises what the target applied; a target whose data
+    /// incarnation changed started over without its data: re-synced.
+    #[test]
+    fn a_welcome_from_a_restarted_target_re_syncs_it() {
+        let mut r = Rig::new();
+        let (p, seq) = r.write("k", "1");
+        r.link_up_with(vec![(p as u16, seq)], 7);
+        assert_eq!(r.p.cur[p].acked, seq);
+        assert_eq!(r.p.cur[p].next, seq + 1);
+        assert!(r.p.last_error.is_empty());
+        assert!(r.target.status.lock().connected, "shown at once");
+        r.p.link_down("test");
+        r.link_up_with(Vec::new(), 7);
+        assert_eq!(r.target.state(), PublisherState::Replicating);
+        r.p.link_down("test");
+        r.link_up_with(Vec::new(), 8);
+        assert_eq!(r.target.state(), PublisherState::NeedsResync);
+        assert_eq!(r.p.cur[p].acked, 0);
+        r.p.fill();
+        let copied: Vec<_> = r.sent().iter().flat_map(|(_, e)| seqs(e)).collect();
+        assert_eq!(copied, vec![(p as u16, 0, "k".into())]);
+    }
+
+    /// A refusal or a frame a receiver never sends closes the link.
+    #[test]
+    fn a_refusal_or_an_unexpected_frame_closes_the_link() {
+        let mut r = Rig::new();
+        r.link_up();
+        assert_eq!(r.p.on_frame(Frame::Refuse("no".into())), Err("refused"));
+        assert_eq!(r.p.on_frame(Frame::Proof([0; 32])), Err("protocol error"));
+    }
+}

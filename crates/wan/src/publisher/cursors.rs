@@ -218,3 +218,150 @@ impl Publisher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{seqs, Rig};
+    use super::*;
+    use crate::wire::Frame;
+
+    /// `received` only opens the window; `applied` settles: `acked` moves,
+    /// the log is told it may let go, and the replicas are told at the
+    /// next share.
+    #[test]
+    fn an_applied_batch_settles_its_partitions_and_lets_the_log_go() {
+        let mut r = Rig::new();
+        let (p, _) = r.write("k", "1");
+        let (_, seq) = r.write("k", "2");
+        r.link_up();
+        assert_eq!(r.needed(p), Some(1));
+        r.p.fill();
+        let sent = r.sent();
+        assert_eq!(sent.len(), 1);
+        let (id, entries) = &sent[0];
+        assert_eq!(
+            seqs(entries),
+            vec![(p as u16, 1, "k".into()), (p as u16, 2, "k".into())]
+        );
+        r.p.on_frame(Frame::Received(*id)).unwrap();
+        assert_eq!(r.p.cur[p].acked, 0, "received is not applied");
+        assert_eq!(r.needed(p), Some(1));
+        r.p.on_frame(Frame::Applied(*id)).unwrap();
+        assert_eq!(r.p.cur[p].acked, seq);
+        assert_eq!(r.p.cur[p].inflight, 0);
+        assert_eq!(r.needed(p), Some(seq + 1));
+        r.p.last_share = Instant::now() - SHARE_EVERY;
+        r.p.share_applied();
+        assert_eq!(*r.site.shared.lock(), vec![(p, seq)]);
+        // Shared once: nothing advanced since.
+        r.p.last_share = Instant::now() - SHARE_EVERY;
+        r.p.share_applied();
+        assert_eq!(r.site.shared.lock().len(), 1);
+    }
+
+    /// An acknowledgement never moves `acked` back, and one for a batch
+    /// that is not in flight (a link ago) settles nothing.
+    #[test]
+    fn acked_only_rises() {
+        let mut r = Rig::new();
+        let (p, _) = r.write("k", "1");
+        r.p.settle(p, 5);
+        r.p.settle(p, 3);
+        assert_eq!(r.p.cur[p].acked, 5);
+        r.p.raise_acked(p, 4);
+        assert_eq!(r.p.cur[p].acked, 5);
+        r.p.on_frame(Frame::Applied(77)).unwrap();
+        assert_eq!(r.p.cur[p].acked, 5);
+    }
+
+    /// The target asked for a full value: the batch that asked, applied,
+    /// does not settle the partition, nor does a welcome's watermark; the
+    /// full value applied does, to the highest seq applied meanwhile.
+    #[test]
+    fn a_partition_asked_for_full_values_keeps_acked_until_they_are_applied() {
+        let mut r = Rig::new();
+        let (p, seq) = r.write("k", "1");
+        r.link_up();
+        r.p.fill();
+        let (id, _) = r.sent().remove(0);
+        r.p.on_frame(Frame::NeedFull(vec![(p as u16, "k".into())]))
+            .unwrap();
+        r.ack(id);
+        assert_eq!(r.p.cur[p].acked, 0, "held: its full value is outstanding");
+        assert_eq!(r.needed(p), Some(1));
+        r.p.raise_acked(p, seq);
+        assert_eq!(r.p.cur[p].acked, 0, "a watermark does not pass a hold");
+        r.p.fill();
+        let (full, entries) = r.sent().remove(0);
+        assert_eq!(seqs(&entries), vec![(p as u16, 0, "k".into())]);
+        assert_eq!(r.p.cur[p].acked, 0);
+        r.ack(full);
+        assert_eq!(r.p.cur[p].acked, seq);
+        assert_eq!(r.needed(p), Some(seq + 1));
+        assert!(r.p.held.is_empty());
+    }
+
+    /// Only other sites' changes, nothing of the partition on its way: the
+    /// reader settles them at once. With a batch of the partition in
+    /// flight, they wait for it.
+    #[test]
+    fn other_sites_changes_settle_at_once_unless_a_batch_is_on_its_way() {
+        let mut r = Rig::new();
+        r.link_up();
+        let (p, seq) = r.write_at(2, "k", b"theirs");
+        r.p.fill();
+        assert!(r.sent().is_empty(), "nothing of this site's to ship");
+        assert_eq!(r.p.cur[p].acked, seq);
+        assert_eq!(r.needed(p), Some(seq + 1));
+        r.write("k", "ours");
+        r.hold_over();
+        r.p.fill();
+        assert_eq!(r.sent().len(), 1);
+        let (_, theirs) = r.write_at(2, "k", b"theirs again");
+        r.p.flow.small_in_flight = None;
+        r.hold_over();
+        r.p.fill();
+        assert!(r.sent().is_empty());
+        assert_eq!(r.p.cur[p].acked, seq, "the batch on its way settles");
+        assert_eq!(r.p.cur[p].next, theirs + 1);
+    }
+
+    /// A partition this node comes to lead resumes from what its previous
+    /// primary shared; one it no longer leads needs nothing from its log.
+    #[test]
+    fn a_promoted_partition_resumes_from_what_its_previous_primary_shared() {
+        let mut r = Rig::new();
+        let p = 2;
+        r.site.set_primary(p, false);
+        r.p.refresh_ownership(true);
+        assert!(!r.p.cur[p].owned);
+        assert_eq!(r.needed(p), None);
+        r.target.shared_applied[p].store(5, std::sync::atomic::Ordering::Relaxed);
+        r.site.set_primary(p, true);
+        r.p.refresh_ownership(true);
+        assert!(r.p.cur[p].owned);
+        assert_eq!((r.p.cur[p].acked, r.p.cur[p].next), (5, 6));
+        assert_eq!(r.needed(p), Some(6));
+        assert!(r.p.pending.members_from(0).contains(&p));
+        r.site.set_primary(p, false);
+        r.p.resync.insert(p);
+        r.p.refresh_ownership(true);
+        assert_eq!(r.needed(p), None);
+        assert!(!r.p.pending.members_from(0).contains(&p));
+        assert!(r.p.resync.is_empty(), "its new primary copies it if needed");
+    }
+
+    /// While stopped or waiting for a re-sync, nothing is kept: an
+    /// acknowledgement moves `acked` but tells the log nothing.
+    #[test]
+    fn a_target_not_queueing_keeps_nothing_in_the_logs() {
+        let mut r = Rig::new();
+        let (p, _) = r.write("k", "1");
+        r.target.control(crate::Control::Stop);
+        r.p.run_controls();
+        assert_eq!(r.needed(p), None);
+        r.p.settle(p, 1);
+        assert_eq!(r.p.cur[p].acked, 1);
+        assert_eq!(r.needed(p), None);
+    }
+}

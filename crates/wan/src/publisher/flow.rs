@@ -177,3 +177,151 @@ impl Publisher {
             .is_some_and(|b| b.sent.elapsed() > STALL)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{Options, Rig};
+    use super::*;
+    use crate::wire::Frame;
+
+    /// Round trips near their minimum: a full window grows by one, to
+    /// [`WINDOW_MAX`]; one not full stays. Round trips past three times
+    /// the minimum (and 2 ms): it shrinks by a quarter, to [`WINDOW_MIN`].
+    #[test]
+    fn the_window_grows_while_round_trips_stay_low_and_shrinks_when_they_grow() {
+        let mut f = Flow::default();
+        f.received(1_000, false);
+        assert_eq!(f.window, WINDOW_START, "not full: no reason to grow");
+        f.received(1_000, true);
+        assert_eq!(f.window, WINDOW_START + 1);
+        for _ in 0..100 {
+            f.received(1_200, true);
+        }
+        assert_eq!(f.window, WINDOW_MAX);
+        assert_eq!(f.rtt_min_us, 1_000);
+        f.received(50_000, true);
+        assert!(f.rtt_ewma_us > 5_000);
+        assert_eq!(f.window, WINDOW_MAX * 3 / 4, "queueing: a quarter less");
+        for _ in 0..100 {
+            f.received(50_000, true);
+        }
+        assert_eq!(f.window, WINDOW_MIN);
+        f.reset();
+        assert_eq!(f.window, WINDOW_START);
+    }
+
+    /// Batches the logs fill double, to [`BATCH_MAX`], and are not held;
+    /// logs with nothing to send halve them, to [`BATCH_MIN`].
+    #[test]
+    fn batches_grow_with_a_backlog_and_shrink_without() {
+        let mut f = Flow::default();
+        let now = Instant::now();
+        for id in 1..10 {
+            f.sent_from_logs(f.batch_max, id, now);
+        }
+        assert_eq!(f.batch_max, BATCH_MAX);
+        assert!(!f.holding(), "a backlog is not held");
+        assert_eq!(f.body_max(), BATCH_MAX);
+        for _ in 0..10 {
+            f.drained();
+        }
+        assert_eq!(f.batch_max, BATCH_MIN);
+        assert_eq!(f.body_max(), BODY_MIN, "copies take no more round trips");
+    }
+
+    /// A batch that drained the logs holds the next for
+    /// [`SMALL_BATCH_EVERY`]; a small one also until it is applied.
+    #[test]
+    fn a_batch_that_drained_the_logs_holds_the_next() {
+        let mut f = Flow::default();
+        let now = Instant::now();
+        f.sent_from_logs(BATCH_MIN, 1, now);
+        assert_eq!(f.hold_until, Some(now + SMALL_BATCH_EVERY));
+        assert_eq!(f.small_in_flight, None, "not small");
+        f.expire_hold(now + SMALL_BATCH_EVERY / 2);
+        assert!(f.holding());
+        f.expire_hold(now + SMALL_BATCH_EVERY);
+        assert!(!f.holding());
+        f.sent_from_logs(100, 2, now);
+        f.expire_hold(now + SMALL_BATCH_EVERY);
+        assert!(f.holding(), "a small batch holds until it is applied");
+        f.applied(1);
+        assert!(f.holding());
+        f.applied(2);
+        assert!(!f.holding());
+        f.sent_from_logs(100, 3, now);
+        f.reset();
+        assert!(!f.holding(), "a broken link holds nothing");
+    }
+
+    /// Through the core: a small batch leaves at once, the next write
+    /// waits for it to be applied and for the hold, and writes do not wake
+    /// the publisher meanwhile.
+    #[test]
+    fn writes_after_a_small_batch_wait_for_it_and_leave_together() {
+        let mut r = Rig::new();
+        r.link_up();
+        assert!(r.p.can_send_logs());
+        r.write("k", "1");
+        r.p.fill();
+        let (id, _) = r.sent().remove(0);
+        assert!(!r.p.can_send_logs());
+        r.write("k", "2");
+        r.write("k", "3");
+        r.hold_over();
+        r.p.fill();
+        assert!(r.sent().is_empty(), "the small batch is not applied yet");
+        r.ack(id);
+        assert!(r.p.can_send_logs(), "the hold is over, the batch applied");
+        r.p.fill();
+        let sent = r.sent();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].1.len(), 2, "both writes in one batch");
+    }
+
+    /// The window counts batches not yet received; in `on-apply` mode one
+    /// batch is in flight until it is applied.
+    #[test]
+    fn the_window_counts_batches_not_yet_received() {
+        let mut r = Rig::new();
+        r.link_up();
+        r.p.flow.window = 2;
+        for _ in 0..2 {
+            r.p.send(bytes::Bytes::new(), Vec::new(), None, None, Vec::new());
+        }
+        assert!(r.p.window_full());
+        r.p.on_frame(Frame::Received(1)).unwrap();
+        assert!(!r.p.window_full());
+        assert_eq!(
+            r.target
+                .stats
+                .rtt_count
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+
+        let mut r = Rig::with(Options {
+            ack: crate::AckMode::OnApply,
+            ..Default::default()
+        });
+        r.link_up();
+        r.p.send(bytes::Bytes::new(), Vec::new(), None, None, Vec::new());
+        r.p.on_frame(Frame::Received(1)).unwrap();
+        assert!(r.p.window_full(), "on-apply: received is not enough");
+        r.p.on_frame(Frame::Applied(1)).unwrap();
+        assert!(!r.p.window_full());
+    }
+
+    /// A batch not received within [`STALL`] means the link is gone.
+    #[test]
+    fn a_batch_never_received_stalls_the_link() {
+        let mut r = Rig::new();
+        r.link_up();
+        r.p.send(bytes::Bytes::new(), Vec::new(), None, None, Vec::new());
+        assert!(!r.p.stalled());
+        r.p.in_flight[0].sent = Instant::now() - STALL - Duration::from_secs(1);
+        assert!(r.p.stalled());
+        r.p.on_frame(Frame::Received(1)).unwrap();
+        assert!(!r.p.stalled(), "received: only the apply is slow");
+    }
+}

@@ -284,3 +284,40 @@ impl Publisher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::testing::Rig;
+    use super::*;
+
+    /// Pause queues and sends nothing; stop forgets the queue and a resume
+    /// from it re-syncs; a re-sync asked for drops the backlog first.
+    #[test]
+    fn operators_pause_stop_resume_and_resync() {
+        let mut r = Rig::new();
+        let (p, _) = r.write("k", "1");
+        r.link_up();
+        r.target.control(Control::Pause);
+        r.p.run_controls();
+        assert_eq!(r.target.state(), PublisherState::Paused);
+        r.p.fill();
+        assert!(r.sent().is_empty());
+        assert!(!r.p.can_send_logs());
+        assert_eq!(r.needed(p), Some(1), "paused: still queued");
+        r.target.control(Control::Resume);
+        r.p.run_controls();
+        assert_eq!(r.target.state(), PublisherState::Replicating);
+        r.target.control(Control::Stop);
+        r.p.run_controls();
+        assert_eq!(r.target.state(), PublisherState::Stopped);
+        assert_eq!(r.needed(p), None, "stopped: nothing queued");
+        r.p.fill();
+        assert!(r.sent().is_empty());
+        r.target.control(Control::Resume);
+        r.p.run_controls();
+        assert_eq!(r.target.state(), PublisherState::NeedsResync);
+        r.p.fill();
+        assert_eq!(r.target.state(), PublisherState::Replicating);
+        assert!(!r.sent().is_empty(), "the copy leaves");
+    }
+}

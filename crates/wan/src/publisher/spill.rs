@@ -241,3 +241,115 @@ fn append_chunked(j: &mut Journal, body: &Bytes) -> Result<(), JournalError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{seqs, Options, Rig};
+    use crate::PublisherState;
+
+    /// Over the memory budget with the link down, the backlog moves to the
+    /// journal and the log lets it go; once the link is up the journal is
+    /// sent before the log, and trimmed as it is applied.
+    #[test]
+    fn over_the_memory_budget_the_backlog_spills_to_the_journal_and_back() {
+        let mut r = Rig::with(Options {
+            memory_budget: 0,
+            ..Default::default()
+        });
+        let (p, _) = r.write("k", "1");
+        r.write_at(2, "k", b"theirs");
+        let (_, spilled) = r.write("k", "3");
+        r.p.check_budget();
+        assert_eq!(r.p.cur[p].spilled, spilled);
+        assert_eq!(r.needed(p), Some(spilled + 1), "the log lets it go");
+        assert!(r.p.spill.bytes() > 0);
+        assert_eq!(
+            r.target
+                .stats
+                .spilled_events
+                .load(std::sync::atomic::Ordering::Relaxed),
+            2,
+            "only this site's changes"
+        );
+        // Spilled again: nothing new to spill.
+        r.p.check_budget();
+        assert_eq!(
+            r.target
+                .stats
+                .spilled_events
+                .load(std::sync::atomic::Ordering::Relaxed),
+            2
+        );
+        let (_, after) = r.write("k", "4");
+        r.link_up();
+        r.p.fill();
+        let sent = r.sent();
+        assert_eq!(sent.len(), 2, "the journal, then the log");
+        assert_eq!(
+            seqs(&sent[0].1),
+            vec![(p as u16, 1, "k".into()), (p as u16, spilled, "k".into())]
+        );
+        assert_eq!(seqs(&sent[1].1), vec![(p as u16, after, "k".into())]);
+        r.ack(sent[0].0);
+        assert_eq!(r.p.cur[p].acked, spilled);
+        assert_eq!(r.p.spill.bytes(), 0, "every record applied: emptied");
+        r.ack(sent[1].0);
+        assert_eq!(r.p.cur[p].acked, after);
+        assert_eq!(r.needed(p), Some(after + 1));
+    }
+
+    /// A journal record on its way when the link broke is sent again.
+    #[test]
+    fn a_journal_record_lost_with_the_link_is_sent_again() {
+        let mut r = Rig::with(Options {
+            memory_budget: 0,
+            ..Default::default()
+        });
+        let (p, seq) = r.write("k", "1");
+        r.p.check_budget();
+        r.link_up();
+        r.p.fill();
+        let first = r.sent();
+        assert_eq!(first.len(), 1);
+        r.p.link_down("test");
+        r.link_up();
+        r.p.fill();
+        let again = r.sent();
+        assert_eq!(again.len(), 1);
+        assert_eq!(seqs(&again[0].1), seqs(&first[0].1));
+        r.ack(again[0].0);
+        assert_eq!(r.p.cur[p].acked, seq);
+        assert_eq!(r.p.spill.bytes(), 0);
+    }
+
+    /// Over the disk budget the backlog is dropped and the target needs a
+    /// re-sync, which copies every owned partition once it is reachable.
+    #[test]
+    fn over_the_disk_budget_the_target_needs_a_resync() {
+        let mut r = Rig::with(Options {
+            memory_budget: 0,
+            disk_budget: 0,
+            ..Default::default()
+        });
+        let (p, seq) = r.write("k", "1");
+        r.p.check_budget();
+        assert_eq!(r.target.state(), PublisherState::NeedsResync);
+        assert_eq!(r.p.spill.bytes(), 0);
+        assert_eq!(r.p.cur[p].spilled, 0);
+        assert!((0..4).all(|q| r.needed(q).is_none()), "the logs let go");
+        // Not queueing: over the budget, nothing more is spilled.
+        r.write("k", "2");
+        r.p.check_budget();
+        assert_eq!(r.p.spill.bytes(), 0);
+        r.link_up();
+        r.p.fill();
+        assert_eq!(r.target.state(), PublisherState::Replicating);
+        let sent = r.sent();
+        let copied: Vec<_> = sent.iter().flat_map(|(_, e)| seqs(e)).collect();
+        assert_eq!(copied, vec![(p as u16, 0, "k".into())]);
+        for (id, _) in sent {
+            r.ack(id);
+        }
+        assert_eq!(r.p.cur[p].acked, seq + 1);
+    }
+}

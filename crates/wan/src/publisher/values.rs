@@ -337,3 +337,195 @@ impl Publisher {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{seqs, Options, Rig};
+    use super::*;
+    use crate::wire::Frame;
+
+    /// A re-sync copies every owned partition's keys; a body waits in the
+    /// outbox until what the partition logged is on its replicas, the
+    /// copy reads ahead meanwhile (up to [`READ_AHEAD_BYTES`]), and the
+    /// bodies leave in order once durable, the last settling the log's
+    /// seq at the copy.
+    #[test]
+    fn a_copy_waits_for_the_replicas_and_reads_ahead_meanwhile() {
+        let mut r = Rig::new();
+        let p = 1;
+        let keys = r.keys_of(p, 40);
+        let value = vec![b'v'; 300 << 10];
+        let mut last = 0;
+        for k in &keys {
+            last = r.write_at(1, k, &value).1;
+        }
+        r.site.set_durable(p, last - 1);
+        r.target.control(crate::Control::Resync);
+        r.p.run_controls();
+        assert_eq!(r.target.state(), PublisherState::NeedsResync);
+        r.link_up();
+        r.p.fill();
+        assert_eq!(r.target.state(), PublisherState::Replicating);
+        assert_eq!(
+            r.target
+                .stats
+                .resyncs
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        // Partition 0 (empty) went; partition 1 waits, read ahead.
+        let sent = r.sent();
+        assert!(sent.iter().all(|(_, e)| e.is_empty()));
+        assert!(r.p.outbox_waits);
+        let ahead: usize = r.p.outbox.iter().map(|o| o.body.len()).sum();
+        assert!(ahead >= READ_AHEAD_BYTES, "read ahead: {ahead}");
+        assert!(r.p.copying.is_some(), "not past the read-ahead bound");
+        assert!(!r.p.can_send_logs());
+        r.site.set_durable(p, last);
+        let mut copied = Vec::new();
+        for _ in 0..100 {
+            r.p.fill();
+            for (id, entries) in r.sent() {
+                copied.extend(seqs(&entries));
+                r.ack(id);
+            }
+            if r.p.copying.is_none() && r.p.outbox.is_empty() && r.p.resync.is_empty() {
+                break;
+            }
+        }
+        let mut got: Vec<String> = copied
+            .iter()
+            .filter(|(q, seq, _)| *q as usize == p && *seq == 0)
+            .map(|(_, _, k)| k.clone())
+            .collect();
+        got.sort();
+        let mut want = keys.clone();
+        want.sort();
+        assert_eq!(got, want, "every key once, as a current value");
+        assert_eq!(r.p.cur[p].acked, last, "the copy's last body settles");
+        assert_eq!(r.p.cur[p].next, last + 1);
+    }
+
+    /// A body waiting for the replicas whose partition is led elsewhere
+    /// by then is dropped; full values asked for are read again (this
+    /// node holds them as a replica, nobody else would send them), and
+    /// sent without waiting.
+    #[test]
+    fn full_values_whose_partition_moved_are_read_again_and_sent() {
+        let mut r = Rig::new();
+        let (p, first) = r.write("k", "1");
+        r.link_up();
+        r.p.fill();
+        let (id, _) = r.sent().remove(0);
+        r.site.set_durable(p, first);
+        let (_, second) = r.write("k", "2");
+        r.p.on_frame(Frame::NeedFull(vec![(p as u16, "k".into())]))
+            .unwrap();
+        r.ack(id);
+        r.p.fill();
+        assert!(r.sent().is_empty(), "seq {second} is not on the replicas");
+        assert!(r.p.outbox_waits);
+        assert_eq!(r.p.outbox[0].after, vec![(p, second)]);
+        r.p.cur[p].owned = false;
+        r.p.fill();
+        let sent = r.sent();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(seqs(&sent[0].1), vec![(p as u16, 0, "k".into())]);
+        assert_eq!(r.p.held[&p].fallbacks, 1, "released when applied");
+        r.ack(sent[0].0);
+        assert!(r.p.held.is_empty());
+        assert_eq!(r.p.cur[p].acked, first);
+    }
+
+    /// A request for full values larger than a body is read and sent a
+    /// body at a time; the partition is released by the last one.
+    #[test]
+    fn many_full_values_leave_a_body_at_a_time() {
+        let mut r = Rig::new();
+        let p = 3;
+        let keys = r.keys_of(p, 6);
+        let value = vec![b'v'; 100 << 10];
+        for k in &keys {
+            r.write_at(1, k, &value);
+        }
+        r.link_up();
+        r.p.fill();
+        let logs = r.sent();
+        let asked = keys.iter().map(|k| (p as u16, k.clone().into())).collect();
+        r.p.on_frame(Frame::NeedFull(asked)).unwrap();
+        for (id, _) in logs {
+            r.ack(id);
+        }
+        assert_eq!(r.p.cur[p].acked, 0, "held");
+        r.p.flow.batch_max = crate::publisher::flow::BATCH_MIN;
+        r.p.fill();
+        let sent = r.sent();
+        assert_eq!(sent.len(), 2, "three 100 KiB values pass 256 KiB");
+        assert_eq!(sent.iter().map(|(_, e)| e.len()).sum::<usize>(), keys.len());
+        r.ack(sent[0].0);
+        assert_eq!(r.p.cur[p].acked, 0, "held until the last body");
+        r.ack(sent[1].0);
+        assert_eq!(r.p.cur[p].acked, keys.len() as u64);
+    }
+
+    /// Keys asked for may take a quarter of `memory_budget` (at least
+    /// [`ASKED_MIN_BYTES`]); a target asking for more is re-synced.
+    #[test]
+    fn asking_for_more_full_values_than_the_budget_re_syncs() {
+        let mut r = Rig::with(Options {
+            memory_budget: 0,
+            ..Default::default()
+        });
+        let (p, _) = r.write("k", "1");
+        r.link_up();
+        let keys = r.keys_of(p, 1000);
+        let asked: Vec<(u16, Bytes)> = keys
+            .iter()
+            .map(|k| (p as u16, Bytes::from(format!("{k:0>1000}"))))
+            .filter(|(q, k)| r.ks.partition_of(k) == *q as usize)
+            .collect();
+        let few = asked[..10].to_vec();
+        r.p.ask_full_values(few);
+        assert_eq!(r.target.state(), PublisherState::Replicating);
+        r.p.ask_full_values(asked);
+        assert_eq!(r.target.state(), PublisherState::NeedsResync);
+        assert!(r.p.asked.is_empty() && r.p.held.is_empty());
+        assert_eq!(r.needed(p), None, "the logs let go");
+        // Keys of another partition than named are not taken (forged).
+        let mut r = Rig::new();
+        let other = (r.ks.partition_of(b"k") + 1) % 4;
+        r.p.ask_full_values(vec![(other as u16, "k".into())]);
+        assert!(r.p.asked.is_empty() && r.p.held.is_empty());
+    }
+
+    /// A partition whose log no longer reaches back to what the target
+    /// has is copied instead, and counted.
+    #[test]
+    fn a_partition_whose_log_was_trimmed_is_copied() {
+        let mut r = Rig::with(Options {
+            log_retain_bytes: 0,
+            ..Default::default()
+        });
+        let (p, _) = r.write("k", "1");
+        let (_, seq) = r.write("k", "2");
+        // As if written before WAN was configured: nobody kept the log.
+        r.p.set_needed(p, None);
+        r.link_up();
+        r.p.fill();
+        assert_eq!(
+            r.target
+                .stats
+                .partition_copies
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        assert!(r.p.resync.contains(&p));
+        // The reader woke the task, which fills again.
+        r.p.fill();
+        let sent = r.sent();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(seqs(&sent[0].1), vec![(p as u16, 0, "k".into())]);
+        r.ack(sent[0].0);
+        assert_eq!(r.p.cur[p].acked, seq);
+    }
+}
