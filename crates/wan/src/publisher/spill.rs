@@ -252,10 +252,7 @@ mod tests {
     /// sent before the log, and trimmed as it is applied.
     #[test]
     fn over_the_memory_budget_the_backlog_spills_to_the_journal_and_back() {
-        let mut r = Rig::with(Options {
-            memory_budget: 0,
-            ..Default::default()
-        });
+        let mut r = Rig::with(Options::over_memory_budget());
         let (p, _) = r.write("k", "1");
         r.write_at(2, "k", b"theirs");
         let (_, spilled) = r.write("k", "3");
@@ -301,10 +298,7 @@ mod tests {
     /// A journal record on its way when the link broke is sent again.
     #[test]
     fn a_journal_record_lost_with_the_link_is_sent_again() {
-        let mut r = Rig::with(Options {
-            memory_budget: 0,
-            ..Default::default()
-        });
+        let mut r = Rig::with(Options::over_memory_budget());
         let (p, seq) = r.write("k", "1");
         r.p.check_budget();
         r.link_up();
@@ -327,9 +321,8 @@ mod tests {
     #[test]
     fn over_the_disk_budget_the_target_needs_a_resync() {
         let mut r = Rig::with(Options {
-            memory_budget: 0,
             disk_budget: 0,
-            ..Default::default()
+            ..Options::over_memory_budget()
         });
         let (p, seq) = r.write("k", "1");
         r.p.check_budget();

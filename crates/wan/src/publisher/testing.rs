@@ -65,6 +65,16 @@ pub(super) struct Options {
     pub(super) log_retain_bytes: usize,
 }
 
+impl Options {
+    /// Any log in memory is over the budget.
+    pub(super) fn over_memory_budget() -> Options {
+        Options {
+            memory_budget: 0,
+            ..Default::default()
+        }
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {

@@ -472,10 +472,7 @@ mod tests {
     /// [`ASKED_MIN_BYTES`]); a target asking for more is re-synced.
     #[test]
     fn asking_for_more_full_values_than_the_budget_re_syncs() {
-        let mut r = Rig::with(Options {
-            memory_budget: 0,
-            ..Default::default()
-        });
+        let mut r = Rig::with(Options::over_memory_budget());
         let (p, _) = r.write("k", "1");
         r.link_up();
         let keys = r.keys_of(p, 1000);
