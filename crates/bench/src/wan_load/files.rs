@@ -6,14 +6,16 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::RunResult;
+use super::probe::NodeSample;
+use super::result::{site_idx, RunResult, Sample};
+use crate::result_files;
 
 pub fn write(
     out: &Path,
     doc: &serde_json::Value,
     runs: &[RunResult],
 ) -> anyhow::Result<(PathBuf, PathBuf)> {
-    crate::demo::result_files::write(out, "wan_load", doc, csv(runs))
+    result_files::write(out, "wan_load", doc, csv(runs))
 }
 
 /// Rates are over the interval ending at `time_s` (seconds since the run's
@@ -42,28 +44,14 @@ journal_bytes,lag_ms_max,site2_log_bytes",
     }
     s.push('\n');
     for r in runs {
-        let site1: Vec<usize> = r
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.0 == 1)
-            .map(|(i, _)| i)
-            .collect();
-        let site2: Vec<usize> = r
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.0 == 2)
-            .map(|(i, _)| i)
-            .collect();
+        let (site1, site2) = (site_idx(&r.nodes, 1), site_idx(&r.nodes, 2));
         for pair in r.samples.windows(2) {
             let (a, b) = (&pair[0], &pair[1]);
             let dt = (b.t - a.t).max(1e-3);
             let rate = |x: u64, y: u64| y.saturating_sub(x) as f64 / dt;
-            let sum = |idx: &[usize],
-                       f: fn(&super::NodeSample) -> u64,
-                       smp: &super::Sample|
-             -> u64 { idx.iter().map(|&i| f(&smp.nodes[i])).sum() };
+            let sum = |idx: &[usize], f: fn(&NodeSample) -> u64, smp: &Sample| -> u64 {
+                idx.iter().map(|&i| f(&smp.nodes[i])).sum()
+            };
             let _ = write!(
                 s,
                 "{},{:.3},{},{},{:.1},{:.1},{:.1},{:.0},{:.0},{:.1},{:.1},{},{},{},{},{}",
