@@ -147,7 +147,7 @@ fn slots(c: &Cluster, out: &mut ReplyWriter) {
     out.array(ranges.len());
     for (first, last, owners) in ranges {
         let copies: Vec<&Member> = std::iter::once(owners.primary)
-            .chain(owners.backups.iter().copied())
+            .chain(owners.replicas.iter().copied())
             .filter_map(|i| members[i].as_ref())
             .collect();
         out.array(2 + copies.len());
