@@ -118,10 +118,14 @@ pub enum BatchError {
     Change(#[from] codec::DecodeError),
 }
 
-/// The header of a change entry whose body, `len` bytes of keyspace codec,
-/// the caller writes next (the primary encodes a change straight into a
-/// replica's buffer).
+/// The header of an [`Entry::Change`] whose body, `len` bytes of keyspace
+/// codec, the caller writes next (the primary encodes a change straight
+/// into a replica's queue).
 pub fn put_change_header(out: &mut BytesMut, partition: u16, seq: u64, len: usize) {
+    debug_assert!(
+        seq != SNAPSHOT_DATA && seq < FIRST_MARKER,
+        "not a change's seq: {seq}"
+    );
     put_header(out, partition, seq, len);
 }
 

@@ -13,9 +13,9 @@ use std::time::Instant;
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use super::super::stream::{Ack, Acks};
-use super::super::{Replicator, SYNC_TIMEOUT};
 use crate::placement::{PartitionOwners, PartitionTable};
+use crate::replication::stream::{Ack, Acks};
+use crate::replication::{Replicator, SYNC_TIMEOUT};
 
 /// The partition table as it stood when [`Replicator::durability`] was
 /// called, to read [`Replicator::durable_seq`] of many partitions.
@@ -274,7 +274,7 @@ impl Replicator {
     }
 
     /// Wakes every waiting write, so that those past [`SYNC_TIMEOUT`] give
-    /// up; the site runs it every [`super::super::SWEEP_EVERY`].
+    /// up; the site runs it every [`crate::replication::SWEEP_EVERY`].
     pub fn sweep(&self) {
         self.primary.ack_notify.notify_waiters();
         self.primary
