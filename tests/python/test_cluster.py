@@ -259,6 +259,48 @@ def test_a_dead_backup_leaves_the_in_sync_set_before_writes_are_acknowledged(sit
     assert b"marking it dead" in log
 
 
+def shard_roles(node):
+    """CLUSTER SHARDS as [(slot ranges, [(port, role, health)])]."""
+    with RespConn.to(node) as c:
+        c.call("HELLO", "3")
+        shards = c.call("CLUSTER", "SHARDS")
+    return [(s[b"slots"], [(n[b"port"], n[b"role"], n[b"health"]) for n in s[b"nodes"]]) for s in shards]
+
+
+def test_wait_cluster_shards_and_nodes_show_replicas_and_failed_members(site):
+    """WAIT answers at once with the in-sync replicas holding the
+    connection's last write; CLUSTER SHARDS lists each slot range's master
+    and its replica; a member declared dead is `fail` in CLUSTER NODES."""
+    owner = owner_of(site, 12182)  # foo
+    with RespConn.to(owner) as c:
+        assert c.call("WAIT", 1, 0) == 1            # no write yet: every replica holds "nothing"
+        assert c.call("SET", "foo", "1") == "OK"
+        t = time.monotonic()
+        assert c.call("WAIT", 2, 5000) == 1         # one replica per partition, no waiting
+        assert time.monotonic() - t < 1
+        c.send_raw(b"SET foo 2\r\nWAIT 1 0\r\n")  # pipelined: counted before the ack, sent after
+        assert [c.read(), c.read()] == ["OK", 1]
+    ports = {s.port for s in site}
+    shards = shard_roles(site[0])
+    assert sum(slots[i + 1] - slots[i] + 1 for slots, _ in shards for i in range(0, len(slots), 2)) == 16384
+    for slots, nodes in shards:
+        assert sorted(r for _, r, _ in nodes) == [b"master", b"replica"], nodes
+        assert {h for _, _, h in nodes} == {b"online"} and {p for p, _, _ in nodes} <= ports
+    victim = site[2]
+    victim.proc.kill()
+    victim.proc.wait()
+    wait_until(lambda: status_rows(site[0])["n3"][4] == "dead", timeout=20, message="n3 never marked dead")
+
+    def line_of_victim():
+        with RespConn.to(site[0]) as c:
+            text = c.call("CLUSTER", "NODES")
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        return next(l for l in text.splitlines() if f":{victim.port}@" in l)
+    wait_until(lambda: "fail" in line_of_victim().split()[2].split(","), timeout=10,
+               message="the dead member is not marked fail")
+    assert "disconnected" in line_of_victim()
+
+
 def write_ledger(port, stop, ledger, errors, prefix):
     """Writes unique keys until `stop`; records every acknowledged write."""
     rc = RedisCluster(host="127.0.0.1", port=port, decode_responses=True,

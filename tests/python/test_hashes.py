@@ -249,6 +249,18 @@ def test_hscan_small_hash(conn):
     assert conn.cmd("HSCAN", "nokey", "0") == b"*2\r\n$1\r\n0\r\n*0\r\n"
 
 
+@pytest.mark.parametrize("n", [11, 100, 128, 129, 200])
+def test_hscan_returns_every_field_whatever_count(conn, n):
+    """A hash with more fields than COUNT: every field comes back over the
+    iteration (an 11-field hash scanned with the default COUNT of 10 once
+    came back empty)."""
+    fields = {f"f{i}".encode(): str(i).encode() for i in range(n)}
+    conn.call("HSET", "h", *[x for kv in fields.items() for x in kv])
+    for opts in [(), ("COUNT", "10"), ("COUNT", "1")]:
+        seen, _ = hscan_all(conn, "h", *opts)
+        assert dict(seen) == fields, (n, opts)
+
+
 def test_hscan_full_iteration_large_hash(conn):
     fields = {f"field:{i}".encode(): str(i).encode() for i in range(1000)}
     conn.call("HSET", "h", *[x for kv in fields.items() for x in kv])

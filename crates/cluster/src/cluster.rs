@@ -110,6 +110,8 @@ pub struct Cluster {
     was_member: std::sync::atomic::AtomicBool,
     /// Set by [`Cluster::stop`]: partitions led here are handed over.
     pub(crate) stopping: std::sync::atomic::AtomicBool,
+    /// Pub/sub messages for the other members.
+    pub messages: crate::broadcast::Broadcast,
 }
 
 /// What `/status`, `/metrics` and `deltagrid cluster status` show of a site.
@@ -246,6 +248,7 @@ impl Cluster {
             left_flag: Default::default(),
             was_member: Default::default(),
             stopping: Default::default(),
+            messages: crate::broadcast::Broadcast::new(MAX_MEMBERS),
         });
         let site: Weak<dyn Site> = cluster.this.clone();
         cluster.replicator.set_site(site);

@@ -9,6 +9,8 @@ use keyspace::Keyspace;
 use resp::ReplyWriter;
 
 use crate::cluster::{Cluster, Member};
+use crate::metadata::state::MemberState;
+use crate::placement::PartitionOwners;
 
 fn split_addr(addr: &str) -> (&str, i64) {
     match addr.rsplit_once(':') {
@@ -159,67 +161,139 @@ fn slots(c: &Cluster, out: &mut ReplyWriter) {
     }
 }
 
+/// WAIT: how many replicas hold the connection's last write, `(partition,
+/// seq)`. With synchronous replication, every in-sync replica has it before
+/// the write's reply leaves (else the connection closes unanswered), so the
+/// answer is at once the in-sync count; otherwise the replicas that
+/// acknowledged it. Without a write yet: the fewest in-sync replicas of any
+/// partition this node leads (each holds everything before).
+pub fn replicas_holding(c: &Cluster, last_write: Option<(usize, u64)>) -> usize {
+    let Some(table) = c.table() else { return 0 };
+    let led = |p: usize| table.partitions.get(p).filter(|o| o.primary == c.my_index);
+    match last_write {
+        Some((p, seq)) => match led(p) {
+            Some(o) if c.sync_replication() => o.in_sync.len(),
+            Some(o) => {
+                let replicas: Vec<usize> = o.backups.to_vec();
+                replicas.len() - c.replicator.not_acknowledged(p, seq, &replicas).len()
+            }
+            None => 0,
+        },
+        None => (0..table.partitions.len())
+            .filter_map(led)
+            .map(|o| o.in_sync.len())
+            .min()
+            .unwrap_or(0),
+    }
+}
+
+/// Per member index: declared dead by the metadata group (Redis's `fail`).
+fn dead_members(c: &Cluster, n: usize) -> Vec<bool> {
+    let mut dead = vec![false; n];
+    if let Some(md) = c.metadata.get() {
+        for (id, m) in &md.current().members {
+            if m.state == MemberState::Dead {
+                if let Some(d) = (*id as usize).checked_sub(1).and_then(|i| dead.get_mut(i)) {
+                    *d = true;
+                }
+            }
+        }
+    }
+    dead
+}
+
+/// One shard per set of owners (a primary and its replicas): the slot
+/// ranges they hold together. A member leads some partitions and replicates
+/// others, so it appears in several shards, as `master` where it leads and
+/// `replica` where it copies.
 fn shards(c: &Cluster, out: &mut ReplyWriter) {
     let (Some(table), members) = (c.table(), c.members()) else {
         out.array(0);
         return;
     };
-    // One shard per member: the slot ranges it is primary for.
-    let ranges = table.ranges();
-    out.array(members.len());
-    for (i, m) in members.iter().enumerate() {
-        let mine: Vec<(u16, u16)> = ranges
-            .iter()
-            .filter(|r| r.2.primary == i)
-            .map(|r| (r.0, r.1))
-            .collect();
+    let dead = dead_members(c, members.len());
+    let mut groups: Vec<(&PartitionOwners, Vec<(u16, u16)>)> = Vec::new();
+    for (first, last, owners) in table.ranges() {
+        let same =
+            |o: &&PartitionOwners| o.primary == owners.primary && o.backups == owners.backups;
+        match groups.iter_mut().find(|(o, _)| same(o)) {
+            Some((_, ranges)) => ranges.push((first, last)),
+            None => groups.push((owners, vec![(first, last)])),
+        }
+    }
+    out.array(groups.len());
+    for (owners, ranges) in groups {
         out.map(2);
         out.bulk(b"slots");
-        out.array(mine.len() * 2);
-        for (first, last) in &mine {
+        out.array(ranges.len() * 2);
+        for (first, last) in &ranges {
             out.int(*first as i64);
             out.int(*last as i64);
         }
         out.bulk(b"nodes");
-        let Some(m) = m else {
-            out.array(0);
-            continue;
-        };
-        let (host, port) = split_addr(&m.client_addr);
-        out.array(1);
-        out.map(7);
-        for (k, v) in [
-            ("id", m.cluster_id.as_str()),
-            ("ip", host),
-            ("endpoint", host),
-        ] {
-            out.bulk(k.as_bytes());
-            out.bulk(v.as_bytes());
+        let copies: Vec<(&Member, bool, bool)> = std::iter::once(owners.primary)
+            .chain(owners.backups.iter().copied())
+            .filter_map(|i| {
+                let m = members.get(i)?.as_ref()?;
+                let primary = i == owners.primary;
+                let failed =
+                    dead.get(i).copied().unwrap_or(false) || (!m.connected && i != c.my_index);
+                Some((m, primary, failed))
+            })
+            .collect();
+        out.array(copies.len());
+        for (m, primary, failed) in copies {
+            shard_node(m, primary, failed, out);
         }
-        out.bulk(b"port");
-        out.int(port);
-        out.bulk(b"role");
-        out.bulk(b"master");
-        out.bulk(b"replication-offset");
-        out.int(0);
-        out.bulk(b"health");
-        out.bulk(if m.connected {
-            b"online".as_slice()
-        } else {
-            b"fail".as_slice()
-        });
     }
 }
 
+fn shard_node(m: &Member, primary: bool, failed: bool, out: &mut ReplyWriter) {
+    let (host, port) = split_addr(&m.client_addr);
+    out.map(7);
+    for (k, v) in [
+        ("id", m.cluster_id.as_str()),
+        ("ip", host),
+        ("endpoint", host),
+    ] {
+        out.bulk(k.as_bytes());
+        out.bulk(v.as_bytes());
+    }
+    out.bulk(b"port");
+    out.int(port);
+    out.bulk(b"role");
+    out.bulk(if primary {
+        &b"master"[..]
+    } else {
+        &b"replica"[..]
+    });
+    out.bulk(b"replication-offset");
+    out.int(0);
+    out.bulk(b"health");
+    out.bulk(if failed {
+        &b"failed"[..]
+    } else {
+        &b"online"[..]
+    });
+}
+
+/// One line per member. A member that leads slots is a `master` with them;
+/// one that leads none (all its copies are replicas) is a `slave` of the
+/// member whose partitions it copies most. A member the metadata declared
+/// dead has the `fail` flag. Which member copies which slot range is in
+/// CLUSTER SLOTS and CLUSTER SHARDS.
 fn nodes(c: &Cluster) -> String {
     let table = c.table();
     let ranges = table.as_ref().map(|t| t.ranges()).unwrap_or_default();
     let epoch = table.as_ref().map_or(0, |t| t.epoch);
+    let members = c.members();
+    let dead = dead_members(c, members.len());
     let mut text = String::new();
-    for (i, m) in c.members().iter().enumerate() {
+    for (i, m) in members.iter().enumerate() {
         let Some(m) = m else { continue };
         let myself = if i == c.my_index { "myself," } else { "" };
-        let state = if m.connected {
+        let fail = if dead[i] { ",fail" } else { "" };
+        let state = if m.connected || i == c.my_index {
             "connected"
         } else {
             "disconnected"
@@ -235,8 +309,20 @@ fn nodes(c: &Cluster) -> String {
                 }
             })
             .collect();
+        let mut copied = vec![0usize; members.len()];
+        for r in ranges.iter().filter(|r| r.2.backups.contains(&i)) {
+            copied[r.2.primary] += 1;
+        }
+        let master_of = (0..members.len())
+            .filter(|&p| copied[p] > 0)
+            .max_by_key(|&p| copied[p])
+            .and_then(|p| members[p].as_ref());
+        let (role, master) = match master_of {
+            Some(p) if slots.is_empty() => ("slave", p.cluster_id.as_str()),
+            _ => ("master", "-"),
+        };
         text.push_str(&format!(
-            "{} {}@{} {myself}master - 0 0 {epoch} {state}{slots}\n",
+            "{} {}@{} {myself}{role}{fail} {master} 0 0 {epoch} {state}{slots}\n",
             m.cluster_id,
             m.client_addr,
             m.cluster_addr.port()

@@ -12,6 +12,7 @@
 
 mod ack_wait;
 pub mod auth;
+pub mod broadcast;
 mod cluster;
 pub mod cluster_cmd;
 pub mod failover;

@@ -349,6 +349,12 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
                 }
                 queue_next_batch(c, peer, &mut out, &mut in_flight);
             }
+            _ = c.messages.ready(peer) => {
+                if c.is_isolated() {
+                    break;
+                }
+                c.messages.drain(peer, &mut out);
+            }
             _ = ping.tick() => {
                 if c.is_isolated() {
                     break;
@@ -398,6 +404,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
                                     let applied = pong.get_u64_le();
                                     c.lease_answered(peer, token, applied);
                                 }
+                                wire::KIND_MESSAGE => c.messages.received(payload, peer),
                                 wire::KIND_ACK => {
                                     answered = true;
                                     c.replicator.acked_by(peer, payload);
@@ -434,6 +441,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
         }
     }
     c.set_connected(addr, false);
+    c.messages.disconnected(peer);
     tracing::info!(%addr, "cluster peer disconnected");
 }
 

@@ -29,6 +29,10 @@ pub const KIND_REFUSED: u8 = 7;
 /// last metadata entry the answering node applied (`u64`), see
 /// [`crate::lease`].
 pub const KIND_PONG: u8 = 8;
+/// A pub/sub message for this node's subscribers
+/// ([`crate::broadcast::Message`]); a node that does not know the kind
+/// ignores it.
+pub const KIND_MESSAGE: u8 = 9;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {

@@ -225,8 +225,11 @@ const HSCAN_ONE_SHOT: usize = 128;
 
 /// A field's place in HSCAN order: a hash of its name with fixed keys, so
 /// the order is the same on every call and survives inserts and deletes.
+/// Never 0, which as a cursor means "start" or "done".
 fn scan_order(field: &[u8]) -> u64 {
-    ahash::RandomState::with_seeds(0x64656c74, 0x61677269, 0x64, 0x5343414e).hash_one(field)
+    ahash::RandomState::with_seeds(0x64656c74, 0x61677269, 0x64, 0x5343414e)
+        .hash_one(field)
+        .max(1)
 }
 
 /// HSCAN pages through fields in `scan_order`; the cursor is the next order
@@ -246,25 +249,17 @@ pub fn hscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     }
     let opts = args::scan_opts(&rest, false)?;
     read(ctx, a[1], |ctx, h| {
-        let len = h.map_or(0, |h| h.len());
+        // A small hash is returned whole in one page with cursor 0, whatever
+        // COUNT says (as Redis does for a listpack).
+        let one_shot = h.map_or(0, |h| h.len()) <= HSCAN_ONE_SHOT;
         let mut page: Vec<(u64, &Bytes, &Bytes)> = h
             .into_iter()
             .flat_map(|h| h.iter())
-            .map(|(f, v)| {
-                (
-                    if len <= HSCAN_ONE_SHOT {
-                        0
-                    } else {
-                        scan_order(f)
-                    },
-                    f,
-                    &v.value,
-                )
-            })
-            .filter(|(o, _, _)| len <= HSCAN_ONE_SHOT || *o >= cursor)
+            .map(|(f, v)| (scan_order(f), f, &v.value))
+            .filter(|(o, _, _)| one_shot || *o >= cursor)
             .collect();
         let mut next = 0;
-        if page.len() > opts.count {
+        if !one_shot && page.len() > opts.count {
             page.select_nth_unstable_by_key(opts.count, |e| e.0);
             let cut = page[opts.count].0;
             // Never split fields sharing an order value across pages.

@@ -98,6 +98,13 @@ pub fn take_written() -> SmallVec<[(usize, u64); 4]> {
     WRITTEN.with(|w| std::mem::take(&mut *w.borrow_mut()))
 }
 
+/// The (partition, seq) of the last change this thread logged since the
+/// last [`take_written`], left in place (WAIT asks what its connection
+/// wrote last).
+pub fn last_written() -> Option<(usize, u64)> {
+    WRITTEN.with(|w| w.borrow().last().copied())
+}
+
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReplicaError {
     #[error("change seq {got} after {have}: the copy missed changes and needs a snapshot")]

@@ -39,8 +39,9 @@ pub use apply::{apply_change, ApplyError};
 pub use change::{Change, ChangeKind, DeltaOp};
 pub use clock::{Clock, DebugClock, SystemClock};
 pub use keyspace::{
-    prefetch_line, take_written, ChangeObserver, Keyspace, KeyspaceConfig, LogListener,
-    PartitionCopy, RemoteOutcome, ReplicaError, ReplicationSink, Txn, Write, WriteError,
+    last_written, prefetch_line, take_written, ChangeObserver, Keyspace, KeyspaceConfig,
+    LogListener, PartitionCopy, RemoteOutcome, ReplicaError, ReplicationSink, Txn, Write,
+    WriteError,
 };
 pub use partition::Partition;
 pub use partition_bits::PartitionBits;

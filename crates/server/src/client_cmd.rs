@@ -168,27 +168,42 @@ fn client_line(s: &Session, c: &ClientShared, current: &str) -> String {
     if t.bcast {
         flags.push('B');
     }
-    if !c.channels.lock().is_empty() {
+    if c.subscribed() {
         flags.push('P');
     }
     if flags.is_empty() {
         flags.push('N');
     }
     let age = c.created.elapsed().as_secs();
+    let subs = c.subs.lock();
+    // The calling connection's buffer still holds the requests it is
+    // running (Redis trims its query buffer after them).
+    let (qbuf, qbuf_free) = if c.id == s.id {
+        (s.qbuf, c.qbuf_free.load(Ordering::Relaxed))
+    } else {
+        (
+            c.qbuf.load(Ordering::Relaxed),
+            c.qbuf_free.load(Ordering::Relaxed),
+        )
+    };
     let cmd = if c.id == s.id {
         current
     } else {
         c.last_cmd_name()
     };
     format!(
-        "id={} addr={} laddr={} fd=8 name={} age={} idle=0 flags={} db=0 sub={} psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}\n",
+        "id={} addr={} laddr={} fd=8 name={} age={} idle=0 flags={} db=0 sub={} psub={} ssub={} multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}\n",
         c.id,
         c.addr,
         c.laddr,
         name,
         age,
         flags,
-        c.channels.lock().len(),
+        subs.channels.len(),
+        subs.patterns.len(),
+        subs.shard.len(),
+        qbuf,
+        qbuf_free,
         cmd,
         if t.on { t.redirect as i64 } else { -1 },
         if c.resp3.load(Ordering::Relaxed) { 3 } else { 2 },
@@ -237,7 +252,22 @@ fn kill(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         } else if is(k, "USER") {
             filters.push(Box::new(move |_| v == "default"));
         } else if is(k, "TYPE") {
-            filters.push(Box::new(move |_| v.eq_ignore_ascii_case("normal")));
+            // Replicas here are site members, never client connections.
+            let pubsub = match v.to_ascii_lowercase().as_str() {
+                "normal" => false,
+                "pubsub" => true,
+                "master" | "replica" | "slave" => {
+                    filters.push(Box::new(|_| false));
+                    continue;
+                }
+                _ => return Err(CmdError::other(format!("ERR Unknown client type '{v}'"))),
+            };
+            filters.push(Box::new(move |c| c.subscribed() == pubsub));
+        } else if is(k, "MAXAGE") {
+            let age = int(pair[1])?;
+            filters.push(Box::new(move |c| {
+                c.created.elapsed().as_secs() as i64 >= age
+            }));
         } else {
             return Err(CmdError::Syntax);
         }

@@ -2,7 +2,7 @@
 //! need to see of a client (CLIENT LIST/KILL, tracking redirects, pub/sub
 //! delivery). The connection task owns everything else about its session.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, Notify};
 
 use crate::metrics::table_index;
+use crate::pubsub::Subscriptions;
 
 /// Messages delivered to a connection from elsewhere.
 #[derive(Debug)]
@@ -21,6 +22,17 @@ pub enum Push {
     /// Keys to invalidate; None: everything (FLUSHALL).
     Invalidate(Option<Vec<Bytes>>),
     Message {
+        channel: Bytes,
+        payload: Bytes,
+    },
+    /// A message that reached the client through a pattern.
+    PatternMessage {
+        pattern: Bytes,
+        channel: Bytes,
+        payload: Bytes,
+    },
+    /// A message of a shard channel (SPUBLISH).
+    ShardMessage {
         channel: Bytes,
         payload: Bytes,
     },
@@ -60,7 +72,11 @@ pub struct ClientShared {
     pub wake: Notify,
     pub push_tx: mpsc::Sender<Push>,
     pub tracking: Mutex<TrackingState>,
-    pub channels: Mutex<HashSet<Bytes>>,
+    pub subs: Mutex<Subscriptions>,
+    /// Bytes of requests read and not yet run (CLIENT LIST `qbuf`), and
+    /// room left in the read buffer (`qbuf-free`).
+    pub qbuf: AtomicUsize,
+    pub qbuf_free: AtomicUsize,
 }
 
 impl ClientShared {
@@ -94,7 +110,12 @@ impl ClientShared {
     }
 
     pub fn subscribed_to(&self, channel: &[u8]) -> bool {
-        self.channels.lock().contains(channel)
+        self.subs.lock().channels.contains(channel)
+    }
+
+    /// Has any subscription (CLIENT LIST flag `P`, CLIENT KILL TYPE pubsub).
+    pub fn subscribed(&self) -> bool {
+        self.subs.lock().total() > 0
     }
 }
 

@@ -55,7 +55,9 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
         wake: Notify::new(),
         push_tx,
         tracking: Mutex::new(TrackingState::default()),
-        channels: Mutex::new(Default::default()),
+        subs: Mutex::new(Default::default()),
+        qbuf: AtomicUsize::new(0),
+        qbuf_free: AtomicUsize::new(0),
     });
     node.clients.insert(shared.clone());
     let mut session = Session::new(node.clone(), shared.clone());
@@ -94,6 +96,8 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
                 // awaits between these three calls.
                 keyspace::take_written();
                 let close = session.process(&mut inbuf, &mut outbuf);
+                shared.qbuf.store(inbuf.len(), Ordering::Relaxed);
+                shared.qbuf_free.store(inbuf.capacity() - inbuf.len(), Ordering::Relaxed);
                 let written = keyspace::take_written();
                 if !written.is_empty() {
                     if let Some(cluster) = node.cluster.as_ref().filter(|c| c.sync_replication()) {
@@ -184,6 +188,23 @@ fn write_push(session: &Session, shared: &ClientShared, push: Push, out: &mut By
         Push::Message { channel, payload } => {
             w.push(3);
             w.bulk(b"message");
+            w.bulk(&channel);
+            w.bulk(&payload);
+        }
+        Push::PatternMessage {
+            pattern,
+            channel,
+            payload,
+        } => {
+            w.push(4);
+            w.bulk(b"pmessage");
+            w.bulk(&pattern);
+            w.bulk(&channel);
+            w.bulk(&payload);
+        }
+        Push::ShardMessage { channel, payload } => {
+            w.push(3);
+            w.bulk(b"smessage");
             w.bulk(&channel);
             w.bulk(&payload);
         }

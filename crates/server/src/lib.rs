@@ -23,6 +23,8 @@ pub mod transaction;
 pub use node::Node;
 pub use settings::NodeSettings;
 
-/// The Redis version we answer to HELLO and INFO: the command set and reply
-/// shapes we implement are Redis 7's. Clients use it for feature checks.
-pub const REDIS_VERSION: &str = "7.4.0";
+/// The Redis version we answer to HELLO and INFO: the version whose command
+/// set and reply shapes we implement. Clients switch features on from it
+/// (Jedis, redis-py), so it must not claim commands we lack: 7.4 added hash
+/// field expiry (HEXPIRE...), which deltagrid does not have.
+pub const REDIS_VERSION: &str = "7.2.4";

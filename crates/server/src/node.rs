@@ -16,6 +16,7 @@ use crate::pubsub::PubSub;
 use crate::settings::{NodeSettings, Runtime, DEFAULT_LOG_RETAIN_BYTES};
 use crate::tracking::Tracking;
 use crate::{admin, connection, memory};
+use cluster::broadcast::MessageKind;
 
 pub struct Node {
     pub settings: NodeSettings,
@@ -147,6 +148,17 @@ impl Node {
             backups,
         });
         if let Some(c) = &node.cluster {
+            // PUBLISH/SPUBLISH on another member: this node's subscribers.
+            let weak = Arc::downgrade(&node);
+            c.messages.set_sink(move |m| {
+                let Some(n) = weak.upgrade() else { return };
+                match m.kind {
+                    MessageKind::Publish => n.pubsub.publish(&n.clients, &m.channel, &m.payload),
+                    MessageKind::ShardPublish => {
+                        n.pubsub.spublish(&n.clients, &m.channel, &m.payload)
+                    }
+                };
+            });
             // A handover waits for every command already routed to finish.
             let weak = Arc::downgrade(&node);
             c.set_quiesce(Box::new(move || {

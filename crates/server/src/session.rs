@@ -16,8 +16,10 @@ use resp::{Located, ReplyWriter};
 use crate::clients::ClientShared;
 use crate::exec_gate::HeldShared;
 use crate::node::Node;
+use crate::pubsub::{commands as pubsub, Scope};
 use crate::transaction::{self, TxState};
 use crate::{client_cmd, config_cmd, introspection};
+use cluster::broadcast::MessageKind;
 
 pub struct Session {
     pub node: Arc<Node>,
@@ -28,13 +30,17 @@ pub struct Session {
     closing: bool,
     /// Tracking on (copy of shared.tracking.on for the hot path).
     pub tracking: bool,
-    /// CLIENT CACHING yes/no, valid for the next command only.
+    /// CLIENT CACHING yes/no, valid for the next command or transaction.
     pub caching: Option<bool>,
     caching_set_now: bool,
     pub subscriptions: usize,
     pub tx: TxState,
     /// READONLY: reads of partitions this node backs up are served here.
     pub readonly: bool,
+    /// (partition, seq) of this connection's last write, for WAIT.
+    last_write: Option<(usize, u64)>,
+    /// Bytes in the read buffer while its requests run (CLIENT LIST qbuf).
+    pub qbuf: usize,
     /// Where the request being run has its arguments in the read buffer;
     /// one allocation for the connection's life.
     places: Vec<(usize, usize)>,
@@ -78,6 +84,8 @@ impl Session {
             subscriptions: 0,
             tx: TxState::default(),
             readonly: false,
+            last_write: None,
+            qbuf: 0,
             places: Vec::new(),
             places_ahead: Vec::new(),
             spare_args: Vec::new(),
@@ -92,6 +100,7 @@ impl Session {
     /// command keeps it copies. Inline commands are decoded into copies.
     pub fn process(&mut self, inbuf: &mut BytesMut, out: &mut BytesMut) -> bool {
         let node = self.node.clone();
+        self.qbuf = inbuf.len();
         let limits = node.runtime.limits();
         node.clock.refresh();
         // One clock read per command: a command's end is the next one's
@@ -244,6 +253,11 @@ impl Session {
             }
             None => self.builtin(spec, args, out),
         };
+        if spec.flags.has(Flags::WRITE) {
+            if let Some(w) = keyspace::last_written() {
+                self.last_write = Some(w);
+            }
+        }
         match result {
             Err(e) => out.error(&e.to_string()),
             Ok(()) if self.tracking && spec.flags.has(Flags::READONLY) => {
@@ -251,7 +265,10 @@ impl Session {
             }
             Ok(()) => {}
         }
-        if !self.caching_set_now {
+        // CLIENT CACHING applies to the next command, or to the next
+        // transaction as a whole: MULTI keeps it, and EXEC clears it after
+        // the queued commands ran (as Redis's resetClient).
+        if !self.caching_set_now && !self.tx.in_multi() {
             self.caching = None;
         }
     }
@@ -335,13 +352,15 @@ impl Session {
                 Ok(())
             }
             "client" => client_cmd::client(self, a, out),
-            "subscribe" => self.subscribe(a, out),
-            "unsubscribe" => self.unsubscribe(a, out),
-            "publish" => {
-                let n = self.node.pubsub.publish(&self.node.clients, a[1], a[2]);
-                out.int(n as i64);
-                Ok(())
-            }
+            "subscribe" => pubsub::subscribe(self, Scope::Channel, a, out),
+            "psubscribe" => pubsub::subscribe(self, Scope::Pattern, a, out),
+            "ssubscribe" => pubsub::subscribe(self, Scope::Shard, a, out),
+            "unsubscribe" => pubsub::unsubscribe(self, Scope::Channel, a, out),
+            "punsubscribe" => pubsub::unsubscribe(self, Scope::Pattern, a, out),
+            "sunsubscribe" => pubsub::unsubscribe(self, Scope::Shard, a, out),
+            "publish" => pubsub::publish(self, MessageKind::Publish, a, out),
+            "spublish" => pubsub::publish(self, MessageKind::ShardPublish, a, out),
+            "pubsub" => pubsub::pubsub(self, a, out),
             "command" => introspection::command(a, out),
             "info" => introspection::info(self, a, out),
             "config" => config_cmd::config(self, a, out),
@@ -353,6 +372,17 @@ impl Session {
                 Ok(())
             }
             "debug" => self.debug(a, out),
+            "wait" => {
+                let _numreplicas = commands::args::int(a[1])?;
+                if commands::args::int(a[2])? < 0 {
+                    return Err(CmdError::other("ERR timeout is negative"));
+                }
+                let n = self.node.cluster.as_deref().map_or(0, |c| {
+                    cluster::cluster_cmd::replicas_holding(c, self.last_write)
+                });
+                out.int(n as i64);
+                Ok(())
+            }
             "wanapply" => self.wanapply(a, out),
             "backupjob" => self.backupjob(a, out),
             "cluster" => {
@@ -495,55 +525,11 @@ impl Session {
         self.tx.clear();
         self.readonly = false;
         client_cmd::tracking_off(self);
-        let channels: Vec<Bytes> = self.shared.channels.lock().drain().collect();
-        for ch in channels {
-            self.node.pubsub.unsubscribe(&ch, self.id);
-        }
-        self.subscriptions = 0;
+        pubsub::release_all(self);
         *self.shared.name.lock() = None;
         self.set_resp3(false);
         self.caching = None;
         self.authenticated = self.node.runtime.requirepass.read().is_none();
-    }
-
-    fn subscribe(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-        for ch in &a[1..] {
-            let ch = Bytes::copy_from_slice(ch);
-            if self.shared.channels.lock().insert(ch.clone()) {
-                self.node.pubsub.subscribe(ch.clone(), self.id);
-            }
-            self.subscriptions = self.shared.channels.lock().len();
-            out.push(3);
-            out.bulk(b"subscribe");
-            out.bulk(&ch);
-            out.int(self.subscriptions as i64);
-        }
-        Ok(())
-    }
-
-    fn unsubscribe(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-        let channels: Vec<Bytes> = if a.len() > 1 {
-            a[1..].iter().map(|c| owned(c)).collect()
-        } else {
-            self.shared.channels.lock().iter().cloned().collect()
-        };
-        if channels.is_empty() {
-            out.push(3);
-            out.bulk(b"unsubscribe");
-            out.null();
-            out.int(0);
-        }
-        for ch in channels {
-            if self.shared.channels.lock().remove(&ch) {
-                self.node.pubsub.unsubscribe(&ch, self.id);
-            }
-            self.subscriptions = self.shared.channels.lock().len();
-            out.push(3);
-            out.bulk(b"unsubscribe");
-            out.bulk(&ch);
-            out.int(self.subscriptions as i64);
-        }
-        Ok(())
     }
 
     /// `WANAPPLY source-site payload`: changes from a remote site, sent by
@@ -647,10 +633,7 @@ impl Session {
     /// Connection ended: release what the node holds for it.
     pub fn close(&mut self) {
         client_cmd::tracking_off(self);
-        let channels: Vec<Bytes> = self.shared.channels.lock().drain().collect();
-        for ch in channels {
-            self.node.pubsub.unsubscribe(&ch, self.id);
-        }
+        pubsub::release_all(self);
         self.node.clients.remove(self.id);
     }
 }

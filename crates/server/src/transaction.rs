@@ -77,6 +77,7 @@ pub fn unwatch(s: &mut Session, out: Reply) -> Result<(), CmdError> {
 }
 
 pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
+    let caching = s.caching.take();
     let Some(queued) = s.tx.queued.take() else {
         return Err(CmdError::other("ERR EXEC without MULTI"));
     };
@@ -106,8 +107,11 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
         return Ok(());
     }
     out.array(queued.len());
+    // CLIENT CACHING before MULTI covers every read of the transaction.
     for (spec, args) in queued {
+        s.caching = caching;
         s.run(spec, &borrowed(&args), out);
     }
+    s.caching = None;
     Ok(())
 }
