@@ -110,7 +110,11 @@ impl Broadcast {
             let mut o = outbox.lock();
             if o.bytes + size > OUTBOX_BYTES {
                 drop(o);
-                if self.dropped.fetch_add(1, Ordering::Relaxed).is_multiple_of(1000) {
+                if self
+                    .dropped
+                    .fetch_add(1, Ordering::Relaxed)
+                    .is_multiple_of(1000)
+                {
                     tracing::warn!(
                         member = peer + 1,
                         "pub/sub message dropped: {OUTBOX_BYTES} bytes already queued for that member"
