@@ -50,18 +50,42 @@ fn replicator() -> Arc<Replicator> {
     )
 }
 
-fn entry(p: u16, seq: u64, key: &str, value: &str) -> BytesMut {
-    let change = Change {
-        key: Bytes::copy_from_slice(key.as_bytes()),
+/// A write of `value` to `key` at hlc `i` of site 1.
+fn set(key: impl Into<Bytes>, i: u64, value: impl Into<Bytes>) -> Change {
+    Change {
+        key: key.into(),
         version: Version {
-            hlc: seq << 16,
+            hlc: i << 16,
             site: 1,
         },
         kind: ChangeKind::Full {
-            value: Value::Str(Bytes::copy_from_slice(value.as_bytes())),
+            value: Value::Str(value.into()),
             expire_at: 0,
         },
-    };
+    }
+}
+
+/// The keys "k0", "k1"... of partition `p` among the first `n`.
+fn keys_in(ks: &Keyspace, p: usize, n: usize) -> Vec<Bytes> {
+    (0..n)
+        .map(|i| Bytes::from(format!("k{i}")))
+        .filter(|k| ks.partition_of(k) == p)
+        .collect()
+}
+
+/// About 6 MiB of 600-byte values in partition `p` of `primary` (six
+/// snapshot chunks); returns the keys.
+fn fill(primary: &Replicator, p: usize) -> Vec<Bytes> {
+    let keys = keys_in(&primary.ks, p, 40_000);
+    for (i, k) in keys.iter().enumerate() {
+        let change = set(k.clone(), i as u64 + 1, vec![b'x'; 600]);
+        primary.ks.apply_batch(p, vec![change], 0).unwrap();
+    }
+    keys
+}
+
+fn entry(p: u16, seq: u64, key: &str, value: &str) -> BytesMut {
+    let change = set(key.to_string(), seq, value.to_string());
     let mut body = Vec::new();
     codec::encode(&change, &mut body);
     let mut out = BytesMut::new();
@@ -220,35 +244,16 @@ fn bad_batches_are_errors() {
 #[test]
 fn a_snapshot_larger_than_a_chunk_streams_ahead_of_queued_changes() {
     let primary = replicator();
-    let key = |i: usize| format!("k{i}");
-    // About 6 MiB in one partition: six chunks.
     let p = primary.ks.partition_of(b"k0");
     primary.ks.set_replica(p, false);
-    let keys: Vec<String> = (0..40_000)
-        .map(key)
-        .filter(|k| primary.ks.partition_of(k.as_bytes()) == p)
-        .collect();
+    let keys = fill(&primary, p);
+    let key0 = std::str::from_utf8(&keys[0]).unwrap();
     let mut live = BytesMut::new();
-    for (i, k) in keys.iter().enumerate() {
-        let value = Value::Str(Bytes::from(vec![b'x'; 600]));
-        let change = Change {
-            key: Bytes::copy_from_slice(k.as_bytes()),
-            version: Version {
-                hlc: (i as u64 + 1) << 16,
-                site: 1,
-            },
-            kind: ChangeKind::Full {
-                value,
-                expire_at: 0,
-            },
-        };
-        primary.ks.apply_batch(p, vec![change], 0).unwrap();
-    }
     let next = primary.ks.with_partition(p, |part, _| part.log.next_seq());
     assert!(primary.send_snapshot(p, 0, 7));
     assert!(!primary.send_snapshot(p, 0, 7), "once per epoch");
     // A change logged after the snapshot point, already queued.
-    live.extend_from_slice(&entry(p as u16, next, &keys[0], "after"));
+    live.extend_from_slice(&entry(p as u16, next, key0, "after"));
     primary.primary.queues[0]
         .buf
         .lock()
@@ -276,9 +281,9 @@ fn a_snapshot_larger_than_a_chunk_streams_ahead_of_queued_changes() {
         keys.len(),
     );
     assert_eq!(have, want);
-    let mut txn = replica.ks.txn([keys[0].as_bytes()], 0);
+    let mut txn = replica.ks.txn([&keys[0][..]], 0);
     assert_eq!(
-        txn.get(keys[0].as_bytes())
+        txn.get(&keys[0][..])
             .and_then(|e| e.as_str())
             .map(|b| b.to_vec()),
         Some(b"after".to_vec())
@@ -357,17 +362,7 @@ fn a_promoted_replica_logs_what_it_received_from_where_every_site_applied() {
     let replica = replicator();
     let p = primary.ks.partition_of(b"k0");
     for i in 1..=10u64 {
-        let change = Change {
-            key: Bytes::from(format!("k{}", i % 3)),
-            version: Version {
-                hlc: i << 16,
-                site: 1,
-            },
-            kind: ChangeKind::Full {
-                value: Value::Str(Bytes::from(vec![b'v'; 100 * i as usize])),
-                expire_at: 0,
-            },
-        };
+        let change = set(format!("k{}", i % 3), i, vec![b'v'; 100 * i as usize]);
         let p_of = primary.ks.partition_of(&change.key);
         primary.ks.apply_batch(p_of, vec![change], 0).unwrap();
     }
@@ -423,24 +418,10 @@ fn changes_a_leader_refuses_are_not_held() {
     let primary = primary_with_replica();
     let replica = replicator();
     let p = primary.ks.partition_of(b"k0");
-    let keys: Vec<Bytes> = (0..200)
-        .map(|i| Bytes::from(format!("k{i}")))
-        .filter(|k| primary.ks.partition_of(k) == p)
-        .take(6)
-        .collect();
+    let keys: Vec<Bytes> = keys_in(&primary.ks, p, 200).into_iter().take(6).collect();
     let write = |i: u64| {
         for k in &keys {
-            let change = Change {
-                key: k.clone(),
-                version: Version {
-                    hlc: i << 16,
-                    site: 1,
-                },
-                kind: ChangeKind::Full {
-                    value: Value::Str(Bytes::from(vec![b'v'; 300])),
-                    expire_at: 0,
-                },
-            };
+            let change = set(k.clone(), i, vec![b'v'; 300]);
             primary.ks.apply_batch(p, vec![change], 0).unwrap();
         }
     };
@@ -475,9 +456,8 @@ fn snapshots_taken_while_changes_flow_lose_none_of_them() {
     let primary = primary_with_replica();
     let replica = replicator();
     let p = primary.ks.partition_of(b"k0");
-    let keys: Vec<Bytes> = (0..2_000)
-        .map(|i| Bytes::from(format!("k{i}")))
-        .filter(|k| primary.ks.partition_of(k) == p)
+    let keys: Vec<Bytes> = keys_in(&primary.ks, p, 2_000)
+        .into_iter()
         .take(64)
         .collect();
     let stop = Arc::new(AtomicBool::new(false));
@@ -487,17 +467,7 @@ fn snapshots_taken_while_changes_flow_lose_none_of_them() {
             let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 i += 1;
-                let change = Change {
-                    key: keys[i as usize % keys.len()].clone(),
-                    version: Version {
-                        hlc: i << 16,
-                        site: 1,
-                    },
-                    kind: ChangeKind::Full {
-                        value: Value::Str(Bytes::from(i.to_string())),
-                        expire_at: 0,
-                    },
-                };
+                let change = set(keys[i as usize % keys.len()].clone(), i, i.to_string());
                 primary.ks.apply_batch(p, vec![change], 0).unwrap();
             }
         })
@@ -550,17 +520,7 @@ fn the_late_end_of_a_replaced_snapshot_does_not_count() {
 
 /// The primary writes value `i` to key "k" at hlc `i`.
 fn write_k(primary: &Replicator, i: u64) {
-    let change = Change {
-        key: Bytes::from_static(b"k"),
-        version: Version {
-            hlc: i << 16,
-            site: 1,
-        },
-        kind: ChangeKind::Full {
-            value: Value::Str(Bytes::from(i.to_string())),
-            expire_at: 0,
-        },
-    };
+    let change = set("k", i, i.to_string());
     primary
         .ks
         .apply_batch(primary.ks.partition_of(b"k"), vec![change], 0)
@@ -761,23 +721,7 @@ fn a_snapshot_missing_a_chunk_is_refused() {
     let primary = primary_with_replica();
     let replica = replicator();
     let p = primary.ks.partition_of(b"k0");
-    let keys = (0..40_000)
-        .map(|i| format!("k{i}"))
-        .filter(|k| primary.ks.partition_of(k.as_bytes()) == p);
-    for (i, k) in keys.enumerate() {
-        let change = Change {
-            key: Bytes::from(k),
-            version: Version {
-                hlc: (i as u64 + 1) << 16,
-                site: 1,
-            },
-            kind: ChangeKind::Full {
-                value: Value::Str(Bytes::from(vec![b'x'; 600])),
-                expire_at: 0,
-            },
-        };
-        primary.ks.apply_batch(p, vec![change], 0).unwrap();
-    }
+    fill(&primary, p);
     primary.take_batch(1); // the changes queued so far
     assert!(primary.send_snapshot(p, 1, 2));
     let mut acks = Vec::new();
