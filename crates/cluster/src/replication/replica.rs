@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use keyspace::{codec, Change, Held, HeldChanges, Pinned, ReplicaError};
+use keyspace::{codec, Change, HeldChange, HeldChanges, Pinned, ReplicaError};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
@@ -254,7 +254,7 @@ fn held_changes(batch: &[u8], stale: impl Fn(u16, u64) -> bool) -> HeldChanges {
                 partition,
                 seq,
                 change,
-            } if !stale(partition, sender_epoch) => held.push(Held {
+            } if !stale(partition, sender_epoch) => held.push(HeldChange {
                 partition,
                 seq,
                 start: (entries.position() - change.len()) as u32,
