@@ -17,6 +17,7 @@ mod cluster;
 pub mod cluster_cmd;
 pub mod failover;
 mod handover;
+mod in_sync;
 pub mod join;
 pub mod lease;
 pub mod metadata;
