@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from helpers import NOT_INT, SYNTAX, arity, make_client, v, wait_until
-from helpers_net import Map, RespConn, Verbatim, err_bytes, parse_one
+from helpers_net import RespError, Map, RespConn, Verbatim, err_bytes, parse_one
 
 NOAUTH = "NOAUTH Authentication required."
 WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
@@ -546,6 +546,31 @@ def test_info_fields(server):
         assert 0 <= avg <= 1000000
 
 
+def test_info_fields_clients_and_the_suite_read(server):
+    with RespConn.to(server) as c:
+        c.call("SET", "s", "1")
+        c.call("SET", "s")                                   # rejected: arity
+        c.call("HSET", "s", "f", "v")                        # failed: WRONGTYPE
+        c.call("NOSUCHCOMMAND")
+        info = c.call("INFO").decode()
+        every = c.call("INFO", "everything").decode()
+        stats = c.call("INFO", "commandstats").decode()
+    fields = dict(l.split(":", 1) for l in info.splitlines() if ":" in l)
+    for k in ["redis_git_sha1", "redis_git_dirty", "mem_allocator", "used_cpu_sys", "used_cpu_user",
+              "used_cpu_sys_children", "used_cpu_user_children", "total_error_replies"]:
+        assert k in fields, k
+    assert "# CPU" in info and "# Errorstats" in info and "# Commandstats" not in info
+    assert "# Commandstats" in every
+    assert int(fields["total_error_replies"]) >= 3
+    assert int(fields["errorstat_ERR"].split("=")[1]) >= 2
+    assert fields["errorstat_WRONGTYPE"] == "count=1"
+    cmd = dict(l.split(":", 1) for l in stats.splitlines() if l.startswith("cmdstat_"))
+    sets = dict(kv.split("=") for kv in cmd["cmdstat_set"].split(","))
+    assert (sets["calls"], sets["rejected_calls"], sets["failed_calls"]) == ("1", "1", "0")
+    hsets = dict(kv.split("=") for kv in cmd["cmdstat_hset"].split(","))
+    assert (hsets["calls"], hsets["failed_calls"]) == ("1", "1")
+
+
 def test_info_single_and_multiple_sections(conn):
     for section, header in [("server", "Server"), ("clients", "Clients"), ("memory", "Memory"),
                             ("stats", "Stats"), ("replication", "Replication"),
@@ -689,6 +714,46 @@ def test_config_errors(conn):
     assert conn.cmd("CONFIG", "GET") == err_bytes(arity("config|get"))
     assert conn.cmd("CONFIG") == err_bytes(arity("config"))
     assert conn.cmd("CONFIG", "FOO") == err_bytes("ERR unknown subcommand 'FOO'. Try CONFIG HELP.")
+
+
+def test_config_set_acts_or_refuses(conn):
+    """Every parameter CONFIG SET accepts acts; several are checked before
+    any is applied; duplicates and immutable ones are refused."""
+    assert conn.call("CONFIG", "SET", "hz", "50", "tracking-table-max-keys", "5") == "OK"
+    assert conn.call("CONFIG", "GET", "hz") == [b"hz", b"50"]
+    assert conn.call("CONFIG", "GET", "tracking-table-max-keys") == [b"tracking-table-max-keys", b"5"]
+    assert conn.call("CONFIG", "SET", "hash-max-ziplist-entries", "16") == "OK"
+    assert conn.call("CONFIG", "GET", "hash-max-listpack-entries") == [b"hash-max-listpack-entries", b"16"]
+    # A small hash comes back whole from HSCAN; past the threshold it is paged.
+    conn.call("HSET", "h", *[x for i in range(20) for x in (f"f{i}", "v")])
+    assert conn.call("HSCAN", "h", "0", "COUNT", "5")[0] != b"0"
+    assert conn.call("CONFIG", "SET", "hash-max-listpack-entries", "128") == "OK"
+    conn.call("HSET", "h2", *[x for i in range(20) for x in (f"f{i}", "v")])
+    assert conn.call("HSCAN", "h2", "0", "COUNT", "5")[0] == b"0"
+    assert conn.call("CONFIG", "SET", "notify-keyspace-events", "KEA") == "OK"
+    assert conn.call("CONFIG", "GET", "notify-keyspace-events") == [b"notify-keyspace-events", b"AKE"]
+    assert conn.call("CONFIG", "SET", "notify-keyspace-events", "") == "OK"
+    assert conn.call("CONFIG", "SET", "hz", "10", "hz", "11") == RespError(
+        "ERR CONFIG SET failed (possibly related to argument 'hz') - duplicate parameter")
+    assert conn.call("CONFIG", "SET", "hz", "20", "maxmemory", "abc") == RespError(
+        "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - "
+        "argument must be a memory value")
+    assert conn.call("CONFIG", "GET", "hz") == [b"hz", b"50"]      # nothing applied
+    assert conn.call("CONFIG", "SET", "databases", "4") == RespError(
+        "ERR CONFIG SET failed (possibly related to argument 'databases') - can't set immutable config")
+    assert conn.call("CONFIG", "SET", "hz", "10") == "OK"
+
+
+@pytest.mark.deltagrid_only  # Redis has these features
+@pytest.mark.parametrize("name,value", [("maxmemory-policy", "allkeys-lru"), ("appendonly", "yes"),
+                                        ("save", "900 1"), ("zset-max-ziplist-entries", "10"),
+                                        ("maxmemory-clients", "10mb")])
+def test_config_set_refuses_what_would_be_ignored(conn, name, value):
+    before = conn.call("CONFIG", "GET", name)
+    reply = conn.call("CONFIG", "SET", name, value)
+    assert isinstance(reply, RespError), reply
+    assert str(reply).startswith(f"ERR CONFIG SET failed (possibly related to argument '{name}') - only "), reply
+    assert conn.call("CONFIG", "GET", name) == before
 
 
 def test_redis_py_config(r):

@@ -116,3 +116,34 @@ def test_wait_on_a_node_without_replicas(server):
         assert c.call("WAIT", 1, 50) == 0
         assert c.call("WAIT", 1, -1) == RespError("ERR timeout is negative")
         assert c.call("WAIT", "x", 0) == RespError("ERR value is not an integer or out of range")
+
+
+def test_client_reply_off_and_skip_keep_pubsub_messages(server):
+    with RespConn.to(server) as a, RespConn.to(server) as b:
+        a.send("CLIENT", "REPLY", "OFF")
+        a.send("SET", "k", "1")                     # no reply
+        assert a.call("SUBSCRIBE", "ch") == [b"subscribe", b"ch", 1]   # still confirmed
+        assert b.call("PUBLISH", "ch", "m") == 1
+        assert a.read() == [b"message", b"ch", b"m"]
+        assert a.call("UNSUBSCRIBE", "ch") == [b"unsubscribe", b"ch", 0]
+        assert a.call("CLIENT", "REPLY", "ON") == "OK"
+        a.send("CLIENT", "REPLY", "SKIP")
+        a.send("GET", "k")                          # skipped
+        assert a.call("GET", "k") == b"1"
+        assert a.call("CLIENT", "REPLY", "MAYBE") == RespError("ERR syntax error")
+
+
+def test_publish_after_an_unsubscribe_sent_before_it_reaches_nobody(server):
+    """Redis's pubsub.tcl: UNSUBSCRIBE is sent (its reply not awaited), then
+    another connection publishes: Redis takes requests in arrival order and
+    counts 0 receivers every time. Here connections run on several threads;
+    a PUBLISH lets the requests already waiting run first."""
+    reached = 0
+    with RespConn.to(server) as p:
+        for i in range(200):
+            with RespConn.to(server) as s:
+                assert s.call("SUBSCRIBE", f"c{i}", "other") == [b"subscribe", f"c{i}".encode(), 1]
+                assert s.read() == [b"subscribe", b"other", 2]
+                s.send("UNSUBSCRIBE")
+                reached += p.call("PUBLISH", f"c{i}", "hello")
+    assert reached == 0

@@ -643,3 +643,16 @@ def test_inline_commands(conn):
     assert conn.inline("GET k") == b"$5\r\nhello\r\n"
     assert conn.inline('SET k2 "a b"') == b"+OK\r\n"
     assert conn.inline("STRLEN k2") == b":3\r\n"
+
+
+def test_incrbyfloat_keeps_redis_precision(conn):
+    """Redis adds in long double and prints 17 decimals: a sum and its
+    opposite give the start value back, and no negative zero."""
+    assert conn.call("INCRBYFLOAT", "f", "0.024390243902439025") == b"0.02439024390243902"
+    assert conn.call("INCRBYFLOAT", "f", "-0.024390243902439025") == b"0"
+    conn.call("SET", "x", "3")
+    assert conn.call("INCRBYFLOAT", "x", "1e-10") == b"3.0000000001"
+    assert conn.call("INCRBYFLOAT", "x", "-1e-10") == b"3"
+    assert conn.call("HINCRBYFLOAT", "h", "f", "1.23") == b"1.23"
+    assert conn.call("HINCRBYFLOAT", "h", "f", "0.77") == b"2"
+    assert conn.call("HINCRBYFLOAT", "h", "f", "-0.1") == b"1.9"

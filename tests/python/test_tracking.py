@@ -559,6 +559,26 @@ def test_tracking_errors(server, setup, cmd, error):
         c.call("PING")  # connection still usable
 
 
+def test_bcast_sends_one_message_per_prefix_for_a_transaction(clients):
+    """As Redis's tracking.tcl: the writes of one MULTI/EXEC come as one
+    message per matching prefix; default mode sends one message per key."""
+    a, b = clients
+    a.ok("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a:", "PREFIX", "b:")
+    a.ok("MULTI")
+    for k in ["a:1", "a:2", "b:1", "b:2", "c:1"]:
+        assert a.call("INCR", k) == "QUEUED"
+    assert a.call("EXEC") == [1, 1, 1, 1, 1]
+    pushes = [a.next_push(), a.next_push()]
+    assert sorted(sorted(p[1]) for p in pushes) == [[b"a:1", b"a:2"], [b"b:1", b"b:2"]]
+    assert_no_push(a)
+    a.ok("CLIENT", "TRACKING", "OFF")
+    a.ok("CLIENT", "TRACKING", "ON")
+    assert a.call("MGET", "x", "y") == [None, None]
+    b.ok("MSET", "x", "1", "y", "2")
+    assert sorted([a.next_push()[1], a.next_push()[1]]) == [[b"x"], [b"y"]]
+    assert_no_push(a)
+
+
 def test_bcast_prefix_added_later_is_merged(clients):
     a, b = clients
     a.ok("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "x:")

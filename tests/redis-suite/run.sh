@@ -249,114 +249,125 @@ mkdir -p "$OUT/logs/redis" "$OUT/logs/deltagrid"
 printf 'target\tunit\trc\tseconds\tkilled\tserver_alive_after\n' >"$OUT/runs.tsv"
 : >"$OUT/events.tsv"
 
+# Every unit gets a fresh server (and so does every test run alone by the
+# isolation step): a test that fails half-way may leave a CONFIG SET behind
+# (maxmemory, say), which must not spill into the next unit. The port stays.
 REDIS_PORT="$(free_port)"
-REDIS_PID=""
-start_redis() {
-    mkdir -p "$WORK/redis-data"
-    redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --enable-debug-command yes \
-        --save '' --appendonly no --dir "$WORK/redis-data" \
-        --logfile "$WORK/redis-data/redis.log" --daemonize no &
-    REDIS_PID=$!
-    PIDS+=("$REDIS_PID")
-    wait_ping "$REDIS_PORT" "$REDIS_PID" || die "redis-server did not start on $REDIS_PORT (log: $WORK/redis-data/redis.log)"
-}
-
 DG_PORT="$(free_port)"
 DG_ADMIN="$(free_port)"
-DG_PID=""
-DG_STARTS=0
-start_deltagrid() {
-    DG_STARTS=$((DG_STARTS + 1))
-    local data="$WORK/deltagrid-data.$DG_STARTS" args=()
+SERVER_PID=""
+STARTS=0
+DG_ARGS=()
+if "$DELTAGRID_BIN" server --help 2>/dev/null | grep -q -- '--enable-debug-command'; then
+    DG_ARGS+=(--enable-debug-command)
+else
+    log "warning: this deltagrid has no --enable-debug-command"
+fi
+
+# start_server TARGET: starts a fresh redis-server or deltagrid; sets SERVER_PID
+start_server() {
+    STARTS=$((STARTS + 1))
+    local data="$WORK/data/$1.$STARTS" port
     mkdir -p "$data"
-    args=(server --listen "127.0.0.1:$DG_PORT" --admin-listen "127.0.0.1:$DG_ADMIN" --data-dir "$data")
-    if "$DELTAGRID_BIN" server --help 2>/dev/null | grep -q -- '--enable-debug-command'; then
-        args+=(--enable-debug-command)
+    if [ "$1" = redis ]; then
+        port="$REDIS_PORT"
+        redis-server --bind 127.0.0.1 --port "$port" --enable-debug-command yes \
+            --save '' --appendonly no --dir "$data" --daemonize no >>"$WORK/redis-server.log" 2>&1 &
     else
-        log "warning: this deltagrid has no --enable-debug-command"
+        port="$DG_PORT"
+        "$DELTAGRID_BIN" server --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$DG_ADMIN" \
+            --data-dir "$data" "${DG_ARGS[@]}" >>"$WORK/deltagrid-server.log" 2>&1 &
     fi
-    "$DELTAGRID_BIN" "${args[@]}" >>"$WORK/deltagrid.log" 2>&1 &
-    DG_PID=$!
-    PIDS+=("$DG_PID")
-    wait_ping "$DG_PORT" "$DG_PID" || die "deltagrid did not start on $DG_PORT (log: $WORK/deltagrid.log)"
+    SERVER_PID=$!
+    PIDS+=("$SERVER_PID")
+    wait_ping "$port" "$SERVER_PID" || die "$1 did not start on 127.0.0.1:$port (log: $WORK/$1-server.log)"
+    rm -rf "$WORK/data/$1.$((STARTS - 1))" 2>/dev/null || true
 }
 
-# ---------------------------------------------------------------------------
-# 3. The runs
+# stop_server: SIGTERM, then SIGKILL after 10 s; true if it was still running
+stop_server() {
+    local pid="$SERVER_PID" i alive=0
+    if kill -0 "$pid" 2>/dev/null; then
+        alive=1
+        kill "$pid" 2>/dev/null || true
+        for i in $(seq 1 100); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+    [ "$alive" = 1 ]
+}
 
-# run_target NAME PORT PID_VAR START_FN
+port_of() { if [ "$1" = redis ]; then echo "$REDIS_PORT"; else echo "$DG_PORT"; fi; }
+
+# runtest_unit TARGET UNIT LOG TEST_TIMEOUT UNIT_TIMEOUT [--only NAME]: one runtest, returns its status
+runtest_unit() {
+    local target="$1" unit="$2" out="$3" tt="$4" ut="$5"
+    shift 5
+    (
+        cd "$WORK/suite-$target"
+        TERM=dumb exec timeout --kill-after=10 "$ut" ./runtest \
+            --host 127.0.0.1 --port "$(port_of "$target")" --singledb --ignore-encoding --ignore-digest \
+            --durable --clients 1 --timeout "$tt" --single "$unit" "$@"
+    ) >"$out" 2>&1 </dev/null
+}
+
 run_target() {
-    local target="$1" port="$2" pidvar="$3" startfn="$4" unit rc t0 secs killed alive name
-    local copy="$WORK/suite-$target"
-    make_copy "$copy"
-    printf 'function_flush\t%s\t%s\n' "$target" "$(resp_cmd "$port" FUNCTION FLUSH)" >>"$OUT/events.tsv"
+    local target="$1" unit rc t0 secs killed alive name lf
+    make_copy "$WORK/suite-$target"
+    start_server "$target"
+    printf 'function_flush\t%s\t%s\n' "$target" "$(resp_cmd "$(port_of "$target")" FUNCTION FLUSH)" >>"$OUT/events.tsv"
+    stop_server || true
     for unit in $UNITS; do
-        [ -f "$copy/tests/$unit.tcl" ] || die "no such unit in the suite: $unit"
-        if ! kill -0 "${!pidvar}" 2>/dev/null || ! ping_port "$port"; then
-            printf 'restart\t%s\t%s\n' "$target" "$unit" >>"$OUT/events.tsv"
-            log "$target was not running before $unit: starting it again"
-            "$startfn"
-        fi
+        [ -f "$WORK/suite-$target/tests/$unit.tcl" ] || die "no such unit in the suite: $unit"
         name="${unit#unit/}"
-        name="${name//\//_}"
+        lf="$OUT/logs/$target/${name//\//_}.log"
+        start_server "$target"
         t0=$SECONDS
         rc=0
-        (
-            cd "$copy"
-            TERM=dumb exec timeout --kill-after=10 "$UNIT_TIMEOUT" ./runtest \
-                --host 127.0.0.1 --port "$port" --singledb --ignore-encoding --ignore-digest \
-                --durable --clients 1 --timeout "$TEST_TIMEOUT" --single "$unit"
-        ) >"$OUT/logs/$target/$name.log" 2>&1 </dev/null || rc=$?
+        runtest_unit "$target" "$unit" "$lf" "$TEST_TIMEOUT" "$UNIT_TIMEOUT" || rc=$?
         secs=$((SECONDS - t0))
         killed=0
         if [ "$rc" = "124" ] || [ "$rc" = "137" ]; then killed=1; fi
-        alive=1
-        kill -0 "${!pidvar}" 2>/dev/null || alive=0
+        alive=0
+        stop_server && alive=1
         printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$target" "$unit" "$rc" "$secs" "$killed" "$alive" >>"$OUT/runs.tsv"
-        printf '  %-10s %-22s %3ss  ok %3s  err %3s%s%s\n' "$target" "$unit" "$secs" \
-            "$(grep -c '^\[ok\]' "$OUT/logs/$target/$name.log" || true)" \
-            "$(grep -c '^\[err\]' "$OUT/logs/$target/$name.log" || true)" \
-            "$(grep -q '^\[TIMEOUT\]' "$OUT/logs/$target/$name.log" && echo '  HUNG' || true)" \
-            "$([ "$killed" = 1 ] && echo '  KILLED' || true)"
+        printf '  %-10s %-22s %3ss  ok %3s  err %3s%s%s%s\n' "$target" "$unit" "$secs" \
+            "$(grep -c '^\[ok\]' "$lf" || true)" "$(grep -c '^\[err\]' "$lf" || true)" \
+            "$(grep -q '^\[TIMEOUT\]' "$lf" && echo '  HUNG' || true)" \
+            "$([ "$killed" = 1 ] && echo '  KILLED' || true)" \
+            "$([ "$alive" = 0 ] && echo '  SERVER DIED' || true)"
     done
 }
 
 log "redis-server on 127.0.0.1:$REDIS_PORT, deltagrid on 127.0.0.1:$DG_PORT; units: $UNITS"
-start_redis
-run_target redis "$REDIS_PORT" REDIS_PID start_redis
-start_deltagrid
-run_target deltagrid "$DG_PORT" DG_PID start_deltagrid
+run_target redis
+run_target deltagrid
 
 # Optional diagnosis: each test Redis passes and deltagrid fails is run again
 # alone (runtest --only NAME: its start_server block's setup still runs, the
-# other tests are skipped), against deltagrid and, when it fails there too,
-# against Redis. A test that passes alone failed in the full run only because
-# of an earlier test (e.g. replies left unread); one Redis fails alone needs
-# the state earlier tests leave.
+# other tests are skipped) on a fresh deltagrid and, when it fails there too,
+# on a fresh Redis. A test that passes alone failed in the full run only
+# because of an earlier test (e.g. replies left unread); one that Redis fails
+# alone needs the state earlier tests leave.
 isolate() {
     python3 "$HERE/report.py" --out "$OUT" --units "$UNITS" --list-failures >"$WORK/failures.tsv" || return 0
-    local n=0 unit test target port lf
+    local n=0 unit test target
     printf 'n\tunit\ttest\n' >"$OUT/isolation.tsv"
     mkdir -p "$OUT/logs/isolate"
     while IFS=$'\t' read -r unit test; do
         n=$((n + 1))
         printf '%s\t%s\t%s\n' "$n" "$unit" "$test" >>"$OUT/isolation.tsv"
         for target in deltagrid redis; do
-            if [ "$target" = deltagrid ]; then
-                if ! kill -0 "$DG_PID" 2>/dev/null || ! ping_port "$DG_PORT"; then start_deltagrid; fi
-                port="$DG_PORT"
-            else
-                # Redis only for what deltagrid fails alone
-                grep -q '^\[ok\]' "$OUT/logs/isolate/$n.deltagrid.log" && break
-                port="$REDIS_PORT"
+            # Redis only for what deltagrid fails alone
+            if [ "$target" = redis ] && grep -q '^\[ok\]' "$OUT/logs/isolate/$n.deltagrid.log"; then
+                break
             fi
-            lf="$OUT/logs/isolate/$n.$target.log"
-            (
-                cd "$WORK/suite-$target"
-                TERM=dumb exec timeout --kill-after=5 60 ./runtest \
-                    --host 127.0.0.1 --port "$port" --singledb --ignore-encoding --ignore-digest \
-                    --durable --clients 1 --timeout 10 --single "$unit" --only "$test"
-            ) 2>&1 </dev/null | grep -v '^\[skip\]' >"$lf" || true
+            start_server "$target"
+            runtest_unit "$target" "$unit" "$OUT/logs/isolate/$n.$target.log" 10 60 --only "$test" || true
+            stop_server || true
         done
     done <"$WORK/failures.tsv"
     log "isolation: ran $n failing tests alone"
@@ -366,8 +377,7 @@ if [ "${REDIS_SUITE_ISOLATE:-0}" = "1" ]; then
 fi
 
 if [ "$KEEP" = "1" ]; then
-    cp "$WORK/deltagrid.log" "$OUT/logs/deltagrid-server.log" 2>/dev/null || true
-    cp "$WORK/redis-data/redis.log" "$OUT/logs/redis-server.log" 2>/dev/null || true
+    cp "$WORK/deltagrid-server.log" "$WORK/redis-server.log" "$OUT/logs/" 2>/dev/null || true
 fi
 
 # ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ use rand::Rng;
 
 use crate::args::{self, is, owned};
 use crate::error::CmdError;
-use crate::number::{format_f64, parse_f64, parse_i64};
+use crate::number::{float_sum, parse_f64, parse_i64};
 use crate::Ctx;
 
 /// Runs `f` on the hash at `key` (None when missing); WRONGTYPE otherwise.
@@ -200,28 +200,27 @@ pub fn hincrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     }
     let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
     check_hash(&mut txn, a[1])?;
-    let current = match txn
+    let (current, current_text) = match txn
         .get(a[1])
         .and_then(|e| e.as_hash())
         .and_then(|h| h.get(a[2]))
     {
-        Some(f) => parse_f64(&f.value).ok_or(CmdError::HashNotFloat)?,
-        None => 0.0,
+        Some(f) => (
+            parse_f64(&f.value).ok_or(CmdError::HashNotFloat)?,
+            f.value.clone(),
+        ),
+        None => (0.0, Bytes::from_static(b"0")),
     };
     let new = current + by;
     if !new.is_finite() {
         return Err(CmdError::NanOrInfinity);
     }
-    let text = Bytes::from(format_f64(new));
+    let text = Bytes::from(float_sum(&current_text, a[3], new));
     txn.write(a[1], Write::HashSet(vec![(owned(a[2]), text.clone())]))?;
     drop(txn);
     ctx.out.bulk(&text);
     Ok(())
 }
-
-/// Hashes up to this many fields are returned by HSCAN in one reply, as
-/// Redis does for small (listpack) hashes.
-const HSCAN_ONE_SHOT: usize = 128;
 
 /// A field's place in HSCAN order: a hash of its name with fixed keys, so
 /// the order is the same on every call and survives inserts and deletes.
@@ -251,7 +250,10 @@ pub fn hscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     read(ctx, a[1], |ctx, h| {
         // A small hash is returned whole in one page with cursor 0, whatever
         // COUNT says (as Redis does for a listpack).
-        let one_shot = h.map_or(0, |h| h.len()) <= HSCAN_ONE_SHOT;
+        let one_shot = h.is_none_or(|h| {
+            let longest = h.iter().map(|(f, v)| f.len().max(v.value.len())).max();
+            ctx.ks.encodings().small_hash(h.len(), longest.unwrap_or(0))
+        });
         let mut page: Vec<(u64, &Bytes, &Bytes)> = h
             .into_iter()
             .flat_map(|h| h.iter())

@@ -2,12 +2,46 @@
 //! surrounding spaces, and floats printed for humans (INCRBYFLOAT replies
 //! and stored values).
 //!
-//! Redis computes INCRBYFLOAT in 80-bit long double and prints 17 digits,
-//! so 0.1 + 0.2 reads back as "0.3". We compute in f64, so we round to 15
-//! significant digits before printing the shortest form: the same text for
-//! the sums people actually make, and no binary noise digits.
+//! Redis computes INCRBYFLOAT in 80-bit long double and prints 17 digits
+//! after the point (trailing zeros dropped), so 0.1 + 0.2 reads back as
+//! "0.3" and x + 1e-10 - 1e-10 as x. We add the two decimal texts exactly
+//! ([`float_sum`], in 96-bit decimal) and round to 17 digits after the
+//! point as Redis prints; numbers past that range are added in f64 and
+//! rounded to 15 significant digits ([`format_f64`]), which prints no
+//! binary noise digits.
 
 pub use keyspace::delta::parse_i64;
+
+use rust_decimal::Decimal;
+
+/// The text INCRBYFLOAT/HINCRBYFLOAT store for `current + by` (both
+/// already checked by [`parse_f64`]); `fallback` is their f64 sum, used
+/// when either is out of the decimal range.
+pub fn float_sum(current: &[u8], by: &[u8], fallback: f64) -> String {
+    match (decimal(current), decimal(by)) {
+        (Some(a), Some(b)) => match a.checked_add(b) {
+            Some(sum) => {
+                let sum = sum.round_dp(17).normalize();
+                if sum.is_zero() {
+                    "0".into()
+                } else {
+                    sum.to_string()
+                }
+            }
+            None => format_f64(fallback),
+        },
+        _ => format_f64(fallback),
+    }
+}
+
+fn decimal(b: &[u8]) -> Option<Decimal> {
+    let s = std::str::from_utf8(b).ok()?;
+    if s.contains(['e', 'E']) {
+        Decimal::from_scientific(s).ok()
+    } else {
+        Decimal::from_str_exact(s).ok()
+    }
+}
 
 pub fn parse_f64(b: &[u8]) -> Option<f64> {
     let s = std::str::from_utf8(b).ok()?;
@@ -53,6 +87,26 @@ mod tests {
         assert_eq!(format_f64(3.0), "3");
         assert_eq!(format_f64(-0.0), "0");
         assert_eq!(format_f64(1e20), "100000000000000000000");
+    }
+
+    #[test]
+    fn float_sums_print_like_redis() {
+        let sum = |a: &str, b: &str| {
+            float_sum(
+                a.as_bytes(),
+                b.as_bytes(),
+                parse_f64(a.as_bytes()).unwrap() + parse_f64(b.as_bytes()).unwrap(),
+            )
+        };
+        assert_eq!(sum("0.1", "0.2"), "0.3");
+        assert_eq!(sum("3", "1e-10"), "3.0000000001");
+        assert_eq!(sum("3.0000000001", "-1e-10"), "3");
+        assert_eq!(sum("0.02439024390243902", "-0.024390243902439025"), "0");
+        assert_eq!(sum("17179869184", "1.5"), "17179869185.5");
+        assert_eq!(sum("1.23", "0.77"), "2");
+        assert_eq!(sum("5.0e3", "200"), "5200");
+        assert_eq!(sum("0", "1e-20"), "0");
+        assert_eq!(sum("1e30", "1"), format_f64(1e30));
     }
 
     #[test]

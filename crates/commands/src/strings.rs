@@ -8,7 +8,7 @@ use keyspace::{DeltaOp, Value, Write};
 
 use crate::args::{self, expire_at_ms, is, owned};
 use crate::error::CmdError;
-use crate::number::format_f64;
+use crate::number::float_sum;
 use crate::{Ctx, MAX_STRING};
 
 /// The string at `key`: Ok(None) when missing, WRONGTYPE for other types.
@@ -366,18 +366,22 @@ pub fn decrby(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 pub fn incrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let by = args::float(a[2])?;
     let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
-    let (current, expire_at) = match txn.get(a[1]) {
-        None => (0.0, 0),
-        Some(e) => (
-            args::float(e.as_str().ok_or(CmdError::WrongType)?)?,
-            e.expire_at,
-        ),
+    let (current, current_text, expire_at) = match txn.get(a[1]) {
+        None => (0.0, Bytes::from_static(b"0"), 0),
+        Some(e) => {
+            let text = e.as_str().ok_or(CmdError::WrongType)?;
+            (
+                args::float(text)?,
+                Bytes::copy_from_slice(text),
+                e.expire_at,
+            )
+        }
     };
     let new = current + by;
     if !new.is_finite() {
         return Err(CmdError::NanOrInfinity);
     }
-    let text = Bytes::from(format_f64(new));
+    let text = Bytes::from(float_sum(&current_text, a[2], new));
     // Logged as the new value: float text is not reproducible from an op.
     txn.write(
         a[1],

@@ -20,6 +20,7 @@ use crate::apply::{apply_change, apply_change_at, apply_owned_at, ApplyError};
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::clock::Clock;
 use crate::delta::{self, StringOpError};
+use crate::notices::{self, Notice, Noticed};
 use crate::partition::{Partition, ReplicaSource};
 use crate::partition_bits::PartitionBits;
 use crate::received::{Counts, HeldChanges, HeldRun, Pinned, Received};
@@ -231,6 +232,9 @@ pub struct Keyspace {
     /// Moves whenever some partition's released seq grew (see `Received::trim`).
     release_generation: AtomicU64,
     holds_received: bool,
+    /// Keyspace notifications are on: writes leave [`crate::notices`].
+    notices: std::sync::atomic::AtomicBool,
+    encodings: crate::encodings::Encodings,
 }
 
 impl Keyspace {
@@ -270,7 +274,19 @@ impl Keyspace {
             listener: OnceLock::new(),
             expire_cursor: AtomicUsize::new(0),
             expiring,
+            notices: Default::default(),
+            encodings: Default::default(),
         }
+    }
+
+    /// The small-encoding thresholds (CONFIG SET hash-max-listpack-*).
+    pub fn encodings(&self) -> &crate::encodings::Encodings {
+        &self.encodings
+    }
+
+    /// Switches [`crate::notices`] on or off (`notify-keyspace-events`).
+    pub fn set_notices(&self, on: bool) {
+        self.notices.store(on, Ordering::Relaxed);
     }
 
     /// Installs the observer; only the first call has an effect.
@@ -961,6 +977,17 @@ impl<'a> Txn<'a> {
             Some((k, e)) => (Some(k.clone()), Some(e)),
             None => (None, None),
         };
+        let noticed = self.ks.notices.load(Ordering::Relaxed).then_some(match &w {
+            Write::Set { expire_at, .. } => Noticed::Set {
+                expire_at: *expire_at,
+            },
+            Write::Str(_) => Noticed::Str,
+            Write::HashSet(_) => Noticed::HashSet,
+            Write::HashDel(_) => Noticed::HashDel,
+            Write::SetExpiry(at) => Noticed::Expiry(*at),
+            Write::Delete => Noticed::Deleted,
+        });
+        let created = old.is_none();
         let Some(Planned {
             kind,
             saved,
@@ -971,6 +998,7 @@ impl<'a> Txn<'a> {
         };
         // An existing key's bytes are shared, not copied, into the change.
         let key = stored_key.unwrap_or_else(|| Bytes::copy_from_slice(key));
+        let noticed = noticed.map(|what| (what, key.clone()));
         let change = Change {
             key,
             version: self.ks.version(),
@@ -1002,6 +1030,17 @@ impl<'a> Txn<'a> {
                 self.ks.record(part, &change, saved);
             }
         }
+        if let Some((what, key)) = noticed {
+            let removed = what == Noticed::HashDel && self.guards[s].1.get(&key).is_none();
+            notices::push(Notice {
+                key,
+                what,
+                created,
+                removed,
+            });
+            self.found = None;
+            return Ok(());
+        }
         // A key written in place stays at its index (checked on use: a
         // removal may have moved another key there).
         self.found = index.map(|i| (s, i));
@@ -1020,6 +1059,14 @@ impl<'a> Txn<'a> {
         let _ = apply_change(part, &change);
         if self.notify {
             self.touched.push(change.key.clone());
+        }
+        if self.ks.notices.load(Ordering::Relaxed) {
+            notices::push(Notice {
+                key: change.key.clone(),
+                what: Noticed::Expired,
+                created: false,
+                removed: true,
+            });
         }
         self.ks.record(part, &change, 0);
     }

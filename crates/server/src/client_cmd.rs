@@ -8,7 +8,7 @@ use commands::args::{int, is};
 use commands::CmdError;
 
 use crate::clients::{ClientShared, TrackingState};
-use crate::session::{Reply, Session};
+use crate::session::{Reply, ReplyMode, Session};
 
 pub fn client(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     let sub = String::from_utf8_lossy(a[1]).to_ascii_lowercase();
@@ -28,6 +28,16 @@ pub fn client(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> 
             arity(a.len() == 3)?;
             valid_name(a[2])?;
             *s.shared.name.lock() = (!a[2].is_empty()).then(|| Bytes::copy_from_slice(a[2]));
+            out.simple("OK");
+        }
+        "reply" => {
+            arity(a.len() == 3)?;
+            s.reply_mode = match String::from_utf8_lossy(a[2]).to_ascii_lowercase().as_str() {
+                "on" => ReplyMode::On,
+                "off" => ReplyMode::Off,
+                "skip" => ReplyMode::Skip { armed: false },
+                _ => return Err(CmdError::Syntax),
+            };
             out.simple("OK");
         }
         "getname" => {

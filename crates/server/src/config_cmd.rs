@@ -1,6 +1,11 @@
-//! CONFIG GET / SET / RESETSTAT / REWRITE for the settings clients and tools
-//! probe. Values that deltagrid does not have (save, appendonly) answer with
-//! what they mean here, so tools like redis-benchmark read them correctly.
+//! CONFIG GET / SET / RESETSTAT / REWRITE over a table of parameters.
+//!
+//! Every parameter CONFIG SET accepts acts on the node. A parameter whose
+//! feature does not exist here (RDB/AOF persistence, eviction policies,
+//! types not yet implemented) is shown with what it means here and accepts
+//! only that value; any other value is refused with Redis's error shape and
+//! the reason. Names CONFIG SET does not know get Redis's "Unknown option"
+//! error. A SET of several parameters checks them all before applying any.
 
 use std::sync::atomic::Ordering;
 
@@ -9,163 +14,379 @@ use commands::CmdError;
 use keyspace::glob::glob_match;
 
 use crate::memory::parse_size;
+use crate::node::Node;
+use crate::notify;
 use crate::session::{Reply, Session};
 
-fn params(s: &Session) -> Vec<(&'static str, String)> {
-    let rt = &s.node.runtime;
-    vec![
-        ("maxmemory", rt.maxmemory().to_string()),
-        ("maxmemory-policy", "noeviction".into()),
-        (
-            "maxclients",
-            rt.maxclients.load(Ordering::Relaxed).to_string(),
-        ),
-        (
-            "proto-max-bulk-len",
-            rt.proto_max_bulk_len.load(Ordering::Relaxed).to_string(),
-        ),
-        (
-            "client-query-buffer-limit",
-            rt.client_query_buffer_limit
-                .load(Ordering::Relaxed)
-                .to_string(),
-        ),
-        (
-            "requirepass",
-            rt.requirepass.read().clone().unwrap_or_default(),
-        ),
-        ("save", String::new()),
-        ("appendonly", "no".into()),
-        ("databases", "1".into()),
-        ("port", s.node.settings.listen.port().to_string()),
-        ("bind", s.node.settings.listen.ip().to_string()),
-        ("timeout", "0".into()),
-        ("tcp-keepalive", "300".into()),
-        ("hz", "10".into()),
-        ("cluster-enabled", "no".into()),
-        (
-            "tracking-table-max-keys",
-            s.node.settings.tracking_table_max_keys.to_string(),
-        ),
-        ("dir", s.node.settings.data_dir.display().to_string()),
-        // Encoding thresholds clients and tools probe; informational here.
-        ("hash-max-listpack-entries", "128".into()),
-        ("hash-max-listpack-value", "64".into()),
-        ("hash-max-ziplist-entries", "128".into()),
-        ("hash-max-ziplist-value", "64".into()),
-        ("list-max-listpack-size", "-2".into()),
-        ("set-max-intset-entries", "512".into()),
-        ("set-max-listpack-entries", "128".into()),
-        ("zset-max-listpack-entries", "128".into()),
-        ("zset-max-ziplist-entries", "128".into()),
-        (
-            "enable-debug-command",
-            if s.node.settings.enable_debug_command {
-                "yes"
-            } else {
-                "no"
+type Get = fn(&Node) -> String;
+/// Checks a value; the returned action applies it. Err: the reason.
+type Check = fn(&Node, &str) -> Result<Apply, String>;
+type Apply = Box<dyn FnOnce(&Node)>;
+
+struct Param {
+    name: &'static str,
+    /// Redis's older name for it (CONFIG accepts both).
+    alias: Option<&'static str>,
+    get: Get,
+    /// None: immutable (set in the config file, at start).
+    set: Option<Check>,
+}
+
+const IMMUTABLE: &str = "can't set immutable config";
+
+fn int(v: &str) -> Result<i64, String> {
+    v.parse()
+        .map_err(|_| "argument couldn't be parsed into an integer".to_string())
+}
+
+fn memory(v: &str) -> Result<u64, String> {
+    parse_size(v).ok_or_else(|| "argument must be a memory value".to_string())
+}
+
+/// A setting with one meaning here: only that value is accepted.
+fn only(v: &str, allowed: &str, why: &str) -> Result<Apply, String> {
+    if v.eq_ignore_ascii_case(allowed) {
+        Ok(Box::new(|_| {}))
+    } else {
+        Err(format!("only '{allowed}' is supported: {why}"))
+    }
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+fn hash_limit(v: &str) -> Result<usize, String> {
+    let n = int(v)?;
+    if n < 0 {
+        return Err("argument must be between 0 and 9223372036854775807 inclusive".into());
+    }
+    Ok(n as usize)
+}
+
+const NOT_YET: &str = "that type is not implemented yet";
+
+static PARAMS: &[Param] = &[
+    Param {
+        name: "maxmemory",
+        alias: None,
+        get: |n| n.runtime.maxmemory().to_string(),
+        set: Some(|_, v| {
+            let v = memory(v)?;
+            Ok(Box::new(move |n| {
+                n.runtime.maxmemory.store(v, Ordering::Relaxed)
+            }))
+        }),
+    },
+    Param {
+        name: "maxmemory-policy",
+        alias: None,
+        get: |_| "noeviction".into(),
+        set: Some(|_, v| {
+            only(
+                v,
+                "noeviction",
+                "eviction policies are not implemented yet; writes over maxmemory get -OOM",
+            )
+        }),
+    },
+    Param {
+        name: "maxmemory-clients",
+        alias: None,
+        get: |_| "0".into(),
+        set: Some(|_, v| only(v, "0", "client eviction is not implemented")),
+    },
+    Param {
+        name: "maxclients",
+        alias: None,
+        get: |n| n.runtime.maxclients.load(Ordering::Relaxed).to_string(),
+        set: Some(|_, v| {
+            let v = int(v)?;
+            if v < 1 {
+                return Err("argument must be between 1 and 4294967295 inclusive".into());
             }
-            .into(),
-        ),
-    ]
+            Ok(Box::new(move |n| {
+                n.runtime.maxclients.store(v as usize, Ordering::Relaxed)
+            }))
+        }),
+    },
+    Param {
+        name: "proto-max-bulk-len",
+        alias: None,
+        get: |n| {
+            n.runtime
+                .proto_max_bulk_len
+                .load(Ordering::Relaxed)
+                .to_string()
+        },
+        set: Some(|_, v| {
+            let v = memory(v)?.max(1 << 20) as usize;
+            Ok(Box::new(move |n| {
+                n.runtime.proto_max_bulk_len.store(v, Ordering::Relaxed)
+            }))
+        }),
+    },
+    Param {
+        name: "client-query-buffer-limit",
+        alias: None,
+        get: |n| {
+            n.runtime
+                .client_query_buffer_limit
+                .load(Ordering::Relaxed)
+                .to_string()
+        },
+        set: Some(|_, v| {
+            let v = memory(v)?.max(1 << 20) as usize;
+            Ok(Box::new(move |n| {
+                n.runtime
+                    .client_query_buffer_limit
+                    .store(v, Ordering::Relaxed)
+            }))
+        }),
+    },
+    Param {
+        name: "requirepass",
+        alias: None,
+        get: |n| n.runtime.requirepass.read().clone().unwrap_or_default(),
+        set: Some(|_, v| {
+            let v = (!v.is_empty()).then(|| v.to_string());
+            Ok(Box::new(move |n| *n.runtime.requirepass.write() = v))
+        }),
+    },
+    Param {
+        name: "hz",
+        alias: None,
+        get: |n| n.runtime.hz.load(Ordering::Relaxed).to_string(),
+        set: Some(|_, v| {
+            let v = int(v)?;
+            if v < 0 {
+                return Err("argument must be between 0 and 2147483647 inclusive".into());
+            }
+            let v = (v as u64).clamp(1, 500);
+            Ok(Box::new(move |n| n.runtime.hz.store(v, Ordering::Relaxed)))
+        }),
+    },
+    Param {
+        name: "notify-keyspace-events",
+        alias: None,
+        get: |n| notify::format(n.events.flags()),
+        set: Some(|_, v| {
+            let flags =
+                notify::parse(v).ok_or("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")?;
+            Ok(Box::new(move |n| n.events.set(&n.ks, flags)))
+        }),
+    },
+    Param {
+        name: "tracking-table-max-keys",
+        alias: None,
+        get: |n| n.tracking.max_keys().to_string(),
+        set: Some(|_, v| {
+            let v = hash_limit(v)?;
+            Ok(Box::new(move |n| n.tracking.set_max_keys(v)))
+        }),
+    },
+    Param {
+        name: "hash-max-listpack-entries",
+        alias: Some("hash-max-ziplist-entries"),
+        get: |n| n.ks.encodings().hash_max_entries().to_string(),
+        set: Some(|_, v| {
+            let v = hash_limit(v)?;
+            Ok(Box::new(move |n| n.ks.encodings().set_hash_max_entries(v)))
+        }),
+    },
+    Param {
+        name: "hash-max-listpack-value",
+        alias: Some("hash-max-ziplist-value"),
+        get: |n| n.ks.encodings().hash_max_value().to_string(),
+        set: Some(|_, v| {
+            let v = hash_limit(v)?;
+            Ok(Box::new(move |n| n.ks.encodings().set_hash_max_value(v)))
+        }),
+    },
+    Param {
+        name: "save",
+        alias: None,
+        get: |_| String::new(),
+        set: Some(|_, v| only(v, "", "there are no RDB snapshots; see `deltagrid backup`")),
+    },
+    Param {
+        name: "appendonly",
+        alias: None,
+        get: |_| "no".into(),
+        set: Some(|_, v| {
+            only(
+                v,
+                "no",
+                "there is no append-only file; replicas and backups keep the data",
+            )
+        }),
+    },
+    Param {
+        name: "timeout",
+        alias: None,
+        get: |_| "0".into(),
+        set: Some(|_, v| only(v, "0", "idle clients are not closed")),
+    },
+    Param {
+        name: "tcp-keepalive",
+        alias: None,
+        get: |_| "0".into(),
+        set: Some(|_, v| only(v, "0", "TCP keepalive is not set on client sockets")),
+    },
+    Param {
+        name: "set-max-intset-entries",
+        alias: None,
+        get: |_| "512".into(),
+        set: Some(|_, v| only(v, "512", NOT_YET)),
+    },
+    Param {
+        name: "set-max-listpack-entries",
+        alias: None,
+        get: |_| "128".into(),
+        set: Some(|_, v| only(v, "128", NOT_YET)),
+    },
+    Param {
+        name: "zset-max-listpack-entries",
+        alias: Some("zset-max-ziplist-entries"),
+        get: |_| "128".into(),
+        set: Some(|_, v| only(v, "128", NOT_YET)),
+    },
+    Param {
+        name: "zset-max-listpack-value",
+        alias: Some("zset-max-ziplist-value"),
+        get: |_| "64".into(),
+        set: Some(|_, v| only(v, "64", NOT_YET)),
+    },
+    Param {
+        name: "list-max-listpack-size",
+        alias: Some("list-max-ziplist-size"),
+        get: |_| "-2".into(),
+        set: Some(|_, v| only(v, "-2", NOT_YET)),
+    },
+    Param {
+        name: "databases",
+        alias: None,
+        get: |_| "1".into(),
+        set: None,
+    },
+    Param {
+        name: "port",
+        alias: None,
+        get: |n| n.settings.listen.port().to_string(),
+        set: None,
+    },
+    Param {
+        name: "bind",
+        alias: None,
+        get: |n| n.settings.listen.ip().to_string(),
+        set: None,
+    },
+    Param {
+        name: "dir",
+        alias: None,
+        get: |n| n.settings.data_dir.display().to_string(),
+        set: None,
+    },
+    Param {
+        name: "cluster-enabled",
+        alias: None,
+        get: |n| yes_no(n.cluster.is_some()),
+        set: None,
+    },
+    Param {
+        name: "enable-debug-command",
+        alias: None,
+        get: |n| yes_no(n.settings.enable_debug_command),
+        set: None,
+    },
+];
+
+fn find(name: &[u8]) -> Option<&'static Param> {
+    PARAMS.iter().find(|p| {
+        name.eq_ignore_ascii_case(p.name.as_bytes())
+            || p.alias
+                .is_some_and(|a| name.eq_ignore_ascii_case(a.as_bytes()))
+    })
 }
 
 pub fn config(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     let sub = &a[1];
+    let node = &s.node;
     if is(sub, "GET") {
         if a.len() < 3 {
             return Err(CmdError::WrongArity("config|get".into()));
         }
-        let all = params(s);
         // A plain name is echoed as the client typed it; glob matches
         // answer with our (lower-case) names. Each parameter appears once.
-        let mut matched: Vec<(Vec<u8>, &String)> = Vec::new();
+        let mut matched: Vec<(Vec<u8>, &Param)> = Vec::new();
         for p in &a[2..] {
             let lower = p.to_ascii_lowercase();
             let is_glob = p.iter().any(|b| matches!(b, b'*' | b'?' | b'['));
-            for (k, v) in &all {
+            let names = PARAMS
+                .iter()
+                .flat_map(|p| std::iter::once((p.name, p)).chain(p.alias.map(|a| (a, p))));
+            for (name, param) in names {
                 let hit = if is_glob {
-                    glob_match(&lower, k.as_bytes())
+                    glob_match(&lower, name.as_bytes())
                 } else {
-                    lower == k.as_bytes()
+                    lower == name.as_bytes()
                 };
-                if hit
-                    && !matched
-                        .iter()
-                        .any(|(m, _)| m.eq_ignore_ascii_case(k.as_bytes()))
-                {
-                    matched.push((
-                        if is_glob {
-                            k.as_bytes().to_vec()
-                        } else {
-                            p.to_vec()
-                        },
-                        v,
-                    ));
+                let key = if is_glob {
+                    name.as_bytes().to_vec()
+                } else {
+                    p.to_vec()
+                };
+                if hit && !matched.iter().any(|(m, _)| m.eq_ignore_ascii_case(&key)) {
+                    matched.push((key, param));
                 }
             }
         }
         out.map(matched.len());
-        for (k, v) in matched {
+        for (k, p) in matched {
             out.bulk(&k);
-            out.bulk(v.as_bytes());
+            out.bulk((p.get)(node).as_bytes());
         }
     } else if is(sub, "SET") {
         if a.len() < 4 || !a.len().is_multiple_of(2) {
             return Err(CmdError::WrongArity("config|set".into()));
         }
+        let mut actions: Vec<Apply> = Vec::new();
+        let mut seen: Vec<&'static str> = Vec::new();
         for pair in a[2..].chunks(2) {
-            set(s, pair[0], pair[1])?;
+            let typed = String::from_utf8_lossy(pair[0]).into_owned();
+            let failed = |why: &str| {
+                CmdError::other(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{typed}') - {why}"
+                ))
+            };
+            let Some(param) = find(pair[0]) else {
+                return Err(CmdError::other(format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{typed}'"
+                )));
+            };
+            if seen.contains(&param.name) {
+                return Err(failed("duplicate parameter"));
+            }
+            seen.push(param.name);
+            let check = param.set.ok_or_else(|| failed(IMMUTABLE))?;
+            let value = String::from_utf8_lossy(pair[1]);
+            actions.push(check(node, &value).map_err(|why| failed(&why))?);
+        }
+        for apply in actions {
+            apply(node);
         }
         out.simple("OK");
-    } else if is(sub, "RESETSTAT") || is(sub, "REWRITE") {
+    } else if is(sub, "RESETSTAT") {
         out.simple("OK");
+    } else if is(sub, "REWRITE") {
+        return Err(CmdError::other(
+            "ERR The server is running without a config file",
+        ));
     } else {
         return Err(CmdError::UnknownSubcommand {
             cmd: "CONFIG".into(),
             sub: String::from_utf8_lossy(sub).into(),
         });
-    }
-    Ok(())
-}
-
-fn set(s: &mut Session, key: &[u8], value: &[u8]) -> Result<(), CmdError> {
-    let name = String::from_utf8_lossy(key).to_ascii_lowercase();
-    let text = String::from_utf8_lossy(value).into_owned();
-    let invalid = || {
-        CmdError::other(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument couldn't be parsed into an integer"))
-    };
-    let rt = &s.node.runtime;
-    match name.as_str() {
-        "maxmemory" => {
-            let v = parse_size(&text).ok_or_else(|| {
-                CmdError::other(format!(
-                    "ERR CONFIG SET failed (possibly related to argument '{name}') - argument must be a memory value"
-                ))
-            })?;
-            rt.maxmemory.store(v, Ordering::Relaxed)
-        }
-        "maxclients" => rt
-            .maxclients
-            .store(text.parse().map_err(|_| invalid())?, Ordering::Relaxed),
-        "proto-max-bulk-len" => {
-            let v = parse_size(&text).ok_or_else(invalid)?;
-            rt.proto_max_bulk_len
-                .store(v.max(1024 * 1024) as usize, Ordering::Relaxed)
-        }
-        "client-query-buffer-limit" => {
-            let v = parse_size(&text).ok_or_else(invalid)?;
-            rt.client_query_buffer_limit
-                .store(v.max(1024 * 1024) as usize, Ordering::Relaxed)
-        }
-        "requirepass" => *rt.requirepass.write() = (!text.is_empty()).then_some(text),
-        // Accepted and meaningless here: no RDB/AOF, one database.
-        "save" | "appendonly" | "hz" | "timeout" | "tcp-keepalive" | "maxmemory-policy" => {}
-        _ => {
-            return Err(CmdError::other(format!(
-                "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
-            )))
-        }
     }
     Ok(())
 }

@@ -179,13 +179,18 @@ fn command_info(c: &CommandSpec, out: Reply) {
     out.array(0);
 }
 
-const SECTIONS: [&str; 8] = [
+/// Sections in INFO's order; `commandstats` only when asked for (or
+/// `all`/`everything`), as in Redis.
+const SECTIONS: [&str; 11] = [
     "server",
     "clients",
     "memory",
     "persistence",
     "stats",
     "replication",
+    "cpu",
+    "commandstats",
+    "errorstats",
     "cluster",
     "keyspace",
 ];
@@ -195,13 +200,14 @@ pub fn info(s: &Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         .iter()
         .map(|x| String::from_utf8_lossy(x).to_ascii_lowercase())
         .collect();
-    let all = wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| w == "all" || w == "everything" || w == "default");
+    let everything = wanted.iter().any(|w| w == "all" || w == "everything");
+    let default = wanted.is_empty() || wanted.iter().any(|w| w == "default");
     let mut text = String::new();
     for section in SECTIONS {
-        if all || wanted.iter().any(|w| w == section) {
+        if everything
+            || (default && section != "commandstats")
+            || wanted.iter().any(|w| w == section)
+        {
             if !text.is_empty() {
                 text.push_str("\r\n");
             }
@@ -217,6 +223,9 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
     let node = &s.node;
     let mut title = section.to_string();
     title[..1].make_ascii_uppercase();
+    if section == "cpu" {
+        title.make_ascii_uppercase();
+    }
     let _ = write!(t, "# {title}\r\n");
     let mut kv = |k: &str, v: &dyn std::fmt::Display| {
         let _ = write!(t, "{k}:{v}\r\n");
@@ -225,16 +234,27 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
         "server" => {
             let up = node.started.elapsed().as_secs();
             kv("redis_version", &crate::REDIS_VERSION);
+            kv("redis_git_sha1", &"00000000");
+            kv("redis_git_dirty", &0);
+            kv("redis_build_id", &"0");
             kv("deltagrid_version", &env!("CARGO_PKG_VERSION"));
             kv("redis_mode", &"standalone");
             kv("os", &std::env::consts::OS);
             kv("arch_bits", &64);
+            kv("multiplexing_api", &"epoll");
+            kv("atomicvar_api", &"c11-builtin");
             kv("process_id", &std::process::id());
             kv("run_id", &node.run_id);
             kv("tcp_port", &node.settings.listen.port());
             kv("uptime_in_seconds", &up);
             kv("uptime_in_days", &(up / 86400));
-            kv("hz", &10);
+            let hz = node.runtime.hz.load(std::sync::atomic::Ordering::Relaxed);
+            kv("hz", &hz);
+            kv("configured_hz", &hz);
+            kv(
+                "executable",
+                &std::env::current_exe().map_or(String::new(), |p| p.display().to_string()),
+            );
             kv("node_id", &node.settings.node_id);
             kv("site_id", &node.settings.site_id);
             kv("site_name", &node.settings.site_name);
@@ -273,6 +293,8 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
             kv("maxmemory", &node.runtime.maxmemory());
             kv("maxmemory_human", &human(node.runtime.maxmemory()));
             kv("maxmemory_policy", &"noeviction");
+            // The system allocator, counted (server::memory).
+            kv("mem_allocator", &"libc");
         }
         "persistence" => {
             kv("loading", &0);
@@ -294,7 +316,7 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
             );
             kv("expired_keys", &st.count(3));
             kv("tracking_total_keys", &node.tracking.tracked_keys());
-            kv("total_error_replies", &m.protocol_errors.load(Relaxed));
+            kv("total_error_replies", &m.error_replies());
             kv("changes_full", &st.count(0));
             kv("changes_delta", &st.count(1));
             kv("changes_delete", &st.count(2));
@@ -328,6 +350,35 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
         "cluster" => {
             kv("cluster_enabled", &(node.cluster.is_some() as u8));
         }
+        "cpu" => {
+            let (sys, user) = cpu_seconds(libc::RUSAGE_SELF);
+            let (csys, cuser) = cpu_seconds(libc::RUSAGE_CHILDREN);
+            kv("used_cpu_sys", &format!("{sys:.6}"));
+            kv("used_cpu_user", &format!("{user:.6}"));
+            kv("used_cpu_sys_children", &format!("{csys:.6}"));
+            kv("used_cpu_user_children", &format!("{cuser:.6}"));
+        }
+        "commandstats" => {
+            for c in node.metrics.commandstats() {
+                let per_call = if c.calls > 0 {
+                    c.usec as f64 / c.calls as f64
+                } else {
+                    0.0
+                };
+                kv(
+                    &format!("cmdstat_{}", c.name),
+                    &format!(
+                        "calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}",
+                        c.calls, c.usec, c.rejected, c.failed
+                    ),
+                );
+            }
+        }
+        "errorstats" => {
+            for (prefix, count) in node.metrics.errorstats() {
+                kv(&format!("errorstat_{prefix}"), &format!("count={count}"));
+            }
+        }
         "keyspace" => {
             let keys = node.ks.len();
             if keys > 0 {
@@ -341,6 +392,17 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
         }
         _ => {}
     }
+}
+
+/// (system, user) CPU seconds of this process or of its children.
+fn cpu_seconds(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: getrusage writes the struct it is given and nothing else.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_stime), secs(ru.ru_utime))
 }
 
 fn human(bytes: u64) -> String {

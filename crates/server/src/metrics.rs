@@ -58,6 +58,30 @@ pub struct Metrics {
     pub rejected_connections: AtomicU64,
     pub protocol_errors: AtomicU64,
     pub oom_rejections: AtomicU64,
+    /// Error replies (INFO errorstats, commandstats' failed and rejected
+    /// calls), under a lock: an error is rarer than a command.
+    errors: parking_lot::Mutex<ErrorStats>,
+}
+
+/// Distinct error prefixes INFO errorstats keeps (Redis's limit too).
+const MAX_ERROR_PREFIXES: usize = 128;
+
+#[derive(Default)]
+struct ErrorStats {
+    total: u64,
+    /// First word of the error ("ERR", "WRONGTYPE", "MOVED") -> count.
+    prefixes: std::collections::BTreeMap<String, u64>,
+    /// Per command table index: (rejected before it ran, failed while running).
+    per_command: std::collections::HashMap<usize, (u64, u64)>,
+}
+
+/// One command's line of INFO commandstats.
+pub struct CommandLine {
+    pub name: &'static str,
+    pub calls: u64,
+    pub usec: u64,
+    pub rejected: u64,
+    pub failed: u64,
 }
 
 impl Default for Metrics {
@@ -83,6 +107,7 @@ impl Metrics {
             rejected_connections: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
             oom_rejections: AtomicU64::new(0),
+            errors: Default::default(),
         }
     }
 
@@ -106,6 +131,59 @@ impl Metrics {
         let stats = &self.per_command[shard.index * TABLE.len() + table_index(spec)];
         shard.add(&stats.buckets[bucket], 1);
         shard.add(&stats.sum_ns, took.as_nanos() as u64);
+    }
+
+    /// An error reply: `rejected` before the command ran (unknown, arity,
+    /// auth, routing, OOM), else it failed while running.
+    pub fn error(&self, spec: Option<&'static CommandSpec>, message: &str, rejected: bool) {
+        let prefix = message.split(' ').next().unwrap_or("ERR");
+        let mut e = self.errors.lock();
+        e.total += 1;
+        if let Some(n) = e.prefixes.get_mut(prefix) {
+            *n += 1;
+        } else if e.prefixes.len() < MAX_ERROR_PREFIXES {
+            e.prefixes.insert(prefix.to_string(), 1);
+        }
+        if let Some(spec) = spec {
+            let c = e.per_command.entry(table_index(spec)).or_default();
+            if rejected {
+                c.0 += 1;
+            } else {
+                c.1 += 1;
+            }
+        }
+    }
+
+    /// Error replies so far (INFO total_error_replies).
+    pub fn error_replies(&self) -> u64 {
+        self.errors.lock().total + self.protocol_errors.load(Ordering::Relaxed)
+    }
+
+    /// (prefix, count) of the errors replied, for INFO errorstats.
+    pub fn errorstats(&self) -> Vec<(String, u64)> {
+        let e = self.errors.lock();
+        e.prefixes.iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+
+    /// Every command called or refused so far, for INFO commandstats.
+    pub fn commandstats(&self) -> Vec<CommandLine> {
+        let e = self.errors.lock();
+        TABLE
+            .iter()
+            .enumerate()
+            .filter_map(|(i, spec)| {
+                let (buckets, sum_ns) = self.command_totals(i);
+                let (rejected, failed) = e.per_command.get(&i).copied().unwrap_or_default();
+                let seen: u64 = buckets.iter().sum();
+                (seen > 0 || rejected > 0).then(|| CommandLine {
+                    name: spec.name,
+                    calls: seen.saturating_sub(rejected),
+                    usec: sum_ns / 1000,
+                    rejected,
+                    failed,
+                })
+            })
+            .collect()
     }
 
     /// Commands executed so far, of every kind.

@@ -26,6 +26,8 @@ pub struct Node {
     pub clients: Arc<Clients>,
     pub tracking: Arc<Tracking>,
     pub pubsub: PubSub,
+    /// `notify-keyspace-events`.
+    pub events: crate::notify::KeyspaceEvents,
     pub metrics: Metrics,
     pub started: Instant,
     pub run_id: String,
@@ -40,10 +42,10 @@ pub struct Node {
     pub backups: Arc<backup::Jobs>,
 }
 
-/// Keys the active expiry cycle may remove per pass, and how often it runs
-/// (Redis's hz 10); a pass that hits the budget is followed at once by another.
+/// Keys the active expiry cycle may remove per pass (it runs `hz` times a
+/// second, 10 by default); a pass that hits the budget is followed at once
+/// by another.
 const EXPIRE_BUDGET: usize = 2000;
-const EXPIRE_PERIOD: Duration = Duration::from_millis(100);
 /// Bytes of tombstones (deleted keys and their versions) kept per node when
 /// WAN replication is on.
 const TOMBSTONE_BYTES: usize = 32 << 20;
@@ -139,6 +141,7 @@ impl Node {
             clients,
             tracking,
             pubsub: PubSub::default(),
+            events: Default::default(),
             metrics: Metrics::new(),
             started: Instant::now(),
             run_id,
@@ -254,21 +257,23 @@ impl Node {
     }
 
     async fn expire_loop(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(EXPIRE_PERIOD);
         loop {
-            tick.tick().await;
+            let hz = self.runtime.hz.load(Ordering::Relaxed).clamp(1, 500);
+            tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
             self.clock.refresh();
             if !self.runtime.active_expire.load(Ordering::Relaxed) {
                 continue;
             }
-            let ks = self.ks.clone();
             // Bounded passes so one cycle never holds a worker for long.
             for _ in 0..10 {
-                let ks = ks.clone();
+                let node = self.clone();
                 let removed = tokio::task::spawn_blocking(move || {
-                    let removed = ks.expire_cycle(EXPIRE_BUDGET);
+                    let removed = node.ks.expire_cycle(EXPIRE_BUDGET);
                     // Expiry replicates like any change; nobody waits for it.
                     keyspace::take_written();
+                    if node.events.on() {
+                        crate::notify::publish(&node, "", &[]);
+                    }
                     removed
                 })
                 .await

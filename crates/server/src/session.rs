@@ -18,7 +18,7 @@ use crate::exec_gate::HeldShared;
 use crate::node::Node;
 use crate::pubsub::{commands as pubsub, Scope};
 use crate::transaction::{self, TxState};
-use crate::{client_cmd, config_cmd, introspection};
+use crate::{client_cmd, config_cmd, internal_cmd, introspection};
 use cluster::broadcast::MessageKind;
 
 pub struct Session {
@@ -41,6 +41,8 @@ pub struct Session {
     last_write: Option<(usize, u64)>,
     /// Bytes in the read buffer while its requests run (CLIENT LIST qbuf).
     pub qbuf: usize,
+    /// CLIENT REPLY: which replies are sent.
+    pub reply_mode: ReplyMode,
     /// Where the request being run has its arguments in the read buffer;
     /// one allocation for the connection's life.
     places: Vec<(usize, usize)>,
@@ -52,6 +54,18 @@ pub struct Session {
 }
 
 pub type Reply<'a, 'b> = &'a mut ReplyWriter<'b>;
+
+/// CLIENT REPLY ON | OFF | SKIP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// SKIP was sent: its own reply and the next command's are dropped
+    /// (`armed` once SKIP's own is gone).
+    Skip {
+        armed: bool,
+    },
+}
 
 /// `v` emptied, as a vector of slices of another lifetime in the same
 /// allocation: collecting an empty vector's `into_iter` through a map to a
@@ -86,6 +100,7 @@ impl Session {
             readonly: false,
             last_write: None,
             qbuf: 0,
+            reply_mode: ReplyMode::On,
             places: Vec::new(),
             places_ahead: Vec::new(),
             spare_args: Vec::new(),
@@ -108,6 +123,9 @@ impl Session {
         // conversion of clock_gettime (16 ns instead of 37 here, per command).
         let mut start = quanta::Instant::now();
         let mut gate = HeldShared::new(&node.exec_gate);
+        // BCAST invalidations of this batch's writes: one message per prefix.
+        let _bcast =
+            keyspace::ChangeObserver::active(&*node.tracking).then(|| node.tracking.defer());
         let mut places = std::mem::take(&mut self.places);
         let mut ahead = std::mem::take(&mut self.places_ahead);
         let mut spare = std::mem::take(&mut self.spare_args);
@@ -198,10 +216,42 @@ impl Session {
         outbuf: &mut BytesMut,
         start: quanta::Instant,
     ) -> quanta::Instant {
+        let mark = outbuf.len();
+        let end = self.execute_replying(gate, args, outbuf, start);
+        // CLIENT REPLY OFF/SKIP: the reply is dropped; (un)subscribe
+        // confirmations are pushes and still go out, as in Redis.
+        match self.reply_mode {
+            ReplyMode::On => {}
+            ReplyMode::Off => {
+                if !lookup(args[0]).is_some_and(|s| s.name.ends_with("subscribe")) {
+                    outbuf.truncate(mark)
+                }
+            }
+            ReplyMode::Skip { armed } => {
+                outbuf.truncate(mark);
+                self.reply_mode = if armed {
+                    ReplyMode::On
+                } else {
+                    ReplyMode::Skip { armed: true }
+                };
+            }
+        }
+        end
+    }
+
+    fn execute_replying(
+        &mut self,
+        gate: &mut HeldShared,
+        args: &[&[u8]],
+        outbuf: &mut BytesMut,
+        start: quanta::Instant,
+    ) -> quanta::Instant {
         let mut out = ReplyWriter::new(outbuf, self.resp3);
         let Some(spec) = lookup(args[0]) else {
             self.tx.dirty |= self.tx.in_multi();
-            out.error(&CmdError::unknown_command(args).to_string());
+            let e = CmdError::unknown_command(args).to_string();
+            self.node.metrics.error(None, &e, true);
+            out.error(&e);
             return start;
         };
         // Routing (in admit) and the command run under the exec gate, so a
@@ -219,7 +269,9 @@ impl Session {
                     .oom_rejections
                     .fetch_add(1, Ordering::Relaxed);
             }
-            out.error(&e.to_string());
+            let e = e.to_string();
+            self.node.metrics.error(Some(spec), &e, true);
+            out.error(&e);
         } else if self.tx.in_multi() && !transaction::is_control(spec) {
             if let Some(q) = self.tx.queued.as_mut() {
                 q.push((spec, args.iter().map(|a| owned(a)).collect()));
@@ -228,7 +280,9 @@ impl Session {
         } else if spec.name == "exec" {
             // EXEC holds the gate exclusively itself.
             if let Err(e) = transaction::exec(self, &mut out) {
-                out.error(&e.to_string());
+                let e = e.to_string();
+                self.node.metrics.error(Some(spec), &e, false);
+                out.error(&e);
             }
         } else {
             self.run(spec, args, &mut out);
@@ -253,13 +307,20 @@ impl Session {
             }
             None => self.builtin(spec, args, out),
         };
+        if self.node.events.on() {
+            crate::notify::publish(&self.node, spec.name, args);
+        }
         if spec.flags.has(Flags::WRITE) {
             if let Some(w) = keyspace::last_written() {
                 self.last_write = Some(w);
             }
         }
         match result {
-            Err(e) => out.error(&e.to_string()),
+            Err(e) => {
+                let e = e.to_string();
+                self.node.metrics.error(Some(spec), &e, false);
+                out.error(&e)
+            }
             Ok(()) if self.tracking && spec.flags.has(Flags::READONLY) => {
                 self.remember_reads(spec, args)
             }
@@ -371,7 +432,7 @@ impl Session {
                 out.bulk(itoa::Buffer::new().format(us % 1_000_000).as_bytes());
                 Ok(())
             }
-            "debug" => self.debug(a, out),
+            "debug" => internal_cmd::debug(self, a, out),
             "wait" => {
                 let _numreplicas = commands::args::int(a[1])?;
                 if commands::args::int(a[2])? < 0 {
@@ -383,8 +444,8 @@ impl Session {
                 out.int(n as i64);
                 Ok(())
             }
-            "wanapply" => self.wanapply(a, out),
-            "backupjob" => self.backupjob(a, out),
+            "wanapply" => internal_cmd::wanapply(self, a, out),
+            "backupjob" => internal_cmd::backupjob(self, a, out),
             "cluster" => {
                 cluster::cluster_cmd::cluster(self.node.cluster.as_deref(), &self.node.ks, a, out)
             }
@@ -530,104 +591,6 @@ impl Session {
         self.set_resp3(false);
         self.caching = None;
         self.authenticated = self.node.runtime.requirepass.read().is_none();
-    }
-
-    /// `WANAPPLY source-site payload`: changes from a remote site, sent by
-    /// this site's WAN receiver to the primary of their keys. Replies with
-    /// one outcome byte per change (see `wan::local::Outcome`).
-    fn wanapply(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-        let source = commands::args::int(a[1])?;
-        if !(1..=u16::MAX as i64).contains(&source) || source == self.node.settings.site_id as i64 {
-            return Err(CmdError::other(format!(
-                "ERR WANAPPLY from site {source}, which is not a remote site"
-            )));
-        }
-        let cluster = self.node.cluster.as_deref();
-        let codes = wan::local::apply_payload(
-            &self.node.ks,
-            |p| cluster.is_none_or(|c| c.owns(p)),
-            &owned(a[2]),
-            self.id,
-        )
-        .map_err(|e| CmdError::other(format!("ERR {e}")))?;
-        out.bulk(&codes);
-        Ok(())
-    }
-
-    /// `BACKUPJOB CREATE url id parent|- block-bytes chunk-bytes`, `BACKUPJOB RESTORE
-    /// url id reverse|forward`, `BACKUPJOB STATUS` (JSON): this node's part
-    /// of `deltagrid backup create|restore`, which sends them to every node.
-    fn backupjob(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-        let text = |i: usize| a.get(i).map(|b| String::from_utf8_lossy(b).into_owned());
-        let jobs = &self.node.backups;
-        let started = match (text(1).unwrap_or_default().to_ascii_lowercase().as_str(), a.len()) {
-            ("status", 2) => {
-                out.bulk(serde_json::to_string(&jobs.progress()).unwrap_or_default().as_bytes());
-                return Ok(());
-            }
-            ("create", 7) => {
-                let (url, id, parent) = (text(2).unwrap_or_default(), text(3).unwrap_or_default(), text(4));
-                let block_bytes = commands::args::int(a[5])?.max(0) as usize;
-                let chunk_bytes = commands::args::int(a[6])?.max(0) as usize;
-                jobs.start_create(&url, &id, parent.filter(|p| p != "-"), (block_bytes, chunk_bytes))
-            }
-            ("restore", 5) => {
-                let order =
-                    text(4).unwrap_or_default().parse().map_err(|e: String| CmdError::other(format!("ERR {e}")))?;
-                jobs.start_restore(&text(2).unwrap_or_default(), &text(3).unwrap_or_default(), order)
-            }
-            _ => {
-                return Err(CmdError::other(
-                    "ERR BACKUPJOB CREATE url id parent|- block-bytes chunk-bytes | RESTORE url id order | STATUS",
-                ))
-            }
-        };
-        started.map_err(|e| CmdError::other(format!("ERR {e}")))?;
-        out.simple("OK");
-        Ok(())
-    }
-
-    fn debug(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-        if !self.node.settings.enable_debug_command {
-            return Err(CmdError::other(
-                "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
-            ));
-        }
-        let sub = &a[1];
-        if is(sub, "CLOCK-ADVANCE") && a.len() == 3 {
-            let ms = commands::args::int(a[2])?;
-            if ms < 0 {
-                return Err(CmdError::MustBePositive);
-            }
-            self.node.clock.advance(ms as u64);
-        } else if is(sub, "SET-ACTIVE-EXPIRE") && a.len() == 3 {
-            let on = commands::args::int(a[2])? != 0;
-            self.node.runtime.active_expire.store(on, Ordering::Relaxed);
-        } else if is(sub, "CLUSTER-ISOLATE") && a.len() == 3 {
-            let on = commands::args::int(a[2])? != 0;
-            match &self.node.cluster {
-                Some(c) => c.set_isolated(on),
-                None => return Err(cluster::cluster_cmd::disabled()),
-            }
-        } else if is(sub, "CLUSTER-HOLD") && a.len() == 4 {
-            let node = String::from_utf8_lossy(a[2]).into_owned();
-            let on = commands::args::int(a[3])? != 0;
-            match &self.node.cluster {
-                Some(c) if c.set_held(&node, on) => {}
-                Some(_) => return Err(CmdError::other(format!("ERR no member named {node}"))),
-                None => return Err(cluster::cluster_cmd::disabled()),
-            }
-        } else if is(sub, "SLEEP") && a.len() == 3 {
-            let secs = commands::args::float(a[2])?.clamp(0.0, 60.0);
-            std::thread::sleep(std::time::Duration::from_secs_f64(secs));
-        } else {
-            return Err(CmdError::UnknownSubcommand {
-                cmd: "DEBUG".into(),
-                sub: String::from_utf8_lossy(sub).into(),
-            });
-        }
-        out.simple("OK");
-        Ok(())
     }
 
     /// Connection ended: release what the node holds for it.

@@ -87,6 +87,8 @@ pub struct Runtime {
     pub client_query_buffer_limit: AtomicUsize,
     pub requirepass: RwLock<Option<String>>,
     pub active_expire: AtomicBool,
+    /// Redis's `hz`: active expiry passes per second (1..=500).
+    pub hz: AtomicU64,
 }
 
 impl Runtime {
@@ -98,6 +100,7 @@ impl Runtime {
             client_query_buffer_limit: AtomicUsize::new(s.client_query_buffer_limit),
             requirepass: RwLock::new(s.requirepass.clone()),
             active_expire: AtomicBool::new(true),
+            hz: AtomicU64::new(10),
         }
     }
 

@@ -5,10 +5,16 @@
 //! invalidation to each interested client (or its REDIRECT target) once,
 //! after which the key must be read again to be tracked again.
 //!
+//! As in Redis, a default-mode client gets one message per key; a BCAST
+//! client one message per matching prefix with every key changed under it
+//! by the batch of requests a connection ran ([`Tracking::defer`]: Redis
+//! sends them once per event loop iteration), or by one change elsewhere
+//! (expiry, replication, WAN).
+//!
 //! Memory is bounded: past `max_keys` remembered keys, the oldest are
 //! invalidated early, which costs clients a re-read, never a stale value.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -26,7 +32,8 @@ pub struct Tracking {
     /// (prefix, client id) for BCAST clients; empty prefix matches all.
     prefixes: RwLock<Vec<(Bytes, u64)>>,
     enabled: AtomicUsize,
-    max_keys: usize,
+    /// `tracking-table-max-keys` (0: no limit, as Redis).
+    max_keys: AtomicUsize,
 }
 
 impl Tracking {
@@ -36,7 +43,7 @@ impl Tracking {
             keys: Mutex::new(IndexMap::default()),
             prefixes: RwLock::new(Vec::new()),
             enabled: AtomicUsize::new(0),
-            max_keys: max_keys.max(1),
+            max_keys: AtomicUsize::new(max_keys),
         }
     }
 
@@ -56,6 +63,16 @@ impl Tracking {
         self.prefixes.write().retain(|(_, c)| *c != client);
     }
 
+    pub fn max_keys(&self) -> usize {
+        self.max_keys.load(Ordering::Relaxed)
+    }
+
+    /// CONFIG SET tracking-table-max-keys: keys over it are invalidated
+    /// (oldest first) at the next read that is remembered.
+    pub fn set_max_keys(&self, n: usize) {
+        self.max_keys.store(n, Ordering::Relaxed);
+    }
+
     pub fn tracked_keys(&self) -> usize {
         self.keys.lock().len()
     }
@@ -71,7 +88,11 @@ impl Tracking {
                     ids.push(client);
                 }
             }
-            while table.len() > self.max_keys {
+            let max = match self.max_keys.load(Ordering::Relaxed) {
+                0 => usize::MAX,
+                n => n,
+            };
+            while table.len() > max {
                 if let Some((k, ids)) = table.shift_remove_index(0) {
                     evicted.push((k, ids));
                 }
@@ -82,40 +103,129 @@ impl Tracking {
         }
     }
 
-    /// Sends each (client, key) invalidation to the right place, grouped
-    /// into one push per destination.
+    /// Where a client's invalidations go: itself, its REDIRECT target, or
+    /// nowhere (tracking off, NOLOOP and it made the change, or a target
+    /// that went away, which the client is told of once).
+    fn destination(&self, id: u64, origin: u64, broken: &mut Vec<(u64, u64)>) -> Option<u64> {
+        let c = self.clients.get(id)?;
+        let t = c.tracking.lock();
+        if !t.on || (t.noloop && id == origin) {
+            return None;
+        }
+        let dest = if t.redirect != 0 { t.redirect } else { id };
+        if dest != id && self.clients.get(dest).is_none() {
+            if !broken.contains(&(id, dest)) {
+                broken.push((id, dest));
+            }
+            return None;
+        }
+        Some(dest)
+    }
+
+    /// Default mode: one message per (destination, key).
     fn deliver(&self, targets: impl Iterator<Item = (u64, Bytes)>, origin: u64) {
-        let mut by_dest: HashMap<u64, Vec<Bytes>> = HashMap::new();
-        let mut broken: Vec<(u64, u64)> = Vec::new();
+        let mut sent: Vec<(u64, Bytes)> = Vec::new();
+        let mut broken = Vec::new();
         for (id, key) in targets {
-            let Some(c) = self.clients.get(id) else {
+            let Some(dest) = self.destination(id, origin, &mut broken) else {
                 continue;
             };
-            let t = c.tracking.lock();
-            if !t.on || (t.noloop && id == origin) {
+            if sent.iter().any(|(d, k)| *d == dest && *k == key) {
                 continue;
             }
-            let dest = if t.redirect != 0 { t.redirect } else { id };
-            if dest != id && self.clients.get(dest).is_none() {
-                // The redirect target went away: tell the client (RESP3), once per change.
-                if !broken.contains(&(id, dest)) {
-                    broken.push((id, dest));
+            if let Some(c) = self.clients.get(dest) {
+                c.push(Push::Invalidate(Some(vec![key.clone()])));
+            }
+            sent.push((dest, key));
+        }
+        self.tell_broken(broken);
+    }
+
+    /// BCAST: one message per (destination, prefix) with its keys.
+    fn deliver_prefixed(&self, targets: Vec<Prefixed>) {
+        let mut groups: Vec<((u64, Bytes), Vec<Bytes>)> = Vec::new();
+        let mut broken = Vec::new();
+        for t in targets {
+            let Some(dest) = self.destination(t.client, t.origin, &mut broken) else {
+                continue;
+            };
+            let at = match groups
+                .iter()
+                .position(|(g, _)| g.0 == dest && g.1 == t.prefix)
+            {
+                Some(at) => at,
+                None => {
+                    groups.push(((dest, t.prefix), Vec::new()));
+                    groups.len() - 1
                 }
-                continue;
-            }
-            let keys = by_dest.entry(dest).or_default();
-            if !keys.contains(&key) {
-                keys.push(key);
+            };
+            let keys = &mut groups[at].1;
+            if !keys.contains(&t.key) {
+                keys.push(t.key);
             }
         }
-        for (dest, keys) in by_dest {
+        for ((dest, _), keys) in groups {
             if let Some(c) = self.clients.get(dest) {
                 c.push(Push::Invalidate(Some(keys)));
             }
         }
+        self.tell_broken(broken);
+    }
+
+    fn tell_broken(&self, broken: Vec<(u64, u64)>) {
         for (source, dest) in broken {
             if let Some(c) = self.clients.get(source) {
                 c.push(Push::RedirectBroken(dest));
+            }
+        }
+    }
+
+    /// Until the returned guard drops, BCAST invalidations of changes this
+    /// thread makes are gathered and then sent one message per prefix (a
+    /// connection's batch of requests, as Redis's event loop iteration).
+    pub fn defer(&self) -> Deferred<'_> {
+        let outer = DEFERRED.with(|d| {
+            let mut d = d.borrow_mut();
+            let outer = d.is_some();
+            if !outer {
+                *d = Some(Vec::new());
+            }
+            outer
+        });
+        Deferred {
+            tracking: self,
+            outer,
+        }
+    }
+}
+
+/// A BCAST invalidation: `client` registered `prefix`, `key` changed by `origin`.
+struct Prefixed {
+    client: u64,
+    prefix: Bytes,
+    key: Bytes,
+    origin: u64,
+}
+
+thread_local! {
+    static DEFERRED: RefCell<Option<Vec<Prefixed>>> = const { RefCell::new(None) };
+}
+
+/// See [`Tracking::defer`].
+pub struct Deferred<'a> {
+    tracking: &'a Tracking,
+    /// Inside another deferral: the outer one sends.
+    outer: bool,
+}
+
+impl Drop for Deferred<'_> {
+    fn drop(&mut self) {
+        if self.outer {
+            return;
+        }
+        if let Some(targets) = DEFERRED.with(|d| d.borrow_mut().take()) {
+            if !targets.is_empty() {
+                self.tracking.deliver_prefixed(targets);
             }
         }
     }
@@ -136,18 +246,30 @@ impl ChangeObserver for Tracking {
                 }
             }
         }
-        {
-            let prefixes = self.prefixes.read();
-            for (p, id) in prefixes.iter() {
-                targets.extend(
-                    keys.iter()
-                        .filter(|k| k.starts_with(p))
-                        .map(|k| (*id, k.clone())),
-                );
-            }
-        }
         if !targets.is_empty() {
             self.deliver(targets.into_iter(), origin);
+        }
+        let mut prefixed: Vec<Prefixed> = Vec::new();
+        for (p, id) in self.prefixes.read().iter() {
+            prefixed.extend(keys.iter().filter(|k| k.starts_with(p)).map(|k| Prefixed {
+                client: *id,
+                prefix: p.clone(),
+                key: k.clone(),
+                origin,
+            }));
+        }
+        if prefixed.is_empty() {
+            return;
+        }
+        let prefixed = DEFERRED.with(|d| match d.borrow_mut().as_mut() {
+            Some(deferred) => {
+                deferred.append(&mut prefixed);
+                None
+            }
+            None => Some(prefixed),
+        });
+        if let Some(prefixed) = prefixed {
+            self.deliver_prefixed(prefixed);
         }
     }
 

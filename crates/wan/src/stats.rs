@@ -30,6 +30,13 @@ pub struct PublisherStats {
     pub connects: AtomicU64,
 }
 
+impl PublisherStats {
+    /// Average batch round trip (send to received), microseconds.
+    pub fn rtt_avg_us(&self) -> u64 {
+        get(&self.rtt_us_sum) / get(&self.rtt_count).max(1)
+    }
+}
+
 #[derive(Default, Debug)]
 pub struct ReceiverStats {
     /// The source site's name, from its hello ("" until one connected).

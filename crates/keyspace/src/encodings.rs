@@ -1,0 +1,44 @@
+//! The thresholds under which a value keeps its small encoding (Redis's
+//! `hash-max-listpack-entries` and `-value`), set by CONFIG SET. Today they
+//! decide what a small hash looks like to clients (HSCAN returns it whole,
+//! as Redis does a listpack); compact encodings will be chosen by them too.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub struct Encodings {
+    hash_max_entries: AtomicUsize,
+    hash_max_value: AtomicUsize,
+}
+
+impl Default for Encodings {
+    fn default() -> Self {
+        Encodings {
+            hash_max_entries: AtomicUsize::new(128),
+            hash_max_value: AtomicUsize::new(64),
+        }
+    }
+}
+
+impl Encodings {
+    pub fn hash_max_entries(&self) -> usize {
+        self.hash_max_entries.load(Ordering::Relaxed)
+    }
+
+    pub fn set_hash_max_entries(&self, n: usize) {
+        self.hash_max_entries.store(n, Ordering::Relaxed)
+    }
+
+    pub fn hash_max_value(&self) -> usize {
+        self.hash_max_value.load(Ordering::Relaxed)
+    }
+
+    pub fn set_hash_max_value(&self, n: usize) {
+        self.hash_max_value.store(n, Ordering::Relaxed)
+    }
+
+    /// A hash of `len` fields whose longest field or value is `longest`
+    /// bytes is small (a listpack in Redis).
+    pub fn small_hash(&self, len: usize, longest: usize) -> bool {
+        len <= self.hash_max_entries() && longest <= self.hash_max_value()
+    }
+}

@@ -1,0 +1,114 @@
+"""Keyspace notifications (notify-keyspace-events): the events of strings,
+hashes and generic commands on __keyspace@0__ and __keyevent@0__, masking by
+class, new keys, and expiry (on access and in the background). Every test
+also runs against redis-server (DELTAGRID_TEST_TARGET=redis)."""
+import time
+
+import pytest
+
+from helpers_net import RespConn
+
+
+@pytest.fixture
+def events(server):
+    """(listener subscribed to every channel by pattern, command connection);
+    notifications are switched off again afterwards."""
+    listener, c = RespConn.to(server), RespConn.to(server)
+    assert listener.call("PSUBSCRIBE", "__key*") == [b"psubscribe", b"__key*", 1]
+    yield listener, c
+    c.call("CONFIG", "SET", "notify-keyspace-events", "")
+    listener.close()
+    c.close()
+
+
+def got(listener, n):
+    """The next `n` notifications as (channel, payload) text pairs."""
+    out = []
+    for _ in range(n):
+        m = listener.read(timeout=5)
+        assert m[0] == b"pmessage", m
+        out.append((m[2].decode(), m[3].decode()))
+    return out
+
+
+def nothing_more(listener, c):
+    """No notification is pending: a marker event arrives next."""
+    c.call("CONFIG", "SET", "notify-keyspace-events", "KEA")
+    c.call("DEL", "__marker")
+    c.call("SET", "__marker", "1")
+    assert got(listener, 2)[0] == ("__keyspace@0__:__marker", "set")
+
+
+def test_keyspace_and_keyevent_channels(events):
+    listener, c = events
+    c.call("CONFIG", "SET", "notify-keyspace-events", "KEA")
+    c.call("SET", "foo", "bar")
+    assert got(listener, 2) == [("__keyspace@0__:foo", "set"), ("__keyevent@0__:set", "foo")]
+
+
+def test_string_and_generic_events(events):
+    listener, c = events
+    c.call("CONFIG", "SET", "notify-keyspace-events", "Kg$")
+    c.call("SET", "s", "1", "EX", "100")
+    c.call("INCRBY", "s", "2")
+    c.call("INCRBYFLOAT", "s", "1.5")
+    c.call("APPEND", "s", "0")
+    c.call("SETRANGE", "s", "0", "9")
+    c.call("PERSIST", "s")
+    c.call("EXPIRE", "s", "100")
+    c.call("RENAME", "s", "t")
+    c.call("DEL", "t", "missing")
+    assert [e for _, e in got(listener, 10)] == [
+        "set", "expire", "incrby", "incrbyfloat", "append", "setrange", "persist", "expire",
+        "rename_from", "rename_to"]
+    assert got(listener, 1) == [("__keyspace@0__:t", "del")]
+    nothing_more(listener, c)
+
+
+def test_hash_events_and_the_last_field_deleted(events):
+    listener, c = events
+    c.call("CONFIG", "SET", "notify-keyspace-events", "KEgh")
+    c.call("HSET", "h", "a", "1", "b", "2")
+    c.call("HINCRBY", "h", "a", "10")
+    c.call("HINCRBYFLOAT", "h", "a", "0.5")
+    c.call("HDEL", "h", "a", "b")
+    assert [(ch.split(":")[0], p) for ch, p in got(listener, 10)] == [
+        ("__keyspace@0__", "hset"), ("__keyevent@0__", "h"),
+        ("__keyspace@0__", "hincrby"), ("__keyevent@0__", "h"),
+        ("__keyspace@0__", "hincrbyfloat"), ("__keyevent@0__", "h"),
+        ("__keyspace@0__", "hdel"), ("__keyevent@0__", "h"),
+        ("__keyspace@0__", "del"), ("__keyevent@0__", "h")]
+
+
+def test_classes_mask_events(events):
+    listener, c = events
+    c.call("CONFIG", "SET", "notify-keyspace-events", "Kh")
+    c.call("SET", "foo", "bar")          # a string event: masked
+    c.call("DEL", "foo")                 # generic: masked
+    c.call("HSET", "h", "f", "v")
+    assert got(listener, 1) == [("__keyspace@0__:h", "hset")]
+    nothing_more(listener, c)
+
+
+def test_new_key_events(events):
+    listener, c = events
+    c.call("CONFIG", "SET", "notify-keyspace-events", "En")
+    c.call("SET", "foo", "bar")
+    c.call("SET", "foo", "baz")          # not new
+    c.call("HSET", "h", "f", "v")
+    assert got(listener, 2) == [("__keyevent@0__:new", "foo"), ("__keyevent@0__:new", "h")]
+
+
+def test_expired_events_in_the_background_and_on_access(events):
+    listener, c = events
+    c.call("CONFIG", "SET", "notify-keyspace-events", "Ex")
+    c.call("PSETEX", "bg", "100", "1")
+    assert got(listener, 1) == [("__keyevent@0__:expired", "bg")]   # active expiry
+    c.call("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    try:
+        c.call("PSETEX", "lazy", "50", "1")
+        time.sleep(0.1)
+        assert c.call("GET", "lazy") is None
+        assert got(listener, 1) == [("__keyevent@0__:expired", "lazy")]
+    finally:
+        c.call("DEBUG", "SET-ACTIVE-EXPIRE", "1")
