@@ -34,7 +34,7 @@ use bytes::Bytes;
 use crate::change::Change;
 use crate::changed_keys::ChangedKeys;
 use crate::codec;
-use crate::received::Held;
+use crate::received::HeldChange;
 
 /// A partition's first chunk is this small (16,384 partitions hold little
 /// each), and so is its second; each next one doubles, up to
@@ -175,7 +175,7 @@ impl PartitionLog {
     /// their encodings back to back, and where each is (as partition
     /// `partition`'s). The log then holds nothing and goes on at the same
     /// seq.
-    pub fn take_held(&mut self, partition: u16) -> Option<(Bytes, Vec<Held>)> {
+    pub fn take_held(&mut self, partition: u16) -> Option<(Bytes, Vec<HeldChange>)> {
         if self.spans.is_empty() {
             return None;
         }
@@ -183,7 +183,7 @@ impl PartitionLog {
         let mut held = Vec::with_capacity(self.spans.len());
         for (s, seq) in self.spans.iter().zip(self.first_seq()..) {
             let enc = self.slice(s);
-            held.push(Held {
+            held.push(HeldChange {
                 partition,
                 seq,
                 start: out.len() as u32,
