@@ -52,6 +52,8 @@ journal_bytes,lag_ms_max,site2_log_bytes",
             let sum = |idx: &[usize], f: fn(&NodeSample) -> u64, smp: &Sample| -> u64 {
                 idx.iter().map(|&i| f(&smp.nodes[i])).sum()
             };
+            let per_s =
+                |idx: &[usize], f: fn(&NodeSample) -> u64| rate(sum(idx, f, a), sum(idx, f, b));
             let _ = write!(
                 s,
                 "{},{:.3},{},{},{:.1},{:.1},{:.1},{:.0},{:.0},{:.1},{:.1},{},{},{},{},{}",
@@ -62,22 +64,10 @@ journal_bytes,lag_ms_max,site2_log_bytes",
                 rate(a.site1_ops, b.site1_ops),
                 rate(a.site1_sets, b.site1_sets),
                 rate(a.site2_reads, b.site2_reads),
-                rate(
-                    sum(&site1, |n| n.bytes_sent, a),
-                    sum(&site1, |n| n.bytes_sent, b)
-                ),
-                rate(
-                    sum(&site2, |n| n.bytes_received, a),
-                    sum(&site2, |n| n.bytes_received, b)
-                ),
-                rate(
-                    sum(&site1, |n| n.events_queued, a),
-                    sum(&site1, |n| n.events_queued, b)
-                ),
-                rate(
-                    sum(&site1, |n| n.events_distributed, a),
-                    sum(&site1, |n| n.events_distributed, b)
-                ),
+                per_s(&site1, |n| n.bytes_sent),
+                per_s(&site2, |n| n.bytes_received),
+                per_s(&site1, |n| n.events_queued),
+                per_s(&site1, |n| n.events_distributed),
                 sum(&site1, |n| n.queue_events, b),
                 sum(&site1, |n| n.queue_bytes_primary, b),
                 sum(&site1, |n| n.journal_bytes, b),

@@ -132,6 +132,7 @@ pub fn run_one(
         (s.seconds as f64, f64::MAX, f64::MAX)
     };
     let t0 = Instant::now();
+    let now = || t0.elapsed().as_secs_f64();
     let mut prev = probe::sample(&nodes, &[]);
     let snap =
         |t: f64, writing: bool, link_up: bool, nodes_now: Vec<NodeSample>, r: &Readers| Sample {
@@ -162,7 +163,7 @@ pub fn run_one(
                 break;
             }
             link_up = false;
-            went_down = Some(t0.elapsed().as_secs_f64());
+            went_down = Some(now());
             println!("t = {t:.1} s: link down ({})", outage.describe());
         }
         if !link_up && t >= up_at {
@@ -171,7 +172,7 @@ pub fn run_one(
                 break;
             }
             link_up = true;
-            came_up = Some(t0.elapsed().as_secs_f64());
+            came_up = Some(now());
             println!("t = {t:.1} s: link up");
         }
         if spec.mirror {
@@ -179,20 +180,14 @@ pub fn run_one(
         }
         if k.is_multiple_of(4) {
             prev = probe::sample(&nodes, &prev);
-            samples.push(snap(
-                t0.elapsed().as_secs_f64(),
-                true,
-                link_up,
-                prev.clone(),
-                &readers,
-            ));
+            samples.push(snap(now(), true, link_up, prev.clone(), &readers));
         }
         if t >= write_for {
             break;
         }
     }
     stop.store(true, Ordering::Relaxed);
-    let write_seconds = t0.elapsed().as_secs_f64();
+    let write_seconds = now();
     for h in writers {
         let _ = h.join();
     }
@@ -221,13 +216,7 @@ pub fn run_one(
             prev = probe::sample(&nodes, &prev);
             let done = drained(&nodes, &prev);
             if done || j.is_multiple_of(4) {
-                samples.push(snap(
-                    t0.elapsed().as_secs_f64(),
-                    false,
-                    true,
-                    prev.clone(),
-                    &readers,
-                ));
+                samples.push(snap(now(), false, true, prev.clone(), &readers));
             }
             if done {
                 catch_up_seconds = Some(stopped.elapsed().as_secs_f64());
@@ -246,13 +235,7 @@ pub fn run_one(
         (None, Vec::new())
     };
     prev = probe::sample(&nodes, &prev);
-    samples.push(snap(
-        t0.elapsed().as_secs_f64(),
-        false,
-        true,
-        prev.clone(),
-        &readers,
-    ));
+    samples.push(snap(now(), false, true, prev.clone(), &readers));
     let node_end: Vec<NodeEnd> = nodes
         .iter()
         .map(|n| NodeEnd {
