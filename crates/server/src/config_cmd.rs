@@ -204,6 +204,40 @@ static PARAMS: &[Param] = &[
         }),
     },
     Param {
+        name: "min-replicas-to-write",
+        alias: Some("min-slaves-to-write"),
+        get: |n| {
+            n.runtime
+                .min_replicas_to_write
+                .load(Ordering::Relaxed)
+                .to_string()
+        },
+        set: Some(|_, v| {
+            let v = hash_limit(v)?;
+            Ok(Box::new(move |n| {
+                n.runtime.min_replicas_to_write.store(v, Ordering::Relaxed)
+            }))
+        }),
+    },
+    Param {
+        name: "min-replicas-max-lag",
+        alias: Some("min-slaves-max-lag"),
+        get: |_| "10".into(),
+        set: Some(|_, v| {
+            only(
+                v,
+                "10",
+                "in-sync replicas hold every acknowledged write: there is no lag to bound",
+            )
+        }),
+    },
+    Param {
+        name: "maxmemory-samples",
+        alias: None,
+        get: |_| "5".into(),
+        set: Some(|_, v| only(v, "5", "eviction policies are not implemented yet")),
+    },
+    Param {
         name: "save",
         alias: None,
         get: |_| String::new(),
@@ -267,6 +301,18 @@ static PARAMS: &[Param] = &[
         name: "databases",
         alias: None,
         get: |_| "1".into(),
+        set: None,
+    },
+    Param {
+        name: "daemonize",
+        alias: None,
+        get: |_| "no".into(),
+        set: None,
+    },
+    Param {
+        name: "replicaof",
+        alias: Some("slaveof"),
+        get: |_| String::new(),
         set: None,
     },
     Param {

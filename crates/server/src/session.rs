@@ -228,7 +228,9 @@ impl Session {
                 }
             }
             ReplyMode::Skip { armed } => {
-                outbuf.truncate(mark);
+                if !armed || !lookup(args[0]).is_some_and(|s| s.name.ends_with("subscribe")) {
+                    outbuf.truncate(mark);
+                }
                 self.reply_mode = if armed {
                     ReplyMode::On
                 } else {
@@ -357,6 +359,31 @@ impl Session {
         }
         if spec.flags.has(Flags::DENYOOM) && self.node.over_maxmemory() {
             return Err(CmdError::Oom);
+        }
+        self.enough_replicas(spec, args)
+    }
+
+    /// `min-replicas-to-write`: a write needs that many in-sync replicas
+    /// of its partition (a node alone has none).
+    pub fn enough_replicas(&self, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), CmdError> {
+        let min = self
+            .node
+            .runtime
+            .min_replicas_to_write
+            .load(Ordering::Relaxed);
+        if min == 0 || !spec.flags.has(Flags::WRITE) {
+            return Ok(());
+        }
+        let key = spec.key_positions(args.len()).next().map(|i| args[i]);
+        let good = self
+            .node
+            .cluster
+            .as_deref()
+            .map_or(0, |c| cluster::cluster_cmd::in_sync_replicas(c, key));
+        if good < min {
+            return Err(CmdError::other(
+                "NOREPLICAS Not enough good replicas to write.",
+            ));
         }
         Ok(())
     }

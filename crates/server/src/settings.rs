@@ -89,6 +89,9 @@ pub struct Runtime {
     pub active_expire: AtomicBool,
     /// Redis's `hz`: active expiry passes per second (1..=500).
     pub hz: AtomicU64,
+    /// `min-replicas-to-write`: writes are refused (NOREPLICAS) unless
+    /// their partition has this many in-sync replicas.
+    pub min_replicas_to_write: AtomicUsize,
 }
 
 impl Runtime {
@@ -101,6 +104,7 @@ impl Runtime {
             requirepass: RwLock::new(s.requirepass.clone()),
             active_expire: AtomicBool::new(true),
             hz: AtomicU64::new(10),
+            min_replicas_to_write: AtomicUsize::new(0),
         }
     }
 
