@@ -309,6 +309,7 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
                 None
             }
             signal = next_signal(&mut terminate) => Some(signal),
+            _ = node.shutdown.notified() => Some("SHUTDOWN"),
         };
         // The serve future is gone: its client listener is closed, while
         // the connections already open and the site's work (spawned tasks)

@@ -52,6 +52,16 @@ fn only(v: &str, allowed: &str, why: &str) -> Result<Apply, String> {
     }
 }
 
+/// Set in the config file, at start: the value it has is accepted (nothing
+/// changes), any other refused.
+fn unchanged(v: &str, now: &str) -> Result<Apply, String> {
+    if v == now {
+        Ok(Box::new(|_| {}))
+    } else {
+        Err("can't be changed at run time here: set it in the config file and restart".into())
+    }
+}
+
 fn yes_no(b: bool) -> String {
     if b { "yes" } else { "no" }.into()
 }
@@ -94,7 +104,16 @@ static PARAMS: &[Param] = &[
         name: "maxmemory-clients",
         alias: None,
         get: |_| "0".into(),
-        set: Some(|_, v| only(v, "0", "client eviction is not implemented")),
+        set: Some(|_, v| {
+            if let Some(pct) = v.strip_suffix('%') {
+                if int(pct)? > 100 {
+                    return Err("percentage argument must be less or equal to 100".into());
+                }
+            } else {
+                memory(v)?;
+            }
+            only(v, "0", "client eviction is not implemented")
+        }),
     },
     Param {
         name: "maxclients",
@@ -319,19 +338,19 @@ static PARAMS: &[Param] = &[
         name: "port",
         alias: None,
         get: |n| n.settings.listen.port().to_string(),
-        set: None,
+        set: Some(|n, v| unchanged(v, &n.settings.listen.port().to_string())),
     },
     Param {
         name: "bind",
         alias: None,
         get: |n| n.settings.listen.ip().to_string(),
-        set: None,
+        set: Some(|n, v| unchanged(v, &n.settings.listen.ip().to_string())),
     },
     Param {
         name: "dir",
         alias: None,
         get: |n| n.settings.data_dir.display().to_string(),
-        set: None,
+        set: Some(|n, v| unchanged(v, &n.settings.data_dir.display().to_string())),
     },
     Param {
         name: "cluster-enabled",

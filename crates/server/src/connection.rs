@@ -224,6 +224,7 @@ fn write_push(session: &Session, shared: &ClientShared, push: Push, out: &mut By
                 None => w.null(),
             }
         }
+        Push::Monitor(line) => out.extend_from_slice(&line),
         Push::RedirectBroken(id) => {
             if resp3 {
                 w.push(2);
