@@ -270,7 +270,7 @@ static PARAMS: &[Param] = &[
             only(
                 v,
                 "no",
-                "there is no append-only file; replicas and backups keep the data",
+                "there is no append-only file; replicas and `deltagrid backup` keep the data",
             )
         }),
     },

@@ -1,7 +1,7 @@
 //! Client tracking (the server side of near caches), as Redis 6+: clients
 //! that read a key in default mode are remembered per key; BCAST clients
 //! register prefixes. On any change of a key, from any source (commands,
-//! expiry, and later backups and WAN), the keyspace tells us and we push an
+//! expiry, replication and WAN), the keyspace tells us and we push an
 //! invalidation to each interested client (or its REDIRECT target) once,
 //! after which the key must be read again to be tracked again.
 //!
