@@ -131,3 +131,19 @@ def test_client_reply_off_and_skip_keep_pubsub_messages(server):
         a.send("GET", "k")                          # skipped
         assert a.call("GET", "k") == b"1"
         assert a.call("CLIENT", "REPLY", "MAYBE") == RespError("ERR syntax error")
+
+
+def test_publish_after_an_unsubscribe_sent_before_it_reaches_nobody(server):
+    """Redis's pubsub.tcl: UNSUBSCRIBE is sent (its reply not awaited), then
+    another connection publishes: Redis takes requests in arrival order and
+    counts 0 receivers every time. Here connections run on several threads;
+    a PUBLISH lets the requests already waiting run first."""
+    reached = 0
+    with RespConn.to(server) as p:
+        for i in range(200):
+            with RespConn.to(server) as s:
+                assert s.call("SUBSCRIBE", f"c{i}", "other") == [b"subscribe", f"c{i}".encode(), 1]
+                assert s.read() == [b"subscribe", b"other", 2]
+                s.send("UNSUBSCRIBE")
+                reached += p.call("PUBLISH", f"c{i}", "hello")
+    assert reached == 0

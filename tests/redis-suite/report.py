@@ -182,7 +182,10 @@ def test_outcome(log, name):
 
 def load_isolation(out):
     """Reads isolation.tsv (run.sh with REDIS_SUITE_ISOLATE=1): per (unit, test)
-    what happened when the test ran alone."""
+    what happened when the test ran alone: dict(kind, error, text) with kind
+    'passes' (failed in the full run only after an earlier test), 'fails'
+    (fails alone while Redis passes alone: error is its own), or 'redis-too'
+    (Redis fails it alone as well: it needs the state earlier tests leave)."""
     path = os.path.join(out, "isolation.tsv")
     res = {}
     if not os.path.exists(path):
@@ -196,14 +199,88 @@ def load_isolation(out):
             n, unit, name = p[0], p[1], p[2]
             d = test_outcome(os.path.join(out, "logs", "isolate", n + ".deltagrid.log"), name)
             if d[0] == "ok":
-                res[(unit, name)] = "passes alone: it failed in the full run only after an earlier test"
+                res[(unit, name)] = {"kind": "passes", "error": "",
+                                     "text": "passes alone: it failed in the full run only after an earlier test"}
                 continue
             r = test_outcome(os.path.join(out, "logs", "isolate", n + ".redis.log"), name)
             if r[0] != "ok":
-                res[(unit, name)] = "alone it fails on Redis too (needs earlier tests' state); deltagrid alone: " + d[1]
+                res[(unit, name)] = {"kind": "redis-too", "error": d[1],
+                                     "text": "alone it fails on Redis too (needs earlier tests' state); deltagrid alone: " + d[1]}
             else:
-                res[(unit, name)] = "alone: [%s] %s" % (d[0], d[1])
+                res[(unit, name)] = {"kind": "fails", "error": d[1], "text": "alone: [%s] %s" % (d[0], d[1])}
     return res
+
+
+# Commands of features deltagrid does not have yet, named by feature.
+FAMILIES = [
+    ("lists", "LPUSH RPUSH LPOP RPOP LRANGE LLEN LINDEX LSET LINSERT LREM LTRIM LMOVE BLMOVE BLPOP BRPOP "
+              "BRPOPLPUSH RPOPLPUSH LPOS LMPOP BLMPOP"),
+    ("sets", "SADD SREM SMEMBERS SISMEMBER SCARD SRANDMEMBER SPOP SSCAN SINTER SUNION SDIFF SMOVE SINTERCARD "
+             "SMISMEMBER SINTERSTORE SUNIONSTORE SDIFFSTORE"),
+    ("sorted sets", "ZADD ZREM ZRANGE ZSCORE ZCARD ZSCAN ZINCRBY ZRANK ZREVRANGE ZRANGEBYSCORE ZPOPMIN ZPOPMAX "
+                    "BZPOPMIN BZPOPMAX ZMPOP BZMPOP"),
+    ("streams", "XADD XGROUP XREADGROUP XREAD XRANGE XLEN XACK XCLAIM XAUTOCLAIM XINFO XTRIM XDEL XSETID"),
+    ("scripting", "EVAL EVALSHA EVAL_RO EVALSHA_RO SCRIPT FUNCTION FCALL FCALL_RO"),
+    ("bit operations", "SETBIT GETBIT BITCOUNT BITPOS BITOP BITFIELD"),
+    ("SORT", "SORT SORT_RO"),
+]
+FAMILY_OF = {c: f for f, cs in FAMILIES for c in cs.split()}
+
+CAUSE_PATTERNS = [
+    (re.compile(r"ERR unknown command '([^']*)'", re.I),
+     lambda m: ("%s not implemented (%s unknown)" % (FAMILY_OF[m.group(1).upper()], m.group(1).upper()))
+     if m.group(1).upper() in FAMILY_OF else "command %s missing" % m.group(1).upper()),
+    (re.compile(r"ERR unknown subcommand '([^']*)'\. Try (\w+) HELP", re.I),
+     lambda m: "%s %s missing" % (m.group(2).upper(), m.group(1).upper())),
+    (re.compile(r"Unknown option or number of arguments for CONFIG SET - '([^']*)'"),
+     lambda m: "CONFIG SET %s: unknown parameter" % m.group(1)),
+    (re.compile(r"^ERR CONFIG SET failed \(possibly related to argument '([^']*)'\) - (.*)$"),
+     lambda m: "CONFIG SET %s refused: %s" % (m.group(1), m.group(2))),
+]
+
+
+def classify(err):
+    """A cause label for an error message (None: a cascade)."""
+    err = err or ""
+    if err.startswith("not run: error outside any test aborted its start_server block: "):
+        return "before its first test, the block's setup failed: " + (
+            classify(err.split(": ", 2)[2]) or err)
+    if err.startswith("not run: "):
+        return None
+    for rx, label in CAUSE_PATTERNS:
+        m = rx.search(err)
+        if m:
+            return label(m)
+    if err.startswith("hung"):
+        return "hangs: waits for a reply or message that never comes"
+    if "I/O error reading reply" in err:
+        return "connection closed by the server"
+    msg = re.sub(r"\s*\(context: .*$", "", err.split("\n")[0]).strip()
+    return "wrong reply: " + (msg[:160] + "..." if len(msg) > 160 else msg)
+
+
+def attribute_causes(units, failures):
+    """Sets x['cause'] (its own cause, None for a cascade) and x['root'] (the
+    cause to fix for it to pass: its own, or for a cascade that of the nearest
+    earlier failure in its unit that has a cause of its own)."""
+    for unit in units:
+        last_root = None
+        last_name = None
+        for x in failures[unit]:
+            iso = x.get("iso")
+            if iso and iso["kind"] == "passes":
+                own = None
+            elif iso and iso["kind"] == "fails":
+                own = classify(iso["error"])
+            else:
+                own = classify(x["error"])
+            x["cause"] = own
+            if own is not None:
+                x["root"] = own
+                last_root, last_name = own, x["test"]
+            else:
+                x["root"] = last_root or "fails only after an earlier test (no earlier failure with a cause of its own)"
+                x["after"] = last_name
 
 
 def md_escape(s, limit=400):
@@ -309,10 +386,16 @@ def main():
     for unit in units:
         for x in failures[unit]:
             if (unit, x["test"]) in isolation:
-                x["alone"] = isolation[(unit, x["test"])]
+                x["iso"] = isolation[(unit, x["test"])]
+                x["alone"] = x["iso"]["text"]
+    attribute_causes(units, failures)
+    by_key = {(unit, x["test"]): x for unit in units for x in failures[unit]}
     for r in rows:
-        if (r["unit"], r["test"]) in isolation and r["redis"] == "ok" and r["deltagrid"] != "ok":
-            r["alone"] = isolation[(r["unit"], r["test"])]
+        x = by_key.get((r["unit"], r["test"]))
+        if x and r["redis"] == "ok" and r["deltagrid"] != "ok":
+            r["alone"] = x.get("alone", "")
+            r["cause"] = x["cause"] or ""
+            r["root_cause"] = x["root"]
     if tot_r == 0:
         problems.append("Redis passed no test at all")
     total_pct = 100.0 * tot_both / tot_r if tot_r else 0.0
@@ -326,11 +409,11 @@ def main():
                                                     s["redis_seconds"], s["deltagrid_seconds"]))
         f.write("TOTAL\t%d\t%d\t%.1f\t\t\n" % (tot_r, tot_both, total_pct))
     with open(os.path.join(out, "results.tsv"), "w") as f:
-        f.write("unit\ttest\toccurrence\tredis\tdeltagrid\tdeltagrid_error\talone\n")
+        f.write("unit\ttest\toccurrence\tredis\tdeltagrid\tdeltagrid_error\talone\troot_cause\n")
         for r in rows:
             f.write("\t".join([r["unit"], r["test"].replace("\t", " "), str(r["occurrence"]), r["redis"],
                                r["deltagrid"], r["deltagrid_error"].replace("\t", " ").replace("\n", " "),
-                               r.get("alone", "")]) + "\n")
+                               r.get("alone", ""), r.get("root_cause", "")]) + "\n")
     result = {"redis_version": a.redis_version, "deltagrid_bin": a.deltagrid_bin, "seconds": a.seconds,
               "min_percent": a.min_percent, "total": {"redis_passed": tot_r, "deltagrid_passed": tot_both,
                                                       "percent": round(total_pct, 1)},
@@ -373,6 +456,24 @@ def main():
         for x in failures[unit]:
             md.append("- %s [%s]: %s%s" % (md_escape(x["test"], 200), x["status"], md_escape(x["error"]),
                                             (" -- " + md_escape(x["alone"])) if x.get("alone") else ""))
+        md.append("")
+    ranking = OrderedDict()
+    for unit in units:
+        for x in failures[unit]:
+            ranking.setdefault(x["root"], []).append((unit, x))
+    if ranking:
+        md += ["## Failures by cause, most tests first (automatic grouping)", "",
+               "A cause is read from the error (the one the test gives alone, when run with "
+               "REDIS_SUITE_ISOLATE=1); a test that fails only after an earlier failure "
+               "(\"cascade\") is counted under that earlier failure's cause. A test may need "
+               "more than one fix: this lists the first one in its way.", ""]
+        for cause, lst in sorted(ranking.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            casc = sum(1 for _, x in lst if x["cause"] is None)
+            md.append("- **%d** %s%s" % (len(lst), md_escape(cause, 300),
+                                         " (%d of them cascades)" % casc if casc else ""))
+            for unit, x in lst:
+                md.append("  - %s: %s%s" % (unit, md_escape(x["test"], 200),
+                                            " (after '%s')" % md_escape(x["after"], 120) if x.get("after") else ""))
         md.append("")
     if any(aborts.values()):
         md += ["## Where deltagrid's run of a unit stopped early", ""]

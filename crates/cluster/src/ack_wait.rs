@@ -1,7 +1,7 @@
-//! Whom to wake when a backup answers a replication batch.
+//! Whom to wake when a replica answers a replication batch.
 //!
-//! Everything a primary queues for one backup is one byte stream. A write
-//! waiting for that backup waits until the backup has answered the batch
+//! Everything a primary queues for one replica is one byte stream. A write
+//! waiting for that replica waits until the replica has answered the batch
 //! holding the end of the stream as it stood right after the write (its
 //! *target*). The connection knows where each batch it sent ends, and on
 //! the answer wakes exactly the waiters at or before that point, instead of
@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 
 #[derive(Default)]
 pub(crate) struct AckWaiters {
-    /// Stream position up to which the backup has answered.
+    /// Stream position up to which the replica has answered.
     answered: AtomicU64,
     /// Parked waiters: (target, waker). A waiter that gave up (timed out)
     /// leaves its entry until the position passes it or [`Self::wake_all`].
@@ -28,7 +28,7 @@ pub(crate) struct AckWaiters {
 }
 
 impl AckWaiters {
-    /// The backup answered everything up to `pos`: wakes the waiters whose
+    /// The replica answered everything up to `pos`: wakes the waiters whose
     /// target that covers.
     pub fn answered(&self, pos: u64) {
         self.answered.fetch_max(pos, Ordering::AcqRel);
@@ -58,7 +58,7 @@ impl AckWaiters {
         parked.into_iter().for_each(|(_, w)| w.wake());
     }
 
-    /// Resolves once the backup answered up to `target`, or once `changed`
+    /// Resolves once the replica answered up to `target`, or once `changed`
     /// returns true (checked after every wake-up).
     pub fn reached<'a>(
         &'a self,

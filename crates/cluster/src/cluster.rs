@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
 use commands::{CmdError, CommandSpec, Flags};
@@ -14,7 +14,7 @@ use keyspace::Keyspace;
 
 use crate::metadata::Metadata;
 use crate::placement::{PartitionOwners, PartitionTable, SharedTable};
-use crate::replication::Replicator;
+use crate::replication::{Replicator, Site};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Replication {
@@ -29,7 +29,7 @@ pub struct ClusterSettings {
     /// (placement follows it) and must be the same on every node. A node
     /// not among them joins the site they formed ([`crate::join`]).
     pub seeds: Vec<SocketAddr>,
-    pub backups: usize,
+    pub replicas: usize,
     pub replication: Replication,
     /// Set by [`crate::join::join`] before the node starts, for a node that
     /// is not a seed: its place in the site and the members it was told of.
@@ -68,6 +68,8 @@ pub struct Cluster {
     /// an ArcSwap, so readers write no shared cache line.
     table: SharedTable,
     ks: Arc<Keyspace>,
+    /// Itself, for the tasks it spawns ([`Self::arc`]).
+    this: Weak<Cluster>,
     pub replicator: Arc<Replicator>,
     /// Whether a majority of the site lets this node serve its primaries
     /// now ([`crate::lease`]).
@@ -117,7 +119,7 @@ pub struct SiteStatus {
     pub epoch: u64,
     pub leader: Option<String>,
     pub primary_changes: u64,
-    /// Partitions with a handover asked or a backup still loading.
+    /// Partitions with a handover asked or a replica still loading.
     pub migrating: usize,
     /// Handovers this node committed (partitions it handed to another).
     pub handovers: u64,
@@ -136,7 +138,7 @@ pub struct MemberStatus {
     /// Active, Leaving or Dead, as the metadata group has it.
     pub state: String,
     pub primaries: usize,
-    pub backups: usize,
+    pub replicas: usize,
     pub in_sync: usize,
     /// Replication bytes this node has queued for the member.
     pub pending_bytes: usize,
@@ -216,7 +218,7 @@ impl Cluster {
         members[my_index] = Some(me.clone());
         let table = SharedTable::default();
         let lease = Arc::new(crate::lease::Lease::new(n));
-        let cluster = Arc::new_cyclic(|weak| Cluster {
+        let cluster = Arc::new_cyclic(|this: &Weak<Cluster>| Cluster {
             settings,
             site_id,
             partitions,
@@ -225,14 +227,8 @@ impl Cluster {
             addrs: RwLock::new(addrs),
             members: RwLock::new(members),
             table: table.clone(),
-            replicator: Arc::new(Replicator::new(
-                ks.clone(),
-                weak.clone(),
-                table,
-                lease.clone(),
-                n,
-                my_index,
-            )),
+            this: this.clone(),
+            replicator: Replicator::new(ks.clone(), table, lease.clone(), n, my_index),
             lease,
             ks: ks.clone(),
             metadata: OnceLock::new(),
@@ -252,6 +248,8 @@ impl Cluster {
             stopping: Default::default(),
             messages: crate::broadcast::Broadcast::new(MAX_MEMBERS),
         });
+        let site: Weak<dyn Site> = cluster.this.clone();
+        cluster.replicator.set_site(site);
         ks.set_sink(cluster.replicator.clone());
         for (i, _) in cluster.known_addrs() {
             cluster.expect(i);
@@ -261,6 +259,11 @@ impl Cluster {
             ks.set_replica(p, true);
         }
         Ok(cluster)
+    }
+
+    /// This cluster, for a task to own (None once it is being dropped).
+    pub(crate) fn arc(&self) -> Option<Arc<Cluster>> {
+        self.this.upgrade()
     }
 
     pub fn members(&self) -> Vec<Option<Member>> {
@@ -514,7 +517,7 @@ impl Cluster {
     }
 
     /// Installs a partition table committed by the metadata group: this
-    /// node's primaries accept writes, its backups take changes only from
+    /// node's primaries accept writes, its replicas take changes only from
     /// their primary, and writers waiting for acks re-check.
     pub fn install_table(&self, table: PartitionTable) {
         let old = self.table.load_full();
@@ -532,9 +535,9 @@ impl Cluster {
         let was_rejoining = self.rejoining.load(std::sync::atomic::Ordering::Acquire);
         // Partitions whose only copy was here cannot fail over: their data
         // is gone with the old process, and they restart empty here.
-        let only_copy = |o: &PartitionOwners| o.primary == self.my_index && o.backups.is_empty();
+        let only_copy = |o: &PartitionOwners| o.primary == self.my_index && o.replicas.is_empty();
         let holds =
-            |o: &PartitionOwners| o.primary == self.my_index || o.backups.contains(&self.my_index);
+            |o: &PartitionOwners| o.primary == self.my_index || o.replicas.contains(&self.my_index);
         if was_rejoining && !table.partitions.iter().any(|o| holds(o) && !only_copy(o)) {
             self.rejoining
                 .store(false, std::sync::atomic::Ordering::Release);
@@ -563,10 +566,10 @@ impl Cluster {
             }
         }
         self.ks.set_replicas(&turned);
-        // Copies this node stopped holding (neither primary nor backup any
+        // Copies this node stopped holding (neither primary nor replica any
         // more): no marker will release what it received of them.
         if let Some(old) = &old {
-            let backs = |o: &PartitionOwners| o.backups.contains(&self.my_index);
+            let backs = |o: &PartitionOwners| o.replicas.contains(&self.my_index);
             let dropped: Vec<usize> = (0..table.partitions.len().min(old.partitions.len()))
                 .filter(|&p| {
                     backs(old.owners(p))
@@ -580,7 +583,7 @@ impl Cluster {
         let table = Arc::new(table);
         self.table.store(Some(table.clone()));
         self.replicator.table_changed();
-        // A backup that is not in sync gets a snapshot from its primary;
+        // A replica that is not in sync gets a snapshot from its primary;
         // a planned handover starts here.
         for (p, owners) in table.partitions.iter().enumerate() {
             if owners.primary != self.my_index || rejoining {
@@ -598,90 +601,13 @@ impl Cluster {
                 None => crate::handover::settle(self, p),
             }
             for &b in owners
-                .backups
+                .replicas
                 .iter()
                 .filter(|b| !owners.in_sync.contains(b))
             {
                 self.replicator.send_snapshot(p, b, owners.epoch);
             }
         }
-    }
-
-    /// After acks arrive: backups that finished loading a snapshot are
-    /// proposed as in sync (compare-and-set on the partition epoch the
-    /// snapshot was sent for, so a stale one is refused), in-sync backups
-    /// that reported a gap are proposed out of it (which sends them a
-    /// snapshot), and snapshots a backup refused are sent again after
-    /// [`crate::replication::RESEND_REFUSED_AFTER`] (time for its table to
-    /// catch up with ours) if the table still asks for them.
-    pub fn report_finished_snapshots(&self) {
-        let done = self.replicator.take_finished_snapshots();
-        let gaps = self
-            .table()
-            .map(|t| self.replicator.take_gaps(&t))
-            .unwrap_or_default();
-        let refused = self.replicator.take_refused_snapshots();
-        if done.is_empty() && gaps.is_empty() && refused.is_empty() {
-            return;
-        }
-        let Some(c) = self.replicator.cluster() else {
-            return;
-        };
-        tokio::spawn(async move {
-            for (p, b, epoch) in gaps {
-                tracing::warn!(
-                    partition = p,
-                    backup = b,
-                    "backup reported a replication gap: rebuilding its copy"
-                );
-                if !crate::replication::take_out_of_sync(&c, p, b, epoch).await {
-                    c.replicator.ask_gap_again(p, b);
-                }
-            }
-            let Some(md) = c.metadata.get() else { return };
-            for (p, b, epoch) in done {
-                let cmd = crate::metadata::Command::AddToInSync {
-                    partition: p as u16,
-                    node: b as u64 + 1,
-                    expected_epoch: epoch,
-                };
-                match md.propose(cmd).await {
-                    Ok(_) => tracing::info!(partition = p, backup = b, "backup caught up: in sync"),
-                    Err(e @ crate::metadata::MetadataError::Refused(_)) => {
-                        tracing::warn!(
-                            partition = p,
-                            backup = b,
-                            "backup not added to the in-sync set: {e}"
-                        )
-                    }
-                    Err(e) => {
-                        // Not decided (no leader, a slow commit): asked again
-                        // after its next answer, or it never counts.
-                        tracing::warn!(
-                            partition = p,
-                            backup = b,
-                            "backup not added to the in-sync set yet: {e}"
-                        );
-                        c.replicator.report_again(p, b, epoch);
-                    }
-                }
-            }
-            if refused.is_empty() {
-                return;
-            }
-            tokio::time::sleep(crate::replication::RESEND_REFUSED_AFTER).await;
-            let Some(table) = c.table() else { return };
-            for (p, b, epoch) in refused {
-                let o = table.owners(p);
-                if o.primary == c.my_index
-                    && o.epoch == epoch
-                    && o.backups.contains(&b)
-                    && !o.in_sync.contains(&b)
-                {
-                    c.replicator.send_snapshot(p, b, epoch);
-                }
-            }
-        });
     }
 
     pub fn status(&self) -> SiteStatus {
@@ -709,7 +635,7 @@ impl Cluster {
             migrating: table.as_ref().map_or(0, |t| {
                 t.partitions
                     .iter()
-                    .filter(|o| o.moving_to.is_some() || o.backups.len() != o.in_sync.len())
+                    .filter(|o| o.moving_to.is_some() || o.replicas.len() != o.in_sync.len())
                     .count()
             }),
             handovers: self
@@ -742,7 +668,7 @@ impl Cluster {
                         connected: i == self.my_index || m.as_ref().is_some_and(|m| m.connected),
                         state,
                         primaries: count(&|o| o.primary == i),
-                        backups: count(&|o| o.backups.contains(&i)),
+                        replicas: count(&|o| o.replicas.contains(&i)),
                         in_sync: count(&|o| o.in_sync.contains(&i)),
                         pending_bytes: if i == self.my_index {
                             0
@@ -798,7 +724,7 @@ impl Cluster {
                 .iter()
                 .map(|a| PartitionOwners {
                     primary: idx(&a.primary),
-                    backups: a.backups.iter().map(idx).collect(),
+                    replicas: a.replicas.iter().map(idx).collect(),
                     in_sync: a.in_sync.iter().map(idx).collect(),
                     epoch: a.epoch,
                     moving_to: a.moving_to.as_ref().map(idx),
@@ -815,7 +741,7 @@ impl Cluster {
     }
 
     pub fn sync_replication(&self) -> bool {
-        self.settings.replication == Replication::Sync && self.settings.backups > 0
+        self.settings.replication == Replication::Sync && self.settings.replicas > 0
     }
 
     pub fn is_up(&self) -> bool {
@@ -823,7 +749,7 @@ impl Cluster {
     }
 
     /// Starts loading what routing and replicating a write to partition
-    /// `p` read (its owners entry, its fence, its backups' acknowledged
+    /// `p` read (its owners entry, its fence, its replicas' acknowledged
     /// seqs) into cache, for a command that runs soon; see
     /// `Keyspace::prefetch`, which says when it is worth it.
     pub fn prefetch(&self, p: usize) {
@@ -837,7 +763,7 @@ impl Cluster {
     }
 
     /// Redis Cluster routing for one command: every key in one slot, and
-    /// that slot's partition served here (or a backup here and the
+    /// that slot's partition served here (or a replica here and the
     /// connection said READONLY, for a read).
     pub fn check(
         &self,
@@ -880,7 +806,7 @@ impl Cluster {
         if primary == self.my_index
             || (readonly_conn
                 && spec.flags.has(Flags::READONLY)
-                && table.owners(p).backups.contains(&self.my_index))
+                && table.owners(p).replicas.contains(&self.my_index))
         {
             return Ok(());
         }
@@ -913,23 +839,23 @@ impl Cluster {
 mod tests {
     use super::*;
     use crate::placement::{PartitionOwners, PartitionTable};
-    use crate::replication::tests::{keyspace, keyspace_of, primary_with_backup};
+    use crate::replication::tests::{keyspace, keyspace_of, primary_with_replica};
     use bytes::Bytes;
     use keyspace::{Change, ChangeKind, Value, Version};
 
-    /// Every partition led by member 0 with `backup` as its backup.
-    fn table(epoch: u64, backup: usize) -> PartitionTable {
+    /// Every partition led by member 0 with `replica` as its replica.
+    fn table(epoch: u64, replica: usize) -> PartitionTable {
         let owners = |_| PartitionOwners {
             primary: 0,
-            backups: [backup].into_iter().collect(),
-            in_sync: [backup].into_iter().collect(),
+            replicas: [replica].into_iter().collect(),
+            in_sync: [replica].into_iter().collect(),
             epoch,
             moving_to: None,
         };
         PartitionTable::new(epoch, (0..4).map(owners).collect())
     }
 
-    /// What a backup received of a copy that a new table moves to another
+    /// What a replica received of a copy that a new table moves to another
     /// node goes with the copy (no marker would ever release it).
     #[test]
     fn a_copy_moved_elsewhere_takes_its_received_batches_along() {
@@ -939,13 +865,13 @@ mod tests {
         let settings = ClusterSettings {
             cluster_listen: seeds[1],
             seeds: seeds.clone(),
-            backups: 1,
+            replicas: 1,
             replication: Replication::Sync,
             joined: None,
             secret: None,
         };
         let ks = keyspace();
-        let backup = Cluster::new(
+        let replica = Cluster::new(
             settings,
             1,
             4,
@@ -955,8 +881,8 @@ mod tests {
             std::env::temp_dir(),
         )
         .unwrap();
-        backup.install_table(table(1, 1));
-        let primary = primary_with_backup();
+        replica.install_table(table(1, 1));
+        let primary = primary_with_replica();
         let primary_ks = keyspace_of(&primary);
         for i in 0..20u64 {
             let key = Bytes::from(format!("k{i}"));
@@ -981,13 +907,13 @@ mod tests {
                 .unwrap();
         }
         while let Some((batch, _)) = primary.take_batch(1) {
-            backup.replicator.apply_batch(batch, 0).unwrap();
+            replica.replicator.apply_batch(batch, 0).unwrap();
         }
         assert!(
             ks.log_bytes() > 20 * 200,
-            "the backup holds what it received"
+            "the replica holds what it received"
         );
-        backup.install_table(table(2, 2));
+        replica.install_table(table(2, 2));
         assert_eq!(
             ks.log_bytes(),
             0,

@@ -149,7 +149,7 @@ fn slots(c: &Cluster, out: &mut ReplyWriter) {
     out.array(ranges.len());
     for (first, last, owners) in ranges {
         let copies: Vec<&Member> = std::iter::once(owners.primary)
-            .chain(owners.backups.iter().copied())
+            .chain(owners.replicas.iter().copied())
             .filter_map(|i| members[i].as_ref())
             .collect();
         out.array(2 + copies.len());
@@ -174,7 +174,7 @@ pub fn replicas_holding(c: &Cluster, last_write: Option<(usize, u64)>) -> usize 
         Some((p, seq)) => match led(p) {
             Some(o) if c.sync_replication() => o.in_sync.len(),
             Some(o) => {
-                let replicas: Vec<usize> = o.backups.to_vec();
+                let replicas: Vec<usize> = o.replicas.to_vec();
                 replicas.len() - c.replicator.not_acknowledged(p, seq, &replicas).len()
             }
             None => 0,
@@ -215,7 +215,7 @@ fn shards(c: &Cluster, out: &mut ReplyWriter) {
     let mut groups: Vec<(&PartitionOwners, Vec<(u16, u16)>)> = Vec::new();
     for (first, last, owners) in table.ranges() {
         let same =
-            |o: &&PartitionOwners| o.primary == owners.primary && o.backups == owners.backups;
+            |o: &&PartitionOwners| o.primary == owners.primary && o.replicas == owners.replicas;
         match groups.iter_mut().find(|(o, _)| same(o)) {
             Some((_, ranges)) => ranges.push((first, last)),
             None => groups.push((owners, vec![(first, last)])),
@@ -232,7 +232,7 @@ fn shards(c: &Cluster, out: &mut ReplyWriter) {
         }
         out.bulk(b"nodes");
         let copies: Vec<(&Member, bool, bool)> = std::iter::once(owners.primary)
-            .chain(owners.backups.iter().copied())
+            .chain(owners.replicas.iter().copied())
             .filter_map(|i| {
                 let m = members.get(i)?.as_ref()?;
                 let primary = i == owners.primary;
@@ -310,7 +310,7 @@ fn nodes(c: &Cluster) -> String {
             })
             .collect();
         let mut copied = vec![0usize; members.len()];
-        for r in ranges.iter().filter(|r| r.2.backups.contains(&i)) {
+        for r in ranges.iter().filter(|r| r.2.replicas.contains(&i)) {
             copied[r.2.primary] += 1;
         }
         let master_of = (0..members.len())

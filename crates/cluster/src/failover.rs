@@ -5,7 +5,7 @@
 //! `MarkDead` (which also drops it from every in-sync set, releasing writes
 //! waiting for its acks) and then, once its lease has surely run out
 //! ([`crate::lease::PROMOTE_AFTER`]), a table that promotes an in-sync
-//! backup wherever it was primary. A new leader elected after the old one
+//! replica wherever it was primary. A new leader elected after the old one
 //! died finds the same dead member and finishes the job.
 //!
 //! A member counts as down from the moment its connection closed, or went
@@ -13,11 +13,11 @@
 //! connected, that long after it became known: the failure-detection time
 //! is [`DETECT_AFTER`] on top of that.
 //!
-//! The leader also repairs: a partition with fewer backups than configured
+//! The leader also repairs: a partition with fewer replicas than configured
 //! gets new ones on the least loaded active members (they receive a
 //! snapshot from the primary and join the in-sync set once loaded), and a
 //! dead member whose connection is back is made active again, so it can
-//! take such backups.
+//! take such replicas.
 //!
 //! And it runs membership: a member that joined becomes a voter of the
 //! metadata group; with nobody dead, partitions migrate step by step
@@ -72,7 +72,7 @@ pub async fn run(c: Arc<Cluster>) {
         let me = c.my_index as u64 + 1;
         t.partitions
             .iter()
-            .any(|a| a.primary == me || a.backups.contains(&me))
+            .any(|a| a.primary == me || a.replicas.contains(&me))
     }) {
         c.rejoining
             .store(true, std::sync::atomic::Ordering::Release);
@@ -135,7 +135,7 @@ async fn form(c: &Arc<Cluster>, md: &Metadata) {
         })
         .collect();
     loop {
-        match md.form(&seeds, c.partitions, c.settings.backups).await {
+        match md.form(&seeds, c.partitions, c.settings.replicas).await {
             Ok(()) => break,
             Err(e) => {
                 tracing::warn!("forming the site: {e}; retrying");
@@ -146,7 +146,7 @@ async fn form(c: &Arc<Cluster>, md: &Metadata) {
     tracing::info!(
         members = seeds.len(),
         partitions = c.partitions,
-        backups = c.settings.backups,
+        replicas = c.settings.replicas,
         "site formed"
     );
 }
@@ -176,7 +176,7 @@ async fn detect_failures(c: Arc<Cluster>) {
                 meta.table.as_ref().is_none_or(|t| {
                     !t.partitions
                         .iter()
-                        .any(|a| a.holds(*id) && (a.primary != *id || !a.backups.is_empty()))
+                        .any(|a| a.holds(*id) && (a.primary != *id || !a.replicas.is_empty()))
                 })
             };
             // The leader itself counts as reachable: when every node of
@@ -229,7 +229,7 @@ async fn detect_failures(c: Arc<Cluster>) {
         }
         let mut meta = md.current();
         let quiet = settled.as_ref().is_some_and(|s| Arc::ptr_eq(s, &meta));
-        // Promote in-sync backups wherever a dead member was primary (also
+        // Promote in-sync replicas wherever a dead member was primary (also
         // finishes a failover an earlier leader began), once no lease of
         // a dead primary can be left.
         let now = std::time::Instant::now();
@@ -260,12 +260,12 @@ async fn detect_failures(c: Arc<Cluster>) {
             meta = md.current();
         }
         if let Some(cmd) = (!quiet)
-            .then(|| repair(&meta, c.settings.backups))
+            .then(|| repair(&meta, c.settings.replicas))
             .flatten()
         {
             match md.propose(cmd).await {
-                Ok(epoch) => tracing::info!(epoch, "new backups assigned"),
-                Err(e) => tracing::warn!("backup repair not committed: {e}"),
+                Ok(epoch) => tracing::info!(epoch, "new replicas assigned"),
+                Err(e) => tracing::warn!("replica repair not committed: {e}"),
             }
             continue;
         }
@@ -273,7 +273,7 @@ async fn detect_failures(c: Arc<Cluster>) {
         if quiet {
             continue;
         }
-        if let Some(cmd) = rebalance::migrate_command(&meta, c.settings.backups, MAX_MOVING) {
+        if let Some(cmd) = rebalance::migrate_command(&meta, c.settings.replicas, MAX_MOVING) {
             match md.propose(cmd).await {
                 Ok(epoch) => tracing::info!(epoch, "migration step committed"),
                 Err(e) => tracing::warn!("migration step not committed: {e}"),
@@ -337,16 +337,16 @@ async fn membership(c: &Arc<Cluster>, md: &Metadata, adding: &Arc<Mutex<HashSet<
     }
 }
 
-/// A table where every partition with a live primary has `want` backups
-/// on active members (fewest backups first), dead ones dropped. None when
-/// nothing needs to change. New backups are not in sync: they get there by
+/// A table where every partition with a live primary has `want` replicas
+/// on active members (fewest replicas first), dead ones dropped. None when
+/// nothing needs to change. New replicas are not in sync: they get there by
 /// loading a snapshot.
 pub fn repair(meta: &SiteMetadata, want: usize) -> Option<Command> {
     let table = meta.table.as_ref()?;
     let active: Vec<NodeId> = meta.active_members();
     let mut load: HashMap<NodeId, usize> = active.iter().map(|n| (*n, 0)).collect();
     for a in &table.partitions {
-        for b in &a.backups {
+        for b in &a.replicas {
             if let Some(n) = load.get_mut(b) {
                 *n += 1;
             }
@@ -357,16 +357,16 @@ pub fn repair(meta: &SiteMetadata, want: usize) -> Option<Command> {
         if !active.contains(&a.primary) {
             continue; // failover first
         }
-        a.backups.retain(|b| active.contains(b));
-        a.in_sync.retain(|b| a.backups.contains(b));
-        while a.backups.len() < want {
+        a.replicas.retain(|b| active.contains(b));
+        a.in_sync.retain(|b| a.replicas.contains(b));
+        while a.replicas.len() < want {
             let candidate = active
                 .iter()
-                .filter(|n| **n != a.primary && !a.backups.contains(n))
+                .filter(|n| **n != a.primary && !a.replicas.contains(n))
                 .min_by_key(|n| (load.get(n).copied().unwrap_or(0), **n))
                 .copied();
             let Some(n) = candidate else { break };
-            a.backups.push(n);
+            a.replicas.push(n);
             *load.entry(n).or_default() += 1;
         }
     }

@@ -1,22 +1,22 @@
 //! A handover of one partition from its primary (this node) to an in-sync
-//! backup, as the migration planner asks with
+//! replica, as the migration planner asks with
 //! [`crate::metadata::Assignment::moving_to`], or as a node that stops
 //! (SIGTERM) does for every partition it leads ([`Reason::Stopping`]):
 //!
 //! 1. fence: routing answers writes for the partition with `TRYAGAIN`, and
 //!    once every command already routed has finished (the exec gate) the
 //!    partition turns read-only here (no expiry either), so its log ends;
-//! 2. wait until every in-sync backup acknowledged the last seq, so every
+//! 2. wait until every in-sync replica acknowledged the last seq, so every
 //!    copy is the same;
 //! 3. commit the switch (compare-and-set on the partition epoch): the target
-//!    becomes primary and this node an in-sync backup. Clients get `MOVED`
+//!    becomes primary and this node an in-sync replica. Clients get `MOVED`
 //!    from here on.
 //!
 //! The whole partition moves at once, so no key is ever served by two
 //! primaries and Redis's per-key `ASK` redirection is never needed. Writes
 //! wait for one replication round trip and one Raft commit (milliseconds).
 //! If anything changes meanwhile (the target fails, the table moves on),
-//! the fence is lifted and the planner decides again. A backup that does
+//! the fence is lifted and the planner decides again. A replica that does
 //! not acknowledge the last seq within the sync timeout is taken out of
 //! the in-sync set (and rebuilt from a snapshot): with writes fenced, no
 //! later change would ever reveal what it missed.
@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use crate::cluster::Cluster;
 use crate::metadata::Command;
+use crate::replication::Site as _;
 
 const RETRY_AFTER: Duration = Duration::from_millis(200);
 
@@ -36,11 +37,11 @@ pub(crate) enum Reason {
     /// The table asks for it (`moving_to`).
     Planned,
     /// This node is stopping: the partition goes to its first in-sync
-    /// backup, whatever the planner wants.
+    /// replica, whatever the planner wants.
     Stopping,
 }
 
-/// This node is stopping: hands `p` to an in-sync backup if it leads it
+/// This node is stopping: hands `p` to an in-sync replica if it leads it
 /// in the installed table and has one (else nothing: it fails over or, with
 /// no other copy, waits for this node to come back).
 pub(crate) fn hand_off(c: &Cluster, p: usize) {
@@ -63,7 +64,7 @@ pub(crate) fn start(c: &Cluster, p: usize, to: usize, epoch: u64, why: Reason) {
         }
         running.insert(p, epoch);
     }
-    let Some(c) = c.replicator.cluster() else {
+    let Some(c) = c.arc() else {
         return;
     };
     tokio::spawn(async move {
@@ -129,14 +130,14 @@ async fn run(c: &Arc<Cluster>, p: usize, to: usize, epoch: u64, why: Reason) {
         to,
         seq = last,
         ?why,
-        "handover: writes fenced, waiting for backups"
+        "handover: writes fenced, waiting for replicas"
     );
     loop {
         if !wanted(c, p, to, epoch, why) {
             return;
         }
         if !c.replicator.wait(&[(p, last)]).await {
-            // No more changes come to show a gap, so a backup that did not
+            // No more changes come to show a gap, so a replica that did not
             // acknowledge `last` within SYNC_TIMEOUT (a batch or its ack
             // went with a broken connection, or it is stuck) would hold
             // the fence forever: it leaves the in-sync set and gets a
@@ -149,11 +150,11 @@ async fn run(c: &Arc<Cluster>, p: usize, to: usize, epoch: u64, why: Reason) {
                 for b in c.replicator.not_acknowledged(p, last, &o.in_sync) {
                     tracing::warn!(
                         partition = p,
-                        backup = b,
+                        replica = b,
                         seq = last,
-                        "handover: backup did not acknowledge the last change: rebuilding its copy"
+                        "handover: replica did not acknowledge the last change: rebuilding its copy"
                     );
-                    crate::replication::take_out_of_sync(c, p, b, o.epoch).await;
+                    c.propose_out_of_sync(p, b, o.epoch).await;
                 }
             }
             tokio::time::sleep(RETRY_AFTER).await;
@@ -170,7 +171,7 @@ async fn run(c: &Arc<Cluster>, p: usize, to: usize, epoch: u64, why: Reason) {
         let cmd = Command::SetPartition {
             partition: p as u16,
             primary: id(to),
-            backups: swap(&o.backups),
+            replicas: swap(&o.replicas),
             in_sync: swap(&o.in_sync),
             expected_epoch: epoch,
         };
@@ -194,7 +195,7 @@ async fn run(c: &Arc<Cluster>, p: usize, to: usize, epoch: u64, why: Reason) {
 
 impl Cluster {
     /// Stops this node's part in the site without leaving it (SIGTERM,
-    /// SIGINT): every partition it leads goes to an in-sync backup
+    /// SIGINT): every partition it leads goes to an in-sync replica
     /// (a handover: writes wait a replication round trip and a commit),
     /// for at most `timeout`; then it declares itself dead, so that
     /// writes of the partitions it backs up stop waiting for it at once
@@ -223,7 +224,7 @@ impl Cluster {
         let before = self.table().map_or(0, |t| led(&t));
         tracing::info!(
             partitions = before,
-            "stopping: handing the partitions this node leads to their backups"
+            "stopping: handing the partitions this node leads to their replicas"
         );
         for p in 0..self.partitions as usize {
             crate::handover::hand_off(self, p);

@@ -1,5 +1,5 @@
 //! The primary's lease: a node serves the partitions it leads (reads and
-//! writes) and releases writes waiting for their backups only while a
+//! writes) and releases writes waiting for their replicas only while a
 //! majority of the site's metadata group has recently confirmed that this
 //! node knows every metadata change they applied.
 //!
@@ -17,12 +17,12 @@
 //! [`LEASE`] after its last grant. The majority declares it dead only once
 //! its connection has been silent for `transport::SILENT_AFTER` and down
 //! for `failover::DETECT_AFTER` (together longer than [`LEASE`]), and
-//! promotes a backup in its place only [`PROMOTE_AFTER`] after that
+//! promotes a replica in its place only [`PROMOTE_AFTER`] after that
 //! (longer than [`LEASE`] plus the time members take to learn a commit).
 //! A grant given after the promotion's `MarkDead` was committed comes from
 //! a member that applied it (any majority shares a member with the one
 //! that committed it), and such a grant is refused unless this node applied
-//! it too, in which case it knows it is dead. So when a backup is promoted,
+//! it too, in which case it knows it is dead. So when a replica is promoted,
 //! no lease of the old primary is left, and a stale primary that comes
 //! back (a healed partition) gets no grant until it has applied the table
 //! that replaced it: it never answers a read from, or acknowledges a write
@@ -46,7 +46,7 @@ pub const LEASE: Duration = Duration::from_millis(1500);
 /// How often [`Lease::valid`] is recomputed without a grant.
 pub const TICK: Duration = Duration::from_millis(100);
 /// How long after a member is declared dead the metadata leader waits
-/// before promoting backups in its place: its lease has run out by then
+/// before promoting replicas in its place: its lease has run out by then
 /// even if members that granted it learned of the `MarkDead` late.
 pub const PROMOTE_AFTER: Duration = Duration::from_millis(2000);
 const _: () = assert!(

@@ -6,7 +6,7 @@
 //! The site forms once every seed has said hello; other nodes join it
 //! ([`join`]) and leave it, and partitions migrate between members live
 //! ([`metadata::rebalance::migrate`], [`handover`]). Changes replicate
-//! from primaries to backups ([`replication`]); the members and the
+//! from primaries to replicas ([`replication`]); the members and the
 //! partition table live in a Raft group ([`metadata`]). See
 //! docs/architecture.md, "Site".
 
@@ -17,12 +17,12 @@ mod cluster;
 pub mod cluster_cmd;
 pub mod failover;
 mod handover;
+mod in_sync;
 pub mod join;
 pub mod lease;
 pub mod metadata;
 pub mod placement;
 pub mod replication;
-mod snapshot;
 pub mod transport;
 pub mod wire;
 

@@ -1,8 +1,8 @@
 //! The partition table: which member is primary for each partition and
-//! which hold its backups. Placement is a pure function of the ordered
+//! which hold its replicas. Placement is a pure function of the ordered
 //! member list, so every node computes the same table without talking:
 //! primaries in contiguous blocks (few slot ranges for clients to cache),
-//! backups on the next members around the ring (always distinct nodes).
+//! replicas on the next members around the ring (always distinct nodes).
 //!
 //! The table carries an epoch; later changes (failover, migration) come
 //! with a higher epoch, which fences anything acting on an older table.
@@ -10,19 +10,19 @@
 use keyspace::slot::SLOTS;
 
 /// Member positions held inline: every write reads its partition's
-/// backups, and at 16,384 partitions a list on the heap was one more cache
+/// replicas, and at 16,384 partitions a list on the heap was one more cache
 /// miss per write.
 pub type Members = smallvec::SmallVec<[usize; 2]>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionOwners {
     pub primary: usize,
-    pub backups: Members,
-    /// The backups a synchronous write waits for (a subset of `backups`).
+    pub replicas: Members,
+    /// The replicas a synchronous write waits for (a subset of `replicas`).
     pub in_sync: Members,
     /// Bumped by the metadata group whenever this partition's owners change.
     pub epoch: u64,
-    /// A planned handover to this in-sync backup (see `handover`).
+    /// A planned handover to this in-sync replica (see `handover`).
     pub moving_to: Option<usize>,
 }
 
@@ -58,19 +58,19 @@ impl PartitionTable {
         self.primaries[partition] as usize
     }
 
-    /// Spreads `partitions` over `members` members with `backups` copies.
-    pub fn place(partitions: u16, members: usize, backups: usize) -> PartitionTable {
+    /// Spreads `partitions` over `members` members with `replicas` copies.
+    pub fn place(partitions: u16, members: usize, replicas: usize) -> PartitionTable {
         let members = members.max(1);
-        let backups = backups.min(members - 1);
+        let replicas = replicas.min(members - 1);
         let parts = partitions as usize;
         let table = (0..parts)
             .map(|p| {
                 let primary = p * members / parts;
-                let backups: Members = (1..=backups).map(|k| (primary + k) % members).collect();
+                let replicas: Members = (1..=replicas).map(|k| (primary + k) % members).collect();
                 PartitionOwners {
                     primary,
-                    in_sync: backups.clone(),
-                    backups,
+                    in_sync: replicas.clone(),
+                    replicas,
                     epoch: 1,
                     moving_to: None,
                 }
@@ -131,8 +131,8 @@ mod tests {
         let mut per_node = [0usize; 3];
         for o in &t.partitions {
             per_node[o.primary] += 1;
-            assert_eq!(o.backups.len(), 1);
-            assert_ne!(o.backups[0], o.primary);
+            assert_eq!(o.replicas.len(), 1);
+            assert_ne!(o.replicas[0], o.primary);
         }
         assert!(
             per_node.iter().all(|&n| (90..=91).contains(&n)),
@@ -140,7 +140,9 @@ mod tests {
         );
         assert_eq!(t.ranges().len(), 3);
         assert_eq!(
-            PartitionTable::place(271, 1, 1).partitions[0].backups.len(),
+            PartitionTable::place(271, 1, 1).partitions[0]
+                .replicas
+                .len(),
             0
         );
     }

@@ -64,8 +64,8 @@ pub async fn run(cluster: Arc<Cluster>, listener: TcpListener) {
     }
 }
 
-/// Lets writes waiting for backups notice their timeout
-/// ([`Replicator::sweep`]), and reports what backups finished or lack
+/// Lets writes waiting for replicas notice their timeout
+/// ([`Replicator::sweep`]), and reports what replicas finished or lack
 /// when no answer came to do it (a proposal that was not decided is made
 /// again so), for as long as the site lives.
 async fn sweep_waiting_writes(c: std::sync::Weak<Cluster>) {
@@ -332,7 +332,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
     let (mut rd, mut wr) = stream.into_split();
     let mut ping = tokio::time::interval(PING_EVERY);
     let mut last_heard = tokio::time::Instant::now();
-    let mut in_flight = InFlight {
+    let mut in_flight = Unanswered {
         c,
         peer,
         batches: VecDeque::new(),
@@ -450,7 +450,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
 const READ_BUFFER: usize = 64 << 10;
 
 /// The buffer a connection reads frames into. While this node holds the
-/// batches it receives as a backup (`Keyspace::hold_received`), each
+/// batches it receives as a replica (`Keyspace::hold_received`), each
 /// buffer is allocated here, sized for the frame begun in it, with a
 /// [`Pinned`] that counts its memory for as long as held batches keep it
 /// alive; otherwise `read_buf` grows and reuses one buffer.
@@ -501,13 +501,13 @@ impl ReadBuffer {
 /// first, each with where it ends in the peer's stream. However the
 /// connection ends, they go back to the replicator to be sent again
 /// ([`Replicator::requeue`]).
-struct InFlight<'a> {
+struct Unanswered<'a> {
     c: &'a Cluster,
     peer: usize,
     batches: VecDeque<(u64, Bytes)>,
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for Unanswered<'_> {
     fn drop(&mut self) {
         self.c
             .replicator
@@ -516,7 +516,7 @@ impl Drop for InFlight<'_> {
 }
 
 /// Frames the peer's next batch, if any, into `out` and remembers it.
-fn queue_next_batch(c: &Cluster, peer: usize, out: &mut BytesMut, in_flight: &mut InFlight<'_>) {
+fn queue_next_batch(c: &Cluster, peer: usize, out: &mut BytesMut, in_flight: &mut Unanswered<'_>) {
     if c.is_held(peer) {
         return;
     }

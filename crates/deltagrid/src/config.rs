@@ -219,7 +219,7 @@ impl ConfigFile {
                     cluster_listen,
                     seeds,
                     joined: None,
-                    backups: site.backups.unwrap_or(1),
+                    replicas: site.backups.unwrap_or(1),
                     replication: match site.replication.unwrap_or(ReplicationMode::Sync) {
                         ReplicationMode::Sync => cluster::Replication::Sync,
                         ReplicationMode::Async => cluster::Replication::Async,

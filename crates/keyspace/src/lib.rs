@@ -48,7 +48,7 @@ pub use keyspace::{
 pub use partition::Partition;
 pub use partition_bits::PartitionBits;
 pub use partition_log::PartitionLog;
-pub use received::{Held, HeldChanges, Pinned};
+pub use received::{HeldChange, HeldChanges, Pinned};
 pub use stats::ChangeStats;
 pub use tombstones::Tombstones;
 pub use value::{Entry, Field, HashValue, Value};

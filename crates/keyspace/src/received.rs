@@ -9,7 +9,7 @@
 //! trimming it again ~100 ms later) cost the core that also serves the
 //! clients a few percent of its writes, for bytes the batch already held
 //! in memory; holding a batch costs a reference count and an index entry
-//! per change ([`Held`]).
+//! per change ([`HeldChange`]).
 //!
 //! The budget counts memory, not lengths: a batch read into a buffer of
 //! the connection's keeps that buffer alive, so the buffer is what is
@@ -34,7 +34,7 @@ use smallvec::SmallVec;
 
 /// One change in a held batch: partition, seq, and where its encoding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Held {
+pub struct HeldChange {
     pub partition: u16,
     pub seq: u64,
     pub start: u32,
@@ -51,7 +51,7 @@ pub struct HeldRun {
 }
 
 /// Where a batch's changes are (most batches hold a few).
-pub type HeldChanges = SmallVec<[Held; 4]>;
+pub type HeldChanges = SmallVec<[HeldChange; 4]>;
 
 /// The bytes a queue holds: buffers its batches keep alive ([`Pinned`]
 /// adds and takes away its own), and what it counts per batch (updated
@@ -203,7 +203,7 @@ impl Received {
             return;
         }
         let index = if changes.spilled() {
-            changes.capacity() * std::mem::size_of::<Held>()
+            changes.capacity() * std::mem::size_of::<HeldChange>()
         } else {
             0
         };
@@ -391,7 +391,7 @@ mod tests {
         let mut held = HeldChanges::new();
         for &(p, seq) in changes {
             let enc = seq.to_string();
-            held.push(Held {
+            held.push(HeldChange {
                 partition: p,
                 seq,
                 start: payload.len() as u32,
@@ -572,13 +572,13 @@ mod tests {
         assert!(r.is_empty());
         let mut r = Received::new(1, 1 << 20);
         let bad: HeldChanges = [
-            Held {
+            HeldChange {
                 partition: 0,
                 seq: 1,
                 start: 0,
                 len: 99,
             },
-            Held {
+            HeldChange {
                 partition: 3,
                 seq: 1,
                 start: 0,

@@ -175,7 +175,7 @@ fn site_json(s: &cluster::SiteStatus) -> serde_json::Value {
             "connected": m.connected,
             "state": m.state,
             "primaries": m.primaries,
-            "backups": m.backups,
+            "backups": m.replicas,
             "in_sync": m.in_sync,
             "replication_pending_bytes": m.pending_bytes,
             "replication_lag_changes": m.lag_changes,

@@ -77,6 +77,11 @@ pub struct ClientShared {
     /// room left in the read buffer (`qbuf-free`).
     pub qbuf: AtomicUsize,
     pub qbuf_free: AtomicUsize,
+    /// The connection's socket, to ask the kernel whether requests wait
+    /// unread (see `pending_requests`).
+    pub fd: std::os::fd::RawFd,
+    /// Requests read and not yet run.
+    pub busy: AtomicBool,
 }
 
 impl ClientShared {
@@ -111,6 +116,18 @@ impl ClientShared {
 
     pub fn subscribed_to(&self, channel: &[u8]) -> bool {
         self.subs.lock().channels.contains(channel)
+    }
+
+    /// Requests of this client wait: unread in its socket, or read and not
+    /// yet run.
+    pub fn pending_requests(&self) -> bool {
+        if self.busy.load(Ordering::Acquire) {
+            return true;
+        }
+        let mut unread: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int; a closed fd only makes it fail.
+        let ok = unsafe { libc::ioctl(self.fd, libc::FIONREAD, &mut unread) } == 0;
+        ok && unread > 0
     }
 
     /// Has any subscription (CLIENT LIST flag `P`, CLIENT KILL TYPE pubsub).

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
 
@@ -58,6 +58,8 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
         subs: Mutex::new(Default::default()),
         qbuf: AtomicUsize::new(0),
         qbuf_free: AtomicUsize::new(0),
+        fd: std::os::fd::AsRawFd::as_raw_fd(&stream),
+        busy: Default::default(),
     });
     node.clients.insert(shared.clone());
     let mut session = Session::new(node.clone(), shared.clone());
@@ -73,11 +75,23 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
             break;
         }
         tokio::select! {
-            read = stream.read_buf(&mut inbuf) => {
-                match read {
-                    Ok(0) | Err(_) => break,
+            ready = stream.readable() => {
+                if ready.is_err() {
+                    break;
+                }
+                // Marked busy before the bytes leave the socket, so a
+                // PUBLISH that asks (see `pending_requests`) sees them
+                // either unread or read and not yet run.
+                shared.busy.store(true, Ordering::Release);
+                match stream.try_read_buf(&mut inbuf) {
+                    Ok(0) => break,
                     Ok(n) if n >= read_chunk => read_chunk = (read_chunk * 2).min(MAX_READ_CHUNK),
                     Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        shared.busy.store(false, Ordering::Release);
+                        continue;
+                    }
+                    Err(_) => break,
                 }
                 // Killed while this read was under way (select! may pick the
                 // read over the wake-up): run nothing more.
@@ -92,10 +106,30 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
                 while let Ok(p) = push_rx.try_recv() {
                     write_push(&session, &shared, p, &mut outbuf);
                 }
+                // A PUBLISH lets every connection already woken run first,
+                // so an UNSUBSCRIBE sent before it is applied before it
+                // counts receivers, as Redis's one thread takes requests in
+                // arrival order (the scheduler runs the connection woken
+                // last first).
+                if node.pubsub.has_subscribers() && starts_with_publish(&inbuf) {
+                    let subscribers = node.pubsub.subscriber_ids(PUBLISH_WAITS_FOR);
+                    let since = std::time::Instant::now();
+                    while since.elapsed() < PUBLISH_WAITS_AT_MOST {
+                        tokio::task::yield_now().await;
+                        let waiting = subscribers.iter().any(|&id| {
+                            id != shared.id
+                                && node.clients.get(id).is_some_and(|c| c.pending_requests())
+                        });
+                        if !waiting {
+                            break;
+                        }
+                    }
+                }
                 // Writes are collected per batch on this thread: nothing
                 // awaits between these three calls.
                 keyspace::take_written();
                 let close = session.process(&mut inbuf, &mut outbuf);
+                shared.busy.store(false, Ordering::Release);
                 shared.qbuf.store(inbuf.len(), Ordering::Relaxed);
                 shared.qbuf_free.store(inbuf.capacity() - inbuf.len(), Ordering::Relaxed);
                 let written = keyspace::take_written();
@@ -147,6 +181,18 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
         }
     }
     session.close();
+}
+
+/// Subscribers whose waiting requests a PUBLISH lets run first (past that
+/// many, it does not wait), and for how long at most.
+const PUBLISH_WAITS_FOR: usize = 64;
+const PUBLISH_WAITS_AT_MOST: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Whether the first request of `inbuf` looks like a PUBLISH or SPUBLISH
+/// (the name in its first few bytes, any case).
+fn starts_with_publish(inbuf: &[u8]) -> bool {
+    let head = &inbuf[..inbuf.len().min(24)];
+    head.windows(7).any(|w| w.eq_ignore_ascii_case(b"publish"))
 }
 
 /// Encodes a push in the connection's protocol: RESP3 push frames; for

@@ -329,7 +329,7 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
                 let me = site.members.iter().find(|m| m.myself);
                 kv("partition_table_epoch", &site.epoch);
                 kv("partitions_primary", &me.map_or(0, |m| m.primaries));
-                kv("partitions_backup", &me.map_or(0, |m| m.backups));
+                kv("partitions_backup", &me.map_or(0, |m| m.replicas));
                 kv("primary_changes", &site.primary_changes);
                 kv("partitions_migrating", &site.migrating);
                 kv("lease", &(site.lease as u8));

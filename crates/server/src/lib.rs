@@ -9,6 +9,7 @@ pub mod config_cmd;
 pub mod connection;
 pub mod exec_gate;
 pub mod idle_poll;
+pub mod internal_cmd;
 pub mod introspection;
 pub mod memory;
 pub mod metrics;

@@ -382,7 +382,7 @@ impl Metrics {
                 };
                 g("deltagrid_member_up", m.connected as u8 as f64);
                 g("deltagrid_partitions_primary", m.primaries as f64);
-                g("deltagrid_partitions_backup", m.backups as f64);
+                g("deltagrid_partitions_backup", m.replicas as f64);
                 g("deltagrid_partitions_in_sync", m.in_sync as f64);
                 if !m.myself {
                     g(

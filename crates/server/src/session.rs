@@ -18,7 +18,7 @@ use crate::exec_gate::HeldShared;
 use crate::node::Node;
 use crate::pubsub::{commands as pubsub, Scope};
 use crate::transaction::{self, TxState};
-use crate::{client_cmd, config_cmd, introspection};
+use crate::{client_cmd, config_cmd, internal_cmd, introspection};
 use cluster::broadcast::MessageKind;
 
 pub struct Session {
@@ -432,7 +432,7 @@ impl Session {
                 out.bulk(itoa::Buffer::new().format(us % 1_000_000).as_bytes());
                 Ok(())
             }
-            "debug" => self.debug(a, out),
+            "debug" => internal_cmd::debug(self, a, out),
             "wait" => {
                 let _numreplicas = commands::args::int(a[1])?;
                 if commands::args::int(a[2])? < 0 {
@@ -444,8 +444,8 @@ impl Session {
                 out.int(n as i64);
                 Ok(())
             }
-            "wanapply" => self.wanapply(a, out),
-            "backupjob" => self.backupjob(a, out),
+            "wanapply" => internal_cmd::wanapply(self, a, out),
+            "backupjob" => internal_cmd::backupjob(self, a, out),
             "cluster" => {
                 cluster::cluster_cmd::cluster(self.node.cluster.as_deref(), &self.node.ks, a, out)
             }
@@ -591,104 +591,6 @@ impl Session {
         self.set_resp3(false);
         self.caching = None;
         self.authenticated = self.node.runtime.requirepass.read().is_none();
-    }
-
-    /// `WANAPPLY source-site payload`: changes from a remote site, sent by
-    /// this site's WAN receiver to the primary of their keys. Replies with
-    /// one outcome byte per change (see `wan::local::Outcome`).
-    fn wanapply(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-        let source = commands::args::int(a[1])?;
-        if !(1..=u16::MAX as i64).contains(&source) || source == self.node.settings.site_id as i64 {
-            return Err(CmdError::other(format!(
-                "ERR WANAPPLY from site {source}, which is not a remote site"
-            )));
-        }
-        let cluster = self.node.cluster.as_deref();
-        let codes = wan::local::apply_payload(
-            &self.node.ks,
-            |p| cluster.is_none_or(|c| c.owns(p)),
-            &owned(a[2]),
-            self.id,
-        )
-        .map_err(|e| CmdError::other(format!("ERR {e}")))?;
-        out.bulk(&codes);
-        Ok(())
-    }
-
-    /// `BACKUPJOB CREATE url id parent|- block-bytes chunk-bytes`, `BACKUPJOB RESTORE
-    /// url id reverse|forward`, `BACKUPJOB STATUS` (JSON): this node's part
-    /// of `deltagrid backup create|restore`, which sends them to every node.
-    fn backupjob(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-        let text = |i: usize| a.get(i).map(|b| String::from_utf8_lossy(b).into_owned());
-        let jobs = &self.node.backups;
-        let started = match (text(1).unwrap_or_default().to_ascii_lowercase().as_str(), a.len()) {
-            ("status", 2) => {
-                out.bulk(serde_json::to_string(&jobs.progress()).unwrap_or_default().as_bytes());
-                return Ok(());
-            }
-            ("create", 7) => {
-                let (url, id, parent) = (text(2).unwrap_or_default(), text(3).unwrap_or_default(), text(4));
-                let block_bytes = commands::args::int(a[5])?.max(0) as usize;
-                let chunk_bytes = commands::args::int(a[6])?.max(0) as usize;
-                jobs.start_create(&url, &id, parent.filter(|p| p != "-"), (block_bytes, chunk_bytes))
-            }
-            ("restore", 5) => {
-                let order =
-                    text(4).unwrap_or_default().parse().map_err(|e: String| CmdError::other(format!("ERR {e}")))?;
-                jobs.start_restore(&text(2).unwrap_or_default(), &text(3).unwrap_or_default(), order)
-            }
-            _ => {
-                return Err(CmdError::other(
-                    "ERR BACKUPJOB CREATE url id parent|- block-bytes chunk-bytes | RESTORE url id order | STATUS",
-                ))
-            }
-        };
-        started.map_err(|e| CmdError::other(format!("ERR {e}")))?;
-        out.simple("OK");
-        Ok(())
-    }
-
-    fn debug(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-        if !self.node.settings.enable_debug_command {
-            return Err(CmdError::other(
-                "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
-            ));
-        }
-        let sub = &a[1];
-        if is(sub, "CLOCK-ADVANCE") && a.len() == 3 {
-            let ms = commands::args::int(a[2])?;
-            if ms < 0 {
-                return Err(CmdError::MustBePositive);
-            }
-            self.node.clock.advance(ms as u64);
-        } else if is(sub, "SET-ACTIVE-EXPIRE") && a.len() == 3 {
-            let on = commands::args::int(a[2])? != 0;
-            self.node.runtime.active_expire.store(on, Ordering::Relaxed);
-        } else if is(sub, "CLUSTER-ISOLATE") && a.len() == 3 {
-            let on = commands::args::int(a[2])? != 0;
-            match &self.node.cluster {
-                Some(c) => c.set_isolated(on),
-                None => return Err(cluster::cluster_cmd::disabled()),
-            }
-        } else if is(sub, "CLUSTER-HOLD") && a.len() == 4 {
-            let node = String::from_utf8_lossy(a[2]).into_owned();
-            let on = commands::args::int(a[3])? != 0;
-            match &self.node.cluster {
-                Some(c) if c.set_held(&node, on) => {}
-                Some(_) => return Err(CmdError::other(format!("ERR no member named {node}"))),
-                None => return Err(cluster::cluster_cmd::disabled()),
-            }
-        } else if is(sub, "SLEEP") && a.len() == 3 {
-            let secs = commands::args::float(a[2])?.clamp(0.0, 60.0);
-            std::thread::sleep(std::time::Duration::from_secs_f64(secs));
-        } else {
-            return Err(CmdError::UnknownSubcommand {
-                cmd: "DEBUG".into(),
-                sub: String::from_utf8_lossy(sub).into(),
-            });
-        }
-        out.simple("OK");
-        Ok(())
     }
 
     /// Connection ended: release what the node holds for it.

@@ -274,7 +274,7 @@ impl Metadata {
         &self,
         seeds: &[Seed],
         partitions: u16,
-        backups: usize,
+        replicas: usize,
     ) -> Result<(), MetadataError> {
         let nodes: BTreeMap<NodeId, Peer> = seeds
             .iter()
@@ -305,7 +305,7 @@ impl Metadata {
                 })
                 .collect();
             let order: Vec<NodeId> = seeds.iter().map(|s| s.id).collect();
-            let partitions = rebalance::initial(partitions, &order, backups);
+            let partitions = rebalance::initial(partitions, &order, replicas);
             let form = Command::Form {
                 members,
                 partitions,

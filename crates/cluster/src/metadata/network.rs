@@ -68,12 +68,12 @@ struct Conn {
 }
 
 /// A peer's connection, made by whoever first needs it.
-type Slot = Arc<tokio::sync::Mutex<Option<Arc<Conn>>>>;
+type ConnCell = Arc<tokio::sync::Mutex<Option<Arc<Conn>>>>;
 
 /// The outbound connections of this node, by peer.
 pub struct Peers {
     me: Identity,
-    slots: Mutex<HashMap<NodeId, Slot>>,
+    conns: Mutex<HashMap<NodeId, ConnCell>>,
     shutdown: watch::Receiver<bool>,
     /// Fault injection: every call fails and every served connection
     /// drops, as if the network were cut.
@@ -90,7 +90,7 @@ impl Peers {
     ) -> Arc<Peers> {
         Arc::new(Peers {
             me,
-            slots: Mutex::new(HashMap::new()),
+            conns: Mutex::new(HashMap::new()),
             shutdown,
             blocked: Default::default(),
             secret,
@@ -100,16 +100,16 @@ impl Peers {
     /// The live connection to `target` at `addr`, dialing if needed (one
     /// dial at a time per peer; other peers are not held up).
     async fn conn(&self, target: NodeId, addr: &str) -> Result<Arc<Conn>, CallError> {
-        let slot = self.slots.lock().entry(target).or_default().clone();
-        let mut slot = slot.lock().await;
-        if let Some(c) = slot.as_ref() {
+        let cell = self.conns.lock().entry(target).or_default().clone();
+        let mut cell = cell.lock().await;
+        if let Some(c) = cell.as_ref() {
             if c.alive.load(Ordering::Acquire) && c.addr == addr {
                 return Ok(c.clone());
             }
             c.alive.store(false, Ordering::Release);
         }
         let conn = self.dial(target, addr).await?;
-        *slot = Some(conn.clone());
+        *cell = Some(conn.clone());
         Ok(conn)
     }
 

@@ -4,7 +4,7 @@
 //!
 //! - [`initial`]: the first table, [`PartitionTable::place`] over the seeds.
 //! - [`failover`]: the step that can be committed at once when members are
-//!   lost: only promotions of in-sync backups and removals.
+//!   lost: only promotions of in-sync replicas and removals.
 //! - [`rebalance`]: the balanced layout to converge to for a member set,
 //!   moving as little as possible. It may give a partition to a node that
 //!   does not hold its data yet ([`Assignment::safe_from`] tells); bringing
@@ -15,29 +15,29 @@ use std::collections::HashMap;
 use super::state::{Assignment, Command, MemberState, NodeId, SiteMetadata};
 use crate::placement::PartitionTable;
 
-/// The site's first table: every backup starts in sync (there is no data).
-pub fn initial(partitions: u16, members: &[NodeId], backups: usize) -> Vec<Assignment> {
+/// The site's first table: every replica starts in sync (there is no data).
+pub fn initial(partitions: u16, members: &[NodeId], replicas: usize) -> Vec<Assignment> {
     if members.is_empty() {
         return Vec::new();
     }
-    let placed = PartitionTable::place(partitions, members.len(), backups);
+    let placed = PartitionTable::place(partitions, members.len(), replicas);
     placed
         .partitions
         .iter()
         .map(|o| {
-            let backups: Vec<NodeId> = o.backups.iter().map(|&i| members[i]).collect();
+            let replicas: Vec<NodeId> = o.replicas.iter().map(|&i| members[i]).collect();
             Assignment {
                 epoch: 1,
-                ..Assignment::new(members[o.primary], backups.clone(), backups)
+                ..Assignment::new(members[o.primary], replicas.clone(), replicas)
             }
         })
         .collect()
 }
 
 /// What can change right away when only `members` remain: a partition whose
-/// primary is gone gets its least loaded in-sync backup as primary (or, if
-/// none is left, its least loaded backup: writes it missed are lost, which
-/// nothing can avoid then); lost backups are dropped. A partition with no
+/// primary is gone gets its least loaded in-sync replica as primary (or, if
+/// none is left, its least loaded replica: writes it missed are lost, which
+/// nothing can avoid then); lost replicas are dropped. A partition with no
 /// copy left keeps its dead primary (it is down until data comes back).
 pub fn failover(current: &[Assignment], members: &[NodeId]) -> Vec<Assignment> {
     let alive = |n: &NodeId| members.contains(n);
@@ -49,7 +49,7 @@ pub fn failover(current: &[Assignment], members: &[NodeId]) -> Vec<Assignment> {
         .iter()
         .map(|a| {
             let mut next = a.clone();
-            next.backups.retain(alive);
+            next.replicas.retain(alive);
             next.in_sync.retain(alive);
             if !alive(&a.primary) {
                 let least_loaded = |c: &[NodeId]| {
@@ -57,11 +57,12 @@ pub fn failover(current: &[Assignment], members: &[NodeId]) -> Vec<Assignment> {
                         .copied()
                         .min_by_key(|n| load.get(n).copied().unwrap_or(0))
                 };
-                if let Some(p) = least_loaded(&next.in_sync).or_else(|| least_loaded(&next.backups))
+                if let Some(p) =
+                    least_loaded(&next.in_sync).or_else(|| least_loaded(&next.replicas))
                 {
                     next.primary = p;
-                    next.backups.retain(|b| *b != p);
-                    // The other in-sync backups stay in sync. One that
+                    next.replicas.retain(|b| *b != p);
+                    // The other in-sync replicas stay in sync. One that
                     // holds a change of the dead primary the new one never
                     // got sees the new primary's change at that seq as a
                     // divergence (keyspace::ReplicaSource) and asks for a
@@ -96,11 +97,11 @@ pub fn failover_command(meta: &SiteMetadata) -> Option<Command> {
 
 /// The [`Command::SetTable`] for [`rebalance`] over the active members, or
 /// None when the table is balanced already (or the site is not formed).
-pub fn rebalance_command(meta: &SiteMetadata, backups: usize) -> Option<Command> {
+pub fn rebalance_command(meta: &SiteMetadata, replicas: usize) -> Option<Command> {
     let table = meta.table.as_ref()?;
     set_table(
         &table.partitions,
-        rebalance(&table.partitions, &meta.active_members(), backups),
+        rebalance(&table.partitions, &meta.active_members(), replicas),
         table.epoch,
     )
 }
@@ -109,22 +110,22 @@ pub fn rebalance_command(meta: &SiteMetadata, backups: usize) -> Option<Command>
 /// (a join, a member leaving, a member back after a failure), for at most
 /// `max_moving` partitions at once. Per partition, in order:
 /// 1. every node the balanced table wants it on gets a copy first: it is
-///    added as a backup that is not in sync (its primary sends a snapshot);
+///    added as a replica that is not in sync (its primary sends a snapshot);
 /// 2. a primary that should move hands over to a target that is in sync
 ///    by now ([`Assignment::moving_to`]; the primary does the switch);
-/// 3. once every wanted backup is in sync, copies nobody wants are dropped.
+/// 3. once every wanted replica is in sync, copies nobody wants are dropped.
 ///
 /// Writes keep flowing throughout and no copy is dropped before its
 /// replacement has the data.
 pub fn migrate(
     current: &[Assignment],
     members: &[NodeId],
-    backups: usize,
+    replicas: usize,
     max_moving: usize,
 ) -> Vec<Assignment> {
-    let target = rebalance(current, members, backups);
+    let target = rebalance(current, members, replicas);
     let busy =
-        |a: &Assignment| a.moving_to.is_some() || a.backups.iter().any(|b| !a.in_sync.contains(b));
+        |a: &Assignment| a.moving_to.is_some() || a.replicas.iter().any(|b| !a.in_sync.contains(b));
     let mut moving = current.iter().filter(|a| busy(a)).count();
     let mut next = current.to_vec();
     for ((cur, want), out) in current.iter().zip(&target).zip(next.iter_mut()) {
@@ -132,21 +133,21 @@ pub fn migrate(
             continue;
         }
         let missing: Vec<NodeId> = std::iter::once(want.primary)
-            .chain(want.backups.iter().copied())
+            .chain(want.replicas.iter().copied())
             .filter(|n| !cur.holds(*n))
             .collect();
         if !missing.is_empty() {
             if !busy(cur) && moving < max_moving {
-                out.backups.extend(missing);
+                out.replicas.extend(missing);
                 moving += 1;
             }
         } else if want.primary != cur.primary {
             if cur.in_sync.contains(&want.primary) {
                 out.moving_to = Some(want.primary);
             }
-        } else if want.backups.iter().all(|b| cur.in_sync.contains(b)) {
-            out.backups.retain(|b| want.backups.contains(b));
-            out.in_sync.retain(|b| want.backups.contains(b));
+        } else if want.replicas.iter().all(|b| cur.in_sync.contains(b)) {
+            out.replicas.retain(|b| want.replicas.contains(b));
+            out.in_sync.retain(|b| want.replicas.contains(b));
         }
     }
     next
@@ -155,7 +156,7 @@ pub fn migrate(
 /// The [`Command::SetTable`] for [`migrate`] over the active members, or
 /// None when there is nothing to do (or members are dead: failing over
 /// and repairing come first).
-pub fn migrate_command(meta: &SiteMetadata, backups: usize, max_moving: usize) -> Option<Command> {
+pub fn migrate_command(meta: &SiteMetadata, replicas: usize, max_moving: usize) -> Option<Command> {
     let table = meta.table.as_ref()?;
     if meta.members.values().any(|m| m.state == MemberState::Dead) {
         return None;
@@ -166,7 +167,7 @@ pub fn migrate_command(meta: &SiteMetadata, backups: usize, max_moving: usize) -
     }
     set_table(
         &table.partitions,
-        migrate(&table.partitions, &members, backups, max_moving),
+        migrate(&table.partitions, &members, replicas, max_moving),
         table.epoch,
     )
 }
@@ -203,17 +204,17 @@ fn most_under(
 }
 
 /// The balanced layout for `members` (in this order for ties) with
-/// `backups` copies, closest to `current`:
+/// `replicas` copies, closest to `current`:
 /// - a primary stays while it is a member and under its share; a partition
-///   that loses its primary goes first to an in-sync backup, then to
-///   another backup, then to whoever is furthest under share;
-/// - backups stay likewise (a demoted primary, holding the data, is the
+///   that loses its primary goes first to an in-sync replica, then to
+///   another replica, then to whoever is furthest under share;
+/// - replicas stay likewise (a demoted primary, holding the data, is the
 ///   first choice), the rest go to members furthest under their share;
-/// - `in_sync` keeps only the backups that were in sync already.
+/// - `in_sync` keeps only the replicas that were in sync already.
 ///
-/// Primaries and backups per member end up within one of each other
+/// Primaries and replicas per member end up within one of each other
 /// whenever distinct copies allow it.
-pub fn rebalance(current: &[Assignment], members: &[NodeId], backups: usize) -> Vec<Assignment> {
+pub fn rebalance(current: &[Assignment], members: &[NodeId], replicas: usize) -> Vec<Assignment> {
     let n = members.len();
     if n == 0 {
         return current.to_vec();
@@ -247,7 +248,7 @@ pub fn rebalance(current: &[Assignment], members: &[NodeId], backups: usize) -> 
     for (p, a) in current.iter().enumerate() {
         if primary[p].is_none() {
             let pick = most_under(at(&a.in_sync).into_iter(), &count, &share)
-                .or_else(|| most_under(at(&a.backups).into_iter(), &count, &share))
+                .or_else(|| most_under(at(&a.replicas).into_iter(), &count, &share))
                 .or_else(|| most_under(0..n, &count, &share))
                 .expect("the shares add up to the partitions");
             primary[p] = Some(pick);
@@ -259,11 +260,11 @@ pub fn rebalance(current: &[Assignment], members: &[NodeId], backups: usize) -> 
         .map(|p| p.expect("every partition placed"))
         .collect();
 
-    // Backups: keep what can stay, shed what is over share, fill.
-    let k = backups.min(n - 1);
+    // Replicas: keep what can stay, shed what is over share, fill.
+    let k = replicas.min(n - 1);
     let mut held = vec![0; n];
     for a in current {
-        for i in at(&a.backups) {
+        for i in at(&a.replicas) {
             held[i] += 1;
         }
     }
@@ -275,7 +276,7 @@ pub fn rebalance(current: &[Assignment], members: &[NodeId], backups: usize) -> 
             let demoted = pos.get(&a.primary).copied().filter(|&op| op != np);
             let mut keep: Vec<usize> = Vec::with_capacity(k);
             let in_sync = at(&a.in_sync);
-            let others = at(&a.backups).into_iter().filter(|i| !in_sync.contains(i));
+            let others = at(&a.replicas).into_iter().filter(|i| !in_sync.contains(i));
             for i in demoted
                 .into_iter()
                 .chain(in_sync.iter().copied())
@@ -337,9 +338,9 @@ pub fn rebalance(current: &[Assignment], members: &[NodeId], backups: usize) -> 
         .zip(kept)
         .map(|((a, np), keep)| {
             let keep: Vec<NodeId> = keep.into_iter().map(|i| members[i]).collect();
-            // Old backups first in their old order, so an unchanged set reads unchanged.
-            let mut backups: Vec<NodeId> = a
-                .backups
+            // Old replicas first in their old order, so an unchanged set reads unchanged.
+            let mut replicas: Vec<NodeId> = a
+                .replicas
                 .iter()
                 .copied()
                 .filter(|b| keep.contains(b))
@@ -347,18 +348,18 @@ pub fn rebalance(current: &[Assignment], members: &[NodeId], backups: usize) -> 
             let added: Vec<NodeId> = keep
                 .iter()
                 .copied()
-                .filter(|b| !backups.contains(b))
+                .filter(|b| !replicas.contains(b))
                 .collect();
-            backups.extend(added);
+            replicas.extend(added);
             let in_sync = a
                 .in_sync
                 .iter()
                 .copied()
-                .filter(|b| backups.contains(b))
+                .filter(|b| replicas.contains(b))
                 .collect();
             Assignment {
                 epoch: a.epoch,
-                ..Assignment::new(members[np], backups, in_sync)
+                ..Assignment::new(members[np], replicas, in_sync)
             }
         })
         .collect()
@@ -374,11 +375,11 @@ mod tests {
             .iter()
             .map(|m| table.iter().filter(|a| a.primary == *m).count())
             .collect();
-        let backups = members
+        let replicas = members
             .iter()
-            .map(|m| table.iter().filter(|a| a.backups.contains(m)).count())
+            .map(|m| table.iter().filter(|a| a.replicas.contains(m)).count())
             .collect();
-        (primaries, backups)
+        (primaries, replicas)
     }
 
     fn even(counts: &[usize]) -> bool {
@@ -392,11 +393,13 @@ mod tests {
     ) -> Result<(), TestCaseError> {
         for a in table {
             prop_assert!(members.contains(&a.primary));
-            prop_assert_eq!(a.backups.len(), k.min(members.len() - 1));
-            for (i, b) in a.backups.iter().enumerate() {
-                prop_assert!(members.contains(b) && *b != a.primary && !a.backups[..i].contains(b));
+            prop_assert_eq!(a.replicas.len(), k.min(members.len() - 1));
+            for (i, b) in a.replicas.iter().enumerate() {
+                prop_assert!(
+                    members.contains(b) && *b != a.primary && !a.replicas[..i].contains(b)
+                );
             }
-            prop_assert!(a.in_sync.iter().all(|s| a.backups.contains(s)));
+            prop_assert!(a.in_sync.iter().all(|s| a.replicas.contains(s)));
         }
         Ok(())
     }
@@ -406,15 +409,15 @@ mod tests {
         let t = initial(271, &[10, 20, 30], 1);
         assert_eq!(t.len(), 271);
         assert_eq!(
-            (t[0].primary, t[0].backups.clone(), t[0].in_sync.clone()),
+            (t[0].primary, t[0].replicas.clone(), t[0].in_sync.clone()),
             (10, vec![20], vec![20])
         );
-        assert_eq!((t[270].primary, t[270].backups.clone()), (30, vec![10]));
+        assert_eq!((t[270].primary, t[270].replicas.clone()), (30, vec![10]));
         assert!(initial(4, &[], 1).is_empty());
     }
 
     #[test]
-    fn failover_promotes_an_in_sync_backup() {
+    fn failover_promotes_an_in_sync_replica() {
         let a = Assignment {
             epoch: 4,
             ..Assignment::new(1, vec![2, 3], vec![3])
@@ -435,7 +438,7 @@ mod tests {
             ..Assignment::new(1, vec![2, 3], vec![2, 3])
         };
         let t = failover(std::slice::from_ref(&both), &[2, 3]);
-        assert_eq!((t[0].backups.len(), t[0].in_sync.len()), (1, 1));
+        assert_eq!((t[0].replicas.len(), t[0].in_sync.len()), (1, 1));
         assert!(t[0].safe_from(&both));
         // Nobody in sync: the best remaining copy, which safe_from reports.
         let t = failover(
@@ -463,9 +466,9 @@ mod tests {
     }
 
     #[test]
-    fn a_leaving_member_is_replaced_by_its_in_sync_backups_as_far_as_balance_allows() {
+    fn a_leaving_member_is_replaced_by_its_in_sync_replicas_as_far_as_balance_allows() {
         let t = initial(271, &[1, 2, 3], 1);
-        // Failover: every partition of 3 goes to 1, its in-sync backup.
+        // Failover: every partition of 3 goes to 1, its in-sync replica.
         let f = failover(&t, &[1, 2]);
         assert!(t.iter().zip(&f).all(|(o, n)| n.safe_from(o)));
         assert_eq!(f.iter().filter(|a| a.primary == 1).count(), 91 + 90);
@@ -521,10 +524,10 @@ mod tests {
         assert!(t
             .partitions
             .iter()
-            .all(|a| a.primary != 3 && !a.backups.contains(&3)));
+            .all(|a| a.primary != 3 && !a.replicas.contains(&3)));
         assert_eq!(failover_command(&meta), None);
-        // The backups lost with 3 are rebuilt by a rebalance over 1 and 2.
-        let cmd = rebalance_command(&meta, 1).expect("backups to rebuild");
+        // The replicas lost with 3 are rebuilt by a rebalance over 1 and 2.
+        let cmd = rebalance_command(&meta, 1).expect("replicas to rebuild");
         assert!(matches!(cmd, Command::SetTable { expected_epoch, .. } if expected_epoch == epoch));
         meta.apply(&cmd).unwrap();
         assert!(meta
@@ -533,13 +536,13 @@ mod tests {
             .unwrap()
             .partitions
             .iter()
-            .all(|a| a.backups.len() == 1));
+            .all(|a| a.replicas.len() == 1));
         assert_eq!(rebalance_command(&meta, 1), None);
         meta.apply(&Command::RemoveMember { id: 3 }).unwrap();
     }
 
     /// Plays [`migrate`] to the end, doing what the nodes would: snapshots
-    /// finish (backups join the in-sync set), primaries hand over.
+    /// finish (replicas join the in-sync set), primaries hand over.
     fn migrate_to_the_end(
         mut t: Vec<Assignment>,
         members: &[NodeId],
@@ -549,10 +552,10 @@ mod tests {
             let next = migrate(&t, members, k, 8);
             for (o, n) in t.iter().zip(&next) {
                 // No copy goes before the one replacing it holds the data.
-                for gone in o.backups.iter().filter(|b| !n.holds(**b)) {
+                for gone in o.replicas.iter().filter(|b| !n.holds(**b)) {
                     assert!(o.in_sync.contains(gone) || !members.contains(gone));
                     assert!(
-                        n.backups.iter().all(|b| n.in_sync.contains(b)),
+                        n.replicas.iter().all(|b| n.in_sync.contains(b)),
                         "dropped {gone} early"
                     );
                 }
@@ -563,16 +566,16 @@ mod tests {
             }
             let mut after = next.clone();
             for a in after.iter_mut() {
-                a.in_sync = a.backups.clone();
+                a.in_sync = a.replicas.clone();
                 if let Some(to) = a.moving_to.take() {
                     let old = a.primary;
                     a.primary = to;
-                    a.backups = a
-                        .backups
+                    a.replicas = a
+                        .replicas
                         .iter()
                         .map(|b| if *b == to { old } else { *b })
                         .collect();
-                    a.in_sync = a.backups.clone();
+                    a.in_sync = a.replicas.clone();
                 }
             }
             if after == t {
@@ -593,12 +596,12 @@ mod tests {
         assert_eq!(rebalance(&joined, &[1, 2, 3, 4], 1), joined);
         // 2 leaves: everything it held goes elsewhere.
         let (left, _) = migrate_to_the_end(joined, &[1, 3, 4], 1);
-        assert!(left.iter().all(|a| !a.holds(2) && a.backups.len() == 1));
+        assert!(left.iter().all(|a| !a.holds(2) && a.replicas.len() == 1));
         let (p, b) = spread(&left, &[1, 3, 4]);
         assert!(even(&p) && even(&b), "{p:?} {b:?}");
-        // With no backups configured, copies are made only to move.
+        // With no replicas configured, copies are made only to move.
         let (solo, _) = migrate_to_the_end(initial(12, &[1, 2], 0), &[1, 2, 3], 0);
-        assert!(solo.iter().all(|a| a.backups.is_empty()));
+        assert!(solo.iter().all(|a| a.replicas.is_empty()));
         assert_eq!(spread(&solo, &[1, 2, 3]).0, vec![4, 4, 4]);
     }
 
@@ -623,13 +626,13 @@ mod tests {
             well_formed(&r, &after, k)?;
             let (p, b) = spread(&r, &after);
             prop_assert!(even(&p), "primaries {:?}", p);
-            // Backups are placed greedily under the distinct-copies rule
+            // Replicas are placed greedily under the distinct-copies rule
             // and do not always come out exactly even with minimal movement
-            // (found: 46 partitions, 2 backups, 4 members -> [22, 24, 23, 23]).
+            // (found: 46 partitions, 2 replicas, 4 members -> [22, 24, 23, 23]).
             // The node's repair path is failover::repair; this planner is for
             // migration, which is not wired yet.
             let (bmin, bmax) = (b.iter().min().copied().unwrap_or(0), b.iter().max().copied().unwrap_or(0));
-            prop_assert!(bmax - bmin <= 2, "backups {:?}", b);
+            prop_assert!(bmax - bmin <= 2, "replicas {:?}", b);
             for (old, new) in t.iter().zip(&r) {
                 prop_assert!(new.in_sync.iter().all(|s| old.in_sync.contains(s)));
                 if after.contains(&old.primary) && new.primary != old.primary {
@@ -645,7 +648,7 @@ mod tests {
                 if old.in_sync.iter().any(|s| after.contains(s)) || after.contains(&old.primary) {
                     prop_assert!(new.safe_from(old));
                 }
-                prop_assert!(new.backups.iter().all(|b| after.contains(b) && *b != new.primary));
+                prop_assert!(new.replicas.iter().all(|b| after.contains(b) && *b != new.primary));
             }
         }
     }

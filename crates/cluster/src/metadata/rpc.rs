@@ -222,7 +222,7 @@ mod tests {
         let cmd = Command::SetPartition {
             partition: 3,
             primary: 1,
-            backups: vec![2],
+            replicas: vec![2],
             in_sync: vec![2],
             expected_epoch: 4,
         };

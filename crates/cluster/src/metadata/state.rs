@@ -10,8 +10,8 @@
 //! Invariants after every command:
 //! - every node the table names is a member (a member holding a copy
 //!   cannot be removed);
-//! - a partition's backups are distinct and never its primary;
-//! - `in_sync` is a subset of `backups` and names no dead member;
+//! - a partition's replicas are distinct and never its primary;
+//! - `in_sync` is a subset of `replicas` and names no dead member;
 //! - epochs only grow. Any change to the table bumps the table epoch by one
 //!   and stamps every partition it changed with the new table epoch, so a
 //!   partition's epoch is unique site-wide and fences whoever acts on an
@@ -50,13 +50,13 @@ pub struct Member {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Assignment {
     pub primary: NodeId,
-    pub backups: Vec<NodeId>,
-    /// The backups that have every write the primary acknowledged; a
+    pub replicas: Vec<NodeId>,
+    /// The replicas that have every write the primary acknowledged; a
     /// failover may promote only one of these without losing writes.
     pub in_sync: Vec<NodeId>,
     pub epoch: u64,
-    /// A planned handover: the in-sync backup this partition's primary is
-    /// to hand it to. The primary fences writes, waits until its backups
+    /// A planned handover: the in-sync replica this partition's primary is
+    /// to hand it to. The primary fences writes, waits until its replicas
     /// have everything, and commits the switch itself (see
     /// `cluster::handover`); anything that takes the node out of
     /// `in_sync` cancels it.
@@ -65,10 +65,10 @@ pub struct Assignment {
 }
 
 impl Assignment {
-    pub fn new(primary: NodeId, backups: Vec<NodeId>, in_sync: Vec<NodeId>) -> Assignment {
+    pub fn new(primary: NodeId, replicas: Vec<NodeId>, in_sync: Vec<NodeId>) -> Assignment {
         Assignment {
             primary,
-            backups,
+            replicas,
             in_sync,
             epoch: 0,
             moving_to: None,
@@ -76,17 +76,17 @@ impl Assignment {
     }
 
     pub fn holds(&self, node: NodeId) -> bool {
-        self.primary == node || self.backups.contains(&node)
+        self.primary == node || self.replicas.contains(&node)
     }
 
     fn same_owners(&self, other: &Assignment) -> bool {
         self.primary == other.primary
-            && self.backups == other.backups
+            && self.replicas == other.replicas
             && self.in_sync == other.in_sync
             && self.moving_to == other.moving_to
     }
 
-    /// A handover whose target is no longer an in-sync backup is void.
+    /// A handover whose target is no longer an in-sync replica is void.
     fn drop_void_handover(&mut self) {
         if self.moving_to.is_some_and(|n| !self.in_sync.contains(&n)) {
             self.moving_to = None;
@@ -94,7 +94,7 @@ impl Assignment {
     }
 
     /// Whether switching from `old` to `self` can be committed right away:
-    /// the primary stays, or moves to a backup that was in sync. Anything
+    /// the primary stays, or moves to a replica that was in sync. Anything
     /// else gives the partition to a node that may lack acknowledged writes
     /// (a migration must bring the data there first).
     pub fn safe_from(&self, old: &Assignment) -> bool {
@@ -170,7 +170,7 @@ pub enum Command {
     SetPartition {
         partition: u16,
         primary: NodeId,
-        backups: Vec<NodeId>,
+        replicas: Vec<NodeId>,
         in_sync: Vec<NodeId>,
         expected_epoch: u64,
     },
@@ -354,15 +354,15 @@ impl SiteMetadata {
             Command::SetPartition {
                 partition,
                 primary,
-                backups,
+                replicas,
                 in_sync,
                 expected_epoch,
             } => {
-                let proposed = Assignment::new(*primary, backups.clone(), in_sync.clone());
+                let proposed = Assignment::new(*primary, replicas.clone(), in_sync.clone());
                 self.validate(*partition as usize, &proposed)?;
                 self.change_partition(*partition, *expected_epoch, |a| {
                     a.primary = proposed.primary;
-                    a.backups = proposed.backups;
+                    a.replicas = proposed.replicas;
                     a.in_sync = proposed.in_sync;
                     a.moving_to = None;
                 })
@@ -381,8 +381,11 @@ impl SiteMetadata {
                 expected_epoch,
             } => {
                 let a = self.assignment(*partition)?;
-                if !a.backups.contains(node) {
-                    return Err(invalid(*partition as usize, "only a backup can be in sync"));
+                if !a.replicas.contains(node) {
+                    return Err(invalid(
+                        *partition as usize,
+                        "only a replica can be in sync",
+                    ));
                 }
                 if self
                     .members
@@ -550,18 +553,18 @@ impl SiteMetadata {
     fn validate(&self, p: usize, a: &Assignment) -> Result<(), Refused> {
         let member = |id: &NodeId| self.members.get(id).ok_or(Refused::UnknownMember(*id));
         member(&a.primary)?;
-        for (i, b) in a.backups.iter().enumerate() {
+        for (i, b) in a.replicas.iter().enumerate() {
             member(b)?;
             if *b == a.primary {
-                return Err(invalid(p, "the primary is also a backup"));
+                return Err(invalid(p, "the primary is also a replica"));
             }
-            if a.backups[..i].contains(b) {
-                return Err(invalid(p, "a backup is listed twice"));
+            if a.replicas[..i].contains(b) {
+                return Err(invalid(p, "a replica is listed twice"));
             }
         }
         for (i, s) in a.in_sync.iter().enumerate() {
-            if !a.backups.contains(s) {
-                return Err(invalid(p, "an in-sync node is not a backup"));
+            if !a.replicas.contains(s) {
+                return Err(invalid(p, "an in-sync node is not a replica"));
             }
             if a.in_sync[..i].contains(s) {
                 return Err(invalid(p, "an in-sync node is listed twice"));
@@ -588,11 +591,11 @@ mod tests {
         }
     }
 
-    fn assignment(primary: NodeId, backups: &[NodeId]) -> Assignment {
-        Assignment::new(primary, backups.to_vec(), backups.to_vec())
+    fn assignment(primary: NodeId, replicas: &[NodeId]) -> Assignment {
+        Assignment::new(primary, replicas.to_vec(), replicas.to_vec())
     }
 
-    /// Three members, two partitions: 1 (backup 2) and 2 (backup 3).
+    /// Three members, two partitions: 1 (replica 2) and 2 (replica 3).
     fn formed() -> SiteMetadata {
         let mut s = SiteMetadata::default();
         let members = (1..=3).map(|n| (n, member(n))).collect();
@@ -636,7 +639,7 @@ mod tests {
         let set = |expected_epoch| Command::SetPartition {
             partition: 0,
             primary: 2,
-            backups: vec![1, 3],
+            replicas: vec![1, 3],
             in_sync: vec![3],
             expected_epoch,
         };
@@ -672,10 +675,10 @@ mod tests {
     #[test]
     fn invalid_assignments_are_refused() {
         let mut s = formed();
-        let set = |primary, backups: Vec<NodeId>, in_sync: Vec<NodeId>| Command::SetPartition {
+        let set = |primary, replicas: Vec<NodeId>, in_sync: Vec<NodeId>| Command::SetPartition {
             partition: 0,
             primary,
-            backups,
+            replicas,
             in_sync,
             expected_epoch: 1,
         };
@@ -768,7 +771,7 @@ mod tests {
         let cmd = Command::SetPartition {
             partition: 1,
             primary: 2,
-            backups: vec![1],
+            replicas: vec![1],
             in_sync: vec![],
             expected_epoch: 2,
         };
@@ -844,7 +847,7 @@ mod tests {
         let mut s = formed();
         let mut t = s.table.clone().unwrap().partitions;
         t[0].moving_to = Some(2);
-        t[1].moving_to = Some(1); // not a backup of partition 1: void at once
+        t[1].moving_to = Some(1); // not a replica of partition 1: void at once
         assert_eq!(
             s.apply(&Command::SetTable {
                 partitions: t,
@@ -886,11 +889,11 @@ mod tests {
                 }
             }),
             (0u16..3, node.clone(), nodes.clone(), nodes, 0u64..6).prop_map(
-                |(partition, primary, backups, in_sync, expected_epoch)| {
+                |(partition, primary, replicas, in_sync, expected_epoch)| {
                     Command::SetPartition {
                         partition,
                         primary,
-                        backups,
+                        replicas,
                         in_sync,
                         expected_epoch,
                     }
@@ -928,8 +931,8 @@ mod tests {
                 prop_assert!(t.epoch >= old.epoch);
                 for (a, o) in t.partitions.iter().zip(&old.partitions) {
                     prop_assert!(s.members.contains_key(&a.primary));
-                    prop_assert!(a.backups.iter().all(|b| s.members.contains_key(b) && *b != a.primary));
-                    prop_assert!(a.in_sync.iter().all(|n| a.backups.contains(n)));
+                    prop_assert!(a.replicas.iter().all(|b| s.members.contains_key(b) && *b != a.primary));
+                    prop_assert!(a.in_sync.iter().all(|n| a.replicas.contains(n)));
                     prop_assert!(a.in_sync.iter().all(|n| s.members[n].state != MemberState::Dead));
                     prop_assert!(a.moving_to.is_none_or(|n| a.in_sync.contains(&n)));
                     prop_assert!(a.epoch <= t.epoch);

@@ -155,11 +155,16 @@ impl Site {
     }
 }
 
-fn set_p0(primary: NodeId, backups: &[NodeId], in_sync: &[NodeId], expected_epoch: u64) -> Command {
+fn set_p0(
+    primary: NodeId,
+    replicas: &[NodeId],
+    in_sync: &[NodeId],
+    expected_epoch: u64,
+) -> Command {
     Command::SetPartition {
         partition: 0,
         primary,
-        backups: backups.to_vec(),
+        replicas: replicas.to_vec(),
         in_sync: in_sync.to_vec(),
         expected_epoch,
     }
@@ -297,7 +302,7 @@ async fn away_and_back(
     site.stop(away).await;
 
     // While it is away: in-sync toggles on partition 1 (epochs 3..=12).
-    let node = rebalance::initial(PARTITIONS, &[1, 2, 3], 1)[1].backups[0];
+    let node = rebalance::initial(PARTITIONS, &[1, 2, 3], 1)[1].replicas[0];
     let mut epoch = 1;
     for i in 0..10 {
         let cmd = if i % 2 == 0 {
@@ -347,7 +352,7 @@ async fn away_and_back(
             .unwrap(),
         13
     );
-    assert_eq!(site.all_at(13).await.partitions[0].backups, vec![1]);
+    assert_eq!(site.all_at(13).await.partitions[0].replicas, vec![1]);
     snapshot
 }
 

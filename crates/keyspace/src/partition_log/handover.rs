@@ -8,7 +8,7 @@
 use bytes::Bytes;
 
 use super::PartitionLog;
-use crate::received::Held;
+use crate::received::HeldChange;
 
 impl PartitionLog {
     /// Counts a change at the next seq without storing it (a backup's
@@ -28,7 +28,7 @@ impl PartitionLog {
     /// their encodings back to back, and where each is (as partition
     /// `partition`'s). The log then holds nothing and goes on at the same
     /// seq.
-    pub fn take_held(&mut self, partition: u16) -> Option<(Bytes, Vec<Held>)> {
+    pub fn take_held(&mut self, partition: u16) -> Option<(Bytes, Vec<HeldChange>)> {
         if self.spans.is_empty() {
             return None;
         }
@@ -36,7 +36,7 @@ impl PartitionLog {
         let mut held = Vec::with_capacity(self.spans.len());
         for (s, seq) in self.spans.iter().zip(self.first_seq()..) {
             let enc = self.slice(s);
-            held.push(Held {
+            held.push(HeldChange {
                 partition,
                 seq,
                 start: out.len() as u32,

@@ -192,6 +192,33 @@ impl PubSub {
         self.registry(scope).lock().get(name).map_or(0, |s| s.len())
     }
 
+    /// Anyone subscribed to anything here.
+    pub fn has_subscribers(&self) -> bool {
+        !self.channels.lock().is_empty()
+            || !self.patterns.lock().is_empty()
+            || !self.shard.lock().is_empty()
+    }
+
+    /// Up to `max` clients subscribed to anything here; none when there
+    /// are more.
+    pub fn subscriber_ids(&self, max: usize) -> Vec<u64> {
+        let mut ids: Vec<u64> = Vec::new();
+        for registry in [&self.channels, &self.patterns, &self.shard] {
+            for set in registry.lock().values() {
+                ids.extend(set.iter().copied());
+                if ids.len() > max * 4 {
+                    return Vec::new();
+                }
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() > max {
+            ids.clear();
+        }
+        ids
+    }
+
     /// PUBSUB NUMPAT: patterns with subscribers here.
     pub fn patterns(&self) -> usize {
         self.patterns.lock().len()

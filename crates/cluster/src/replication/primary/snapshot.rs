@@ -1,0 +1,261 @@
+//! The primary side: snapshots of one partition on their way to a new
+//! replica, sent in chunks, and what the replica answered about them.
+//!
+//! The copy is taken under the partition lock, at the primary's next seq,
+//! as the entries' keys and values (reference-counted: cheap) rather than
+//! encoded bytes, and encoded [`CHUNK_BYTES`] at a time as the connection
+//! to the replica asks for batches. A replica's stream sends its snapshots
+//! before any change queued for it, so every change logged after a
+//! snapshot's point follows its end entry; changes from before it arrive
+//! after the end and change nothing (the replica has their seqs). The size
+//! of a partition therefore never has to fit in the per-replica queue.
+//!
+//! The end entry carries a snapshot id that the replica's ack returns, so
+//! the late ack of a snapshot that a newer one replaced (new partition
+//! epoch) does not count the replica in sync while it is still loading the
+//! newer one.
+
+use std::sync::atomic::Ordering;
+
+use bytes::BytesMut;
+use keyspace::{codec, Change};
+
+use crate::replication::stream::Entry;
+use crate::replication::Replicator;
+
+/// Bytes of snapshot entries per batch.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// A snapshot being sent, chunk by chunk.
+pub struct SnapshotStream {
+    pub partition: usize,
+    /// Entries in the whole snapshot (sent with the end entry).
+    total: u64,
+    /// The primary's next seq when the copy was taken.
+    next: u64,
+    /// Sent with the end entry, acknowledged with it.
+    id: u64,
+    entries: std::vec::IntoIter<Change>,
+    begun: bool,
+}
+
+impl SnapshotStream {
+    pub fn new(partition: usize, next: u64, id: u64, entries: Vec<Change>) -> SnapshotStream {
+        SnapshotStream {
+            partition,
+            next,
+            id,
+            total: entries.len() as u64,
+            entries: entries.into_iter(),
+            begun: false,
+        }
+    }
+
+    pub fn keys(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Appends the next chunk (the begin entry first, the end entry last)
+    /// to `out`; true once the end entry is in.
+    pub fn next_chunk(&mut self, out: &mut BytesMut) -> bool {
+        let partition = self.partition as u16;
+        if !self.begun {
+            let next = self.next;
+            Entry::SnapshotBegin { partition, next }.encode(out);
+            self.begun = true;
+        }
+        let start = out.len();
+        let mut body = Vec::new();
+        while out.len() - start < CHUNK_BYTES {
+            let Some(change) = self.entries.next() else {
+                Entry::SnapshotEnd {
+                    partition,
+                    next: self.next,
+                    id: self.id,
+                    entries: self.total,
+                }
+                .encode(out);
+                return true;
+            };
+            body.clear();
+            codec::encode(&change, &mut body);
+            Entry::SnapshotData {
+                partition,
+                change: &body,
+            }
+            .encode(out);
+        }
+        false
+    }
+}
+
+/// A snapshot queued for a replica.
+pub(in crate::replication) struct SnapshotSent {
+    /// The partition epoch it was sent for.
+    epoch: u64,
+    /// Which snapshot this is: its end entry carries the id and the
+    /// replica acknowledges it with it, so the end of an earlier snapshot
+    /// of the same partition (replaced while its ack was on the way)
+    /// never counts for this one.
+    id: u64,
+    /// The replica acknowledged its end.
+    acknowledged: bool,
+    /// The replica refused it ([`crate::replication::Ack::SnapshotRefused`]).
+    refused: bool,
+    /// [`Replicator::take_finished_snapshots`] returned it.
+    reported: bool,
+    /// The partition's last seq when the replica acknowledged the end:
+    /// writes up to it may have been acknowledged without this replica,
+    /// so it is reported in sync only once it acknowledged this seq.
+    need: Option<u64>,
+}
+
+impl Replicator {
+    /// Queues a snapshot of partition `p` for replica `r`, once per
+    /// partition epoch. Returns false when one was already queued.
+    pub fn send_snapshot(&self, p: usize, r: usize, epoch: u64) -> bool {
+        let primary = &self.primary;
+        let id = {
+            let mut snaps = primary.snapshots.lock();
+            if snaps.get(&(p, r)).is_some_and(|s| s.epoch == epoch) {
+                return false;
+            }
+            let id = primary.snapshot_ids.fetch_add(1, Ordering::Relaxed) + 1;
+            let sent = SnapshotSent {
+                epoch,
+                id,
+                acknowledged: false,
+                refused: false,
+                reported: false,
+                need: None,
+            };
+            snaps.insert((p, r), sent);
+            id
+        };
+        let queue = &primary.queues[r];
+        let keys = self.ks.with_partition(p, |part, _| {
+            // Entries, then tombstones (so older writes from other sites
+            // keep losing on the new copy).
+            let entries = part.iter().map(|(key, e)| Change {
+                key: key.clone(),
+                version: e.version,
+                kind: keyspace::ChangeKind::Full {
+                    value: e.value.clone(),
+                    expire_at: e.expire_at,
+                },
+            });
+            let entries: Vec<Change> = entries.chain(part.tombstone_changes()).collect();
+            // The replica's acks start over from the snapshot.
+            primary.acked[r][p].store(0, Ordering::Release);
+            primary.snapshot_point[r][p].store(part.log.next_seq(), Ordering::Release);
+            primary.catching_up[r][p].store(false, Ordering::Release);
+            let stream = SnapshotStream::new(p, part.log.next_seq(), id, entries);
+            let keys = stream.keys();
+            // Queued before the lock lets the next change be logged, so
+            // no change past the snapshot's point can reach the replica
+            // ahead of its begin entry (see `take_batch`).
+            let mut queued = queue.snapshots.lock();
+            queued.retain(|s| s.partition != p);
+            queued.push_back(stream);
+            keys
+        });
+        tracing::info!(
+            partition = p,
+            replica = r,
+            keys,
+            "snapshot queued for a new replica"
+        );
+        queue.ready.notify_one();
+        true
+    }
+
+    /// Member `peer` answered the end of snapshot `id` of partition `p`:
+    /// `loaded` it, or refused it.
+    pub(super) fn snapshot_answered(&self, peer: usize, p: usize, id: u64, loaded: bool) {
+        let primary = &self.primary;
+        let counted = match primary
+            .snapshots
+            .lock()
+            .get_mut(&(p, peer))
+            .filter(|s| s.id == id)
+        {
+            Some(s) if loaded && !s.acknowledged => {
+                s.acknowledged = true;
+                // It holds what the snapshot held (see `durable_seq`):
+                // an idle partition's acks would never get there.
+                if let (Some(a), Some(point)) = (
+                    primary.acked[peer].get(p),
+                    primary.snapshot_point[peer].get(p),
+                ) {
+                    let held = point.load(Ordering::Acquire).saturating_sub(1);
+                    a.fetch_max(held, Ordering::AcqRel);
+                }
+                true
+            }
+            Some(s) if !loaded => {
+                s.refused = true;
+                false
+            }
+            _ => false,
+        };
+        if counted {
+            // Counted for acks first, then the last seq read under the
+            // partition's lock (with the snapshots' lock let go: the two
+            // are never nested): a write logged after that sees the flag
+            // when it checks its acks.
+            primary.catching_up[peer][p].store(true, Ordering::Release);
+            let last = self.ks.with_partition(p, |part, _| part.log.next_seq() - 1);
+            if let Some(s) = primary
+                .snapshots
+                .lock()
+                .get_mut(&(p, peer))
+                .filter(|s| s.id == id)
+            {
+                s.need = Some(last);
+            }
+        }
+    }
+
+    /// Snapshots whose end the replica acknowledged, whose replica has
+    /// since acknowledged every change logged before that (see
+    /// [`SnapshotSent::need`]), and that nobody has reported yet:
+    /// (partition, replica, partition epoch).
+    pub fn take_finished_snapshots(&self) -> Vec<(usize, usize, u64)> {
+        let mut done = Vec::new();
+        for ((p, r), s) in self.primary.snapshots.lock().iter_mut() {
+            let acked = || self.primary.acked[*r][*p].load(Ordering::Acquire);
+            if s.acknowledged && !s.reported && s.need.is_some_and(|need| acked() >= need) {
+                s.reported = true;
+                done.push((*p, *r, s.epoch));
+            }
+        }
+        done
+    }
+
+    /// Snapshots the replica refused, forgotten here so that they can be
+    /// sent again: (partition, replica, partition epoch).
+    pub fn take_refused_snapshots(&self) -> Vec<(usize, usize, u64)> {
+        let mut refused = Vec::new();
+        self.primary.snapshots.lock().retain(|&(p, r), s| {
+            if s.refused {
+                refused.push((p, r, s.epoch));
+            }
+            !s.refused
+        });
+        refused
+    }
+
+    /// A finished snapshot `take_finished_snapshots` returned could not be
+    /// reported (the proposal was not decided): it is returned again.
+    pub(crate) fn report_again(&self, p: usize, r: usize, epoch: u64) {
+        if let Some(s) = self
+            .primary
+            .snapshots
+            .lock()
+            .get_mut(&(p, r))
+            .filter(|s| s.epoch == epoch)
+        {
+            s.reported = false;
+        }
+    }
+}

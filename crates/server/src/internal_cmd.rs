@@ -1,0 +1,108 @@
+//! Commands that are not for applications: `WANAPPLY` (the WAN receiver
+//! sends it), `BACKUPJOB` (`deltagrid backup` sends it) and `DEBUG`
+//! (tests, when `enable-debug-command` is on).
+
+use std::sync::atomic::Ordering;
+
+use commands::args::{is, owned};
+use commands::CmdError;
+
+use crate::session::{Reply, Session};
+
+/// `WANAPPLY source-site payload`: changes from a remote site, sent by
+/// this site's WAN receiver to the primary of their keys. Replies with
+/// one outcome byte per change (see `wan::local::Outcome`).
+pub fn wanapply(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
+    let source = commands::args::int(a[1])?;
+    if !(1..=u16::MAX as i64).contains(&source) || source == s.node.settings.site_id as i64 {
+        return Err(CmdError::other(format!(
+            "ERR WANAPPLY from site {source}, which is not a remote site"
+        )));
+    }
+    let cluster = s.node.cluster.as_deref();
+    let codes = wan::local::apply_payload(
+        &s.node.ks,
+        |p| cluster.is_none_or(|c| c.owns(p)),
+        &owned(a[2]),
+        s.id,
+    )
+    .map_err(|e| CmdError::other(format!("ERR {e}")))?;
+    out.bulk(&codes);
+    Ok(())
+}
+
+/// `BACKUPJOB CREATE url id parent|- block-bytes chunk-bytes`, `BACKUPJOB RESTORE
+/// url id reverse|forward`, `BACKUPJOB STATUS` (JSON): this node's part
+/// of `deltagrid backup create|restore`, which sends them to every node.
+pub fn backupjob(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
+    let text = |i: usize| a.get(i).map(|b| String::from_utf8_lossy(b).into_owned());
+    let jobs = &s.node.backups;
+    let started = match (text(1).unwrap_or_default().to_ascii_lowercase().as_str(), a.len()) {
+        ("status", 2) => {
+            out.bulk(serde_json::to_string(&jobs.progress()).unwrap_or_default().as_bytes());
+            return Ok(());
+        }
+        ("create", 7) => {
+            let (url, id, parent) = (text(2).unwrap_or_default(), text(3).unwrap_or_default(), text(4));
+            let block_bytes = commands::args::int(a[5])?.max(0) as usize;
+            let chunk_bytes = commands::args::int(a[6])?.max(0) as usize;
+            jobs.start_create(&url, &id, parent.filter(|p| p != "-"), (block_bytes, chunk_bytes))
+        }
+        ("restore", 5) => {
+            let order =
+                text(4).unwrap_or_default().parse().map_err(|e: String| CmdError::other(format!("ERR {e}")))?;
+            jobs.start_restore(&text(2).unwrap_or_default(), &text(3).unwrap_or_default(), order)
+        }
+        _ => {
+            return Err(CmdError::other(
+                "ERR BACKUPJOB CREATE url id parent|- block-bytes chunk-bytes | RESTORE url id order | STATUS",
+            ))
+        }
+    };
+    started.map_err(|e| CmdError::other(format!("ERR {e}")))?;
+    out.simple("OK");
+    Ok(())
+}
+
+pub fn debug(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
+    if !s.node.settings.enable_debug_command {
+        return Err(CmdError::other(
+            "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+        ));
+    }
+    let sub = &a[1];
+    if is(sub, "CLOCK-ADVANCE") && a.len() == 3 {
+        let ms = commands::args::int(a[2])?;
+        if ms < 0 {
+            return Err(CmdError::MustBePositive);
+        }
+        s.node.clock.advance(ms as u64);
+    } else if is(sub, "SET-ACTIVE-EXPIRE") && a.len() == 3 {
+        let on = commands::args::int(a[2])? != 0;
+        s.node.runtime.active_expire.store(on, Ordering::Relaxed);
+    } else if is(sub, "CLUSTER-ISOLATE") && a.len() == 3 {
+        let on = commands::args::int(a[2])? != 0;
+        match &s.node.cluster {
+            Some(c) => c.set_isolated(on),
+            None => return Err(cluster::cluster_cmd::disabled()),
+        }
+    } else if is(sub, "CLUSTER-HOLD") && a.len() == 4 {
+        let node = String::from_utf8_lossy(a[2]).into_owned();
+        let on = commands::args::int(a[3])? != 0;
+        match &s.node.cluster {
+            Some(c) if c.set_held(&node, on) => {}
+            Some(_) => return Err(CmdError::other(format!("ERR no member named {node}"))),
+            None => return Err(cluster::cluster_cmd::disabled()),
+        }
+    } else if is(sub, "SLEEP") && a.len() == 3 {
+        let secs = commands::args::float(a[2])?.clamp(0.0, 60.0);
+        std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+    } else {
+        return Err(CmdError::UnknownSubcommand {
+            cmd: "DEBUG".into(),
+            sub: String::from_utf8_lossy(sub).into(),
+        });
+    }
+    out.simple("OK");
+    Ok(())
+}
