@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Single-client latency, GigaSpaces' method (REFERENCE.md experiment 4):
+# Single-client latency, GigaSpaces' method (docs/benchmarks.md experiment 4):
 # one client, one op in flight, warm-up, then the average of the best 80%
 # and percentiles, with `deltagrid bench latency`, for these targets, all
 # started side by side and measured in the same run:

@@ -18,7 +18,7 @@ import sys
 ECHO = "echo"
 ECHO_LABEL = "loopback echo (floor, median of its runs)"
 STATS = ["samples", "avg_best_80_us", "mean_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us"]
-# REFERENCE.md #4, GigaSpaces over a 1 Gbps LAN: (not replicated, sync replicated), µs, average of the best 80%.
+# docs/benchmarks.md experiment 4, GigaSpaces over a 1 Gbps LAN: (not replicated, sync replicated), µs, average of the best 80%.
 THEIRS = {"hash8": (290, 690), "empty": (270, 630)}
 ORDER = [ECHO, "dg-node", "dg-b0", "dg-b1", "redis", "redis-wait"]
 SHORT = {ECHO: "echo floor", "dg-node": "deltagrid node", "dg-b0": "deltagrid b=0", "dg-b1": "deltagrid b=1 sync", "redis": "Redis",
@@ -112,7 +112,7 @@ def tables(rows, labels):
             body.append(row)
         markdown(["workload", "rate"] + [SHORT[s] for s in series] + [c[0] for c in costs]
                  + (["least sync can add", "deltagrid sync adds beyond it, µs"] if bound else []), body)
-    print("\nGigaSpaces (theirs, REFERENCE.md #4, 1 Gbps LAN, ping 208 µs), average of the best 80%: "
+    print("\nGigaSpaces (theirs, docs/benchmarks.md experiment 4, 1 Gbps LAN, ping 208 µs), average of the best 80%: "
           + "; ".join(f"{w}: {a} -> {b} µs sync replicated ({(b / a - 1) * 100:+.0f}%)" for w, (a, b) in THEIRS.items()))
     print("\nEvery statistic, µs:\n")
     body = [[r["workload_label"], rate_text(r["rate"]), SHORT[r["series"]], r["samples"]]

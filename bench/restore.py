@@ -1,4 +1,4 @@
-"""Reverse delta restore (REFERENCE.md experiment 3, WAL-G's shape).
+"""Reverse delta restore (docs/benchmarks.md experiment 3, WAL-G's shape).
 
 One node is loaded with N keys, backed up in full, then updated in rounds
 of varying volume with an incremental backup after each (base + 5

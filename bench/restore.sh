@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reverse delta restore (REFERENCE.md experiment 3, WAL-G): base + 5
+# Reverse delta restore (docs/benchmarks.md experiment 3, WAL-G): base + 5
 # incremental backups of one node, restored base-first vs newest-first, plus
 # a single full backup of the final data; per-layer times, tables, and
 # restore.json / restore.png in --out. Loopback and a local directory only.
@@ -16,7 +16,7 @@ need_deltagrid
 plot_python
 [[ -n $PY ]] || die "no python with matplotlib for the charts"
 "$PY" -c 'import redis' 2>/dev/null || "$PY" -m pip install -q redis
-echo "Reverse delta restore (WAL-G experiment, REFERENCE.md #3), $(date -u +%Y-%m-%dT%H%M%SZ)$( ((SMOKE)) && echo ', smoke run')"
+echo "Reverse delta restore (WAL-G experiment, docs/benchmarks.md experiment 3), $(date -u +%Y-%m-%dT%H%M%SZ)$( ((SMOKE)) && echo ', smoke run')"
 machine_line
 echo
 smoke=()

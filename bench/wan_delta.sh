@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GemFire's WAN delta experiment (REFERENCE.md #1): two sites of three
+# GemFire's WAN delta experiment (docs/benchmarks.md experiment 1): two sites of three
 # `deltagrid server` processes, delta off then on, with `deltagrid bench
 # wan-delta`. As root, each site runs in its own network namespace
 # (bench/netns.sh: ns_dg1 10.77.0.1 and ns_dg2 10.77.0.2, joined through
@@ -30,7 +30,7 @@ bench_args "$@"
 args=("${ARGS[@]}")
 need_deltagrid
 
-echo "WAN delta propagation (GemFire experiment, REFERENCE.md #1), $(date -u +%Y-%m-%dT%H%M%SZ)$( ((SMOKE)) && echo ', smoke run')"
+echo "WAN delta propagation (GemFire experiment, docs/benchmarks.md experiment 1), $(date -u +%Y-%m-%dT%H%M%SZ)$( ((SMOKE)) && echo ', smoke run')"
 machine_line
 echo
 echo "binary: $DG_BIN"

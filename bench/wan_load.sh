@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hazelcast's WAN-under-load experiment (REFERENCE.md #2) with `deltagrid
+# Hazelcast's WAN-under-load experiment (docs/benchmarks.md experiment 2) with `deltagrid
 # bench wan-load`: two sites of three `deltagrid server` processes, site 1's
 # clients 50% SET / 50% GET, site 2's 100% GET; runs: WAN off, ack on-apply
 # vs pipelined, partitions 271/2048/5120/16384, and a link outage. As root,
@@ -44,7 +44,7 @@ bench_args "$@"
 args=("${ARGS[@]}")
 need_deltagrid
 
-echo "WAN under load (Hazelcast experiment, REFERENCE.md #2), $(date -u +%Y-%m-%dT%H%M%SZ)$( ((SMOKE)) && echo ', smoke run')"
+echo "WAN under load (Hazelcast experiment, docs/benchmarks.md experiment 2), $(date -u +%Y-%m-%dT%H%M%SZ)$( ((SMOKE)) && echo ', smoke run')"
 machine_line
 echo
 echo "binary: $DG_BIN"

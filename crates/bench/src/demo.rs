@@ -1,5 +1,5 @@
 //! `deltagrid demo`: two sites of three nodes on loopback, replaying the
-//! shape of GemFire's WAN delta experiment (REFERENCE.md, experiment 1).
+//! shape of GemFire's WAN delta experiment (docs/benchmarks.md experiment 1).
 //!
 //! The demo runs the workload in `gemfire` twice on 127.0.0.1: first with
 //! `delta = false` on the WAN targets (full values, the GemFire baseline),

@@ -1,4 +1,4 @@
-//! GemFire's WAN delta workload (REFERENCE.md, experiment 1), shared by
+//! GemFire's WAN delta workload (docs/benchmarks.md experiment 1), shared by
 //! `deltagrid demo` and `deltagrid bench wan-delta`.
 //!
 //! One phase: start two sites of three nodes (`sites`), create objects

@@ -1,4 +1,4 @@
-//! Remote write latency, the way GigaSpaces measured it (REFERENCE.md,
+//! Remote write latency, the way GigaSpaces measured it (docs/benchmarks.md,
 //! experiment 4): one client, one blocking TCP connection with
 //! `TCP_NODELAY`, one op in flight, optionally throttled to a fixed rate;
 //! warm-up ops are not counted; each op is timed with [`Instant`] in

@@ -7,15 +7,15 @@
 //! `deltagrid bench ...` subcommands (and the stand-alone examples) share
 //! one implementation; the `deltagrid` binary only wires them into its CLI.
 //!
-//! - [`latency`]: REFERENCE.md experiment 4 (GigaSpaces' remote write
+//! - [`latency`]: docs/benchmarks.md experiment 4 (GigaSpaces' remote write
 //!   latency): one client, one op in flight, optional throttled rate,
 //!   average of the best 80%, against a loopback TCP echo floor.
 //! - [`demo`]: `deltagrid demo`, GemFire's WAN delta experiment
-//!   (REFERENCE.md #1) in a few seconds on loopback.
+//!   (docs/benchmarks.md experiment 1) in a few seconds on loopback.
 //! - [`wan_delta`]: `deltagrid bench wan-delta`, the same experiment as a
 //!   benchmark, optionally across network namespaces, with result files.
 //! - [`wan_load`]: `deltagrid bench wan-load`, Hazelcast's WAN replication
-//!   under load (REFERENCE.md #2): ack modes, partition counts, an outage.
+//!   under load (docs/benchmarks.md experiment 2): ack modes, partition counts, an outage.
 //!
 //! The last three start two sites of `deltagrid server` processes
 //! (`gemfire::sites`) by running the program they are in again: they work

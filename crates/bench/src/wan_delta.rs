@@ -1,5 +1,5 @@
 //! `deltagrid bench wan-delta`: GemFire's WAN delta experiment
-//! (REFERENCE.md, experiment 1) as a benchmark. Runs the `gemfire` workload
+//! (docs/benchmarks.md experiment 1) as a benchmark. Runs the `gemfire` workload
 //! with `delta = false`, then `delta = true`, prints the blog's tables for
 //! each and a comparison with the blog's figures (labelled as theirs), and
 //! writes `wan_delta.json` and `wan_delta.csv` (`files`) for

@@ -1,5 +1,5 @@
 //! `deltagrid bench wan-load`: Hazelcast's "WAN replication under load"
-//! experiment (REFERENCE.md #2) at a scale that fits one machine.
+//! experiment (docs/benchmarks.md experiment 2) at a scale that fits one machine.
 //!
 //! Two sites of three nodes (`backups = 1`), a key space of `--keys` values
 //! of `--value-bytes` random bytes preloaded at site 1 (and replicated to
@@ -320,7 +320,7 @@ pub fn run(args: &WanLoadArgs) -> anyhow::Result<()> {
     print_reference(&reference);
 
     let doc = json!({
-        "experiment": "WAN replication under load (Hazelcast 4.1 engineering report, REFERENCE.md #2)",
+        "experiment": "WAN replication under load (Hazelcast 4.1 engineering report, docs/benchmarks.md experiment 2)",
         "date": date,
         "command": std::env::args().collect::<Vec<_>>().join(" "),
         "machine": result_files::machine(),

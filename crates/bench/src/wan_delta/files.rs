@@ -27,7 +27,7 @@ pub fn write(
         .map(|(metric, off, on)| json!({ "metric": metric, "delta_off": off, "delta_on": on }))
         .collect();
     let doc = json!({
-        "experiment": "WAN delta propagation (GemFire 10.0 blog, REFERENCE.md #1)",
+        "experiment": "WAN delta propagation (GemFire 10.0 blog, docs/benchmarks.md experiment 1)",
         "date": result_files::utc_now(),
         "command": std::env::args().collect::<Vec<_>>().join(" "),
         "machine": result_files::machine(),
@@ -38,7 +38,7 @@ pub fn write(
         "phases": results,
         "blob_phase": blob,
         "reference_gemfire": {
-            "source": "REFERENCE.md #1 (theirs: 100,000 objects, 300 s, 5 threads, 3+3 servers)",
+            "source": "docs/benchmarks.md experiment 1 (theirs: 100,000 objects, 300 s, 5 threads, 3+3 servers)",
             "rows": reference,
         },
     });

@@ -1,10 +1,10 @@
-//! GemFire's published figures for the WAN delta experiment (REFERENCE.md
+//! GemFire's published figures for the WAN delta experiment (docs/benchmarks.md
 //! #1) and ours in the same rows, printed side by side (labelled as theirs)
 //! and written to the results.
 
 use crate::gemfire::{PhaseResult, Workload};
 
-/// REFERENCE.md #1, VMware GemFire 10.0: (metric, delta off, delta on).
+/// docs/benchmarks.md experiment 1, VMware GemFire 10.0: (metric, delta off, delta on).
 /// The second row is derived (three receivers).
 pub const THEIRS: [(&str, &str, &str); 8] = [
     (
@@ -75,7 +75,7 @@ pub fn ours(r: &PhaseResult) -> [String; 8] {
 pub fn print_comparison(w: &Workload, off: &PhaseResult, on: &PhaseResult) {
     println!();
     println!(
-        "== compared with GemFire 10.0 (theirs: REFERENCE.md #1, 100,000 objects, 300 s, 3+3 servers; ours: {} objects, {} s) ==",
+        "== compared with GemFire 10.0 (theirs: docs/benchmarks.md experiment 1, 100,000 objects, 300 s, 3+3 servers; ours: {} objects, {} s) ==",
         w.objects, w.seconds
     );
     println!(

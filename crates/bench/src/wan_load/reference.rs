@@ -1,4 +1,4 @@
-//! Hazelcast's findings in its WAN-under-load report (REFERENCE.md #2)
+//! Hazelcast's findings in its WAN-under-load report (docs/benchmarks.md experiment 2)
 //! next to ours for the same question, printed (labelled as theirs) and
 //! written to the results.
 
@@ -89,7 +89,7 @@ pub fn reference(results: &[RunResult]) -> Vec<Reference> {
 pub fn print_reference(r: &[Reference]) {
     println!();
     println!(
-        "== compared with Hazelcast 4.1 (theirs: REFERENCE.md #2, 3+3 c5.9xlarge, 5 Gbps WAN) =="
+        "== compared with Hazelcast 4.1 (theirs: docs/benchmarks.md experiment 2, 3+3 c5.9xlarge, 5 Gbps WAN) =="
     );
     for x in r {
         println!("{}:", x.finding);
