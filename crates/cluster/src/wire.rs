@@ -270,6 +270,43 @@ mod tests {
         );
     }
 
+    /// The bytes on the wire, written out by hand from the protocol as it
+    /// was before the framing moved to `framing`: they must not change
+    /// (protocol version 4).
+    #[test]
+    fn the_bytes_on_the_wire_are_pinned() {
+        let mut out = BytesMut::new();
+        hello().encode(&mut out);
+        let want: &[u8] = b"\x2e\x00\x00\x00\x01DGRD\x04\x00\x01\x00\
+            \x02\x00n1\x0f\x00127.0.0.1:17001\x0e\x00127.0.0.1:7001";
+        assert_eq!(&out[..], want);
+
+        let mut out = BytesMut::new();
+        JoinAnswer {
+            id: 3,
+            members: vec![(1, "a:1".into()), (2, "b:2".into())],
+        }
+        .encode(&mut out);
+        let want: &[u8] = b"\x25\x00\x00\x00\x06\x03\x00\x00\x00\x00\x00\x00\x00\x02\x00\
+            \x01\x00\x00\x00\x00\x00\x00\x00\x03\x00a:1\
+            \x02\x00\x00\x00\x00\x00\x00\x00\x03\x00b:2";
+        assert_eq!(&out[..], want);
+        assert_eq!(
+            JoinAnswer::decode(Bytes::copy_from_slice(&want[5..]))
+                .unwrap()
+                .members[1],
+            (2, "b:2".to_string())
+        );
+
+        let mut out = BytesMut::new();
+        encode_frame(KIND_PING, &7u64.to_le_bytes(), &mut out);
+        encode_frame(KIND_JOIN, &[], &mut out);
+        assert_eq!(
+            &out[..],
+            b"\x09\x00\x00\x00\x02\x07\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x05"
+        );
+    }
+
     proptest! {
         #[test]
         fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..200)) {

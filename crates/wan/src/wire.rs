@@ -820,6 +820,99 @@ mod tests {
         );
     }
 
+    /// The bytes on the wire, written out by hand from the protocol as it
+    /// was before the framing moved to `framing`: they must not change
+    /// (WAN protocol version 2).
+    #[test]
+    fn the_bytes_on_the_wire_are_pinned() {
+        let bytes = |f: &Frame| {
+            let mut out = BytesMut::new();
+            encode(f, &mut out);
+            out.to_vec()
+        };
+        let hello = Frame::Hello(Hello {
+            version: PROTOCOL_VERSION,
+            site_id: 3,
+            site_name: "london".into(),
+            partitions: 271,
+            node_id: "n1".into(),
+            incarnation: 42,
+            nonce: [7; 16],
+        });
+        let mut want = b"\x2f\x00\x00\x00\x01DGWN\x02\x00\x03\x00\x06\x00london\x0f\x01\
+            \x02\x00n1\x2a\x00\x00\x00\x00\x00\x00\x00"
+            .to_vec();
+        want.extend_from_slice(&[7; 16]);
+        assert_eq!(bytes(&hello), want);
+
+        let welcome = Frame::Welcome(Welcome {
+            site_id: 2,
+            site_name: "ny".into(),
+            applied: vec![(1, 5)],
+            data_incarnation: 3,
+            challenge: Some(Challenge {
+                nonce: [1; 16],
+                proof: [2; 32],
+            }),
+        });
+        let mut want = b"\x4e\x00\x00\x00\x02\x02\x00\x02\x00ny\x01\x00\x00\x00\
+            \x01\x00\x05\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x01"
+            .to_vec();
+        want.extend_from_slice(&[1; 16]);
+        want.extend_from_slice(&[2; 32]);
+        assert_eq!(bytes(&welcome), want);
+
+        assert_eq!(
+            bytes(&Frame::Refuse("no".into())),
+            b"\x05\x00\x00\x00\x03\x02\x00no"
+        );
+        assert_eq!(
+            bytes(&Frame::Received(9)),
+            b"\x09\x00\x00\x00\x05\x09\x00\x00\x00\x00\x00\x00\x00"
+        );
+        assert_eq!(
+            bytes(&Frame::Applied(10)),
+            b"\x09\x00\x00\x00\x06\x0a\x00\x00\x00\x00\x00\x00\x00"
+        );
+        assert_eq!(
+            bytes(&Frame::NeedFull(vec![(4, Bytes::from_static(b"k1"))])),
+            b"\x0d\x00\x00\x00\x07\x01\x00\x00\x00\x04\x00\x02\x00\x00\x00k1"
+        );
+        let mut want = b"\x21\x00\x00\x00\x08".to_vec();
+        want.extend_from_slice(&[3; 32]);
+        assert_eq!(bytes(&Frame::Proof([3; 32])), want);
+        let raw = Frame::Batch {
+            id: 1,
+            body: Bytes::from_static(b"abc"),
+        };
+        assert_eq!(
+            bytes(&raw),
+            b"\x11\x00\x00\x00\x04\x01\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00abc"
+        );
+        let compressed = bytes(&Frame::Batch {
+            id: 1,
+            body: Bytes::from(vec![b'x'; 4096]),
+        });
+        assert_eq!(
+            &compressed[4..18],
+            b"\x04\x01\x00\x00\x00\x00\x00\x00\x00\x01\x00\x10\x00\x00"
+        );
+        assert_eq!(
+            compressed[..4],
+            ((compressed.len() - 4) as u32).to_le_bytes()
+        );
+
+        // Batch entries: partition, varint seq, varint length, the change.
+        let mut body = BytesMut::new();
+        put_encoded(&mut body, 5, 300, b"xyz");
+        put_encoded(&mut body, 6, 0, b"");
+        put_encoded(&mut body, 7, u64::MAX, b"q");
+        let mut want = b"\x05\x00\xac\x02\x03xyz\x06\x00\x00\x00\x07\x00".to_vec();
+        want.extend_from_slice(&[0xff; 9]);
+        want.extend_from_slice(b"\x01\x01q");
+        assert_eq!(&body[..], &want[..]);
+    }
+
     proptest! {
         #[test]
         fn random_frames_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {

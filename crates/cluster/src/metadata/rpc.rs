@@ -323,6 +323,24 @@ mod tests {
         );
     }
 
+    /// The bytes on the wire, written out by hand from the protocol as it
+    /// was before the framing moved to `framing`: they must not change
+    /// (metadata protocol version 1).
+    #[test]
+    fn the_bytes_on_the_wire_are_pinned() {
+        let mut out = BytesMut::new();
+        hello().encode(&mut out);
+        let want: &[u8] = b"\x19\x00\x00\x00\x01DGMD\x01\x00\x07\x00\
+            \x01\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00";
+        assert_eq!(&out[..], want);
+
+        let mut out = BytesMut::new();
+        let remove = Request::Leader(LeaderOp::RemoveVoter { id: 3 });
+        encode_message(KIND_REQUEST, 42, &remove, &mut out).unwrap();
+        let want: &[u8] = b"\x0c\x00\x00\x00\x02\x2a\x00\x00\x00\x00\x00\x00\x00\x03\x02\x03";
+        assert_eq!(&out[..], want);
+    }
+
     proptest! {
         #[test]
         fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300)) {
