@@ -46,7 +46,7 @@ pub struct Welcome {
     /// not tracked): a publisher that saw another value re-syncs.
     pub data_incarnation: u64,
     /// Set when the receiver has a secret: the publisher must answer with
-    /// a [`Frame::Proof`] before any batch.
+    /// a [`super::Frame::Proof`] before any batch.
     pub challenge: Option<Challenge>,
 }
 
