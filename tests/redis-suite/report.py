@@ -266,6 +266,7 @@ def attribute_causes(units, failures):
     for unit in units:
         last_root = None
         last_name = None
+        roots = {}
         for x in failures[unit]:
             iso = x.get("iso")
             if iso and iso["kind"] == "passes":
@@ -274,13 +275,20 @@ def attribute_causes(units, failures):
                 own = classify(iso["error"])
             else:
                 own = classify(x["error"])
+            if own and own.startswith("hangs"):
+                own = "'%s' hangs: it waits for a reply or message that never comes" % x["test"]
             x["cause"] = own
+            hung = re.match(r"not run: unit hung in '(.*)'; ", x["error"] or "")
             if own is not None:
                 x["root"] = own
                 last_root, last_name = own, x["test"]
+            elif hung and hung.group(1) in roots:
+                # never ran because an earlier test hung: that test's cause
+                x["root"], x["after"] = roots[hung.group(1)], hung.group(1)
             else:
                 x["root"] = last_root or "fails only after an earlier test (no earlier failure with a cause of its own)"
                 x["after"] = last_name
+            roots.setdefault(x["test"], x["root"])
 
 
 def md_escape(s, limit=400):

@@ -28,7 +28,7 @@
 #   REDIS_SUITE_MIN_PERCENT=85      gate, in percent of the tests Redis passes
 #   REDIS_SUITE_KEEP=1              keep the runtest logs, server logs and suite copies in $OUT
 #   REDIS_SUITE_OUT=dir (or OUT)    where the report goes (default: a new temp dir)
-#   REDIS_SUITE_TEST_TIMEOUT=30     seconds without progress before a unit counts as hung
+#   REDIS_SUITE_TEST_TIMEOUT=20     seconds without progress before a unit counts as hung
 #   REDIS_SUITE_UNIT_TIMEOUT=240    hard limit per unit and target
 #   REDIS_SUITE_ISOLATE=1           also run every failing test alone, to tell its own cause from
 #                                   fallout of an earlier test (adds ~1 s per failing test)
@@ -45,7 +45,7 @@ UNITS="${REDIS_SUITE_UNITS:-$DEFAULT_UNITS}"
 DELTAGRID_BIN="${DELTAGRID_BIN:-$ROOT/target/debug/deltagrid}"
 MIN_PERCENT="${REDIS_SUITE_MIN_PERCENT:-85}"
 KEEP="${REDIS_SUITE_KEEP:-0}"
-TEST_TIMEOUT="${REDIS_SUITE_TEST_TIMEOUT:-30}"
+TEST_TIMEOUT="${REDIS_SUITE_TEST_TIMEOUT:-20}"
 UNIT_TIMEOUT="${REDIS_SUITE_UNIT_TIMEOUT:-240}"
 CACHE_DIR="${REDIS_SUITE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deltagrid}"
 SUITE_DIR="$CACHE_DIR/redis-$REDIS_VERSION"
@@ -73,15 +73,13 @@ as_root() {
     fi
 }
 
-PIDS=()
+SERVER_PID=""
 cleanup() {
-    local p
-    for p in "${PIDS[@]}"; do
-        kill "$p" 2>/dev/null || true
-    done
-    for p in "${PIDS[@]}"; do
-        wait "$p" 2>/dev/null || true
-    done
+    # only the server started last can still be running: every other one
+    # was stopped and reaped (so its pid may belong to someone else by now)
+    if [ -n "$SERVER_PID" ]; then
+        stop_server || true
+    fi
     if [ "$KEEP" = "1" ]; then
         rm -rf "$OUT/work"
         mv "$WORK" "$OUT/work" 2>/dev/null || true
@@ -133,6 +131,12 @@ add_deb_src() {
     APT_UPDATED=1
 }
 
+# A Debian version of the redis source package whose upstream is $REDIS_VERSION, or nothing
+src_version() {
+    { apt-cache showsrc redis 2>/dev/null || true; } |
+        sed -n "s/^Version: \(.*:$REDIS_VERSION-.*\)/\1/p" | head -n 1
+}
+
 get_suite() {
     suite_ready && return 0
     log "getting Redis $REDIS_VERSION's test suite into $SUITE_DIR"
@@ -141,10 +145,10 @@ get_suite() {
     mkdir -p "$dl"
     dsc="$(ls "$dl"/redis_"$REDIS_VERSION"-*.dsc 2>/dev/null | head -n 1 || true)"
     if [ -z "$dsc" ]; then
-        ver="$(apt-cache showsrc redis 2>/dev/null | sed -n "s/^Version: \(.*:$REDIS_VERSION-.*\)/\1/p" | head -n 1)"
+        ver="$(src_version)"
         if [ -z "$ver" ]; then
             add_deb_src
-            ver="$(apt-cache showsrc redis 2>/dev/null | sed -n "s/^Version: \(.*:$REDIS_VERSION-.*\)/\1/p" | head -n 1)"
+            ver="$(src_version)"
         fi
         [ -n "$ver" ] || die "apt has no redis source package of version $REDIS_VERSION (Debian bookworm has it)"
         (cd "$dl" && apt-get source -q --download-only "redis=$ver") ||
@@ -153,7 +157,9 @@ get_suite() {
     fi
     # --skip-patches: the tree as Redis tagged it, without Debian's patches
     # (which only add security fixes and their regression tests).
-    tmp="$CACHE_DIR/redis-$REDIS_VERSION.tmp.$$"
+    # (unpacked next to the tarballs: dpkg-source links the .orig.tar.gz into
+    # the parent of the directory it creates)
+    tmp="$dl/redis-$REDIS_VERSION.tmp.$$"
     rm -rf "$tmp"
     # (dpkg-source checks the files against the .dsc, which apt verified; it
     # warns that it cannot check the .dsc's own signature without debian-keyring)
@@ -235,10 +241,11 @@ resp_cmd() {
 }
 
 wait_ping() {
-    local port="$1" pid="$2" i
-    for i in $(seq 1 200); do
+    local port="$1" pid="$2" tries=200
+    while [ "$tries" -gt 0 ]; do
         ping_port "$port" && return 0
         kill -0 "$pid" 2>/dev/null || return 1
+        tries=$((tries - 1))
         sleep 0.05
     done
     return 1
@@ -255,7 +262,6 @@ printf 'target\tunit\trc\tseconds\tkilled\tserver_alive_after\n' >"$OUT/runs.tsv
 REDIS_PORT="$(free_port)"
 DG_PORT="$(free_port)"
 DG_ADMIN="$(free_port)"
-SERVER_PID=""
 STARTS=0
 DG_ARGS=()
 if "$DELTAGRID_BIN" server --help 2>/dev/null | grep -q -- '--enable-debug-command'; then
@@ -279,24 +285,24 @@ start_server() {
             --data-dir "$data" "${DG_ARGS[@]}" >>"$WORK/deltagrid-server.log" 2>&1 &
     fi
     SERVER_PID=$!
-    PIDS+=("$SERVER_PID")
     wait_ping "$port" "$SERVER_PID" || die "$1 did not start on 127.0.0.1:$port (log: $WORK/$1-server.log)"
     rm -rf "$WORK/data/$1.$((STARTS - 1))" 2>/dev/null || true
 }
 
 # stop_server: SIGTERM, then SIGKILL after 10 s; true if it was still running
 stop_server() {
-    local pid="$SERVER_PID" i alive=0
+    local pid="$SERVER_PID" tries=100 alive=0
     if kill -0 "$pid" 2>/dev/null; then
         alive=1
         kill "$pid" 2>/dev/null || true
-        for i in $(seq 1 100); do
-            kill -0 "$pid" 2>/dev/null || break
+        while [ "$tries" -gt 0 ] && kill -0 "$pid" 2>/dev/null; do
+            tries=$((tries - 1))
             sleep 0.1
         done
         kill -9 "$pid" 2>/dev/null || true
     fi
     wait "$pid" 2>/dev/null || true
+    SERVER_PID=""
     [ "$alive" = 1 ]
 }
 

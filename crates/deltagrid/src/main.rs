@@ -73,7 +73,7 @@ enum BackupCommand {
 
 #[derive(Subcommand)]
 enum ClusterCommand {
-    /// Members, their health, primaries/backups/in-sync partitions per node, table epoch
+    /// Members, their health, primaries/replicas/in-sync partitions per node, table epoch
     Status {
         /// A node's admin address (its admin_listen)
         #[arg(long)]
@@ -233,12 +233,12 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// How long a stopping node waits for the partitions it leads to be
-/// handed to their backups.
+/// handed to their replicas.
 const HAND_OFF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// SIGTERM or SIGINT (what systemd, Kubernetes and Ctrl-C send): the node
 /// stops, it does not leave its site. Its client listener is closed, it hands
-/// the partitions it leads to their in-sync backups and tells the site it
+/// the partitions it leads to their in-sync replicas and tells the site it
 /// is down ([`cluster::Cluster::stop`]); started again with the same
 /// `data_dir` it rejoins as the same member. A second signal ends the
 /// process at once. Leaving the site is `deltagrid cluster leave`.
@@ -309,6 +309,7 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
                 None
             }
             signal = next_signal(&mut terminate) => Some(signal),
+            _ = node.shutdown.notified() => Some("SHUTDOWN"),
         };
         // The serve future is gone: its client listener is closed, while
         // the connections already open and the site's work (spawned tasks)
