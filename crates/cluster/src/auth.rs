@@ -1,25 +1,20 @@
-//! Proof of a shared secret between two ends of a connection, without the
-//! secret crossing it: each side contributes a fresh nonce and answers with
-//! HMAC-SHA256 over both, under a label naming its role, so no proof can be
-//! replayed on another connection or reflected back to its sender.
+//! `site.secret` on `cluster_listen`: proof of the shared secret between
+//! two ends of a connection, without the secret crossing it. Each side
+//! contributes a fresh nonce and answers with HMAC-SHA256 over both, under
+//! a label naming its role, so no proof can be replayed on another
+//! connection or reflected back to its sender.
 //!
 //! [`accept`] and [`initiate`] run this on a node-to-node connection
-//! (`site.secret`) before anything else is said; the WAN uses the same
-//! primitives in its hello/welcome (`wan::auth`). Only the peers are
-//! authenticated, not the frames after the handshake.
+//! (`site.secret`) before anything else is said, with the proofs of
+//! [`framing::proof`]; the WAN uses the same proofs in its hello/welcome
+//! (`wan::auth`). Only the peers are authenticated, not the frames after
+//! the handshake.
 
 use std::time::Duration;
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use framing::proof::{nonce, proof, verify, Nonce, NONCE_LEN, PROOF_LEN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-pub const NONCE_LEN: usize = 16;
-pub const PROOF_LEN: usize = 32;
-
-pub type Nonce = [u8; NONCE_LEN];
-pub type Proof = [u8; PROOF_LEN];
 
 /// What an accepting node sends first: this magic and its nonce.
 const CHALLENGE_MAGIC: &[u8; 4] = b"DGAU";
@@ -40,37 +35,9 @@ const BROKE_OFF: &str = "site.secret handshake broke off";
 const ACCEPTOR: &[u8] = b"deltagrid site acceptor";
 const INITIATOR: &[u8] = b"deltagrid site initiator";
 
-/// A nonce from the operating system's random source.
-pub fn nonce() -> Nonce {
-    let mut n = [0u8; NONCE_LEN];
-    getrandom::fill(&mut n).expect("the operating system's random source");
-    n
-}
-
-/// A random u64 from the same source (incarnations).
+/// A random u64 from the operating system's random source (incarnations).
 pub fn random_u64() -> u64 {
     u64::from_le_bytes(nonce()[..8].try_into().expect("8 bytes"))
-}
-
-fn mac(secret: &[u8], label: &[u8], first: &Nonce, second: &Nonce) -> Hmac<Sha256> {
-    let mut m = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes keys of any length");
-    m.update(label);
-    m.update(first);
-    m.update(second);
-    m
-}
-
-/// The proof, under `label`, for these two nonces in this order.
-pub fn proof(secret: &[u8], label: &[u8], first: &Nonce, second: &Nonce) -> Proof {
-    mac(secret, label, first, second)
-        .finalize()
-        .into_bytes()
-        .into()
-}
-
-/// Whether `got` is that proof (constant-time compare).
-pub fn verify(secret: &[u8], label: &[u8], first: &Nonce, second: &Nonce, got: &[u8]) -> bool {
-    mac(secret, label, first, second).verify_slice(got).is_ok()
 }
 
 async fn step<T>(
@@ -155,18 +122,6 @@ pub async fn initiate(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(
 mod tests {
     use super::*;
     use tokio::net::TcpListener;
-
-    #[test]
-    fn a_proof_verifies_only_with_its_secret_label_and_nonces() {
-        let (a, b) = (nonce(), nonce());
-        assert_ne!(a, b);
-        let good = proof(b"s3cret", INITIATOR, &a, &b);
-        assert!(verify(b"s3cret", INITIATOR, &a, &b, &good));
-        assert!(!verify(b"other", INITIATOR, &a, &b, &good));
-        assert!(!verify(b"s3cret", ACCEPTOR, &a, &b, &good));
-        assert!(!verify(b"s3cret", INITIATOR, &b, &a, &good));
-        assert!(!verify(b"s3cret", INITIATOR, &a, &b, &good[..31]));
-    }
 
     /// Both ends of a real loopback connection: (accepted, connecting).
     async fn pair() -> (TcpStream, TcpStream) {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::cluster::{Cluster, MAX_MEMBERS};
@@ -84,14 +84,10 @@ async fn ask(seed: SocketAddr, hello: &Hello, secret: Option<&str>) -> Result<Jo
     wire::encode_frame(wire::KIND_JOIN, &[], &mut out);
     stream.write_all(&out).await.map_err(|e| e.to_string())?;
     let mut buf = BytesMut::with_capacity(1024);
-    let (kind, payload) = loop {
-        if let Some(frame) = wire::decode_frame(&mut buf).map_err(|e| e.to_string())? {
-            break frame;
-        }
-        if stream.read_buf(&mut buf).await.map_err(|e| e.to_string())? == 0 {
-            return Err("connection closed without an answer".into());
-        }
-    };
+    let read = wire::PROTOCOL.limits.read_frame(&mut stream, &mut buf);
+    let (kind, payload) = framing::expect("join answer", ASK_TIMEOUT, read)
+        .await
+        .map_err(|e| e.to_string())?;
     match kind {
         wire::KIND_JOINED => {
             let a = JoinAnswer::decode(payload).map_err(|e| e.to_string())?;

@@ -16,12 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
+use framing::ReadError;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use keyspace::Pinned;
 
 use crate::cluster::{cluster_id, Cluster, Member};
+use crate::metadata::rpc;
 use crate::replication::Replicator;
 use crate::wire::{self, Hello, WireError};
 
@@ -105,11 +107,11 @@ fn my_hello(c: &Cluster) -> BytesMut {
 #[derive(Debug, thiserror::Error)]
 enum HandshakeError {
     #[error(transparent)]
+    Read(#[from] ReadError<WireError>),
+    #[error(transparent)]
     Wire(#[from] WireError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
-    #[error("no hello within {HELLO_TIMEOUT:?}")]
-    Timeout,
     #[error("{0}")]
     Refused(String),
     /// Not an error: the connection carried a join and is done.
@@ -119,20 +121,10 @@ enum HandshakeError {
 
 /// Reads the peer's hello, refusing anything that is not one.
 async fn read_hello(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<Hello, HandshakeError> {
-    let read = async {
-        loop {
-            wire::check_preamble(buf)?;
-            if let Some((kind, payload)) = wire::decode_frame(buf)? {
-                return Ok(Hello::decode(kind, payload)?);
-            }
-            if stream.read_buf(buf).await? == 0 {
-                return Err(HandshakeError::Io(std::io::ErrorKind::UnexpectedEof.into()));
-            }
-        }
-    };
-    tokio::time::timeout(HELLO_TIMEOUT, read)
-        .await
-        .map_err(|_| HandshakeError::Timeout)?
+    let (kind, payload) = wire::PROTOCOL
+        .read_hello(stream, buf, HELLO_TIMEOUT)
+        .await?;
+    Ok(Hello::decode(kind, payload)?)
 }
 
 fn accept_member(c: &Cluster, h: &Hello) -> Result<Member, HandshakeError> {
@@ -160,22 +152,15 @@ fn accept_member(c: &Cluster, h: &Hello) -> Result<Member, HandshakeError> {
 /// protocol's hello from the metadata group's (both start with a frame
 /// header, a hello kind and a 4-byte magic).
 async fn sniff(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<bool, HandshakeError> {
-    let read = async {
-        while buf.len() < 9 {
-            let data_ok = wire::check_preamble(buf).is_ok();
-            let metadata_ok = crate::metadata::rpc::check_preamble(buf).is_ok();
-            if !data_ok && !metadata_ok {
-                return Err(HandshakeError::Wire(WireError::BadMagic));
-            }
-            if stream.read_buf(buf).await? == 0 {
-                return Err(HandshakeError::Io(std::io::ErrorKind::UnexpectedEof.into()));
-            }
+    let which = |b: &mut BytesMut| {
+        let metadata = rpc::PROTOCOL.check_preamble(b).is_ok();
+        if !metadata && wire::PROTOCOL.check_preamble(b).is_err() {
+            return Err(wire::PROTOCOL.bad_magic());
         }
-        Ok(crate::metadata::rpc::check_preamble(buf).is_ok())
+        Ok((b.len() >= 9).then_some(metadata))
     };
-    tokio::time::timeout(HELLO_TIMEOUT, read)
-        .await
-        .map_err(|_| HandshakeError::Timeout)?
+    let read = framing::read_with(stream, buf, which, |_| {});
+    Ok(framing::expect("hello", HELLO_TIMEOUT, read).await?)
 }
 
 async fn inbound(c: Arc<Cluster>, mut stream: TcpStream, peer: SocketAddr) {
@@ -240,19 +225,8 @@ async fn asks_to_join(
     if known {
         return Ok(false);
     }
-    let read = async {
-        loop {
-            if let Some(frame) = wire::decode_frame(buf)? {
-                return Ok::<_, HandshakeError>(frame);
-            }
-            if stream.read_buf(buf).await? == 0 {
-                return Err(HandshakeError::Io(std::io::ErrorKind::UnexpectedEof.into()));
-            }
-        }
-    };
-    let (kind, _) = tokio::time::timeout(HELLO_TIMEOUT, read)
-        .await
-        .map_err(|_| HandshakeError::Timeout)??;
+    let read = wire::PROTOCOL.limits.read_frame(stream, buf);
+    let (kind, _) = framing::expect("join", HELLO_TIMEOUT, read).await?;
     if kind != wire::KIND_JOIN {
         let addr = &hello.cluster_addr;
         return Err(HandshakeError::Refused(format!(
@@ -485,10 +459,7 @@ impl ReadBuffer {
     /// arrived of it, so memory follows the bytes a peer sent, not the
     /// length it announced.
     fn fresh(&mut self) {
-        let frame = match self.buf.get(..4) {
-            Some(&[a, b, c, d]) => (u32::from_le_bytes([a, b, c, d]) as usize).min(wire::MAX_FRAME),
-            _ => 0,
-        };
+        let frame = framing::announced_len(&self.buf).map_or(0, |n| n.min(wire::MAX_FRAME));
         let want = READ_BUFFER.max((4 + frame).min(2 * self.buf.len()));
         let mut fresh = BytesMut::with_capacity(want);
         fresh.extend_from_slice(&self.buf);

@@ -2,7 +2,7 @@
 //!
 //! The publisher's [`crate::wire::Hello`] carries a fresh nonce. A receiver
 //! with a secret answers with its own nonce and a proof (HMAC-SHA256 of both
-//! nonces, keyed by the secret: [`cluster::auth`]); the publisher checks it
+//! nonces, keyed by the secret: [`framing::proof`]); the publisher checks it
 //! and sends its own proof ([`crate::wire::Frame::Proof`]) before any batch.
 //! Both nonces are new per connection, so a recorded handshake proves
 //! nothing on another connection, and the secret never crosses the link. A
@@ -13,7 +13,7 @@
 //! not signed or encrypted (run the link over a VPN or TLS tunnel where the
 //! path between sites is not trusted).
 
-pub use cluster::auth::{nonce, Nonce, Proof};
+pub use framing::proof::{nonce, Nonce, Proof};
 
 /// Which end computes the proof: the two proofs of one handshake differ, so
 /// neither can be reflected back as the other.
@@ -34,12 +34,12 @@ impl Role {
 
 /// `role`'s proof for the handshake with these nonces.
 pub fn proof(secret: &[u8], role: Role, publisher: &Nonce, receiver: &Nonce) -> Proof {
-    cluster::auth::proof(secret, role.label(), publisher, receiver)
+    framing::proof::proof(secret, role.label(), publisher, receiver)
 }
 
 /// Whether `got` is `role`'s proof for these nonces (constant-time compare).
 pub fn verify(secret: &[u8], role: Role, publisher: &Nonce, receiver: &Nonce, got: &[u8]) -> bool {
-    cluster::auth::verify(secret, role.label(), publisher, receiver, got)
+    framing::proof::verify(secret, role.label(), publisher, receiver, got)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -57,20 +57,14 @@ async fn read_frame(
     buf: &mut BytesMut,
     counter: Option<&std::sync::atomic::AtomicU64>,
 ) -> Result<Option<Frame>, String> {
-    loop {
-        match wire::decode(buf) {
-            Ok(Some(f)) => return Ok(Some(f)),
-            Ok(None) => {}
-            Err(e) => return Err(e.to_string()),
-        }
-        let n = rd.read_buf(buf).await.map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Ok(None);
-        }
+    let counted = |n: usize| {
         if let Some(c) = counter {
             add(c, n as u64);
         }
-    }
+    };
+    framing::read_with(rd, buf, wire::decode, counted)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// Why a hello is refused, if it is.

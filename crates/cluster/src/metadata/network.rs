@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use framing::ReadError;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
 };
@@ -244,9 +245,9 @@ async fn read_answers(
         loop {
             while let Some((kind, payload)) = rpc::decode_frame(&mut buf)? {
                 if kind != rpc::KIND_RESPONSE {
-                    return Err(RpcError::Malformed("answer kind"));
+                    return Err(framing::Error::Malformed("answer kind").into());
                 }
-                let id = rpc::message_id(&payload).ok_or(RpcError::Malformed("answer"))?;
+                let id = rpc::message_id(&payload).ok_or(framing::Error::Malformed("answer"))?;
                 if let Some(tx) = conn.pending.lock().remove(&id) {
                     let _ = tx.send(payload);
                 }
@@ -269,32 +270,13 @@ async fn read_answers(
     conn.pending.lock().clear();
 }
 
-#[derive(Debug, thiserror::Error)]
-enum HelloError {
-    #[error(transparent)]
-    Rpc(#[from] RpcError),
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-    #[error("no hello within {HELLO_TIMEOUT:?}")]
-    Timeout,
-}
-
 /// Reads the peer's hello, refusing anything that is not one.
-async fn read_hello(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<Hello, HelloError> {
-    let read = async {
-        loop {
-            rpc::check_preamble(buf)?;
-            if let Some((kind, payload)) = rpc::decode_frame(buf)? {
-                return Ok(Hello::decode(kind, payload)?);
-            }
-            if stream.read_buf(buf).await? == 0 {
-                return Err(HelloError::Io(std::io::ErrorKind::UnexpectedEof.into()));
-            }
-        }
-    };
-    tokio::time::timeout(HELLO_TIMEOUT, read)
-        .await
-        .map_err(|_| HelloError::Timeout)?
+async fn read_hello(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+) -> Result<Hello, ReadError<framing::Error>> {
+    let (kind, payload) = rpc::PROTOCOL.read_hello(stream, buf, HELLO_TIMEOUT).await?;
+    Hello::decode(kind, payload).map_err(ReadError::Frame)
 }
 
 /// What openraft uses to reach peers.
@@ -502,7 +484,7 @@ pub async fn serve_connection(
                     return Ok(());
                 }
                 if kind != rpc::KIND_REQUEST {
-                    return Err(RpcError::Malformed("request kind"));
+                    return Err(framing::Error::Malformed("request kind").into());
                 }
                 let (id, req) = rpc::decode_message::<Request>(&payload)?;
                 if let Request::InstallSnapshot(r) = &req {

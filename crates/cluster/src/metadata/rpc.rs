@@ -2,18 +2,20 @@
 //! from the data connections of `wire.rs`, so a slow snapshot never queues
 //! behind replication batches and vice versa).
 //!
-//! Frames are `len: u32 LE | kind: u8 | payload`, `len` counting kind and
-//! payload and capped at [`MAX_FRAME`]. The dialer's first frame is a
-//! [`Hello`] (magic, version, site, sender, intended receiver); the
+//! Frames are the shared ones ([`framing`]: `len: u32 LE | kind: u8 |
+//! payload`), capped at [`MAX_FRAME`]. The dialer's first frame is a
+//! [`Hello`] (magic `DGMD`, version, site, sender, intended receiver); the
 //! listener answers with its own. Anything else is refused before another
-//! byte is interpreted, and [`check_preamble`] refuses a stranger (a Redis
-//! client, an HTTP probe, a data connection) from its first bytes.
+//! byte is interpreted, and [`PROTOCOL`]'s preamble check refuses a
+//! stranger (a Redis client, an HTTP probe, a data connection) from its
+//! first bytes.
 //!
 //! After the hellos the dialer sends requests and the listener answers:
 //! `id: u64 LE | postcard body`, answers carrying the request's id, so
 //! several calls share one connection and may complete out of order.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
+use framing::{begin_frame, encode_frame, Limits, Payload, Protocol};
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -24,11 +26,21 @@ use serde::{Deserialize, Serialize};
 use super::state::{Command, NodeId, Outcome};
 use super::TypeConfig;
 
-pub const MAGIC: &[u8; 4] = b"DGMD";
 pub const PROTOCOL_VERSION: u16 = 1;
 /// Big enough for a batch of whole-table entries of a 16384-partition site
 /// (see the `max_payload_entries` the handle configures).
 pub const MAX_FRAME: usize = 32 << 20;
+
+/// The metadata RPC: magic `DGMD`, its version and limits; its hello has a
+/// fixed length.
+pub const PROTOCOL: Protocol = Protocol {
+    name: "metadata",
+    magic: *b"DGMD",
+    version: PROTOCOL_VERSION,
+    hello_kind: KIND_HELLO,
+    hello_len: Some(HELLO_LEN),
+    limits: Limits::frames_of(MAX_FRAME),
+};
 
 pub const KIND_HELLO: u8 = 1;
 pub const KIND_REQUEST: u8 = 2;
@@ -38,14 +50,8 @@ const HELLO_LEN: usize = 4 + 2 + 2 + 8 + 8;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RpcError {
-    #[error("not a deltagrid metadata peer (bad magic)")]
-    BadMagic,
-    #[error("unsupported metadata protocol version {0} (this node speaks {PROTOCOL_VERSION})")]
-    Version(u16),
-    #[error("frame of {0} bytes is over the {MAX_FRAME}-byte limit")]
-    TooLarge(usize),
-    #[error("malformed {0}")]
-    Malformed(&'static str),
+    #[error(transparent)]
+    Frame(#[from] framing::Error),
     #[error("snapshot over the size limit")]
     SnapshotTooLarge,
 }
@@ -60,71 +66,32 @@ pub struct Hello {
 
 impl Hello {
     pub fn encode(&self, out: &mut BytesMut) {
-        let mut p = BytesMut::with_capacity(HELLO_LEN);
-        p.put_slice(MAGIC);
-        p.put_u16_le(PROTOCOL_VERSION);
-        p.put_u16_le(self.site_id);
-        p.put_u64_le(self.from);
-        p.put_u64_le(self.to);
-        encode_frame(KIND_HELLO, &p, out);
+        let frame = begin_frame(KIND_HELLO, out);
+        PROTOCOL.put_hello(PROTOCOL_VERSION, out);
+        out.put_u16_le(self.site_id);
+        out.put_u64_le(self.from);
+        out.put_u64_le(self.to);
+        frame.finish(out, 0);
     }
 
     /// Checks magic and version before reading anything else.
-    pub fn decode(kind: u8, mut p: Bytes) -> Result<Hello, RpcError> {
-        if kind != KIND_HELLO || p.remaining() < 4 || &p[..4] != MAGIC {
-            return Err(RpcError::BadMagic);
-        }
-        p.advance(4);
-        if p.remaining() < 2 {
-            return Err(RpcError::Malformed("hello"));
-        }
-        let version = p.get_u16_le();
-        if version != PROTOCOL_VERSION {
-            return Err(RpcError::Version(version));
-        }
+    pub fn decode(kind: u8, p: Bytes) -> Result<Hello, framing::Error> {
+        let mut p = Payload::new(p, PROTOCOL.limits);
+        PROTOCOL.check_hello(kind, &mut p)?;
         if p.remaining() != HELLO_LEN - 6 {
-            return Err(RpcError::Malformed("hello"));
+            return Err(framing::Error::Malformed("hello"));
         }
         Ok(Hello {
-            site_id: p.get_u16_le(),
-            from: p.get_u64_le(),
-            to: p.get_u64_le(),
+            site_id: p.u16("hello")?,
+            from: p.u64("hello")?,
+            to: p.u64("hello")?,
         })
     }
 }
 
-pub fn encode_frame(kind: u8, payload: &[u8], out: &mut BytesMut) {
-    out.reserve(5 + payload.len());
-    out.put_u32_le(payload.len() as u32 + 1);
-    out.put_u8(kind);
-    out.put_slice(payload);
-}
-
 /// One frame from the front of `buf`: Ok(None) until complete.
-pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<(u8, Bytes)>, RpcError> {
-    crate::wire::split_frame(buf, MAX_FRAME).map_err(|e| match e {
-        crate::wire::FrameError::TooLarge(n) => RpcError::TooLarge(n),
-        crate::wire::FrameError::Empty => RpcError::Malformed("frame"),
-    })
-}
-
-/// Refuses a connection whose first bytes cannot start a hello, without
-/// waiting for a whole frame.
-pub fn check_preamble(buf: &[u8]) -> Result<(), RpcError> {
-    if buf.len() >= 4 {
-        let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-        if len != 1 + HELLO_LEN {
-            return Err(RpcError::BadMagic);
-        }
-    }
-    if buf.len() > 4 && buf[4] != KIND_HELLO {
-        return Err(RpcError::BadMagic);
-    }
-    let magic = buf.get(5..buf.len().min(9)).unwrap_or(&[]);
-    if magic != &MAGIC[..magic.len()] {
-        return Err(RpcError::BadMagic);
-    }
-    Ok(())
+pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<(u8, Bytes)>, framing::Error> {
+    PROTOCOL.limits.split_frame(buf)
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -188,12 +155,13 @@ pub fn encode_message<T: Serialize>(
 /// Decodes a frame's payload. Bounded by the frame: postcard never reads
 /// past the slice, and serde preallocates at most a small cautious amount
 /// whatever length a peer claims.
-pub fn decode_message<T: for<'de> Deserialize<'de>>(payload: &[u8]) -> Result<(u64, T), RpcError> {
-    let (id, body) = payload
-        .split_first_chunk::<8>()
-        .ok_or(RpcError::Malformed("message"))?;
+pub fn decode_message<T: for<'de> Deserialize<'de>>(
+    payload: &[u8],
+) -> Result<(u64, T), framing::Error> {
+    let malformed = framing::Error::Malformed("message");
+    let (id, body) = payload.split_first_chunk::<8>().ok_or(malformed.clone())?;
     let id = u64::from_le_bytes(*id);
-    let body = postcard::from_bytes(body).map_err(|_| RpcError::Malformed("message"))?;
+    let body = postcard::from_bytes(body).map_err(|_| malformed)?;
     Ok((id, body))
 }
 
@@ -243,7 +211,7 @@ mod tests {
         let mut out = BytesMut::new();
         hello().encode(&mut out);
         for cut in 0..=out.len() {
-            assert_eq!(check_preamble(&out[..cut]), Ok(()), "cut at {cut}");
+            assert_eq!(PROTOCOL.check_preamble(&out[..cut]), Ok(()), "cut at {cut}");
         }
         let (kind, p) = decode_frame(&mut out).unwrap().unwrap();
         assert_eq!(Hello::decode(kind, p), Ok(hello()));
@@ -253,12 +221,12 @@ mod tests {
     #[test]
     fn strangers_are_refused() {
         assert_eq!(
-            check_preamble(b"*1\r\n$4\r\nPING\r\n"),
-            Err(RpcError::BadMagic)
+            PROTOCOL.check_preamble(b"*1\r\n$4\r\nPING\r\n"),
+            Err(PROTOCOL.bad_magic())
         );
         assert_eq!(
-            check_preamble(b"GET / HTTP/1.1\r\n"),
-            Err(RpcError::BadMagic)
+            PROTOCOL.check_preamble(b"GET / HTTP/1.1\r\n"),
+            Err(PROTOCOL.bad_magic())
         );
         // A data-connection hello (wire.rs) is not a metadata hello.
         let mut data = BytesMut::new();
@@ -270,20 +238,26 @@ mod tests {
             client_addr: "127.0.0.1:2".into(),
         }
         .encode(&mut data);
-        assert_eq!(check_preamble(&data), Err(RpcError::BadMagic));
+        assert_eq!(PROTOCOL.check_preamble(&data), Err(PROTOCOL.bad_magic()));
         // Right magic, wrong version.
         let mut p = BytesMut::new();
-        p.put_slice(MAGIC);
-        p.put_u16_le(9);
+        PROTOCOL.put_hello(9, &mut p);
         p.put_slice(&[0; HELLO_LEN - 6]);
         assert_eq!(
             Hello::decode(KIND_HELLO, p.freeze()),
-            Err(RpcError::Version(9))
+            Err(framing::Error::Version {
+                protocol: "metadata",
+                got: 9,
+                speaks: PROTOCOL_VERSION
+            })
         );
         let mut huge = BytesMut::from(&u32::MAX.to_le_bytes()[..]);
         assert_eq!(
             decode_frame(&mut huge),
-            Err(RpcError::TooLarge(u32::MAX as usize))
+            Err(framing::Error::TooLarge {
+                len: u32::MAX as usize,
+                max: MAX_FRAME
+            })
         );
     }
 
@@ -323,10 +297,28 @@ mod tests {
         );
     }
 
+    /// The bytes on the wire, written out by hand from the protocol as it
+    /// was before the framing moved to `framing`: they must not change
+    /// (metadata protocol version 1).
+    #[test]
+    fn the_bytes_on_the_wire_are_pinned() {
+        let mut out = BytesMut::new();
+        hello().encode(&mut out);
+        let want: &[u8] = b"\x19\x00\x00\x00\x01DGMD\x01\x00\x07\x00\
+            \x01\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00";
+        assert_eq!(&out[..], want);
+
+        let mut out = BytesMut::new();
+        let remove = Request::Leader(LeaderOp::RemoveVoter { id: 3 });
+        encode_message(KIND_REQUEST, 42, &remove, &mut out).unwrap();
+        let want: &[u8] = b"\x0c\x00\x00\x00\x02\x2a\x00\x00\x00\x00\x00\x00\x00\x03\x02\x03";
+        assert_eq!(&out[..], want);
+    }
+
     proptest! {
         #[test]
         fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300)) {
-            let _ = check_preamble(&data);
+            let _ = PROTOCOL.check_preamble(&data);
             let mut buf = BytesMut::from(&data[..]);
             while let Ok(Some((kind, p))) = decode_frame(&mut buf) {
                 let _ = Hello::decode(kind, p.clone());

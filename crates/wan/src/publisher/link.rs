@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use framing::ReadError;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -201,18 +202,10 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<Op
     );
     wr.write_all(&out).await.map_err(|e| e.to_string())?;
     let mut buf = BytesMut::with_capacity(4096);
-    let welcome = tokio::time::timeout(HELLO_TIMEOUT, async {
-        loop {
-            if let Some(f) = wire::decode(&mut buf).map_err(|e| e.to_string())? {
-                return Ok::<Frame, String>(f);
-            }
-            if rd.read_buf(&mut buf).await.map_err(|e| e.to_string())? == 0 {
-                return Err("closed before the welcome".to_string());
-            }
-        }
-    })
-    .await
-    .map_err(|_| "no welcome in time".to_string())??;
+    let read = framing::read_with(&mut rd, &mut buf, wire::decode, |_| {});
+    let welcome = framing::expect("welcome", HELLO_TIMEOUT, read)
+        .await
+        .map_err(|e| e.to_string())?;
     let (applied, incarnation) = match welcome {
         Frame::Welcome(w) => {
             if target.settings.name != w.site_name {
@@ -261,22 +254,17 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<Op
     });
     tokio::spawn(async move {
         loop {
-            match wire::decode(&mut buf) {
+            match framing::read_with(&mut rd, &mut buf, wire::decode, |_| {}).await {
                 Ok(Some(f)) => {
                     if in_tx.send(f).is_err() {
                         return;
                     }
-                    continue;
                 }
-                Ok(None) => {}
+                Ok(None) | Err(ReadError::Io(_)) => return,
                 Err(e) => {
                     tracing::warn!(endpoint = target_name, "bad frame from remote site: {e}");
                     return;
                 }
-            }
-            match rd.read_buf(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
             }
         }
     });
