@@ -1,11 +1,8 @@
 //! `deltagrid cluster ...`: site administration through a node's admin
 //! HTTP endpoint (`/status`, `/cluster/leave`).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
-
-use anyhow::{bail, Context};
+use anyhow::Context;
+use server::admin_client::{request, PATIENT};
 
 /// GET `path` from the admin endpoint at `addr`; returns the body.
 pub fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
@@ -15,24 +12,7 @@ pub fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
 /// One request without a body to a node's admin endpoint; the response
 /// body when the status is 200, else an error with the endpoint's words.
 pub fn http_request(addr: &str, method: &str, path: &str) -> anyhow::Result<String> {
-    let mut s =
-        TcpStream::connect(addr).with_context(|| format!("connecting to admin endpoint {addr}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
-    let mut resp = String::new();
-    s.take(64 << 20).read_to_string(&mut resp)?;
-    let (head, body) = resp
-        .split_once("\r\n\r\n")
-        .context("malformed HTTP response")?;
-    if !head.starts_with("HTTP/1.1 200") {
-        let why = if body.trim().is_empty() {
-            head.lines().next().unwrap_or("")
-        } else {
-            body.trim()
-        };
-        bail!("{addr}{path}: {why}");
-    }
-    Ok(body.to_string())
+    request(addr, method, path, PATIENT).map_err(anyhow::Error::msg)
 }
 
 pub fn status(admin: &str) -> anyhow::Result<()> {

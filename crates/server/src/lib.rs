@@ -3,6 +3,7 @@
 //! and the [`node::Node`] that ties them to a keyspace.
 
 pub mod admin;
+pub mod admin_client;
 pub mod client_cmd;
 pub mod clients;
 pub mod config_cmd;
