@@ -26,7 +26,8 @@ pub struct Match {
 }
 
 impl Match {
-    pub fn len(&self) -> usize {
+    /// Bytes in the run (never 0).
+    pub fn match_len(&self) -> usize {
         self.a.1 - self.a.0 + 1
     }
 }
@@ -104,7 +105,7 @@ pub fn longest_common(a: &[u8], b: &[u8], walk: bool, min_match_len: usize) -> F
         };
         if ended {
             let m = run.take().expect("a run is open");
-            if m.len() >= min_match_len {
+            if m.match_len() >= min_match_len {
                 found.matches.push(m);
             }
         }
@@ -164,7 +165,7 @@ pub fn lcs(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
                 out.int(end as i64);
             }
             if with_len {
-                out.int(m.len() as i64);
+                out.int(m.match_len() as i64);
             }
         }
         out.bulk(b"len");
@@ -194,7 +195,7 @@ mod tests {
         assert_eq!(found.matches, vec![m((4, 7), (5, 8)), m((2, 3), (0, 1))]);
         let long = longest_common(b"ohmytext", b"mynewtext", true, 4);
         assert_eq!(long.matches, vec![m((4, 7), (5, 8))]);
-        assert_eq!(long.matches[0].len(), 4);
+        assert_eq!(long.matches[0].match_len(), 4);
     }
 
     #[test]

@@ -284,15 +284,15 @@ mod tests {
     fn an_attribute_is_written_in_resp3_before_the_reply_it_annotates() {
         let mut buf = BytesMut::new();
         let mut w = ReplyWriter::new(&mut buf, true);
-        w.attribute(1);
-        w.bulk(b"key-popularity");
-        w.array(2);
-        w.bulk(b"key:123");
-        w.int(90);
+        w.attribute(2);
+        w.simple("ttl");
+        w.int(60);
+        w.simple("source");
+        w.simple("cache");
         w.bulk(b"real");
         assert_eq!(
             &buf[..],
-            b"|1\r\n$14\r\nkey-popularity\r\n*2\r\n$7\r\nkey:123\r\n:90\r\n$4\r\nreal\r\n"
+            b"|2\r\n+ttl\r\n:60\r\n+source\r\n+cache\r\n$4\r\nreal\r\n"
         );
         // A client reading it sees the reply; the attribute is dropped.
         assert_eq!(decode_all(&buf), Frame::Bulk(Bytes::from_static(b"real")));

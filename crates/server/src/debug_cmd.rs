@@ -142,7 +142,12 @@ fn protocol(kind: &[u8], out: Reply) -> Result<(), CmdError> {
     match kind.as_str() {
         "string" => out.bulk(b"Hello World"),
         "integer" => out.int(12345),
-        "double" => out.double(3.141),
+        "double" => {
+            // Redis's test value, not an approximation of pi.
+            #[allow(clippy::approx_constant)]
+            let value = 3.141;
+            out.double(value)
+        }
         "bignum" => out.big_number("1234567999999999999999999999999999999"),
         "null" => out.null(),
         "array" | "set" => {
