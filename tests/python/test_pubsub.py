@@ -82,6 +82,7 @@ def test_client_kill_type(server):
         assert c.call("CLIENT", "KILL", "TYPE", "wrong_type") == RespError(
             "ERR Unknown client type 'wrong_type'")
         assert c.call("CLIENT", "KILL", "TYPE", "master") == 0
+        assert c.call("CLIENT", "KILL", "USER", "wrong_user") == RespError("ERR No such user 'wrong_user'")
         assert c.call("CLIENT", "KILL", "TYPE", "pubsub") == 1
         assert c.call("PUBSUB", "NUMSUB", "x") in ([b"x", 0], [b"x", 1])  # the kill is asynchronous
         deadline = time.monotonic() + 5
@@ -130,6 +131,9 @@ def test_client_reply_off_and_skip_keep_pubsub_messages(server):
         a.send("CLIENT", "REPLY", "SKIP")
         a.send("GET", "k")                          # skipped
         assert a.call("GET", "k") == b"1"
+        a.send("CLIENT", "REPLY", "SKIP")
+        assert a.call("PSUBSCRIBE", "p*") == [b"psubscribe", b"p*", 1]   # a confirmation is not skipped
+        assert a.call("PUNSUBSCRIBE") == [b"punsubscribe", b"p*", 0]
         assert a.call("CLIENT", "REPLY", "MAYBE") == RespError("ERR syntax error")
 
 

@@ -579,6 +579,45 @@ def test_bcast_sends_one_message_per_prefix_for_a_transaction(clients):
     assert_no_push(a)
 
 
+def test_keys_read_before_switching_to_bcast_are_not_invalidated_one_by_one(clients):
+    """Redis's tracking.tcl: keys read in default mode, then tracking off and
+    on in BCAST mode: one BCAST message, not stale per-key ones first."""
+    a, b = clients
+    a.ok("CLIENT", "TRACKING", "ON")
+    assert a.call("MGET", "a", "b", "c") == [None, None, None]
+    a.ok("CLIENT", "TRACKING", "OFF")
+    a.ok("CLIENT", "TRACKING", "ON", "BCAST")
+    b.ok("MSET", "a", "1", "b", "2", "c", "3")
+    p = a.next_push()
+    assert p[0] == b"invalidate" and sorted(p[1]) == [b"a", b"b", b"c"], p
+    assert_no_push(a)
+
+
+def test_optin_or_optout_may_follow_default_mode_but_not_each_other(clients):
+    a, _ = clients
+    a.ok("CLIENT", "TRACKING", "ON")
+    a.ok("CLIENT", "TRACKING", "ON", "OPTIN")
+    assert a.call("CLIENT", "TRACKING", "ON", "OPTOUT") == RespError(
+        "ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, "
+        "and then re-enabling it with a different mode.")
+    a.ok("CLIENT", "TRACKING", "ON")
+
+
+def test_lowering_tracking_table_max_keys_invalidates_at_once(clients, server):
+    a, b = clients
+    a.ok("CLIENT", "TRACKING", "ON")
+    for i in range(50):
+        assert a.call("GET", f"k{i}") is None
+    try:
+        b.ok("CONFIG", "SET", "tracking-table-max-keys", "1")
+        seen = [a.next_push()[1] for _ in range(49)]
+        assert all(len(keys) == 1 for keys in seen)
+        assert len({k[0] for k in seen}) == 49
+        assert_no_push(a)
+    finally:
+        b.ok("CONFIG", "SET", "tracking-table-max-keys", "1000000")
+
+
 def test_bcast_prefix_added_later_is_merged(clients):
     a, b = clients
     a.ok("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "x:")

@@ -3,7 +3,7 @@ changed by another client aborts EXEC. Runs against redis-server too."""
 import redis
 
 from helpers import arity
-from helpers_net import RespConn, err_bytes
+from helpers_net import RespConn, RespError, err_bytes
 
 
 def test_multi_exec_queues_and_replies_in_order(server):
@@ -80,3 +80,32 @@ def test_redis_py_transactional_pipeline_and_transaction_helper(server):
     for _ in range(5):
         r.transaction(add_one, "counter")
     assert r.get("counter") == "5"
+
+
+def test_exec_is_refused_when_memory_or_replicas_changed_since_queueing(server):
+    """As Redis: EXEC of queued writes aborts when the node went over
+    maxmemory, or min-replicas-to-write asks for replicas it lacks, after
+    they were queued; reads alone still run."""
+    with RespConn.to(server) as c, RespConn.to(server) as admin:
+        c.call("SET", "x", "value")
+        c.call("MULTI")
+        c.call("GET", "x")
+        admin.call("CONFIG", "SET", "maxmemory", "1")
+        assert c.call("EXEC") == [b"value"]
+        admin.call("CONFIG", "SET", "maxmemory", "0")
+        c.call("MULTI")
+        c.call("SET", "x", "1")
+        admin.call("CONFIG", "SET", "maxmemory", "1")
+        reply = c.call("EXEC")
+        admin.call("CONFIG", "SET", "maxmemory", "0")
+        assert str(reply).startswith("EXECABORT Transaction discarded because of: OOM"), reply
+        c.call("MULTI")
+        c.call("INCR", "n")
+        admin.call("CONFIG", "SET", "min-replicas-to-write", "2")
+        reply = c.call("EXEC")
+        assert str(reply) == ("EXECABORT Transaction discarded because of: "
+                              "NOREPLICAS Not enough good replicas to write."), reply
+        assert c.call("SET", "y", "1") == RespError("NOREPLICAS Not enough good replicas to write.")
+        assert c.call("GET", "n") is None
+        admin.call("CONFIG", "SET", "min-replicas-to-write", "0")
+        assert c.call("SET", "y", "1") == "OK"

@@ -111,7 +111,7 @@ def test_every_kind_of_write_crosses_and_concurrent_writes_converge(sites):
 
     # Writes at both sites to the same keys, interleaved: they converge.
     # (EXPIRE only on strings: an expiry racing a hash field write is a
-    # documented limit, see keyspace/src/remote.rs.)
+    # documented limit, see crates/keyspace/src/keyspace/remote.rs.)
     rnd = random.Random(7)
     strings = [f"str:{i}" for i in range(12)]
     hashes = [f"hash:{i}" for i in range(6)]

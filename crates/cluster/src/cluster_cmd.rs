@@ -187,6 +187,19 @@ pub fn replicas_holding(c: &Cluster, last_write: Option<(usize, u64)>) -> usize 
     }
 }
 
+/// min-replicas-to-write: the in-sync replicas of the partition `key`
+/// belongs to (without a key: the fewest of any partition led here).
+pub fn in_sync_replicas(c: &Cluster, key: Option<&[u8]>) -> usize {
+    let Some(table) = c.table() else { return 0 };
+    match key {
+        Some(k) => {
+            let p = slot_partition(key_slot(k), c.partitions) as usize;
+            table.partitions.get(p).map_or(0, |o| o.in_sync.len())
+        }
+        None => replicas_holding(c, None),
+    }
+}
+
 /// Per member index: declared dead by the metadata group (Redis's `fail`).
 fn dead_members(c: &Cluster, n: usize) -> Vec<bool> {
     let mut dead = vec![false; n];

@@ -25,6 +25,8 @@ impl Flags {
     pub const NOSCRIPT: u32 = 1 << 9;
     /// Allowed while the connection is in RESP2 subscribed mode.
     pub const SUBSCRIBED: u32 = 1 << 10;
+    /// Refused inside MULTI (SAVE, SHUTDOWN).
+    pub const NO_MULTI: u32 = 1 << 11;
 
     const NAMES: [(u32, &'static str); 10] = [
         (Self::WRITE, "write"),
@@ -135,6 +137,7 @@ const L: u32 = Flags::LOADING | Flags::STALE;
 const S: u32 = Flags::NOSCRIPT;
 const P: u32 = Flags::PUBSUB;
 const SUB: u32 = Flags::SUBSCRIBED;
+const NOMULTI: u32 = Flags::NO_MULTI;
 
 macro_rules! cmd {
     ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $since:literal, $h:expr, $summary:literal) => {
@@ -197,6 +200,10 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("flushall", -1, W, NO_KEYS, "server", "1.0.0", Some(keys::flushall), "Removes all keys from all databases."),
     cmd!("flushdb", -1, W, NO_KEYS, "server", "1.0.0", Some(keys::flushall), "Remove all keys from the current database."),
     cmd!("wait", 3, F, NO_KEYS, "generic", "3.0.0", None, "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
+    cmd!("monitor", 1, A | L | S, NO_KEYS, "server", "1.0.0", None, "Listens for all requests received by the server in real-time."),
+    cmd!("save", 1, A | S | NOMULTI, NO_KEYS, "server", "1.0.0", None, "Synchronously saves the database(s) to disk."),
+    cmd!("bgsave", -1, A | S, NO_KEYS, "server", "1.0.0", None, "Asynchronously saves the database(s) to disk."),
+    cmd!("shutdown", -1, A | L | S | NOMULTI, NO_KEYS, "server", "1.0.0", None, "Synchronously saves the database(s) to disk and shuts down the Redis server."),
     cmd!("time", 1, F | L, NO_KEYS, "server", "2.6.0", None, "Returns the server time."),
     cmd!("wanapply", 3, W | A | L | S, NO_KEYS, "server", "0.1.0", None, "Internal: applies changes that arrived from a remote site (the WAN receiver sends it)."),
     cmd!("backupjob", -2, A | L | S, NO_KEYS, "server", "0.1.0", None, "Internal: starts or reports this node's part of a backup to storage or a restore (`deltagrid backup` sends it)."),

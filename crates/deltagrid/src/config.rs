@@ -98,6 +98,7 @@ pub struct SiteSection {
     pub partitions: Option<u16>,
     /// Initial members' cluster addresses; set: this node is part of a site.
     pub seeds: Option<Vec<SocketAddr>>,
+    /// Replicas per partition (in-site copies; the key keeps its first name).
     pub backups: Option<usize>,
     pub replication: Option<ReplicationMode>,
     /// Shared by the site's nodes: node-to-node connections open only

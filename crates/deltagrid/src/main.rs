@@ -3,7 +3,6 @@
 mod backup_cli;
 mod cluster_cli;
 mod config;
-mod demo;
 mod wan_cli;
 
 use std::net::SocketAddr;
@@ -35,7 +34,7 @@ enum Command {
     /// Run a node (defaults: RESP on 127.0.0.1:6379, admin HTTP on 127.0.0.1:9379)
     Server(ServerArgs),
     /// Two sites of three nodes on loopback: WAN replication with deltas off, then on (GemFire's experiment)
-    Demo(demo::DemoArgs),
+    Demo(bench::demo::DemoArgs),
     /// Site administration
     #[command(subcommand)]
     Cluster(ClusterCommand),
@@ -73,7 +72,7 @@ enum BackupCommand {
 
 #[derive(Subcommand)]
 enum ClusterCommand {
-    /// Members, their health, primaries/backups/in-sync partitions per node, table epoch
+    /// Members, their health, primaries/replicas/in-sync partitions per node, table epoch
     Status {
         /// A node's admin address (its admin_listen)
         #[arg(long)]
@@ -125,9 +124,9 @@ enum BenchCommand {
     /// One client, one op in flight, against a loopback TCP echo floor (GigaSpaces' method)
     Latency(bench::latency::LatencyArgs),
     /// GemFire's WAN delta experiment: 2 sites x 3 nodes, delta off then on, JSON/CSV results (bench/wan_delta.sh)
-    WanDelta(demo::wan_delta::WanDeltaArgs),
+    WanDelta(bench::wan_delta::WanDeltaArgs),
     /// Hazelcast's WAN-under-load experiment: ack modes, partition counts, a link outage, WAN off; JSON/CSV results (bench/wan_load.sh)
-    WanLoad(demo::wan_load::WanLoadArgs),
+    WanLoad(bench::wan_load::WanLoadArgs),
 }
 
 #[derive(clap::Args)]
@@ -210,10 +209,10 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Server(args) => run_server(args.settings()?),
-        Command::Demo(args) => demo::run(&args),
+        Command::Demo(args) => bench::demo::run(&args),
         Command::Bench(BenchCommand::Latency(args)) => bench::latency::run(&args),
-        Command::Bench(BenchCommand::WanDelta(args)) => demo::wan_delta::run(&args),
-        Command::Bench(BenchCommand::WanLoad(args)) => demo::wan_load::run(&args),
+        Command::Bench(BenchCommand::WanDelta(args)) => bench::wan_delta::run(&args),
+        Command::Bench(BenchCommand::WanLoad(args)) => bench::wan_load::run(&args),
         Command::Cluster(ClusterCommand::Status { admin }) => cluster_cli::status(&admin),
         Command::Cluster(ClusterCommand::Leave { admin, node }) => {
             cluster_cli::leave(&admin, &node)
@@ -233,12 +232,12 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// How long a stopping node waits for the partitions it leads to be
-/// handed to their backups.
+/// handed to their replicas.
 const HAND_OFF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// SIGTERM or SIGINT (what systemd, Kubernetes and Ctrl-C send): the node
 /// stops, it does not leave its site. Its client listener is closed, it hands
-/// the partitions it leads to their in-sync backups and tells the site it
+/// the partitions it leads to their in-sync replicas and tells the site it
 /// is down ([`cluster::Cluster::stop`]); started again with the same
 /// `data_dir` it rejoins as the same member. A second signal ends the
 /// process at once. Leaving the site is `deltagrid cluster leave`.
@@ -309,6 +308,7 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
                 None
             }
             signal = next_signal(&mut terminate) => Some(signal),
+            _ = node.shutdown.notified() => Some("SHUTDOWN"),
         };
         // The serve future is gone: its client listener is closed, while
         // the connections already open and the site's work (spawned tasks)

@@ -1,5 +1,5 @@
 //! The journal: the node's on-disk segments where partition logs spill when
-//! memory is over budget (DESIGN.md, "Between sites").
+//! memory is over budget (docs/architecture.md, "Between sites").
 //!
 //! A journal is a directory of append-only segment files. Each segment is
 //! named by the id of its first record (`00000000000000000042.seg`) and holds

@@ -260,7 +260,10 @@ fn kill(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
                 _ => return Err(CmdError::Syntax),
             };
         } else if is(k, "USER") {
-            filters.push(Box::new(move |_| v == "default"));
+            if v != "default" {
+                return Err(CmdError::other(format!("ERR No such user '{v}'")));
+            }
+            filters.push(Box::new(|_| true));
         } else if is(k, "TYPE") {
             // Replicas here are site members, never client connections.
             let pubsub = match v.to_ascii_lowercase().as_str() {
@@ -345,7 +348,8 @@ fn tracking(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     if old.on && old.bcast != new.bcast {
         return Err(CmdError::other("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode."));
     }
-    if old.on && (old.optin != new.optin || old.optout != new.optout) {
+    // Only a direct OPTIN <-> OPTOUT switch is refused (as Redis).
+    if old.on && ((new.optin && old.optout) || (new.optout && old.optin)) {
         return Err(CmdError::other("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."));
     }
     if !new.bcast && !new.prefixes.is_empty() {

@@ -38,6 +38,8 @@ pub enum Push {
     },
     /// The client's tracking REDIRECT target disconnected.
     RedirectBroken(u64),
+    /// A MONITOR line, written as it is.
+    Monitor(Bytes),
 }
 
 /// Pushes a client may have pending before it is considered stuck and cut off.

@@ -52,6 +52,16 @@ fn only(v: &str, allowed: &str, why: &str) -> Result<Apply, String> {
     }
 }
 
+/// Set in the config file, at start: the value it has is accepted (nothing
+/// changes), any other refused.
+fn unchanged(v: &str, now: &str) -> Result<Apply, String> {
+    if v == now {
+        Ok(Box::new(|_| {}))
+    } else {
+        Err("can't be changed at run time here: set it in the config file and restart".into())
+    }
+}
+
 fn yes_no(b: bool) -> String {
     if b { "yes" } else { "no" }.into()
 }
@@ -94,7 +104,16 @@ static PARAMS: &[Param] = &[
         name: "maxmemory-clients",
         alias: None,
         get: |_| "0".into(),
-        set: Some(|_, v| only(v, "0", "client eviction is not implemented")),
+        set: Some(|_, v| {
+            if let Some(pct) = v.strip_suffix('%') {
+                if int(pct)? > 100 {
+                    return Err("percentage argument must be less or equal to 100".into());
+                }
+            } else {
+                memory(v)?;
+            }
+            only(v, "0", "client eviction is not implemented")
+        }),
     },
     Param {
         name: "maxclients",
@@ -204,6 +223,40 @@ static PARAMS: &[Param] = &[
         }),
     },
     Param {
+        name: "min-replicas-to-write",
+        alias: Some("min-slaves-to-write"),
+        get: |n| {
+            n.runtime
+                .min_replicas_to_write
+                .load(Ordering::Relaxed)
+                .to_string()
+        },
+        set: Some(|_, v| {
+            let v = hash_limit(v)?;
+            Ok(Box::new(move |n| {
+                n.runtime.min_replicas_to_write.store(v, Ordering::Relaxed)
+            }))
+        }),
+    },
+    Param {
+        name: "min-replicas-max-lag",
+        alias: Some("min-slaves-max-lag"),
+        get: |_| "10".into(),
+        set: Some(|_, v| {
+            only(
+                v,
+                "10",
+                "in-sync replicas hold every acknowledged write: there is no lag to bound",
+            )
+        }),
+    },
+    Param {
+        name: "maxmemory-samples",
+        alias: None,
+        get: |_| "5".into(),
+        set: Some(|_, v| only(v, "5", "eviction policies are not implemented yet")),
+    },
+    Param {
         name: "save",
         alias: None,
         get: |_| String::new(),
@@ -217,7 +270,7 @@ static PARAMS: &[Param] = &[
             only(
                 v,
                 "no",
-                "there is no append-only file; replicas and backups keep the data",
+                "there is no append-only file; replicas and `deltagrid backup` keep the data",
             )
         }),
     },
@@ -270,22 +323,34 @@ static PARAMS: &[Param] = &[
         set: None,
     },
     Param {
+        name: "daemonize",
+        alias: None,
+        get: |_| "no".into(),
+        set: None,
+    },
+    Param {
+        name: "replicaof",
+        alias: Some("slaveof"),
+        get: |_| String::new(),
+        set: None,
+    },
+    Param {
         name: "port",
         alias: None,
         get: |n| n.settings.listen.port().to_string(),
-        set: None,
+        set: Some(|n, v| unchanged(v, &n.settings.listen.port().to_string())),
     },
     Param {
         name: "bind",
         alias: None,
         get: |n| n.settings.listen.ip().to_string(),
-        set: None,
+        set: Some(|n, v| unchanged(v, &n.settings.listen.ip().to_string())),
     },
     Param {
         name: "dir",
         alias: None,
         get: |n| n.settings.data_dir.display().to_string(),
-        set: None,
+        set: Some(|n, v| unchanged(v, &n.settings.data_dir.display().to_string())),
     },
     Param {
         name: "cluster-enabled",

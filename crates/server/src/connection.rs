@@ -136,7 +136,7 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
                 if !written.is_empty() {
                     if let Some(cluster) = node.cluster.as_ref().filter(|c| c.sync_replication()) {
                         if !cluster.replicator.wait(&written).await {
-                            tracing::warn!(client = shared.id, "backups did not acknowledge in time; closing the connection unanswered");
+                            tracing::warn!(client = shared.id, "replicas did not acknowledge in time; closing the connection unanswered");
                             break;
                         }
                     }
@@ -224,6 +224,7 @@ fn write_push(session: &Session, shared: &ClientShared, push: Push, out: &mut By
                 None => w.null(),
             }
         }
+        Push::Monitor(line) => out.extend_from_slice(&line),
         Push::RedirectBroken(id) => {
             if resp3 {
                 w.push(2);

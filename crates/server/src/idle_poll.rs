@@ -1,7 +1,7 @@
 //! Idle polling: a worker thread that was woken to do work and ran out of
 //! it keeps polling for more for up to `idle_poll` before it sleeps again
 //! (Seastar's `idle-poll-time-us`, Go's spinning threads). A request or a
-//! backup's acknowledgement that arrives meanwhile is read at once; one
+//! replica's acknowledgement that arrives meanwhile is read at once; one
 //! that arrives at a sleeping thread waits for the kernel to wake it, which
 //! costs the sender an inter-processor interrupt and, in a virtual machine
 //! whose idle vCPU halts, a VM exit and entry: ~30 µs here, against a

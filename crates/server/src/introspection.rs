@@ -331,6 +331,8 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
             );
             kv("expired_keys", &st.count(3));
             kv("tracking_total_keys", &node.tracking.tracked_keys());
+            kv("tracking_total_items", &node.tracking.items());
+            kv("tracking_total_prefixes", &node.tracking.prefixes());
             kv("total_error_replies", &m.error_replies());
             kv("changes_full", &st.count(0));
             kv("changes_delta", &st.count(1));

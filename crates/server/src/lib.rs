@@ -14,6 +14,7 @@ pub mod internal_cmd;
 pub mod introspection;
 pub mod memory;
 pub mod metrics;
+pub mod monitor;
 pub mod node;
 pub mod notify;
 pub mod pubsub;

@@ -28,6 +28,10 @@ pub struct Node {
     pub pubsub: PubSub,
     /// `notify-keyspace-events`.
     pub events: crate::notify::KeyspaceEvents,
+    /// MONITOR connections.
+    pub monitors: crate::monitor::Monitors,
+    /// SHUTDOWN was asked: the process stops as on SIGTERM.
+    pub shutdown: tokio::sync::Notify,
     pub metrics: Metrics,
     pub started: Instant,
     pub run_id: String,
@@ -142,6 +146,8 @@ impl Node {
             tracking,
             pubsub: PubSub::default(),
             events: Default::default(),
+            monitors: Default::default(),
+            shutdown: tokio::sync::Notify::new(),
             metrics: Metrics::new(),
             started: Instant::now(),
             run_id,

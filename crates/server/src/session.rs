@@ -228,7 +228,9 @@ impl Session {
                 }
             }
             ReplyMode::Skip { armed } => {
-                outbuf.truncate(mark);
+                if !armed || !lookup(args[0]).is_some_and(|s| s.name.ends_with("subscribe")) {
+                    outbuf.truncate(mark);
+                }
                 self.reply_mode = if armed {
                     ReplyMode::On
                 } else {
@@ -272,6 +274,11 @@ impl Session {
             let e = e.to_string();
             self.node.metrics.error(Some(spec), &e, true);
             out.error(&e);
+        } else if self.tx.in_multi() && spec.flags.has(Flags::NO_MULTI) {
+            self.tx.dirty = true;
+            let e = "ERR Command not allowed inside a transaction";
+            self.node.metrics.error(Some(spec), e, true);
+            out.error(e);
         } else if self.tx.in_multi() && !transaction::is_control(spec) {
             if let Some(q) = self.tx.queued.as_mut() {
                 q.push((spec, args.iter().map(|a| owned(a)).collect()));
@@ -284,6 +291,7 @@ impl Session {
                 self.node.metrics.error(Some(spec), &e, false);
                 out.error(&e);
             }
+            self.monitor_feed(spec, args);
         } else {
             self.run(spec, args, &mut out);
         }
@@ -310,6 +318,7 @@ impl Session {
         if self.node.events.on() {
             crate::notify::publish(&self.node, spec.name, args);
         }
+        self.monitor_feed(spec, args);
         if spec.flags.has(Flags::WRITE) {
             if let Some(w) = keyspace::last_written() {
                 self.last_write = Some(w);
@@ -358,6 +367,31 @@ impl Session {
         if spec.flags.has(Flags::DENYOOM) && self.node.over_maxmemory() {
             return Err(CmdError::Oom);
         }
+        self.enough_replicas(spec, args)
+    }
+
+    /// `min-replicas-to-write`: a write needs that many in-sync replicas
+    /// of its partition (a node alone has none).
+    pub fn enough_replicas(&self, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), CmdError> {
+        let min = self
+            .node
+            .runtime
+            .min_replicas_to_write
+            .load(Ordering::Relaxed);
+        if min == 0 || !spec.flags.has(Flags::WRITE) {
+            return Ok(());
+        }
+        let key = spec.key_positions(args.len()).next().map(|i| args[i]);
+        let good = self
+            .node
+            .cluster
+            .as_deref()
+            .map_or(0, |c| cluster::cluster_cmd::in_sync_replicas(c, key));
+        if good < min {
+            return Err(CmdError::other(
+                "NOREPLICAS Not enough good replicas to write.",
+            ));
+        }
         Ok(())
     }
 
@@ -405,8 +439,22 @@ impl Session {
             "quit" => {
                 out.simple("OK");
                 self.closing = true;
+                // Gone from the node at once, as Redis frees the client
+                // right after the reply: a write that follows cannot be
+                // sent to it any more (a REDIRECT to it is broken).
+                self.close();
                 Ok(())
             }
+            "monitor" => {
+                self.node.monitors.add(self.id);
+                out.simple("OK");
+                Ok(())
+            }
+            "save" | "bgsave" => Err(CmdError::other(format!(
+                "ERR {}: deltagrid keeps no RDB file; replicas and `deltagrid backup` keep the data",
+                spec.name.to_ascii_uppercase()
+            ))),
+            "shutdown" => self.shutdown(a),
             "reset" => {
                 self.reset();
                 out.simple("RESET");
@@ -593,11 +641,48 @@ impl Session {
         self.authenticated = self.node.runtime.requirepass.read().is_none();
     }
 
-    /// Connection ended: release what the node holds for it.
+    /// Connection ended: release what the node holds for it (again
+    /// harmless).
     pub fn close(&mut self) {
         client_cmd::tracking_off(self);
         pubsub::release_all(self);
+        self.node.monitors.remove(self.id);
         self.node.clients.remove(self.id);
+    }
+
+    /// MONITOR: a command that ran (those of a transaction as EXEC runs
+    /// them, then EXEC itself).
+    fn monitor_feed(&self, spec: &CommandSpec, args: &[&[u8]]) {
+        if self.node.monitors.active() && spec.name != "monitor" {
+            let addr = self.shared.addr.to_string();
+            self.node
+                .monitors
+                .feed(&self.node.clients, spec, args, self.id, &addr);
+        }
+    }
+
+    /// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: the node stops as on
+    /// SIGTERM (partitions handed over, then the process ends); no reply.
+    fn shutdown(&mut self, a: &[&[u8]]) -> Result<(), CmdError> {
+        let mut abort = false;
+        for arg in &a[1..] {
+            if is(arg, "ABORT") {
+                abort = true;
+            } else if is(arg, "SAVE") {
+                return Err(CmdError::other(
+                    "ERR SHUTDOWN SAVE: deltagrid keeps no RDB file to save; use SHUTDOWN or SHUTDOWN NOSAVE",
+                ));
+            } else if !(is(arg, "NOSAVE") || is(arg, "NOW") || is(arg, "FORCE")) {
+                return Err(CmdError::Syntax);
+            }
+        }
+        if abort {
+            return Err(CmdError::other("ERR No shutdown in progress."));
+        }
+        tracing::info!(client = self.id, addr = %self.shared.addr, "SHUTDOWN asked by a client");
+        self.node.shutdown.notify_one();
+        self.closing = true;
+        Ok(())
     }
 }
 

@@ -27,11 +27,11 @@ pub struct NodeSettings {
     pub site_id: u16,
     pub site_name: String,
     pub partitions: u16,
-    /// Bytes of partition log a backup's copies keep of the changes some
+    /// Bytes of partition log a replica's copies keep of the changes some
     /// remote site may not have applied yet (a primary keeps what its WAN
     /// publishers have yet to read or see applied); None:
     /// [`DEFAULT_LOG_RETAIN_BYTES`] with WAN replication, else 0 (only a
-    /// WAN publisher, or a backup that may be promoted to one, reads it).
+    /// WAN publisher, or a replica that may be promoted to one, reads it).
     pub log_retain_bytes: Option<usize>,
     /// Keys remembered for client tracking before the oldest are invalidated.
     pub tracking_table_max_keys: usize,
@@ -92,6 +92,9 @@ pub struct Runtime {
     pub cron_paused: AtomicBool,
     /// Redis's `hz`: active expiry passes per second (1..=500).
     pub hz: AtomicU64,
+    /// `min-replicas-to-write`: writes are refused (NOREPLICAS) unless
+    /// their partition has this many in-sync replicas.
+    pub min_replicas_to_write: AtomicUsize,
 }
 
 impl Runtime {
@@ -105,6 +108,7 @@ impl Runtime {
             active_expire: AtomicBool::new(true),
             cron_paused: AtomicBool::new(false),
             hz: AtomicU64::new(10),
+            min_replicas_to_write: AtomicUsize::new(0),
         }
     }
 

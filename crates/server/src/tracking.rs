@@ -1,7 +1,7 @@
 //! Client tracking (the server side of near caches), as Redis 6+: clients
 //! that read a key in default mode are remembered per key; BCAST clients
 //! register prefixes. On any change of a key, from any source (commands,
-//! expiry, and later backups and WAN), the keyspace tells us and we push an
+//! expiry, replication and WAN), the keyspace tells us and we push an
 //! invalidation to each interested client (or its REDIRECT target) once,
 //! after which the key must be read again to be tracked again.
 //!
@@ -68,9 +68,20 @@ impl Tracking {
     }
 
     /// CONFIG SET tracking-table-max-keys: keys over it are invalidated
-    /// (oldest first) at the next read that is remembered.
+    /// at once, oldest first.
     pub fn set_max_keys(&self, n: usize) {
         self.max_keys.store(n, Ordering::Relaxed);
+        self.evict_over_limit();
+    }
+
+    /// BCAST prefixes registered (INFO tracking_total_prefixes).
+    pub fn prefixes(&self) -> usize {
+        self.prefixes.read().len()
+    }
+
+    /// Readers remembered over all keys (INFO tracking_total_items).
+    pub fn items(&self) -> usize {
+        self.keys.lock().values().map(|ids| ids.len()).sum()
     }
 
     pub fn tracked_keys(&self) -> usize {
@@ -79,7 +90,6 @@ impl Tracking {
 
     /// Remembers that `client` read `keys` (default mode).
     pub fn remember(&self, client: u64, keys: &[Bytes]) {
-        let mut evicted = Vec::new();
         {
             let mut table = self.keys.lock();
             for k in keys {
@@ -88,10 +98,20 @@ impl Tracking {
                     ids.push(client);
                 }
             }
-            let max = match self.max_keys.load(Ordering::Relaxed) {
-                0 => usize::MAX,
-                n => n,
-            };
+        }
+        self.evict_over_limit();
+    }
+
+    /// Keys over `max_keys` are forgotten, oldest first, and their readers
+    /// told to drop them (an early invalidation, never a stale value).
+    fn evict_over_limit(&self) {
+        let max = match self.max_keys.load(Ordering::Relaxed) {
+            0 => usize::MAX,
+            n => n,
+        };
+        let mut evicted = Vec::new();
+        {
+            let mut table = self.keys.lock();
             while table.len() > max {
                 if let Some((k, ids)) = table.shift_remove_index(0) {
                     evicted.push((k, ids));
@@ -104,12 +124,19 @@ impl Tracking {
     }
 
     /// Where a client's invalidations go: itself, its REDIRECT target, or
-    /// nowhere (tracking off, NOLOOP and it made the change, or a target
+    /// nowhere (tracking off, NOLOOP and it made the change, a key it
+    /// read in default mode while it now tracks in BCAST mode, or a target
     /// that went away, which the client is told of once).
-    fn destination(&self, id: u64, origin: u64, broken: &mut Vec<(u64, u64)>) -> Option<u64> {
+    fn destination(
+        &self,
+        id: u64,
+        origin: u64,
+        bcast: bool,
+        broken: &mut Vec<(u64, u64)>,
+    ) -> Option<u64> {
         let c = self.clients.get(id)?;
         let t = c.tracking.lock();
-        if !t.on || (t.noloop && id == origin) {
+        if !t.on || t.bcast != bcast || (t.noloop && id == origin) {
             return None;
         }
         let dest = if t.redirect != 0 { t.redirect } else { id };
@@ -127,7 +154,7 @@ impl Tracking {
         let mut sent: Vec<(u64, Bytes)> = Vec::new();
         let mut broken = Vec::new();
         for (id, key) in targets {
-            let Some(dest) = self.destination(id, origin, &mut broken) else {
+            let Some(dest) = self.destination(id, origin, false, &mut broken) else {
                 continue;
             };
             if sent.iter().any(|(d, k)| *d == dest && *k == key) {
@@ -146,7 +173,7 @@ impl Tracking {
         let mut groups: Vec<((u64, Bytes), Vec<Bytes>)> = Vec::new();
         let mut broken = Vec::new();
         for t in targets {
-            let Some(dest) = self.destination(t.client, t.origin, &mut broken) else {
+            let Some(dest) = self.destination(t.client, t.origin, true, &mut broken) else {
                 continue;
             };
             let at = match groups

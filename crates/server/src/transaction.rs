@@ -8,7 +8,7 @@
 //! so EXEC aborts exactly when a watched key changed.
 
 use bytes::Bytes;
-use commands::{CmdError, CommandSpec};
+use commands::{CmdError, CommandSpec, Flags};
 use keyspace::Version;
 
 use crate::session::{borrowed, Reply, Session};
@@ -90,6 +90,21 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
         ));
     }
     let node = s.node.clone();
+    // What changed since the commands were queued: memory over maxmemory,
+    // too few replicas (as Redis rejects the EXEC).
+    for (spec, args) in &queued {
+        let refused = if spec.flags.has(Flags::DENYOOM) && node.over_maxmemory() {
+            Err(CmdError::Oom)
+        } else {
+            s.enough_replicas(spec, &borrowed(args))
+        };
+        if let Err(e) = refused {
+            return Err(CmdError::other(format!(
+                "EXECABORT Transaction discarded because of: {}",
+                e.to_string().trim_end_matches('.').to_string() + "."
+            )));
+        }
+    }
     let _exclusive = node.exec_gate.exclusive();
     // Routing may have changed since the commands were queued (a slot was
     // handed to another node): check again under the gate.

@@ -13,7 +13,7 @@
 //! already arrived, and hands changes to its own site's primaries through
 //! the `WANAPPLY` command ([`local`]), which resolves conflicts by version
 //! (`Keyspace::apply_remote`) and goes through the normal write path: logged,
-//! replicated to backups (waited for when replication is sync), near caches
+//! replicated to replicas (waited for when replication is sync), near caches
 //! invalidated.
 
 pub mod auth;

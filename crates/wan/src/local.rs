@@ -5,7 +5,7 @@
 //! goes as one `WANAPPLY source-site payload` command to that node's Redis
 //! port, where it runs in a normal session. Either way conflicts are
 //! resolved under the partition lock, the result is logged and replicated
-//! to backups, and with sync replication the outcome waits for them. The
+//! to replicas, and with sync replication the outcome waits for them. The
 //! reply has one outcome byte per change.
 //! A change whose partition moved is routed again; an unreachable primary
 //! is retried until the site has one: nothing is dropped.
@@ -220,7 +220,7 @@ impl LocalRouter {
 
     /// The changes this node is primary for, applied in this process as
     /// `WANAPPLY` would (no loopback hop), then waited for as a client's
-    /// write is: every in-sync backup has them when this returns Ok.
+    /// write is: every in-sync replica has them when this returns Ok.
     async fn apply_here(&self, changes: impl Iterator<Item = Change>) -> Result<Vec<u8>, String> {
         let cluster = self.cluster.clone();
         let is_primary = |p: usize| cluster.as_ref().is_none_or(|c| c.owns(p));
@@ -231,7 +231,7 @@ impl LocalRouter {
         let written = keyspace::take_written();
         if let Some(c) = cluster.as_ref().filter(|c| c.sync_replication()) {
             if !written.is_empty() && !c.replicator.wait(&written).await {
-                return Err("backups did not acknowledge in time".into());
+                return Err("replicas did not acknowledge in time".into());
             }
         }
         Ok(codes)

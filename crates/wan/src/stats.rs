@@ -22,7 +22,7 @@ pub struct PublisherStats {
     pub full_fallbacks: AtomicU64,
     pub resyncs: AtomicU64,
     /// Partitions whose log no longer reached back to what the target had
-    /// (a promoted backup's, mostly), so their contents were copied.
+    /// (a promoted replica's, mostly), so their contents were copied.
     pub partition_copies: AtomicU64,
     /// Changes and bytes written to the journal because memory was over budget.
     pub spilled_events: AtomicU64,

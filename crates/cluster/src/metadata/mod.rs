@@ -1,6 +1,6 @@
 //! The site's metadata in a Raft group (openraft) among its members: who the
-//! members are and who owns each partition, with epochs (DESIGN.md, "Inside
-//! a site"). Data never goes through Raft; only the decisions about it do.
+//! members are and who owns each partition, with epochs (docs/architecture.md,
+//! "Site"). Data never goes through Raft; only the decisions about it do.
 //!
 //! [`Metadata`] is the handle a node holds. Writes are [`Command`]s
 //! proposed from any member ([`Metadata::propose`] forwards to the leader);

@@ -197,7 +197,7 @@ impl Publisher {
             tracing::warn!(
                 target_site = %self.target.settings.name,
                 partitions = copies,
-                "the log no longer reaches back to what the target has (a promoted backup's log keeps node.log_memory): copying these partitions' contents"
+                "the log no longer reaches back to what the target has (a promoted replica's log keeps node.log_memory): copying these partitions' contents"
             );
         }
         if !self.resync.is_empty() {

@@ -6,7 +6,7 @@
 //! log keeps everything from `max(acked, spilled) + 1` (the lowest over all
 //! targets, see [`Wan::retain`]); that is the queue, there is no copy.
 //! Only what outlives this node leaves: a log is read up to the seq its
-//! in-sync backups acknowledged (`cluster::Replicator::durable_seq`) or
+//! in-sync replicas acknowledged (`cluster::Replicator::durable_seq`) or
 //! what the copy held when it was promoted, whichever is later; bodies of
 //! current values (copies, fallbacks) wait in the outbox until what they
 //! read is durable. A change that dies with this node must not live on at

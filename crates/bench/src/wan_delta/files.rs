@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::THEIRS;
-use crate::demo::gemfire::{PhaseResult, Placement, Workload, PAYLOAD};
-use crate::demo::result_files;
+use super::reference::THEIRS;
+use crate::gemfire::{PhaseResult, Placement, Workload, PAYLOAD};
+use crate::result_files;
 
 /// Writes both files under `out` (created if missing); returns their paths.
 pub fn write(

@@ -9,8 +9,9 @@ use bytes::Bytes;
 use proptest::prelude::*;
 
 use super::*;
+use crate::change::DeltaOp;
 use crate::clock::DebugClock;
-use crate::value::HashValue;
+use crate::value::{Entry, HashValue, Value};
 
 fn keyspace(clock: Arc<DebugClock>) -> Keyspace {
     Keyspace::new(

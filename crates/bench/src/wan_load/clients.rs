@@ -17,7 +17,8 @@ use std::time::Duration;
 use anyhow::Context;
 use rand::{Rng, RngCore, SeedableRng};
 
-use crate::demo::gemfire::sites::{Node, Placement};
+use crate::gemfire::placement::Placement;
+use crate::gemfire::sites::Node;
 
 pub fn key(i: usize) -> String {
     format!("key:{i:06}")

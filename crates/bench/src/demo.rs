@@ -9,18 +9,13 @@
 //! (`deltagrid bench wan-delta`): longer, optionally across network
 //! namespaces joined by an emulated link, with JSON/CSV results.
 
-pub mod gemfire;
-pub mod result_files;
-pub mod wan_delta;
-pub mod wan_load;
-
 use std::path::PathBuf;
 
 use anyhow::bail;
 
-use gemfire::report::{print_phase, print_summary};
-use gemfire::{Placement, Workload, PAYLOAD};
+use crate::gemfire::{self, Placement, Workload, PAYLOAD};
 
+/// `deltagrid demo`'s options.
 #[derive(clap::Args)]
 pub struct DemoArgs {
     /// Seconds each writer phase runs
@@ -37,6 +32,7 @@ pub struct DemoArgs {
     keep: bool,
 }
 
+/// Runs the demo; an error when the sites did not converge.
 pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let dir: PathBuf = std::env::temp_dir().join(format!("deltagrid-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -51,19 +47,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         blob: false,
     };
     let placement = Placement::loopback();
-    let mut results = Vec::new();
-    for delta in [false, true] {
-        let r = gemfire::phase(
-            &workload,
-            &placement,
-            &dir.join(format!("delta-{delta}")),
-            delta,
-        )?;
-        print_phase(&r);
-        results.push(r);
-    }
-    let (off, on) = (&results[0], &results[1]);
-    print_summary(off, on);
+    let [off, on] = gemfire::off_then_on(&workload, &placement, &dir, |_| {})?;
     if args.keep {
         println!("data and logs kept in {}", dir.display());
     } else {

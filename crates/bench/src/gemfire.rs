@@ -7,7 +7,9 @@
 //! writer threads updating `count` and `timestamp` through the Redis Cluster
 //! client for the given time while sampling every node's WAN counters once a
 //! second, wait until site 2 has caught up, and check that both sites hold
-//! identical data. `report` prints the result as the blog's tables.
+//! identical data (`converge`). `summary` makes the blog's statistics of the
+//! samples and `report` prints them as the blog's tables; `off_then_on` runs
+//! the experiment: a phase with full values, then one with deltas.
 //!
 //! With `Workload::blob` the objects are strings instead, serialized as a
 //! client library would (fixed-width `id`, `count`, `timestamp`, then the
@@ -15,20 +17,24 @@
 //! finds the changed bytes itself (automatic deltas, no delta code in the
 //! client, unlike GemFire's `Delta` interface).
 
+mod converge;
+pub mod placement;
 pub mod report;
 pub mod sites;
+mod summary;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
 use rand::{Rng, RngCore, SeedableRng};
 
-use sites::{cluster, sample, start_sites, Node};
-pub use sites::{NodeCounters, Placement};
+use converge::{drained, wait_identical};
+pub use placement::Placement;
+pub use sites::NodeCounters;
+use sites::{cluster, sample, start_sites};
+use summary::summarize;
 
 /// Bytes of each object's `payload` field (GemFire's byte array).
 pub const PAYLOAD: usize = 10_240;
@@ -117,6 +123,27 @@ impl PhaseResult {
     pub fn update_rate(&self) -> f64 {
         self.total_updates() as f64 / self.seconds
     }
+}
+
+/// The experiment: a phase with full values (`delta = false`), then one
+/// with deltas, each printed as the blog's tables and handed to `after`,
+/// then the one-line comparison of the two. Node data and logs go under
+/// `dir/delta-false` and `dir/delta-true`.
+pub fn off_then_on(
+    w: &Workload,
+    placement: &Placement,
+    dir: &Path,
+    mut after: impl FnMut(&PhaseResult),
+) -> anyhow::Result<[PhaseResult; 2]> {
+    let mut run = |delta: bool| -> anyhow::Result<PhaseResult> {
+        let r = phase(w, placement, &dir.join(format!("delta-{delta}")), delta)?;
+        report::print_phase(&r);
+        after(&r);
+        Ok(r)
+    };
+    let (off, on) = (run(false)?, run(true)?);
+    report::print_summary(&off, &on);
+    Ok([off, on])
 }
 
 /// Runs one phase with `delta` on every WAN target; node data and logs go under `dir`.
@@ -274,164 +301,4 @@ pub fn phase(
     );
     r.blob = w.blob;
     Ok(r)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn summarize(
-    nodes: &[Node],
-    delta: bool,
-    updates: Vec<u64>,
-    seconds: f64,
-    catch_up_seconds: f64,
-    samples: Vec<Sample>,
-    identical: bool,
-    keys: usize,
-) -> PhaseResult {
-    let (first, last) = (&samples[0], &samples[samples.len() - 1]);
-    let writing: Vec<&Sample> = samples.iter().filter(|s| s.writing).collect();
-    let end = writing[writing.len() - 1];
-    let span = (end.t - first.t).max(1e-9);
-    let mut received = Vec::new();
-    let mut events = Vec::new();
-    for (i, n) in nodes.iter().enumerate() {
-        if n.site == 2 {
-            let max_per_s = samples
-                .windows(2)
-                .map(|w| {
-                    w[1].nodes[i]
-                        .received
-                        .saturating_sub(w[0].nodes[i].received) as f64
-                        / (w[1].t - w[0].t).max(1e-3)
-                })
-                .fold(0.0, f64::max);
-            let during = end.nodes[i]
-                .received
-                .saturating_sub(first.nodes[i].received);
-            received.push(ReceiverStats {
-                node: n.id.clone(),
-                avg_per_s: during as f64 / span,
-                max_per_s,
-            });
-        } else {
-            let rate = |f: fn(&NodeCounters) -> u64| {
-                f(&end.nodes[i]).saturating_sub(f(&first.nodes[i])) as f64 / span
-            };
-            let queues: Vec<u64> = writing.iter().map(|s| s.nodes[i].queue).collect();
-            events.push(SenderStats {
-                node: n.id.clone(),
-                queued_per_s: rate(|c| c.queued),
-                distributed_per_s: rate(|c| c.distributed),
-                queue_avg: queues.iter().sum::<u64>() as f64 / queues.len() as f64,
-                queue_max: samples.iter().map(|s| s.nodes[i].queue).max().unwrap_or(0),
-            });
-        }
-    }
-    let site2 = |s: &Sample| {
-        nodes
-            .iter()
-            .zip(&s.nodes)
-            .filter(|(n, _)| n.site == 2)
-            .map(|(_, c)| c.received)
-            .sum::<u64>()
-    };
-    let bytes_received = site2(last) - site2(first);
-    let total_updates: u64 = updates.iter().sum();
-    PhaseResult {
-        delta,
-        blob: false,
-        updates,
-        seconds,
-        catch_up_seconds,
-        received,
-        events,
-        bytes_received,
-        bytes_per_update: bytes_received as f64 / total_updates.max(1) as f64,
-        identical,
-        keys,
-        nodes: nodes.iter().map(|n| (n.site, n.id.clone())).collect(),
-        samples,
-    }
-}
-
-/// Samples every node once a second from `first` on (handing each sample
-/// to `each`) until no site-1 publisher has anything queued for site 2.
-fn drained(
-    nodes: &[Node],
-    timeout: Duration,
-    first: Instant,
-    mut each: impl FnMut(Vec<NodeCounters>),
-) -> anyhow::Result<()> {
-    let deadline = Instant::now() + timeout;
-    let mut next = first;
-    loop {
-        std::thread::sleep(next.saturating_duration_since(Instant::now()));
-        next += Duration::from_secs(1);
-        let now = sample(nodes);
-        let queued: u64 = nodes
-            .iter()
-            .zip(&now)
-            .filter(|(n, _)| n.site == 1)
-            .map(|(_, c)| c.queue)
-            .sum();
-        each(now);
-        if queued == 0 {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("site 1 still has {queued} events queued for site 2 after {timeout:?}");
-        }
-    }
-}
-
-/// Every object as a site holds it: field -> value, per key (a blob is
-/// one field, ""), pipelined, so a remote site costs a few round trips, not
-/// one per object.
-fn contents(
-    conn: &mut redis::cluster::ClusterConnection,
-    w: &Workload,
-) -> anyhow::Result<Vec<BTreeMap<String, Vec<u8>>>> {
-    let mut all = Vec::with_capacity(w.objects);
-    for chunk in (0..w.objects).collect::<Vec<_>>().chunks(200) {
-        let mut pipe = redis::cluster::cluster_pipe();
-        for i in chunk {
-            pipe.cmd(if w.blob { "GET" } else { "HGETALL" })
-                .arg(format!("object:{i}"));
-        }
-        if w.blob {
-            let part: Vec<Option<Vec<u8>>> = pipe.query(conn)?;
-            all.extend(part.into_iter().map(|v| {
-                v.map(|v| BTreeMap::from([(String::new(), v)]))
-                    .unwrap_or_default()
-            }));
-        } else {
-            let part: Vec<BTreeMap<String, Vec<u8>>> = pipe.query(conn)?;
-            all.extend(part);
-        }
-    }
-    Ok(all)
-}
-
-/// Polls until both sites return the same contents for every object.
-fn wait_identical(
-    a: &mut redis::cluster::ClusterConnection,
-    b: &mut redis::cluster::ClusterConnection,
-    w: &Workload,
-    timeout: Duration,
-) -> anyhow::Result<()> {
-    let (deadline, objects, fields) = (
-        Instant::now() + timeout,
-        w.objects,
-        if w.blob { 1 } else { 4 },
-    );
-    loop {
-        let (x, y) = (contents(a, w)?, contents(b, w)?);
-        if x == y && x.iter().all(|h| h.len() == fields) {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            let differ = x.iter().zip(&y).filter(|(p, q)| p != q).count();
-            bail!("sites still differ in {differ} of {objects} objects after {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }

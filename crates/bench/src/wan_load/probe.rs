@@ -4,14 +4,12 @@
 //! processes' memory and CPU from `/proc`, and the link itself (`ip link set
 //! DEV down|up` for the outage).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::demo::gemfire::sites::Node;
+use crate::admin_http::{self, num};
+use crate::gemfire::sites::Node;
 
 /// One node's WAN counters and memory at one instant. Counters are the
 /// sums over the node's targets (one here) and sources.
@@ -45,46 +43,15 @@ pub struct NodeSample {
     pub rss_kib: u64,
 }
 
-fn num(v: &serde_json::Value) -> u64 {
-    v.as_u64().unwrap_or(0)
-}
-
-/// GET with a 1 s connect and 5 s read timeout; the body on 200.
-fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    s.set_write_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut resp = String::new();
-    s.take(16 << 20).read_to_string(&mut resp)?;
-    let (head, body) = resp
-        .split_once("\r\n\r\n")
-        .context("malformed HTTP response")?;
-    if !head.starts_with("HTTP/1.1 200") {
-        bail!("{addr}{path}: {}", head.lines().next().unwrap_or(""));
-    }
-    Ok(body.to_string())
-}
-
 /// POST /wan/{action}?target=NAME (the outage fallback without a link to cut).
 pub fn wan_control(n: &Node, action: &str, target: &str) -> anyhow::Result<()> {
-    crate::cluster_cli::http_request(
-        &n.admin.to_string(),
-        "POST",
-        &format!("/wan/{action}?target={target}"),
-    )
-    .map(|_| ())
+    let path = format!("/wan/{action}?target={target}");
+    admin_http::request(n.admin, "POST", &path, admin_http::PATIENT).map(|_| ())
 }
 
 fn fetch(n: &Node, prev: &NodeSample) -> NodeSample {
     let rss_kib = proc_status_kib(n.pid(), "VmRSS").unwrap_or(0);
-    let status: Option<serde_json::Value> = http_get(n.admin, "/wan/status")
-        .ok()
-        .and_then(|b| serde_json::from_str(&b).ok());
-    let Some(s) = status else {
+    let Some(s) = admin_http::wan_status(n.admin, admin_http::QUICK) else {
         return NodeSample {
             ok: false,
             connected: false,

@@ -6,14 +6,16 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::RunResult;
+use super::probe::NodeSample;
+use super::result::{site_idx, RunResult, Sample};
+use crate::result_files;
 
 pub fn write(
     out: &Path,
     doc: &serde_json::Value,
     runs: &[RunResult],
 ) -> anyhow::Result<(PathBuf, PathBuf)> {
-    crate::demo::result_files::write(out, "wan_load", doc, csv(runs))
+    result_files::write(out, "wan_load", doc, csv(runs))
 }
 
 /// Rates are over the interval ending at `time_s` (seconds since the run's
@@ -42,28 +44,16 @@ journal_bytes,lag_ms_max,site2_log_bytes",
     }
     s.push('\n');
     for r in runs {
-        let site1: Vec<usize> = r
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.0 == 1)
-            .map(|(i, _)| i)
-            .collect();
-        let site2: Vec<usize> = r
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.0 == 2)
-            .map(|(i, _)| i)
-            .collect();
+        let (site1, site2) = (site_idx(&r.nodes, 1), site_idx(&r.nodes, 2));
         for pair in r.samples.windows(2) {
             let (a, b) = (&pair[0], &pair[1]);
             let dt = (b.t - a.t).max(1e-3);
             let rate = |x: u64, y: u64| y.saturating_sub(x) as f64 / dt;
-            let sum = |idx: &[usize],
-                       f: fn(&super::NodeSample) -> u64,
-                       smp: &super::Sample|
-             -> u64 { idx.iter().map(|&i| f(&smp.nodes[i])).sum() };
+            let sum = |idx: &[usize], f: fn(&NodeSample) -> u64, smp: &Sample| -> u64 {
+                idx.iter().map(|&i| f(&smp.nodes[i])).sum()
+            };
+            let per_s =
+                |idx: &[usize], f: fn(&NodeSample) -> u64| rate(sum(idx, f, a), sum(idx, f, b));
             let _ = write!(
                 s,
                 "{},{:.3},{},{},{:.1},{:.1},{:.1},{:.0},{:.0},{:.1},{:.1},{},{},{},{},{}",
@@ -74,22 +64,10 @@ journal_bytes,lag_ms_max,site2_log_bytes",
                 rate(a.site1_ops, b.site1_ops),
                 rate(a.site1_sets, b.site1_sets),
                 rate(a.site2_reads, b.site2_reads),
-                rate(
-                    sum(&site1, |n| n.bytes_sent, a),
-                    sum(&site1, |n| n.bytes_sent, b)
-                ),
-                rate(
-                    sum(&site2, |n| n.bytes_received, a),
-                    sum(&site2, |n| n.bytes_received, b)
-                ),
-                rate(
-                    sum(&site1, |n| n.events_queued, a),
-                    sum(&site1, |n| n.events_queued, b)
-                ),
-                rate(
-                    sum(&site1, |n| n.events_distributed, a),
-                    sum(&site1, |n| n.events_distributed, b)
-                ),
+                per_s(&site1, |n| n.bytes_sent),
+                per_s(&site2, |n| n.bytes_received),
+                per_s(&site1, |n| n.events_queued),
+                per_s(&site1, |n| n.events_distributed),
                 sum(&site1, |n| n.queue_events, b),
                 sum(&site1, |n| n.queue_bytes_primary, b),
                 sum(&site1, |n| n.journal_bytes, b),

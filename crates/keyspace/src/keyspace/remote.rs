@@ -533,5 +533,4 @@ fn winners<T>(
 }
 
 #[cfg(test)]
-#[path = "remote_tests.rs"]
 mod tests;

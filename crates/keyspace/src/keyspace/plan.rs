@@ -1,0 +1,169 @@
+//! What a command wants done to one key ([`Write`]) and the change that
+//! makes it: a similar old string makes a SET a delta, a string operation
+//! or hash fields ship only what changed, a write that changes nothing
+//! logs nothing.
+
+use bytes::Bytes;
+
+use crate::apply::ApplyError;
+use crate::change::{ChangeKind, DeltaOp};
+use crate::delta::{self, StringOpError};
+use crate::value::{Entry, Value};
+use crate::version::Version;
+
+/// What a command wants to do to one key; [`Txn::write`](super::Txn::write) makes it a Change.
+#[derive(Debug)]
+pub enum Write {
+    /// Replace the whole value; a similar old string makes this a delta.
+    Set {
+        value: Value,
+        expire_at: u64,
+    },
+    /// A string operation (Splice, Patch, IncrBy) on the current string;
+    /// on a missing key it applies to "" (or 0 for IncrBy).
+    Str(DeltaOp),
+    HashSet(Vec<(Bytes, Bytes)>),
+    HashDel(Vec<Bytes>),
+    /// Set or clear (0) the expiry of an existing key.
+    SetExpiry(u64),
+    Delete,
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+    #[error(transparent)]
+    StringOp(#[from] StringOpError),
+}
+
+impl From<ApplyError> for WriteError {
+    fn from(e: ApplyError) -> Self {
+        match e {
+            ApplyError::StringOp(e) => WriteError::StringOp(e),
+            // A base mismatch cannot happen locally: the delta was made from
+            // the entry under the same lock. Report it as a type error
+            // rather than panic.
+            ApplyError::WrongType | ApplyError::BaseMismatch { .. } | ApplyError::NotPrimary => {
+                WriteError::WrongType
+            }
+        }
+    }
+}
+
+/// What a write changes: the change to log, the bytes a delta saves over
+/// shipping the full value, and for a SET logged as a delta the value the
+/// entry takes (the same as applying the delta to the old value).
+pub(super) struct Planned {
+    pub(super) kind: ChangeKind,
+    pub(super) saved: usize,
+    pub(super) new_value: Option<Value>,
+}
+
+/// Turns an intended write into the change to log. None: nothing to change.
+pub(super) fn plan(old: Option<&Entry>, w: Write) -> Result<Option<Planned>, WriteError> {
+    let base = old.map_or(Version::ZERO, |e| e.version);
+    let kind_and_saved = match w {
+        Write::Set { value, expire_at } => {
+            let delta = match (old, &value) {
+                (Some(e), Value::Str(new)) if e.expire_at == expire_at => {
+                    e.as_str().and_then(|o| delta::diff(o, new))
+                }
+                _ => None,
+            };
+            return Ok(Some(match delta {
+                Some(op) => {
+                    let saved = value
+                        .payload_len()
+                        .saturating_sub(delta::op_payload_len(&op));
+                    Planned {
+                        kind: ChangeKind::Delta { base, op },
+                        saved,
+                        new_value: Some(value),
+                    }
+                }
+                None => Planned {
+                    kind: ChangeKind::Full { value, expire_at },
+                    saved: 0,
+                    new_value: None,
+                },
+            }));
+        }
+        Write::Str(op) => match old {
+            Some(e) => {
+                let held = e.as_str().ok_or(WriteError::WrongType)?;
+                // A failing op (overflow...) fails in apply_change, which
+                // changes nothing, so nothing is logged either.
+                let saved = held.len().saturating_sub(delta::op_payload_len(&op));
+                (ChangeKind::Delta { base, op }, saved)
+            }
+            None => {
+                let empty: &[u8] = if matches!(op, DeltaOp::IncrBy(_)) {
+                    b"0"
+                } else {
+                    b""
+                };
+                let value = Value::Str(delta::apply_string_op(empty, &op)?);
+                (
+                    ChangeKind::Full {
+                        value,
+                        expire_at: 0,
+                    },
+                    0,
+                )
+            }
+        },
+        Write::HashSet(fields) => {
+            let held = match old {
+                Some(e) => e.as_hash().ok_or(WriteError::WrongType)?.payload_len(),
+                None => 0,
+            };
+            let op = DeltaOp::HashSet { fields };
+            let saved = held.saturating_sub(delta::op_payload_len(&op));
+            // Field operations merge onto any version: no base to ship.
+            (
+                ChangeKind::Delta {
+                    base: Version::ZERO,
+                    op,
+                },
+                saved,
+            )
+        }
+        Write::HashDel(fields) => {
+            let Some(e) = old else { return Ok(None) };
+            let held = e.as_hash().ok_or(WriteError::WrongType)?.payload_len();
+            let op = DeltaOp::HashDel { fields };
+            let saved = held.saturating_sub(delta::op_payload_len(&op));
+            (
+                ChangeKind::Delta {
+                    base: Version::ZERO,
+                    op,
+                },
+                saved,
+            )
+        }
+        Write::SetExpiry(at) => {
+            let Some(e) = old else { return Ok(None) };
+            let saved = e.value.payload_len();
+            (
+                ChangeKind::Delta {
+                    base,
+                    op: DeltaOp::SetExpiry(at),
+                },
+                saved,
+            )
+        }
+        Write::Delete => {
+            if old.is_none() {
+                return Ok(None);
+            }
+            (ChangeKind::Delete, 0)
+        }
+    };
+    let (kind, saved) = kind_and_saved;
+    Ok(Some(Planned {
+        kind,
+        saved,
+        new_value: None,
+    }))
+}
