@@ -1,5 +1,5 @@
 """Generic keyspace commands: DEL UNLINK EXISTS TOUCH TYPE EXPIRE* TTL PTTL EXPIRETIME PERSIST
-RENAME RENAMENX SCAN KEYS RANDOMKEY. Exact Redis 7.0 replies."""
+RENAME RENAMENX COPY SCAN KEYS RANDOMKEY. Exact Redis 7.0 replies."""
 import os
 import time
 
@@ -272,6 +272,76 @@ def test_renamenx(conn):
     assert conn.cmd("RENAMENX", "a", "d") == b":1\r\n"
     assert conn.cmd("EXISTS", "a") == b":0\r\n"
     assert conn.cmd("GET", "d") == b"$1\r\n1\r\n"
+
+
+# ----------------------------------------------------------------------- COPY
+
+def test_copy_string_with_and_without_expiry(conn):
+    conn.cmd("SET", "src", "foobar", "EX", "100")
+    assert conn.cmd("COPY", "src", "dst") == b":1\r\n"
+    assert conn.cmd("GET", "dst") == b"$6\r\nfoobar\r\n"
+    assert 99 <= conn.call("TTL", "dst") <= 100  # the expiry is copied
+    conn.cmd("SET", "plain", "x")
+    assert conn.cmd("COPY", "plain", "dst2") == b":1\r\n"
+    assert conn.cmd("TTL", "dst2") == b":-1\r\n"
+    # The copy is independent of its source.
+    conn.cmd("APPEND", "dst", "!")
+    assert conn.cmd("GET", "src") == b"$6\r\nfoobar\r\n"
+    assert conn.cmd("DBSIZE") == b":4\r\n"
+
+
+def test_copy_hash(conn):
+    conn.cmd("HSET", "h", "a", "1", "b", "2")
+    assert conn.cmd("COPY", "h", "h2") == b":1\r\n"
+    assert conn.call("HGETALL", "h2") == [b"a", b"1", b"b", b"2"]
+    conn.cmd("HDEL", "h", "a")
+    assert conn.cmd("HLEN", "h2") == b":2\r\n"
+
+
+def test_copy_existing_destination_needs_replace(conn):
+    conn.cmd("SET", "src", "new")
+    conn.cmd("HSET", "dst", "f", "v")
+    conn.cmd("EXPIRE", "dst", "100")
+    assert conn.cmd("COPY", "src", "dst") == b":0\r\n"
+    assert conn.cmd("TYPE", "dst") == b"+hash\r\n"
+    assert conn.cmd("COPY", "src", "dst", "REPLACE") == b":1\r\n"
+    assert conn.cmd("GET", "dst") == b"$3\r\nnew\r\n"
+    assert conn.cmd("TTL", "dst") == b":-1\r\n"  # the source's (none), not the old one
+    assert conn.cmd("COPY", "src", "dst", "replace", "DB", "0") == b":1\r\n"
+
+
+def test_copy_missing_source(conn):
+    assert conn.cmd("COPY", "nokey", "dst") == b":0\r\n"
+    assert conn.cmd("EXISTS", "dst") == b":0\r\n"
+    conn.cmd("SET", "dst", "1")
+    assert conn.cmd("COPY", "nokey", "dst", "REPLACE") == b":0\r\n"
+    assert conn.cmd("GET", "dst") == b"$1\r\n1\r\n"
+
+
+def test_copy_errors(conn):
+    conn.cmd("SET", "a", "1")
+    assert conn.cmd("COPY", "a") == err_bytes(arity("copy"))
+    assert conn.cmd("COPY", "a", "a") == err_bytes("ERR source and destination objects are the same")
+    assert conn.cmd("COPY", "a", "a", "DB", "0") == err_bytes(
+        "ERR source and destination objects are the same")
+    assert conn.cmd("COPY", "a", "b", "NOPE") == err_bytes(SYNTAX)
+    assert conn.cmd("COPY", "a", "b", "DB") == err_bytes(SYNTAX)
+    assert conn.cmd("COPY", "a", "b", "DB", "notanumber") == err_bytes(NOT_INT)
+    assert conn.cmd("COPY", "a", "b", "DB", "4294967296") == err_bytes(
+        "ERR value is out of range, value must between -2147483648 and 2147483647")
+    for db in ("16", "-1"):
+        assert conn.cmd("COPY", "a", "b", "DB", db) == err_bytes("ERR DB index is out of range")
+    # Options are checked before the keys are looked at.
+    assert conn.cmd("COPY", "nokey", "nokey", "NOPE") == err_bytes(SYNTAX)
+    assert conn.cmd("EXISTS", "b") == b":0\r\n"
+
+
+@pytest.mark.deltagrid_only
+def test_copy_to_another_db_is_out_of_range(conn):
+    # Redis has 16 databases by default; deltagrid has one, as Redis with
+    # `databases 1`.
+    conn.cmd("SET", "a", "1")
+    assert conn.cmd("COPY", "a", "b", "DB", "1") == err_bytes("ERR DB index is out of range")
 
 
 # ----------------------------------------------------------------------- SCAN

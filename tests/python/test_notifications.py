@@ -65,6 +65,19 @@ def test_string_and_generic_events(events):
     nothing_more(listener, c)
 
 
+def test_copy_events(events):
+    listener, c = events
+    c.call("CONFIG", "SET", "notify-keyspace-events", "Kg")
+    c.call("SET", "s", "1", "EX", "100")
+    c.call("SET", "t", "2")
+    assert c.call("COPY", "s", "u") == 1
+    assert c.call("COPY", "s", "t") == 0       # exists: nothing happens
+    assert c.call("COPY", "s", "t", "REPLACE") == 1
+    assert got(listener, 3) == [("__keyspace@0__:s", "expire"), ("__keyspace@0__:u", "copy_to"),
+                                ("__keyspace@0__:t", "copy_to")]
+    nothing_more(listener, c)
+
+
 def test_hash_events_and_the_last_field_deleted(events):
     listener, c = events
     c.call("CONFIG", "SET", "notify-keyspace-events", "KEgh")

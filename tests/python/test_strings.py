@@ -561,6 +561,89 @@ def test_getrange_on_integer_encoded_value(conn):
     assert conn.cmd("STRLEN", "n") == b":5\r\n"
 
 
+# ------------------------------------------------------------------------ LCS
+
+def test_lcs_string_and_len(conn):
+    conn.cmd("MSET", "a", "ohmytext", "b", "mynewtext")
+    assert conn.cmd("LCS", "a", "b") == b"$6\r\nmytext\r\n"
+    assert conn.cmd("LCS", "a", "b", "LEN") == b":6\r\n"
+    assert conn.cmd("LCS", "a", "b", "WITHMATCHLEN") == b"$6\r\nmytext\r\n"  # IDX only
+    # A missing key is an empty string.
+    assert conn.cmd("LCS", "a", "missing") == b"$0\r\n\r\n"
+    assert conn.cmd("LCS", "missing", "a", "LEN") == b":0\r\n"
+
+
+# Two matches, each [[start, end] in a, [start, end] in b].
+LCS_IDX_RANGES = (b"*2\r\n" + b"*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n"
+                  + b"*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n")
+
+
+def test_lcs_idx_is_a_map_in_resp3(conn):
+    conn.cmd("MSET", "a", "ohmytext", "b", "mynewtext")
+    tail = b"$3\r\nlen\r\n:6\r\n"
+    assert conn.cmd("LCS", "a", "b", "IDX") == b"*4\r\n$7\r\nmatches\r\n" + LCS_IDX_RANGES + tail
+    conn.cmd("HELLO", "3")
+    assert conn.cmd("LCS", "a", "b", "IDX") == b"%2\r\n$7\r\nmatches\r\n" + LCS_IDX_RANGES + tail
+
+
+def test_lcs_idx_match_lengths_and_minimum(conn):
+    conn.cmd("MSET", "a", "ohmytext", "b", "mynewtext")
+    assert conn.call("LCS", "a", "b", "IDX", "WITHMATCHLEN") == [
+        b"matches", [[[4, 7], [5, 8], 4], [[2, 3], [0, 1], 2]], b"len", 6]
+    assert conn.call("LCS", "a", "b", "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN") == [
+        b"matches", [[[4, 7], [5, 8], 4]], b"len", 6]
+    # A negative minimum is no minimum.
+    assert conn.call("LCS", "a", "b", "idx", "minmatchlen", "-3") == [
+        b"matches", [[[4, 7], [5, 8]], [[2, 3], [0, 1]]], b"len", 6]
+    assert conn.call("LCS", "a", "missing", "IDX") == [b"matches", [], b"len", 0]
+
+
+def test_lcs_agrees_with_a_reference(conn):
+    import random
+    rng = random.Random(7)
+    for _ in range(20):
+        x = "".join(rng.choice("ACGT") for _ in range(rng.randrange(0, 60)))
+        y = "".join(rng.choice("ACGT") for _ in range(rng.randrange(0, 60)))
+        conn.cmd("MSET", "x", x, "y", y)
+        # The length by the textbook recurrence.
+        prev = [0] * (len(y) + 1)
+        for cx in x:
+            row = [0]
+            for j, cy in enumerate(y):
+                row.append(prev[j] + 1 if cx == cy else max(prev[j + 1], row[j]))
+            prev = row
+        text = conn.call("LCS", "x", "y").decode()
+        assert len(text) == prev[-1] == conn.call("LCS", "x", "y", "LEN")
+        for s in (x, y):  # a subsequence of both
+            it = iter(s)
+            assert all(c in it for c in text)
+
+
+def test_lcs_errors(conn):
+    conn.cmd("SET", "a", "abc")
+    conn.cmd("HSET", "h", "f", "v")
+    not_strings = err_bytes("ERR The specified keys must contain string values")
+    assert conn.cmd("LCS", "a", "h") == not_strings
+    assert conn.cmd("LCS", "h", "missing", "LEN") == not_strings
+    assert conn.cmd("LCS", "h", "a", "BADOPT") == not_strings  # the types are checked first
+    assert conn.cmd("LCS", "a") == err_bytes(arity("lcs"))
+    assert conn.cmd("LCS", "a", "a", "BADOPT") == err_bytes(SYNTAX)
+    assert conn.cmd("LCS", "a", "a", "MINMATCHLEN") == err_bytes(SYNTAX)
+    assert conn.cmd("LCS", "a", "a", "MINMATCHLEN", "x") == err_bytes(NOT_INT)
+    both = err_bytes("ERR If you want both the length and indexes, please just use IDX.")
+    assert conn.cmd("LCS", "a", "a", "LEN", "IDX") == both
+    assert conn.cmd("LCS", "a", "a", "IDX", "LEN") == both
+
+
+def test_lcs_refuses_a_table_over_proto_max_bulk_len(conn):
+    # 12,001 x 12,001 cells of 4 bytes: 576 MB, over the 512 MB default.
+    conn.cmd("MSET", "a", "x" * 12000, "b", "y" * 12000)
+    too_large = err_bytes(
+        "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len")
+    assert conn.cmd("LCS", "a", "b") == too_large
+    assert conn.cmd("LCS", "a", "b", "LEN") == too_large
+
+
 # ------------------------------------------------------------- via redis-py
 
 def test_redis_py_basic_types(r):
@@ -617,6 +700,18 @@ def test_redis_py_expiry_options(r):
         r.set("k", "v", ex=0)
     with pytest.raises(redis.ResponseError, match="^syntax error$"):
         r.execute_command("SET", "k", "v", "NX", "XX")
+
+
+def test_redis_py_lcs(r):
+    r.mset({"a": "ohmytext", "b": "mynewtext"})
+    assert r.lcs("a", "b") == v(r, "mytext")
+    assert r.lcs("a", "b", len=True) == 6
+    got = r.lcs("a", "b", idx=True, minmatchlen=4, withmatchlen=True)
+    matches = [[[4, 7], [5, 8], 4]]
+    if r.proto == 3:
+        assert got == {v(r, "matches"): matches, v(r, "len"): 6}
+    else:
+        assert got == [v(r, "matches"), matches, v(r, "len"), 6]
 
 
 def test_redis_py_wrongtype(r):

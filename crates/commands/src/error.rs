@@ -38,6 +38,21 @@ pub enum CmdError {
     UnknownCommand { name: String, args: String },
     #[error("ERR unknown subcommand '{sub}'. Try {cmd} HELP.")]
     UnknownSubcommand { cmd: String, sub: String },
+    /// What a command that parses its own subcommands (DEBUG) answers to
+    /// one it does not know, or to one with the wrong argument count.
+    #[error("ERR unknown subcommand or wrong number of arguments for '{sub}'. Try {cmd} HELP.")]
+    SubcommandSyntax { cmd: String, sub: String },
+    /// An argument Redis reads as a C int, outside its range.
+    #[error("ERR value is out of range, value must between -2147483648 and 2147483647")]
+    IntOutOfRange,
+    #[error("ERR source and destination objects are the same")]
+    SameObject,
+    #[error("ERR The specified keys must contain string values")]
+    LcsNotStrings,
+    #[error("ERR If you want both the length and indexes, please just use IDX.")]
+    LcsLenAndIdx,
+    #[error("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len")]
+    LcsTooLarge,
     #[error("ERR NX and XX, GT or LT options at the same time are not compatible")]
     ExpireNxIncompatible,
     #[error("ERR GT and LT options at the same time are not compatible")]

@@ -250,10 +250,7 @@ pub fn hscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     read(ctx, a[1], |ctx, h| {
         // A small hash is returned whole in one page with cursor 0, whatever
         // COUNT says (as Redis does for a listpack).
-        let one_shot = h.is_none_or(|h| {
-            let longest = h.iter().map(|(f, v)| f.len().max(v.value.len())).max();
-            ctx.ks.encodings().small_hash(h.len(), longest.unwrap_or(0))
-        });
+        let one_shot = h.is_none_or(|h| ctx.ks.encodings().hash_is_small(h));
         let mut page: Vec<(u64, &Bytes, &Bytes)> = h
             .into_iter()
             .flat_map(|h| h.iter())

@@ -207,6 +207,50 @@ pub fn renamenx(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// `COPY source destination [DB destination-db] [REPLACE]`: the source's
+/// value and expiry, written to the destination as one `Write::Set` (as
+/// RENAME writes its destination). There is one database: `DB 0` is the
+/// one, any other index is out of range, as in Redis with `databases 1`.
+pub fn copy(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let (from, to) = (a[1], a[2]);
+    let mut replace = false;
+    let mut i = 3;
+    while i < a.len() {
+        if is(a[i], "REPLACE") {
+            replace = true;
+        } else if is(a[i], "DB") && i + 1 < a.len() {
+            // Redis reads the index as a C int.
+            let db = i32::try_from(args::int(a[i + 1])?).map_err(|_| CmdError::IntOutOfRange)?;
+            if db != 0 {
+                return Err(CmdError::DbIndexOutOfRange);
+            }
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    if from == to {
+        return Err(CmdError::SameObject);
+    }
+    let mut txn = ctx.ks.txn([from, to], ctx.client_id);
+    let copied = match txn.get(from) {
+        Some(e) => {
+            let (value, expire_at) = (e.value.clone(), e.expire_at);
+            if replace || !txn.exists(to) {
+                txn.write(to, Write::Set { value, expire_at })?;
+                true
+            } else {
+                false
+            }
+        }
+        None => false,
+    };
+    drop(txn);
+    ctx.out.int(copied as i64);
+    Ok(())
+}
+
 pub fn scan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let cursor = args::cursor(a[1])?;
     let opts = args::scan_opts(&a[2..], true)?;

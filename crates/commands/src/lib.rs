@@ -9,8 +9,11 @@
 pub mod args;
 pub mod error;
 pub mod hashes;
+pub mod help;
 pub mod keys;
+pub mod lcs;
 pub mod number;
+pub mod object;
 pub mod strings;
 pub mod table;
 

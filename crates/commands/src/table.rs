@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crate::{hashes, keys, strings, Handler};
+use crate::{hashes, keys, lcs, object, strings, Handler};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Flags(pub u32);
@@ -158,6 +158,7 @@ macro_rules! cmd {
 
 const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
 const KEY1: (i32, i32, i32) = (1, 1, 1);
+const KEY2: (i32, i32, i32) = (2, 2, 1);
 const ALL_KEYS: (i32, i32, i32) = (1, -1, 1);
 const KEY_VALUE_PAIRS: (i32, i32, i32) = (1, -1, 2);
 
@@ -207,6 +208,10 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("wanapply", 3, W | A | L | S, NO_KEYS, "server", "0.1.0", None, "Internal: applies changes that arrived from a remote site (the WAN receiver sends it)."),
     cmd!("backupjob", -2, A | L | S, NO_KEYS, "server", "0.1.0", None, "Internal: starts or reports this node's part of a backup to storage or a restore (`deltagrid backup` sends it)."),
     cmd!("debug", -2, A | L | S, NO_KEYS, "server", "1.0.0", None, "A container for debugging commands."),
+    // The key of MEMORY USAGE, OBJECT ENCODING and OBJECT REFCOUNT is their
+    // second argument; HELP and MALLOC-STATS have none (2 arguments).
+    cmd!("memory", -2, R, KEY2, "server", "4.0.0", Some(object::memory), "A container for memory diagnostics commands."),
+    cmd!("object", -2, R, KEY2, "generic", "2.2.3", Some(object::object), "A container for object introspection commands."),
     // strings
     cmd!("get", 2, R | F, KEY1, "string", "1.0.0", Some(strings::get), "Returns the string value of a key."),
     cmd!("set", -3, W | M, KEY1, "string", "1.0.0", Some(strings::set), "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
@@ -228,6 +233,7 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("strlen", 2, R | F, KEY1, "string", "2.2.0", Some(strings::strlen), "Returns the length of a string value."),
     cmd!("setrange", 4, W | M, KEY1, "string", "2.2.0", Some(strings::setrange), "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
     cmd!("getrange", 4, R, KEY1, "string", "2.4.0", Some(strings::getrange), "Returns a substring of the string stored at a key."),
+    cmd!("lcs", -3, R, (1, 2, 1), "string", "7.0.0", Some(lcs::lcs), "Finds the longest common substring."),
     // hashes
     cmd!("hset", -4, W | M | F, KEY1, "hash", "2.0.0", Some(hashes::hset), "Creates or modifies the value of a field in a hash."),
     cmd!("hsetnx", 4, W | M | F, KEY1, "hash", "2.0.0", Some(hashes::hsetnx), "Sets the value of a field in a hash only when the field doesn't exist."),
@@ -261,6 +267,7 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("pexpiretime", 2, R | F, KEY1, "generic", "7.0.0", Some(keys::pexpiretime), "Returns the expiration time of a key as a Unix milliseconds timestamp."),
     cmd!("persist", 2, W | F, KEY1, "generic", "2.2.0", Some(keys::persist), "Removes the expiration time of a key."),
     cmd!("rename", 3, W, (1, 2, 1), "generic", "1.0.0", Some(keys::rename), "Renames a key and overwrites the destination."),
+    cmd!("copy", -3, W | M, (1, 2, 1), "generic", "6.2.0", Some(keys::copy), "Copies the value of a key to a new key."),
     cmd!("renamenx", 3, W | F, (1, 2, 1), "generic", "1.0.0", Some(keys::renamenx), "Renames a key only when the target key name doesn't exist."),
     cmd!("scan", -2, R, NO_KEYS, "generic", "2.8.0", Some(keys::scan), "Iterates over the key names in the database."),
     cmd!("keys", 2, R, NO_KEYS, "generic", "1.0.0", Some(keys::keys), "Returns all key names that match a pattern."),

@@ -96,7 +96,10 @@ pub fn encoded_len(c: &Change) -> usize {
         }
 }
 
-fn value_len(v: &Value) -> usize {
+/// Length of a value's encoding inside a full change (its type tag, then
+/// the string, or the fields with their versions): what the value takes
+/// in the partition log, a replication stream or a backup.
+pub fn value_len(v: &Value) -> usize {
     1 + match v {
         Value::Str(b) => bytes_len(b),
         Value::Hash(h) => {

@@ -5,6 +5,8 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::value::HashValue;
+
 pub struct Encodings {
     hash_max_entries: AtomicUsize,
     hash_max_value: AtomicUsize,
@@ -40,5 +42,12 @@ impl Encodings {
     /// bytes is small (a listpack in Redis).
     pub fn small_hash(&self, len: usize, longest: usize) -> bool {
         len <= self.hash_max_entries() && longest <= self.hash_max_value()
+    }
+
+    /// [`small_hash`](Self::small_hash) for a hash held: its fields are
+    /// read only when their count is under the limit, so a large hash
+    /// costs nothing to classify.
+    pub fn hash_is_small(&self, h: &HashValue) -> bool {
+        h.len() <= self.hash_max_entries() && self.small_hash(h.len(), h.longest())
     }
 }

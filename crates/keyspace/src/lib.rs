@@ -26,6 +26,7 @@ pub mod delta;
 pub mod encodings;
 pub mod glob;
 mod keyspace;
+pub mod memory_usage;
 pub mod notices;
 pub mod partition;
 pub mod partition_bits;

@@ -128,6 +128,20 @@ impl HashValue {
         self.payload
     }
 
+    /// Fields the map holds room for without growing.
+    pub fn capacity(&self) -> usize {
+        self.fields.capacity()
+    }
+
+    /// The length of the longest field name or value.
+    pub fn longest(&self) -> usize {
+        self.fields
+            .iter()
+            .map(|(f, v)| f.len().max(v.value.len()))
+            .max()
+            .unwrap_or(0)
+    }
+
     pub fn get(&self, field: &[u8]) -> Option<&Field> {
         self.fields.get(field)
     }

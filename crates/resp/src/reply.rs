@@ -27,7 +27,6 @@ impl<'a> ReplyWriter<'a> {
         ReplyWriter { buf, resp3 }
     }
 
-    /// Whether replies are written in RESP3.
     /// RESP3 big number `(digits`; RESP2 has none, so a bulk string of the
     /// same digits (what Redis sends to RESP2 clients).
     pub fn big_number(&mut self, digits: &str) {
@@ -46,6 +45,7 @@ impl<'a> ReplyWriter<'a> {
         self.resp3 = resp3;
     }
 
+    /// Whether replies are written in RESP3.
     pub fn resp3(&self) -> bool {
         self.resp3
     }
@@ -114,6 +114,18 @@ impl<'a> ReplyWriter<'a> {
     /// RESP3 `>n` (out-of-band: pub/sub messages, invalidations), RESP2 `*n`.
     pub fn push(&mut self, n: usize) {
         put_header(self.buf, if self.resp3 { b'>' } else { b'*' }, n);
+    }
+
+    /// RESP3 attribute `|n`: `n` key/value pairs about the reply that
+    /// follows it (which the caller writes after the pairs). RESP2 has no
+    /// form for it, not even a degraded one, so in RESP2 nothing is written
+    /// and the caller writes neither the pairs nor anything else in their
+    /// place: check [`resp3`](Self::resp3) first, as Redis does.
+    pub fn attribute(&mut self, n_pairs: usize) {
+        debug_assert!(self.resp3, "attributes exist in RESP3 only");
+        if self.resp3 {
+            put_header(self.buf, b'|', n_pairs);
+        }
     }
 
     /// RESP3 `,f`, RESP2 a bulk string of the same text ("inf", "-inf" and
@@ -239,6 +251,11 @@ mod tests {
             (Box::new(|w| w.map(2)), "*4\r\n", "%2\r\n"),
             (Box::new(|w| w.set(2)), "*2\r\n", "~2\r\n"),
             (Box::new(|w| w.push(3)), "*3\r\n", ">3\r\n"),
+            (
+                Box::new(|w| w.big_number("1234567999999999999999999999999999999")),
+                "$37\r\n1234567999999999999999999999999999999\r\n",
+                "(1234567999999999999999999999999999999\r\n",
+            ),
             (Box::new(|w| w.double(3.25)), "$4\r\n3.25\r\n", ",3.25\r\n"),
             (
                 Box::new(|w| w.double(f64::NEG_INFINITY)),
@@ -261,6 +278,24 @@ mod tests {
         for (call, resp2, resp3) in cases {
             assert_eq!(both(&*call), (resp2.to_owned(), resp3.to_owned()));
         }
+    }
+
+    #[test]
+    fn an_attribute_is_written_in_resp3_before_the_reply_it_annotates() {
+        let mut buf = BytesMut::new();
+        let mut w = ReplyWriter::new(&mut buf, true);
+        w.attribute(2);
+        w.simple("ttl");
+        w.int(60);
+        w.simple("source");
+        w.simple("cache");
+        w.bulk(b"real");
+        assert_eq!(
+            &buf[..],
+            b"|2\r\n+ttl\r\n:60\r\n+source\r\n+cache\r\n$4\r\nreal\r\n"
+        );
+        // A client reading it sees the reply; the attribute is dropped.
+        assert_eq!(decode_all(&buf), Frame::Bulk(Bytes::from_static(b"real")));
     }
 
     #[test]

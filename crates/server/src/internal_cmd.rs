@@ -1,10 +1,8 @@
 //! Commands that are not for applications: `WANAPPLY` (the WAN receiver
-//! sends it), `BACKUPJOB` (`deltagrid backup` sends it) and `DEBUG`
-//! (tests, when `enable-debug-command` is on).
+//! sends it) and `BACKUPJOB` (`deltagrid backup` sends it). `DEBUG`, for
+//! tests, is in [`crate::debug_cmd`].
 
-use std::sync::atomic::Ordering;
-
-use commands::args::{is, owned};
+use commands::args::owned;
 use commands::CmdError;
 
 use crate::session::{Reply, Session};
@@ -60,49 +58,6 @@ pub fn backupjob(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdErro
         }
     };
     started.map_err(|e| CmdError::other(format!("ERR {e}")))?;
-    out.simple("OK");
-    Ok(())
-}
-
-pub fn debug(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-    if !s.node.settings.enable_debug_command {
-        return Err(CmdError::other(
-            "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
-        ));
-    }
-    let sub = &a[1];
-    if is(sub, "CLOCK-ADVANCE") && a.len() == 3 {
-        let ms = commands::args::int(a[2])?;
-        if ms < 0 {
-            return Err(CmdError::MustBePositive);
-        }
-        s.node.clock.advance(ms as u64);
-    } else if is(sub, "SET-ACTIVE-EXPIRE") && a.len() == 3 {
-        let on = commands::args::int(a[2])? != 0;
-        s.node.runtime.active_expire.store(on, Ordering::Relaxed);
-    } else if is(sub, "CLUSTER-ISOLATE") && a.len() == 3 {
-        let on = commands::args::int(a[2])? != 0;
-        match &s.node.cluster {
-            Some(c) => c.set_isolated(on),
-            None => return Err(cluster::cluster_cmd::disabled()),
-        }
-    } else if is(sub, "CLUSTER-HOLD") && a.len() == 4 {
-        let node = String::from_utf8_lossy(a[2]).into_owned();
-        let on = commands::args::int(a[3])? != 0;
-        match &s.node.cluster {
-            Some(c) if c.set_held(&node, on) => {}
-            Some(_) => return Err(CmdError::other(format!("ERR no member named {node}"))),
-            None => return Err(cluster::cluster_cmd::disabled()),
-        }
-    } else if is(sub, "SLEEP") && a.len() == 3 {
-        let secs = commands::args::float(a[2])?.clamp(0.0, 60.0);
-        std::thread::sleep(std::time::Duration::from_secs_f64(secs));
-    } else {
-        return Err(CmdError::UnknownSubcommand {
-            cmd: "DEBUG".into(),
-            sub: String::from_utf8_lossy(sub).into(),
-        });
-    }
     out.simple("OK");
     Ok(())
 }

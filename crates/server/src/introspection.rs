@@ -99,7 +99,7 @@ pub fn command(a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
 }
 
 /// Subcommands of the container commands, for COMMAND LIST.
-const SUBCOMMANDS: [(&str, &[&str]); 4] = [
+const SUBCOMMANDS: [(&str, &[&str]); 6] = [
     (
         "client",
         &[
@@ -120,7 +120,22 @@ const SUBCOMMANDS: [(&str, &[&str]); 4] = [
     ),
     ("command", &["count", "docs", "info", "list"]),
     ("config", &["get", "resetstat", "rewrite", "set"]),
-    ("debug", &["clock-advance", "set-active-expire", "sleep"]),
+    (
+        "debug",
+        &[
+            "clock-advance",
+            "cluster-hold",
+            "cluster-isolate",
+            "help",
+            "object",
+            "pause-cron",
+            "protocol",
+            "set-active-expire",
+            "sleep",
+        ],
+    ),
+    ("memory", &["help", "malloc-stats", "usage"]),
+    ("object", &["encoding", "help", "refcount"]),
 ];
 
 /// One command's entry in Redis 7's COMMAND INFO shape (10 elements).

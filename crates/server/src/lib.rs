@@ -8,6 +8,7 @@ pub mod client_cmd;
 pub mod clients;
 pub mod config_cmd;
 pub mod connection;
+pub mod debug_cmd;
 pub mod exec_gate;
 pub mod idle_poll;
 pub mod internal_cmd;

@@ -18,7 +18,7 @@ use crate::exec_gate::HeldShared;
 use crate::node::Node;
 use crate::pubsub::{commands as pubsub, Scope};
 use crate::transaction::{self, TxState};
-use crate::{client_cmd, config_cmd, internal_cmd, introspection};
+use crate::{client_cmd, config_cmd, debug_cmd, internal_cmd, introspection};
 use cluster::broadcast::MessageKind;
 
 pub struct Session {
@@ -480,7 +480,7 @@ impl Session {
                 out.bulk(itoa::Buffer::new().format(us % 1_000_000).as_bytes());
                 Ok(())
             }
-            "debug" => internal_cmd::debug(self, a, out),
+            "debug" => debug_cmd::debug(self, a, out),
             "wait" => {
                 let _numreplicas = commands::args::int(a[1])?;
                 if commands::args::int(a[2])? < 0 {

@@ -87,6 +87,9 @@ pub struct Runtime {
     pub client_query_buffer_limit: AtomicUsize,
     pub requirepass: RwLock<Option<String>>,
     pub active_expire: AtomicBool,
+    /// DEBUG PAUSE-CRON: the periodic work Redis's cron would do (here:
+    /// active expiry) waits until it is resumed.
+    pub cron_paused: AtomicBool,
     /// Redis's `hz`: active expiry passes per second (1..=500).
     pub hz: AtomicU64,
     /// `min-replicas-to-write`: writes are refused (NOREPLICAS) unless
@@ -103,6 +106,7 @@ impl Runtime {
             client_query_buffer_limit: AtomicUsize::new(s.client_query_buffer_limit),
             requirepass: RwLock::new(s.requirepass.clone()),
             active_expire: AtomicBool::new(true),
+            cron_paused: AtomicBool::new(false),
             hz: AtomicU64::new(10),
             min_replicas_to_write: AtomicUsize::new(0),
         }

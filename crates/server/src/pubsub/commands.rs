@@ -142,9 +142,10 @@ pub fn pubsub(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> 
             arity(a.len() == 2)?;
             out.int(ps.patterns() as i64);
         }
-        "help" => {
-            let lines = [
-                "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "help" => commands::help::reply(
+            out,
+            "PUBSUB",
+            &[
                 "CHANNELS [<pattern>]",
                 "    Return the currently active channels matching a <pattern> (default: '*').",
                 "NUMPAT",
@@ -156,14 +157,8 @@ pub fn pubsub(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> 
                 "    Return the currently active shard level channels matching a <pattern> (default: '*').",
                 "SHARDNUMSUB [<shardchannel> ...]",
                 "    Return the number of subscribers for the specified shard level channel(s)",
-                "HELP",
-                "    Prints this help.",
-            ];
-            out.array(lines.len());
-            for l in lines {
-                out.simple(l);
-            }
-        }
+            ],
+        ),
         _ => {
             return Err(CmdError::UnknownSubcommand {
                 cmd: "PUBSUB".into(),

@@ -1,0 +1,216 @@
+//! How a key's value is held, as Redis's introspection commands tell it:
+//! `OBJECT ENCODING|REFCOUNT|HELP` and `MEMORY USAGE|MALLOC-STATS|HELP`.
+//!
+//! deltagrid keeps every string as bytes and every hash as one map; what
+//! ENCODING answers is the encoding Redis would give the same value (what
+//! clients and tests look for), from the value as it is now (Redis never
+//! turns a hashtable back into a listpack; here a hash that shrinks reads
+//! as a listpack again). `OBJECT IDLETIME` and `FREQ` are left out: no
+//! access time or frequency is kept, and a made-up number would mislead.
+//! `MEMORY DOCTOR`, `STATS` and `PURGE` are left out too: they would
+//! report or do what this node does not measure or do.
+
+use keyspace::memory_usage::entry_usage;
+use keyspace::{Keyspace, Value};
+
+use crate::args::{self, is};
+use crate::error::CmdError;
+use crate::{help, Ctx};
+
+/// Redis's longest string kept in one allocation with its object header.
+const EMBSTR_MAX: usize = 44;
+
+/// Redis shares one object among every value holding an integer below
+/// this (when no LRU/LFU eviction policy needs a per-key access time;
+/// deltagrid has none), and reports it as referenced `SHARED_REFCOUNT`
+/// times.
+const SHARED_INTEGERS: i64 = 10_000;
+const SHARED_REFCOUNT: i64 = i32::MAX as i64;
+
+/// The integer a string holds when Redis would store it as one: at most
+/// 20 bytes, the canonical decimal form of an i64 (no sign but a leading
+/// '-', no leading zeros, no spaces).
+fn as_integer(s: &[u8]) -> Option<i64> {
+    if s.len() > 20 {
+        return None;
+    }
+    let n = args::int(s).ok()?;
+    (itoa::Buffer::new().format(n).as_bytes() == s).then_some(n)
+}
+
+/// What Redis would call the encoding of `value`: `int`, `embstr` or
+/// `raw` for strings, `listpack` or `hashtable` for hashes (by the
+/// thresholds CONFIG SET gives `hash-max-listpack-*`).
+pub fn encoding(ks: &Keyspace, value: &Value) -> &'static str {
+    match value {
+        Value::Str(s) if as_integer(s).is_some() => "int",
+        Value::Str(s) if s.len() <= EMBSTR_MAX => "embstr",
+        Value::Str(_) => "raw",
+        Value::Hash(h) if ks.encodings().hash_is_small(h) => "listpack",
+        Value::Hash(_) => "hashtable",
+    }
+}
+
+/// What Redis answers to `OBJECT REFCOUNT`: every value here has one
+/// owner, its key; Redis's shared small integers (0 to 9999) answer as
+/// its shared objects do.
+pub fn refcount(value: &Value) -> i64 {
+    match value {
+        Value::Str(s) if as_integer(s).is_some_and(|n| (0..SHARED_INTEGERS).contains(&n)) => {
+            SHARED_REFCOUNT
+        }
+        _ => 1,
+    }
+}
+
+fn check_arity(ok: bool, full_name: &str) -> Result<(), CmdError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(CmdError::WrongArity(full_name.into()))
+    }
+}
+
+fn unknown(cmd: &str, sub: &[u8]) -> CmdError {
+    CmdError::UnknownSubcommand {
+        cmd: cmd.into(),
+        sub: String::from_utf8_lossy(sub).into(),
+    }
+}
+
+/// `OBJECT ENCODING key`, `OBJECT REFCOUNT key`, `OBJECT HELP`.
+pub fn object(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let sub = String::from_utf8_lossy(a[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "encoding" | "refcount" => {
+            check_arity(a.len() == 3, &format!("object|{sub}"))?;
+            let mut txn = ctx.ks.txn([a[2]], ctx.client_id);
+            let found = txn
+                .get(a[2])
+                .map(|e| (encoding(ctx.ks, &e.value), refcount(&e.value)));
+            drop(txn);
+            match found {
+                None => ctx.out.null(),
+                Some((name, _)) if sub == "encoding" => ctx.out.bulk(name.as_bytes()),
+                Some((_, n)) => ctx.out.int(n),
+            }
+        }
+        "help" => {
+            check_arity(a.len() == 2, "object|help")?;
+            help::reply(
+                ctx.out,
+                "OBJECT",
+                &[
+                    "ENCODING <key>",
+                    "    Return the kind of internal representation used in order to store the value",
+                    "    associated with a <key>.",
+                    "REFCOUNT <key>",
+                    "    Return the number of references of the value associated with the specified",
+                    "    <key>.",
+                ],
+            );
+        }
+        _ => return Err(unknown("OBJECT", a[1])),
+    }
+    Ok(())
+}
+
+/// `MEMORY USAGE key [SAMPLES count]`: the bytes the key and its value
+/// take in this node's keyspace, as [`entry_usage`] estimates them; null
+/// for a missing key. SAMPLES is checked as Redis checks it, and needs no
+/// sampling here: a hash keeps the size of its fields as it changes.
+/// `MEMORY MALLOC-STATS` answers what Redis answers when it is built
+/// without jemalloc, as deltagrid is (it uses the system allocator).
+pub fn memory(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let sub = String::from_utf8_lossy(a[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "usage" => {
+            check_arity(a.len() >= 3, "memory|usage")?;
+            let mut i = 3;
+            while i < a.len() {
+                if !(is(a[i], "SAMPLES") && i + 1 < a.len()) {
+                    return Err(CmdError::Syntax);
+                }
+                if args::int(a[i + 1])? < 0 {
+                    return Err(CmdError::Syntax);
+                }
+                i += 2;
+            }
+            let mut txn = ctx.ks.txn([a[2]], ctx.client_id);
+            let usage = txn.get(a[2]).map(|e| entry_usage(a[2], e));
+            drop(txn);
+            match usage {
+                Some(bytes) => ctx.out.int(bytes as i64),
+                None => ctx.out.null(),
+            }
+        }
+        "malloc-stats" => {
+            check_arity(a.len() == 2, "memory|malloc-stats")?;
+            ctx.out
+                .bulk(b"Stats not supported for the current allocator");
+        }
+        "help" => {
+            check_arity(a.len() == 2, "memory|help")?;
+            help::reply(
+                ctx.out,
+                "MEMORY",
+                &[
+                    "MALLOC-STATS",
+                    "    Return internal statistics report from the memory allocator.",
+                    "USAGE <key> [SAMPLES <count>]",
+                    "    Return memory in bytes used by <key> and its value. Nested values are",
+                    "    sampled up to <count> times (default: 5, 0 means sample all).",
+                ],
+            );
+        }
+        _ => return Err(unknown("MEMORY", a[1])),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn string(s: &str) -> Value {
+        Value::Str(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    #[test]
+    fn integers_are_the_canonical_decimal_forms_of_an_i64() {
+        for s in [
+            "0",
+            "-1",
+            "12345",
+            "9223372036854775807",
+            "-9223372036854775808",
+        ] {
+            assert!(as_integer(s.as_bytes()).is_some(), "{s}");
+        }
+        for s in [
+            "",
+            "-0",
+            "+1",
+            "01",
+            " 1",
+            "1 ",
+            "1.0",
+            "9223372036854775808",
+            "abc",
+        ] {
+            assert_eq!(as_integer(s.as_bytes()), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn refcounts_follow_redis_shared_integers() {
+        assert_eq!(refcount(&string("0")), SHARED_REFCOUNT);
+        assert_eq!(refcount(&string("9999")), SHARED_REFCOUNT);
+        assert_eq!(refcount(&string("10000")), 1);
+        assert_eq!(refcount(&string("-1")), 1);
+        assert_eq!(refcount(&string("007")), 1);
+        assert_eq!(refcount(&string("foo")), 1);
+        assert_eq!(SHARED_REFCOUNT, 2147483647);
+    }
+}

@@ -1,0 +1,108 @@
+//! What one key takes in memory in its partition, for `MEMORY USAGE`: an
+//! estimate computed from the sizes of the structures that hold it, not a
+//! measurement (a later change makes memory accounting exact).
+//!
+//! It counts, as the allocator is asked for them (the bytes
+//! `used_memory` counts, without the allocator's own rounding):
+//! - the key's bytes, and its slot in the partition's map (`EntryMap`: one
+//!   element of the map's entries vector, which holds the key's hash, the
+//!   key's `Bytes` handle and the [`Entry`] inline, whose version and
+//!   expiry are fields; and one slot of the map's index table);
+//! - its element in the partition's expiry index, when it has a time to live;
+//! - a string's bytes;
+//! - a hash's field names and values, and for every field the map has room
+//!   for (its capacity, used or not) an element of its entries vector (hash,
+//!   name handle, value handle, field version) and a slot of its index.
+//!
+//! It does not count: the spare room of the partition's own map (shared by
+//! all its keys), the shared headers `Bytes` allocate when a buffer is
+//! shared (a key also held by the expiry index or the log, small hash
+//! fields packed into one buffer), copies of the key or value held by the
+//! partition log for replication and WAN, and tombstones.
+
+use std::mem::size_of;
+
+use bytes::Bytes;
+
+use crate::value::{Entry, Field, Value};
+
+/// One slot of a hash table's index (`hashbrown`, as `indexmap` uses it):
+/// the entry's position and a control byte. The table keeps some slots
+/// empty (at most 7/8 are used), counted here as an eighth more.
+const INDEX_SLOT: usize = (size_of::<usize>() + 1) * 8 / 7;
+
+/// One element of an `indexmap` entries vector: the hash, then key and value.
+const fn map_element<K, V>() -> usize {
+    size_of::<usize>() + size_of::<K>() + size_of::<V>()
+}
+
+/// Bytes `key` and `entry` take in their partition (see the module docs
+/// for what is counted).
+pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
+    let in_map = key.len() + map_element::<Bytes, Entry>() + INDEX_SLOT;
+    let in_expiry_index = if entry.expire_at != 0 {
+        size_of::<(u64, Bytes)>()
+    } else {
+        0
+    };
+    let value = match &entry.value {
+        Value::Str(b) => b.len(),
+        Value::Hash(h) => {
+            h.payload_len() + h.capacity() * (map_element::<Bytes, Field>() + INDEX_SLOT)
+        }
+    };
+    in_map + in_expiry_index + value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::HashValue;
+    use crate::version::Version;
+
+    fn entry(value: Value, expire_at: u64) -> Entry {
+        Entry {
+            value,
+            version: Version::ZERO,
+            expire_at,
+        }
+    }
+
+    fn string(len: usize) -> Value {
+        Value::Str(Bytes::from(vec![b'x'; len]))
+    }
+
+    #[test]
+    fn a_string_costs_its_bytes_over_a_fixed_overhead() {
+        let small = entry_usage(b"key", &entry(string(3), 0));
+        let big = entry_usage(b"key", &entry(string(1003), 0));
+        assert_eq!(big - small, 1000);
+        // The key counts, byte for byte.
+        assert_eq!(entry_usage(b"key!", &entry(string(3), 0)), small + 1);
+        // The entry, its map slot and the key's handle: more than the bytes.
+        assert!(small > size_of::<Entry>() + 6, "{small}");
+        assert!(small < 512, "{small}");
+    }
+
+    #[test]
+    fn a_time_to_live_adds_its_expiry_index_element() {
+        let plain = entry_usage(b"k", &entry(string(10), 0));
+        let expiring = entry_usage(b"k", &entry(string(10), 1_000));
+        assert_eq!(expiring - plain, size_of::<(u64, Bytes)>());
+    }
+
+    #[test]
+    fn a_hash_costs_its_payload_and_every_field_slot() {
+        let mut h = HashValue::new();
+        let empty = entry_usage(b"h", &entry(Value::Hash(h.clone()), 0));
+        for i in 0..100u32 {
+            let name = Bytes::from(format!("field:{i}"));
+            h.set(name, Bytes::from(vec![b'v'; 20]), Version::ZERO);
+        }
+        let full = entry_usage(b"h", &entry(Value::Hash(h.clone()), 0));
+        let per_field = map_element::<Bytes, Field>() + INDEX_SLOT;
+        assert_eq!(full - empty, h.payload_len() + h.capacity() * per_field);
+        assert!(h.capacity() >= 100);
+        assert!(full > 100 * (20 + 7) + 100 * per_field);
+    }
+}
