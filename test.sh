@@ -19,8 +19,9 @@
 #   PYTHON=path             use this interpreter instead of ./.venv
 #   PYTEST_TIMEOUT=secs     hard limit for the pytest step (default 1800)
 #   SKIP_REDIS_SUITE=1      skip step 5
-#   REDIS_SUITE_MIN_PERCENT=85    fail step 5 below this % of what Redis passes (default 0:
-#                           only a run that did not happen fails; raise it as fixes land)
+#   REDIS_SUITE_MIN_PERCENT=N     fail step 5 below N% of what Redis passes (default 83: the
+#                           level reached, 84.4%, less a test or two that vary between runs;
+#                           issue 38 asks for 85)
 #   SKIP_BENCH_SMOKE=1      skip step 6
 #   extra arguments are passed to pytest, e.g. ./test.sh -k tracking -x
 set -euo pipefail
@@ -162,7 +163,7 @@ elif [ "${DELTAGRID_TEST_TARGET:-deltagrid}" = "redis" ]; then
     section "tests/redis-suite/run.sh: skipped (DELTAGRID_TEST_TARGET=redis)"
 else
     section "tests/redis-suite/run.sh (Redis 7.0.15's Tcl units: deltagrid vs redis-server)"
-    REDIS_SUITE_MIN_PERCENT="${REDIS_SUITE_MIN_PERCENT:-0}" bash tests/redis-suite/run.sh
+    REDIS_SUITE_MIN_PERCENT="${REDIS_SUITE_MIN_PERCENT:-83}" bash tests/redis-suite/run.sh
 fi
 
 # ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from helpers import NOT_FLOAT, NOT_INT, SYNTAX, WRONGTYPE, arity, invalid_expire, v
-from helpers_net import bulk, err_bytes
+from helpers_net import RespError, bulk, err_bytes
 
 # One server for the module, flushed before every test: these tests only touch keys.
 pytestmark = pytest.mark.shared_server
@@ -751,3 +751,20 @@ def test_incrbyfloat_keeps_redis_precision(conn):
     assert conn.call("HINCRBYFLOAT", "h", "f", "1.23") == b"1.23"
     assert conn.call("HINCRBYFLOAT", "h", "f", "0.77") == b"2"
     assert conn.call("HINCRBYFLOAT", "h", "f", "-0.1") == b"1.9"
+
+
+def test_setbit_and_getbit(conn):
+    assert conn.call("SETBIT", "b", "7", "1") == 0
+    assert conn.call("GET", "b") == b"\x01"
+    assert conn.call("SETBIT", "b", "7", "1") == 1
+    assert conn.call("SETBIT", "b", "100", "1") == 0
+    assert conn.call("STRLEN", "b") == 13
+    assert [conn.call("GETBIT", "b", o) for o in (7, 100, 101, 10_000)] == [1, 1, 0, 0]
+    assert conn.call("SETBIT", "b", "7", "0") == 1
+    assert conn.call("GET", "b")[0] == 0
+    assert conn.call("SETBIT", "b", "4294967296", "1") == RespError(
+        "ERR bit offset is not an integer or out of range")
+    assert conn.call("SETBIT", "b", "0", "2") == RespError("ERR bit is not an integer or out of range")
+    conn.call("HSET", "h", "f", "v")
+    assert conn.call("SETBIT", "h", "0", "1") == RespError(
+        "WRONGTYPE Operation against a key holding the wrong kind of value")

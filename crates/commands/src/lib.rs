@@ -7,6 +7,7 @@
 //! which owns the session state they act on (`handler: None` here).
 
 pub mod args;
+pub mod bits;
 pub mod error;
 pub mod hashes;
 pub mod help;

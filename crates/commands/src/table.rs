@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crate::{hashes, keys, lcs, object, strings, Handler};
+use crate::{bits, hashes, keys, lcs, object, strings, Handler};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Flags(pub u32);
@@ -232,6 +232,8 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("append", 3, W | M | F, KEY1, "string", "2.0.0", Some(strings::append), "Appends a string to the value of a key. Creates the key if it doesn't exist."),
     cmd!("strlen", 2, R | F, KEY1, "string", "2.2.0", Some(strings::strlen), "Returns the length of a string value."),
     cmd!("setrange", 4, W | M, KEY1, "string", "2.2.0", Some(strings::setrange), "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
+    cmd!("setbit", 4, W | M, KEY1, "bitmap", "2.2.0", Some(bits::setbit), "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist."),
+    cmd!("getbit", 3, R | F, KEY1, "bitmap", "2.2.0", Some(bits::getbit), "Returns a bit value by offset."),
     cmd!("getrange", 4, R, KEY1, "string", "2.4.0", Some(strings::getrange), "Returns a substring of the string stored at a key."),
     cmd!("lcs", -3, R, (1, 2, 1), "string", "7.0.0", Some(lcs::lcs), "Finds the longest common substring."),
     // hashes

@@ -34,6 +34,10 @@ struct Param {
 
 const IMMUTABLE: &str = "can't set immutable config";
 
+/// Shown only when asked for by name, never by a pattern (as Redis's
+/// hidden debugging settings).
+const HIDDEN: &[&str] = &["key-load-delay"];
+
 fn int(v: &str) -> Result<i64, String> {
     v.parse()
         .map_err(|_| "argument couldn't be parsed into an integer".to_string())
@@ -257,6 +261,12 @@ static PARAMS: &[Param] = &[
         set: Some(|_, v| only(v, "5", "eviction policies are not implemented yet")),
     },
     Param {
+        name: "key-load-delay",
+        alias: None,
+        get: |_| "0".into(),
+        set: Some(|_, v| only(v, "0", "nothing is loaded at start to be slowed down")),
+    },
+    Param {
         name: "save",
         alias: None,
         get: |_| String::new(),
@@ -391,6 +401,9 @@ pub fn config(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> 
                 .iter()
                 .flat_map(|p| std::iter::once((p.name, p)).chain(p.alias.map(|a| (a, p))));
             for (name, param) in names {
+                if is_glob && HIDDEN.contains(&name) {
+                    continue;
+                }
                 let hit = if is_glob {
                     glob_match(&lower, name.as_bytes())
                 } else {

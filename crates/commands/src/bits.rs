@@ -1,0 +1,84 @@
+//! SETBIT and GETBIT on strings, as Redis: bit 0 is the most significant
+//! bit of the first byte; a SETBIT past the end grows the string with zero
+//! bytes. A SETBIT is logged as a one-byte splice of the string, so across
+//! sites concurrent SETBITs merge as strings do (the last writer of that
+//! byte wins); per-bit merging comes with the bitmap type.
+
+use bytes::Bytes;
+use keyspace::{DeltaOp, Write};
+
+use crate::{args, CmdError, Ctx, MAX_STRING};
+
+/// Redis's limit on a bit offset (512 MiB of string).
+const MAX_BIT_OFFSET: i64 = (MAX_STRING as i64) * 8 - 1;
+
+fn bit_offset(arg: &[u8]) -> Result<usize, CmdError> {
+    match args::int(arg) {
+        Ok(o) if (0..=MAX_BIT_OFFSET).contains(&o) => Ok(o as usize),
+        _ => Err(CmdError::other(
+            "ERR bit offset is not an integer or out of range",
+        )),
+    }
+}
+
+fn current(txn: &mut keyspace::Txn, key: &[u8]) -> Result<Bytes, CmdError> {
+    match txn.get(key) {
+        None => Ok(Bytes::new()),
+        Some(e) => e.as_str().cloned().ok_or(CmdError::WrongType),
+    }
+}
+
+fn bit_at(s: &[u8], offset: usize) -> i64 {
+    s.get(offset / 8)
+        .map_or(0, |b| ((b >> (7 - offset % 8)) & 1) as i64)
+}
+
+pub fn setbit(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let offset = bit_offset(a[2])?;
+    let on = match a[3] {
+        b"1" => true,
+        b"0" => false,
+        _ => return Err(CmdError::other("ERR bit is not an integer or out of range")),
+    };
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    let s = current(&mut txn, a[1])?;
+    let old = bit_at(&s, offset);
+    let byte = offset / 8;
+    let mask = 1u8 << (7 - offset % 8);
+    let was = s.get(byte).copied().unwrap_or(0);
+    let now = if on { was | mask } else { was & !mask };
+    // Past the end the splice pads with zero bytes up to `byte`.
+    txn.write(
+        a[1],
+        Write::Str(DeltaOp::Splice {
+            offset: byte as u32,
+            remove: u32::from(byte < s.len()),
+            insert: Bytes::copy_from_slice(&[now]),
+        }),
+    )?;
+    drop(txn);
+    ctx.out.int(old);
+    Ok(())
+}
+
+pub fn getbit(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    let offset = bit_offset(a[2])?;
+    let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
+    let s = current(&mut txn, a[1])?;
+    drop(txn);
+    ctx.out.int(bit_at(&s, offset));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bit_at;
+
+    #[test]
+    fn bit_zero_is_the_first_bytes_most_significant() {
+        assert_eq!(bit_at(b"\x80", 0), 1);
+        assert_eq!(bit_at(b"\x80", 1), 0);
+        assert_eq!(bit_at(b"\x01", 7), 1);
+        assert_eq!(bit_at(b"\x01", 8), 0);
+    }
+}
