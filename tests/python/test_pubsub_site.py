@@ -71,6 +71,17 @@ def test_publish_on_one_node_reaches_subscribers_on_every_other(site):
             c.close()
 
 
+def received(get, kind, n):
+    """Up to `n` payloads of redis-py pubsub messages of `kind`, within 10 s."""
+    got = []
+    deadline = time.monotonic() + 10
+    while len(got) < n and time.monotonic() < deadline:
+        m = get(timeout=0.5)
+        if m and m["type"] == kind:
+            got.append(m["data"])
+    return got
+
+
 def test_redis_py_cluster_pubsub_and_sharded_pubsub(site):
     rc = RedisCluster(host="127.0.0.1", port=site[0].port, decode_responses=True)
     try:
@@ -82,12 +93,7 @@ def test_redis_py_cluster_pubsub_and_sharded_pubsub(site):
                 for i in range(N // len(site) + 1):
                     p.call("PUBLISH", "events", f"{node.port}:{i}")
         sent = (N // len(site) + 1) * len(site)
-        got = []
-        deadline = time.monotonic() + 10
-        while len(got) < sent and time.monotonic() < deadline:
-            m = ps.get_message(timeout=0.5)
-            if m and m["type"] == "message":
-                got.append(m["data"])
+        got = received(ps.get_message, "message", sent)
         assert len(got) == sent and len(set(got)) == sent
         ps.close()
 
@@ -97,12 +103,7 @@ def test_redis_py_cluster_pubsub_and_sharded_pubsub(site):
                    message="ssubscribe reply")
         for i in range(N):
             assert rc.spublish("orders{1}", f"o{i}") == 1
-        got = []
-        deadline = time.monotonic() + 10
-        while len(got) < N and time.monotonic() < deadline:
-            m = sps.get_sharded_message(timeout=0.5)
-            if m and m["type"] == "smessage":
-                got.append(m["data"])
+        got = received(sps.get_sharded_message, "smessage", N)
         assert got == [f"o{i}" for i in range(N)]
         sps.close()
     finally:
