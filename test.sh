@@ -41,15 +41,8 @@ die() {
     exit 1
 }
 
-as_root() {
-    if [ "$(id -u)" -eq 0 ]; then
-        "$@"
-    elif command -v sudo >/dev/null 2>&1; then
-        sudo "$@"
-    else
-        die "need root (or sudo) to run: $*"
-    fi
-}
+# shellcheck source=tests/shell.sh
+. "$ROOT/tests/shell.sh"
 
 # ---------------------------------------------------------------------------
 section "Dependencies"

@@ -63,15 +63,8 @@ die() {
     exit 1
 }
 
-as_root() {
-    if [ "$(id -u)" -eq 0 ]; then
-        "$@"
-    elif command -v sudo >/dev/null 2>&1; then
-        sudo "$@"
-    else
-        die "need root (or sudo) to run: $*"
-    fi
-}
+# shellcheck source=../shell.sh
+. "$ROOT/tests/shell.sh"
 
 SERVER_PID=""
 cleanup() {
