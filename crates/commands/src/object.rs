@@ -48,6 +48,9 @@ pub fn encoding(ks: &Keyspace, value: &Value) -> &'static str {
         Value::Str(_) => "raw",
         Value::Hash(h) if ks.encodings().hash_is_small(h) => "listpack",
         Value::Hash(_) => "hashtable",
+        Value::Set(s) => ks.encodings().set_encoding(s),
+        Value::ZSet(z) if ks.encodings().zset_is_small(z) => "listpack",
+        Value::ZSet(_) => "skiplist",
     }
 }
 

@@ -24,6 +24,7 @@ use bytes::Bytes;
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::delta::{self, StringOpError};
 use crate::partition::Partition;
+use crate::tombstones::Coll;
 use crate::value::{Entry, HashValue, Value};
 use crate::version::Version;
 
@@ -84,7 +85,7 @@ pub fn apply_change_at(
                 match (&mut e.value, op) {
                     (Value::Str(held), DeltaOp::IncrBy(by)) => delta::incr_in_place(held, *by)?,
                     (Value::Str(held), op) => *held = delta::apply_string_op(held, op)?,
-                    (Value::Hash(_), _) => return Err(ApplyError::WrongType),
+                    _ => return Err(ApplyError::WrongType),
                 }
                 e.version = change.version;
                 Ok(())
@@ -112,19 +113,10 @@ pub fn apply_change_at(
             part.tombstones.fields_deleted(key, fields, version);
             match part.get(key).map(|e| (e.as_hash().is_some(), e.version)) {
                 Some((true, _)) => {}
-                // Only from another site (the write path refuses HDEL on a
-                // string): the key was a hash at this version, so a string
-                // written before it lost; its overwrite still holds older
-                // fields back.
-                Some((false, held)) if held < version => {
-                    part.remove(key);
-                    part.tombstones.deleted(key, held);
-                    part.tombstones.hash_seen(key, version);
-                    return Ok(());
-                }
-                Some((false, _)) => return Ok(()),
-                None => {
-                    part.tombstones.hash_seen(key, version);
+                // Only from another site (the write path refuses HDEL on
+                // another type): the key was a hash at this version.
+                Some(_) | None => {
+                    emptied_over(part, key, Coll::Hash, version);
                     return Ok(());
                 }
             }
@@ -136,13 +128,59 @@ pub fn apply_change_at(
                     e.version = e.version.max(version);
                     h.is_empty().then_some(e.version)
                 }
-                Value::Str(_) => None,
+                _ => None,
             });
             if let Some(Some(held)) = emptied {
                 part.remove(key);
-                part.tombstones.hash_seen(key, held);
+                part.tombstones.emptied_at(key, Coll::Hash, held);
             }
         }
+        ChangeKind::Delta {
+            op: DeltaOp::SetAdd { members },
+            ..
+        } if members.is_empty() => emptied_over(part, key, Coll::Set, change.version),
+        ChangeKind::Delta {
+            op: DeltaOp::ZAdd { members },
+            ..
+        } if members.is_empty() => emptied_over(part, key, Coll::ZSet, change.version),
+        ChangeKind::Delta {
+            op: DeltaOp::SetAdd { members },
+            ..
+        } => update_collection(
+            part,
+            at,
+            key,
+            change.version,
+            Value::Set(Default::default()),
+            |value, v| {
+                if let Value::Set(set) = value {
+                    for m in members {
+                        set.add(m, v);
+                    }
+                }
+            },
+        )?,
+        ChangeKind::Delta {
+            op: DeltaOp::ZAdd { members },
+            ..
+        } => update_collection(
+            part,
+            at,
+            key,
+            change.version,
+            Value::ZSet(Default::default()),
+            |value, v| {
+                if let Value::ZSet(z) = value {
+                    for (m, score) in members {
+                        z.insert(m, *score, v);
+                    }
+                }
+            },
+        )?,
+        ChangeKind::Delta {
+            op: DeltaOp::Remove { coll, members },
+            ..
+        } => remove_members(part, key, *coll, members, change.version),
         ChangeKind::Delta {
             op: DeltaOp::SetExpiry(expire_at),
             ..
@@ -193,17 +231,17 @@ fn put_full(
         // apply comes without one).
         at = at.or_else(|| part.index_of(key));
         match (
-            held(part, at, key).map(|e| (e.as_str().is_some(), e.version)),
+            held(part, at, key).map(|e| (!e.value.same_type(&value), e.version)),
             &value,
         ) {
-            // A hash replacing a string: the string's overwrite
-            // still holds older fields back.
-            (Some((true, old)), Value::Hash(_)) => part.tombstones.deleted(key, old),
+            // A collection replacing a value of another type: that
+            // value's overwrite still holds older elements back.
+            (Some((true, old)), v) if v.is_collection() => part.tombstones.deleted(key, old),
             (_, Value::Str(_)) => part.tombstones.overwritten(key, version),
             _ => {}
         }
-        if let Value::Hash(_) = value {
-            version = version.max(part.tombstones.take_hash(key).unwrap_or_default());
+        if let Some(coll) = value.coll() {
+            version = created(part, key, coll, version);
         }
     }
     let entry = Entry {
@@ -234,7 +272,7 @@ fn set_fields<N: std::borrow::Borrow<Bytes>>(
         None => {
             // A hash that lost its last field and comes back keeps
             // its version.
-            let version = version.max(part.tombstones.take_hash(key).unwrap_or_default());
+            let version = created(part, key, Coll::Hash, version);
             part.put(
                 key.clone(),
                 Entry {
@@ -255,6 +293,111 @@ fn set_fields<N: std::borrow::Borrow<Bytes>>(
         e.version = e.version.max(version);
     });
     Ok(())
+}
+
+/// SADD, ZADD: `f` adds the members at `version` to the set or sorted set
+/// `key` holds (`empty` made first if absent); a key of another type is
+/// WRONGTYPE.
+fn update_collection(
+    part: &mut Partition,
+    mut at: Option<usize>,
+    key: &Bytes,
+    version: Version,
+    empty: Value,
+    f: impl FnOnce(&mut Value, Version),
+) -> Result<(), ApplyError> {
+    at = at.or_else(|| part.index_of(key));
+    match held(part, at, key) {
+        Some(e) if !e.value.same_type(&empty) => return Err(ApplyError::WrongType),
+        Some(_) => {}
+        None => {
+            // A collection that lost its last element and comes back keeps
+            // its version.
+            let coll = empty.coll().unwrap_or(Coll::Set);
+            let version = created(part, key, coll, version);
+            part.put(
+                key.clone(),
+                Entry {
+                    value: empty,
+                    version,
+                    expire_at: 0,
+                },
+            );
+            at = None;
+        }
+    }
+    update_held(part, at, key, |e| {
+        f(&mut e.value, version);
+        e.version = e.version.max(version);
+    });
+    Ok(())
+}
+
+/// SREM, ZREM (and element tombstones replayed): each member goes if what
+/// is held of it is no newer than the version given; a tombstone stays at
+/// that version. A string held is left alone (the removal is older than
+/// it: see remote resolution).
+fn remove_members(
+    part: &mut Partition,
+    key: &Bytes,
+    coll: Coll,
+    members: &[(Bytes, Version)],
+    version: Version,
+) {
+    part.tombstones.members_removed(key, coll, members);
+    match part.get(key).map(|e| e.value.coll()) {
+        Some(c) if c == Some(coll) => {}
+        Some(_) => return,
+        // The key was such a collection at `version` where this was
+        // written: when it comes back here it starts from there.
+        None => return part.tombstones.emptied_at(key, coll, version),
+    }
+    let emptied = part.update(key, |e| {
+        for (m, upto) in members {
+            if e.value.element_version(m).is_some_and(|v| v <= *upto) {
+                e.value.remove_element(m);
+            }
+        }
+        e.version = e.version.max(version);
+        e.value.is_empty_collection().then_some(e.version)
+    });
+    if let Some(Some(held)) = emptied {
+        part.remove(key);
+        part.tombstones.emptied_at(key, coll, held);
+    }
+}
+
+/// "The key was a collection of kind `coll` at `version`, and emptied" (an
+/// HDEL, or an add of no member, from another site or a re-sync): a
+/// collection of that kind held takes the version if it is newer; a value
+/// of another type older than it was overwritten (removed, its version
+/// kept as the key's floor); none held leaves the mark.
+fn emptied_over(part: &mut Partition, key: &Bytes, coll: Coll, version: Version) {
+    match part.get(key).map(|e| (e.value.coll(), e.version)) {
+        Some((c, held)) if c == Some(coll) => {
+            if held < version {
+                part.update(key, |e| e.version = version);
+            }
+        }
+        Some((_, held)) if held < version => {
+            part.remove(key);
+            part.tombstones.deleted(key, held);
+            part.tombstones.emptied_at(key, coll, version);
+        }
+        Some(_) => {}
+        None => part.tombstones.emptied_at(key, coll, version),
+    }
+}
+
+/// A collection of kind `coll` is created at `version`: it starts from the
+/// version at which it last emptied, and the marks other kinds left (the
+/// key was one of them, which overwrote older elements of this kind)
+/// become its floor.
+fn created(part: &mut Partition, key: &Bytes, coll: Coll, version: Version) -> Version {
+    if let Some(other) = part.tombstones.emptied_other(key, Some(coll)) {
+        part.tombstones.deleted(key, other);
+    }
+    version.max(part.tombstones.take_emptied(key, coll).unwrap_or_default())
 }
 
 /// The entry for `key`, at index `at` when that is known.
@@ -285,7 +428,7 @@ fn update_held<R>(
 fn remove_older(part: &mut Partition, key: &Bytes, version: Version) {
     let held = part
         .get(key)
-        .map(|e| (e.version < version, e.as_hash().is_some()));
+        .map(|e| (e.version < version, e.value.is_collection()));
     match held {
         None => {}
         Some((true, _)) => {
@@ -293,23 +436,17 @@ fn remove_older(part: &mut Partition, key: &Bytes, version: Version) {
         }
         Some((false, false)) => return,
         Some((false, true)) => {
-            let emptied = part.update(key, |e| match &mut e.value {
-                Value::Hash(h) => {
-                    let older: Vec<Bytes> = h
-                        .iter()
-                        .filter(|(_, f)| f.version < version)
-                        .map(|(name, _)| name.clone())
-                        .collect();
-                    for f in older {
-                        h.remove(&f);
-                    }
-                    h.is_empty().then_some(e.version)
+            let emptied = part.update(key, |e| {
+                for name in e.value.elements_older_than(version) {
+                    e.value.remove_element(&name);
                 }
-                Value::Str(_) => None,
+                e.value
+                    .is_empty_collection()
+                    .then_some((e.value.coll(), e.version))
             });
-            if let Some(Some(held)) = emptied {
+            if let Some(Some((Some(coll), held))) = emptied {
                 part.remove(key);
-                part.tombstones.hash_seen(key, held);
+                part.tombstones.emptied_at(key, coll, held);
             }
         }
     }

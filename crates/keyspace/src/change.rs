@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 
+use crate::tombstones::Coll;
 use crate::value::Value;
 use crate::version::Version;
 
@@ -46,6 +47,20 @@ pub enum DeltaOp {
     HashDel { fields: Vec<Bytes> },
     /// Set (ms since epoch) or clear (0) the key's expiry.
     SetExpiry(u64),
+    /// Add set members; each takes the change's version. Creates the set.
+    SetAdd { members: Vec<Bytes> },
+    /// Set sorted-set members' scores; each takes the change's version.
+    /// Creates the sorted set.
+    ZAdd { members: Vec<(Bytes, f64)> },
+    /// Remove members of a set or sorted set (`coll`), each only as far as
+    /// the version given: the version the member had where it was removed
+    /// (an observed remove), so an add the remover did not see stays. The
+    /// key goes when it empties. Also what a member's tombstone is
+    /// replayed as.
+    Remove {
+        coll: Coll,
+        members: Vec<(Bytes, Version)>,
+    },
 }
 
 impl DeltaOp {
@@ -56,6 +71,18 @@ impl DeltaOp {
             self,
             DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_)
         )
+    }
+
+    /// The kind of collection an element operation is about (None: a
+    /// string or expiry operation).
+    pub fn coll(&self) -> Option<Coll> {
+        match self {
+            DeltaOp::HashSet { .. } | DeltaOp::HashDel { .. } => Some(Coll::Hash),
+            DeltaOp::SetAdd { .. } => Some(Coll::Set),
+            DeltaOp::ZAdd { .. } => Some(Coll::ZSet),
+            DeltaOp::Remove { coll, .. } => Some(*coll),
+            _ => None,
+        }
     }
 }
 

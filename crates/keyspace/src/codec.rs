@@ -11,7 +11,8 @@
 use bytes::{BufMut, Bytes};
 
 use crate::change::{Change, ChangeKind, DeltaOp};
-use crate::value::{copy_pairs, HashValue, Value};
+use crate::tombstones::Coll;
+use crate::value::{copy_packed, copy_pairs, HashValue, SetValue, Value, ZSetValue};
 use crate::version::Version;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -33,6 +34,8 @@ const EXPIRE: u8 = 3;
 
 const STR: u8 = 0;
 const HASH: u8 = 1;
+const SET: u8 = 2;
+const ZSET: u8 = 3;
 
 const SPLICE: u8 = 0;
 const PATCH: u8 = 1;
@@ -40,6 +43,9 @@ const INCRBY: u8 = 2;
 const HSET: u8 = 3;
 const HDEL: u8 = 4;
 const SETEXPIRY: u8 = 5;
+const SADD: u8 = 6;
+const ZADD: u8 = 7;
+const REMOVE: u8 = 8;
 
 fn varint_len(mut n: u64) -> usize {
     let mut len = 1;
@@ -108,6 +114,19 @@ pub fn value_len(v: &Value) -> usize {
                     .map(|(f, fv)| bytes_len(f) + bytes_len(&fv.value) + version_len(&fv.version))
                     .sum::<usize>()
         }
+        Value::Set(set) => {
+            varint_len(set.len() as u64)
+                + set
+                    .iter()
+                    .map(|(m, v)| bytes_len(m) + version_len(&v))
+                    .sum::<usize>()
+        }
+        Value::ZSet(z) => {
+            varint_len(z.len() as u64)
+                + z.iter()
+                    .map(|(m, x)| bytes_len(m) + 8 + version_len(&x.version))
+                    .sum::<usize>()
+        }
     }
 }
 
@@ -137,6 +156,20 @@ fn op_len(op: &DeltaOp) -> usize {
             varint_len(fields.len() as u64) + fields.iter().map(|f| bytes_len(f)).sum::<usize>()
         }
         DeltaOp::SetExpiry(at) => varint_len(*at),
+        DeltaOp::SetAdd { members } => {
+            varint_len(members.len() as u64) + members.iter().map(|m| bytes_len(m)).sum::<usize>()
+        }
+        DeltaOp::ZAdd { members } => {
+            varint_len(members.len() as u64)
+                + members.iter().map(|(m, _)| bytes_len(m) + 8).sum::<usize>()
+        }
+        DeltaOp::Remove { members, .. } => {
+            1 + varint_len(members.len() as u64)
+                + members
+                    .iter()
+                    .map(|(m, v)| bytes_len(m) + version_len(v))
+                    .sum::<usize>()
+        }
     }
 }
 
@@ -172,6 +205,23 @@ fn encode_value(v: &Value, out: &mut impl BufMut) {
                 put_bytes(out, f);
                 put_bytes(out, &fv.value);
                 put_version(out, &fv.version);
+            }
+        }
+        Value::Set(set) => {
+            out.put_u8(SET);
+            put_varint(out, set.len() as u64);
+            for (m, v) in set.iter() {
+                put_bytes(out, m);
+                put_version(out, &v);
+            }
+        }
+        Value::ZSet(z) => {
+            out.put_u8(ZSET);
+            put_varint(out, z.len() as u64);
+            for (m, x) in z.iter() {
+                put_bytes(out, m);
+                out.put_f64_le(x.score);
+                put_version(out, &x.version);
             }
         }
     }
@@ -219,6 +269,30 @@ fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
         DeltaOp::SetExpiry(at) => {
             out.put_u8(SETEXPIRY);
             put_varint(out, *at);
+        }
+        DeltaOp::SetAdd { members } => {
+            out.put_u8(SADD);
+            put_varint(out, members.len() as u64);
+            for m in members {
+                put_bytes(out, m);
+            }
+        }
+        DeltaOp::ZAdd { members } => {
+            out.put_u8(ZADD);
+            put_varint(out, members.len() as u64);
+            for (m, score) in members {
+                put_bytes(out, m);
+                out.put_f64_le(*score);
+            }
+        }
+        DeltaOp::Remove { coll, members } => {
+            out.put_u8(REMOVE);
+            out.put_u8(*coll as u8);
+            put_varint(out, members.len() as u64);
+            for (m, v) in members {
+                put_bytes(out, m);
+                put_version(out, v);
+            }
         }
     }
 }
@@ -293,6 +367,37 @@ impl<'a> Reader<'a> {
             }
         }
         Ok((copy_pairs(pairs.iter().copied()), versions))
+    }
+
+    /// A sorted-set score: eight bytes, little endian, never NaN.
+    fn score(&mut self) -> Result<f64, DecodeError> {
+        let end = self.pos + 8;
+        let b = self.buf.get(self.pos..end).ok_or(DecodeError::Truncated)?;
+        self.pos = end;
+        let score = f64::from_le_bytes(b.try_into().map_err(|_| DecodeError::Truncated)?);
+        if score.is_nan() {
+            return Err(DecodeError::OutOfRange);
+        }
+        Ok(score)
+    }
+
+    /// `n` members (each followed by what `each` reads), the names copied
+    /// with [`copy_packed`].
+    fn members<T>(
+        &mut self,
+        n: usize,
+        mut each: impl FnMut(&mut Self) -> Result<T, DecodeError>,
+    ) -> Result<Vec<(Bytes, T)>, DecodeError> {
+        let mut names = Vec::with_capacity(n);
+        let mut extra = Vec::with_capacity(n);
+        for _ in 0..n {
+            names.push(self.slice()?);
+            extra.push(each(self)?);
+        }
+        Ok(copy_packed(names.iter().copied())
+            .into_iter()
+            .zip(extra)
+            .collect())
     }
 
     fn version(&mut self) -> Result<Version, DecodeError> {
@@ -387,6 +492,22 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
             }
             Ok(Value::Hash(h))
         }
+        SET => {
+            let n = r.count(3)?;
+            let mut set = SetValue::new();
+            for (m, v) in r.members(n, Reader::version)? {
+                set.add(&m, v);
+            }
+            Ok(Value::Set(set))
+        }
+        ZSET => {
+            let n = r.count(11)?;
+            let mut z = ZSetValue::new();
+            for (m, (score, v)) in r.members(n, |r| Ok((r.score()?, r.version()?)))? {
+                z.insert(&m, score, v);
+            }
+            Ok(Value::ZSet(z))
+        }
         tag => Err(DecodeError::BadTag { what: "value", tag }),
     }
 }
@@ -422,6 +543,36 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
             DeltaOp::HashDel { fields }
         }
         SETEXPIRY => DeltaOp::SetExpiry(r.varint()?),
+        SADD => {
+            let n = r.count(1)?;
+            let members = r.members(n, |_| Ok(()))?;
+            DeltaOp::SetAdd {
+                members: members.into_iter().map(|(m, ())| m).collect(),
+            }
+        }
+        ZADD => {
+            let n = r.count(9)?;
+            DeltaOp::ZAdd {
+                members: r.members(n, Reader::score)?,
+            }
+        }
+        REMOVE => {
+            let coll = match r.u8()? {
+                1 => Coll::Set,
+                2 => Coll::ZSet,
+                tag => {
+                    return Err(DecodeError::BadTag {
+                        what: "removal",
+                        tag,
+                    })
+                }
+            };
+            let n = r.count(3)?;
+            DeltaOp::Remove {
+                coll,
+                members: r.members(n, Reader::version)?,
+            }
+        }
         tag => return Err(DecodeError::BadTag { what: "delta", tag }),
     })
 }
@@ -449,7 +600,25 @@ pub(crate) mod tests {
                 }
                 Value::Hash(h)
             }),
+            proptest::collection::vec((bytes(), version()), 0..4).prop_map(|ms| {
+                let mut set = SetValue::new();
+                for (m, v) in ms {
+                    set.add(&m, v);
+                }
+                Value::Set(set)
+            }),
+            proptest::collection::vec((bytes(), score(), version()), 0..4).prop_map(|ms| {
+                let mut z = ZSetValue::new();
+                for (m, score, v) in ms {
+                    z.insert(&m, score, v);
+                }
+                Value::ZSet(z)
+            }),
         ]
+    }
+
+    fn score() -> impl Strategy<Value = f64> {
+        any::<f64>().prop_filter("not NaN", |s| !s.is_nan())
     }
 
     fn op() -> impl Strategy<Value = DeltaOp> {
@@ -468,6 +637,18 @@ pub(crate) mod tests {
                 .prop_map(|fields| DeltaOp::HashSet { fields }),
             proptest::collection::vec(bytes(), 0..4).prop_map(|fields| DeltaOp::HashDel { fields }),
             any::<u64>().prop_map(DeltaOp::SetExpiry),
+            proptest::collection::vec(bytes(), 0..4)
+                .prop_map(|members| DeltaOp::SetAdd { members }),
+            proptest::collection::vec((bytes(), score()), 0..4)
+                .prop_map(|members| DeltaOp::ZAdd { members }),
+            (
+                any::<bool>(),
+                proptest::collection::vec((bytes(), version()), 0..4)
+            )
+                .prop_map(|(z, members)| DeltaOp::Remove {
+                    coll: if z { Coll::ZSet } else { Coll::Set },
+                    members
+                }),
         ]
     }
 

@@ -5,7 +5,13 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::value::HashValue;
+use crate::value::{HashValue, SetValue, ZSetValue};
+
+/// Redis 7.2's defaults for sets and sorted sets (not settable yet).
+const SET_MAX_INTSET_ENTRIES: usize = 512;
+const SET_MAX_LISTPACK_ENTRIES: usize = 128;
+const ZSET_MAX_LISTPACK_ENTRIES: usize = 128;
+const MAX_LISTPACK_VALUE: usize = 64;
 
 pub struct Encodings {
     hash_max_entries: AtomicUsize,
@@ -49,5 +55,23 @@ impl Encodings {
     /// costs nothing to classify.
     pub fn hash_is_small(&self, h: &HashValue) -> bool {
         h.len() <= self.hash_max_entries() && self.small_hash(h.len(), h.longest())
+    }
+
+    /// What Redis 7.2 calls a set's encoding: `intset` (integers only, up
+    /// to 512), `listpack` (up to 128 members of at most 64 bytes) or
+    /// `hashtable`.
+    pub fn set_encoding(&self, s: &SetValue) -> &'static str {
+        if s.len() <= SET_MAX_INTSET_ENTRIES && s.all_integers() {
+            "intset"
+        } else if s.len() <= SET_MAX_LISTPACK_ENTRIES && s.longest() <= MAX_LISTPACK_VALUE {
+            "listpack"
+        } else {
+            "hashtable"
+        }
+    }
+
+    /// A sorted set Redis keeps in a listpack (else a skiplist).
+    pub fn zset_is_small(&self, z: &ZSetValue) -> bool {
+        z.len() <= ZSET_MAX_LISTPACK_ENTRIES && z.longest() <= MAX_LISTPACK_VALUE
     }
 }

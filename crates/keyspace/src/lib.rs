@@ -51,6 +51,6 @@ pub use partition_bits::PartitionBits;
 pub use partition_log::PartitionLog;
 pub use received::{HeldChange, HeldChanges, Pinned};
 pub use stats::ChangeStats;
-pub use tombstones::Tombstones;
-pub use value::{Entry, Field, HashValue, Value};
+pub use tombstones::{Coll, Tombstones};
+pub use value::{Entry, Field, HashValue, SetValue, Value, ZSetValue};
 pub use version::{Hlc, Version};

@@ -12,7 +12,9 @@
 //! - a string's bytes;
 //! - a hash's field names and values, and for every field the map has room
 //!   for (its capacity, used or not) an element of its entries vector (hash,
-//!   name handle, value handle, field version) and a slot of its index.
+//!   name handle, value handle, field version) and a slot of its index;
+//!   a set's members likewise (name handle and version per element);
+//!   a sorted set's as a set's plus, per member, its place in the order.
 //!
 //! It does not count: the spare room of the partition's own map (shared by
 //! all its keys), the shared headers `Bytes` allocate when a buffer is
@@ -24,7 +26,8 @@ use std::mem::size_of;
 
 use bytes::Bytes;
 
-use crate::value::{Entry, Field, Value};
+use crate::value::{Entry, Field, Value, ZKey, ZMember};
+use crate::version::Version;
 
 /// One slot of a hash table's index (`hashbrown`, as `indexmap` uses it):
 /// the entry's position and a control byte. The table keeps some slots
@@ -50,6 +53,16 @@ pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
         Value::Hash(h) => {
             h.payload_len() + h.capacity() * (map_element::<Bytes, Field>() + INDEX_SLOT)
         }
+        Value::Set(s) => {
+            s.payload_len() + s.capacity() * (map_element::<Bytes, Version>() + INDEX_SLOT)
+        }
+        // The member map as a set's, plus each member's place in the order
+        // (its score and a second handle of its name).
+        Value::ZSet(z) => {
+            z.payload_len()
+                + z.capacity() * (map_element::<Bytes, ZMember>() + INDEX_SLOT)
+                + z.len() * size_of::<ZKey>()
+        }
     };
     in_map + in_expiry_index + value
 }
@@ -58,7 +71,6 @@ pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
 mod tests {
     use super::*;
     use crate::value::HashValue;
-    use crate::version::Version;
 
     fn entry(value: Value, expire_at: u64) -> Entry {
         Entry {

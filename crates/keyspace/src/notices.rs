@@ -23,6 +23,10 @@ pub enum Noticed {
     HashSet,
     /// Hash fields removed.
     HashDel,
+    /// Set members added or sorted-set scores set.
+    Added,
+    /// Set or sorted-set members removed.
+    Removed,
     /// The time to live set (`0`: removed, PERSIST).
     Expiry(u64),
     /// Deleted by a command.
@@ -37,7 +41,7 @@ pub struct Notice {
     pub what: Noticed,
     /// The key did not exist before (Redis's `new` event).
     pub created: bool,
-    /// The write removed the key (the last hash field deleted).
+    /// The write removed the key (the last element removed).
     pub removed: bool,
 }
 

@@ -9,10 +9,14 @@
 //!   the floor is gone. A hash keeps its floor while it lives, because fields
 //!   older than the floor may still arrive from another site; a string put
 //!   drops it (the string's own version now holds older writes back).
-//! - a key's *hash version*: the key was a hash at this version and then
-//!   lost its last field (HDEL). A string written before it lost to the
-//!   hash; fields are not affected. A hash created again starts from it.
-//! - a field's tombstone: the version of the latest HDEL of that field.
+//! - a key's *emptied version*, per kind of collection (hash, set, sorted
+//!   set): the key was one at this version and then lost its last element
+//!   (HDEL, SREM...). A write of another type made before it lost to the
+//!   collection; elements of the same kind are not affected. A collection
+//!   of that kind created again starts from it.
+//! - a field's tombstone: the version of the latest HDEL of that field;
+//! - a set or sorted-set member's tombstone: the version of the add that
+//!   its latest removal observed (see [`crate::DeltaOp::Remove`]).
 //!
 //! Memory is bounded per partition in bytes (key and field length plus an
 //! overhead); over budget the oldest inserted go first. Tombstones whose
@@ -31,16 +35,39 @@ const FIELD_OVERHEAD: usize = 48;
 
 type Map<K, V> = HashMap<K, V, ahash::RandomState>;
 
+/// The kinds of collection: values whose elements carry their own versions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Coll {
+    Hash = 0,
+    Set = 1,
+    ZSet = 2,
+}
+
 #[derive(Debug, Default)]
 struct KeyTombs {
     floor: Option<Version>,
-    hash: Option<Version>,
+    /// Per [`Coll`]: the version at which the key last was one and lost its
+    /// last element.
+    emptied: [Option<Version>; 3],
     fields: Map<Bytes, Version>,
+    /// Per member kind (set, sorted set): member tombstones.
+    members: [Map<Bytes, Version>; 2],
 }
 
 impl KeyTombs {
     fn is_empty(&self) -> bool {
-        self.floor.is_none() && self.hash.is_none() && self.fields.is_empty()
+        self.floor.is_none()
+            && self.emptied.iter().all(Option::is_none)
+            && self.fields.is_empty()
+            && self.members.iter().all(|m| m.is_empty())
+    }
+}
+
+/// The member tombstones' slot of a set or sorted set.
+fn member_slot(coll: Coll) -> usize {
+    match coll {
+        Coll::ZSet => 1,
+        _ => 0,
     }
 }
 
@@ -49,10 +76,14 @@ impl KeyTombs {
 pub enum Tomb {
     /// The key's floor.
     Key,
-    /// The key's hash version.
-    Hash,
+    /// The version at which the key was last a collection of this kind
+    /// (and lost its last element).
+    Emptied(Coll),
     /// One hash field.
     Field(Bytes),
+    /// One set or sorted-set member, at the version of the add its removal
+    /// observed.
+    Member(Coll, Bytes),
 }
 
 /// `budget` and `keys` first: a write reads only them while no tombstone is held.
@@ -72,8 +103,8 @@ pub struct Tombstones {
 
 fn cost(key: &[u8], what: &Tomb) -> usize {
     match what {
-        Tomb::Key | Tomb::Hash => KEY_OVERHEAD + key.len(),
-        Tomb::Field(f) => FIELD_OVERHEAD + key.len() + f.len(),
+        Tomb::Key | Tomb::Emptied(_) => KEY_OVERHEAD + key.len(),
+        Tomb::Field(f) | Tomb::Member(_, f) => FIELD_OVERHEAD + key.len() + f.len(),
     }
 }
 
@@ -118,12 +149,46 @@ impl Tombstones {
     /// The version at which the key was last a hash, if it then lost its
     /// last field.
     pub fn hash(&self, key: &[u8]) -> Option<Version> {
-        self.keys.get(key)?.hash
+        self.emptied(key, Coll::Hash)
+    }
+
+    /// The version at which the key was last a collection of kind `coll`,
+    /// if it then lost its last element.
+    pub fn emptied(&self, key: &[u8], coll: Coll) -> Option<Version> {
+        self.keys.get(key)?.emptied[coll as usize]
+    }
+
+    /// The newest version at which the key was a collection of any kind
+    /// other than `except` (None: any kind) and lost its last element:
+    /// a write of another type older than that lost to it.
+    pub fn emptied_other(&self, key: &[u8], except: Option<Coll>) -> Option<Version> {
+        let k = self.keys.get(key)?;
+        [Coll::Hash, Coll::Set, Coll::ZSet]
+            .into_iter()
+            .filter(|c| Some(*c) != except)
+            .filter_map(|c| k.emptied[c as usize])
+            .max()
     }
 
     /// The field's own tombstone (not the key's floor).
     pub fn field(&self, key: &[u8], field: &[u8]) -> Option<Version> {
         self.keys.get(key)?.fields.get(field).copied()
+    }
+
+    /// A set's (or sorted set's) member's own tombstone (not the key's
+    /// floor).
+    pub fn member(&self, key: &[u8], coll: Coll, member: &[u8]) -> Option<Version> {
+        self.keys.get(key)?.members[member_slot(coll)]
+            .get(member)
+            .copied()
+    }
+
+    /// The key's member tombstones of a set or sorted set, in no order.
+    pub fn members(&self, key: &[u8], coll: Coll) -> impl Iterator<Item = (&Bytes, Version)> {
+        self.keys
+            .get(key)
+            .into_iter()
+            .flat_map(move |k| k.members[member_slot(coll)].iter().map(|(f, v)| (f, *v)))
     }
 
     /// The newest removal covering a field: its own tombstone or the key's
@@ -164,23 +229,23 @@ impl Tombstones {
         self.set(key, Tomb::Key, v);
     }
 
-    /// The key was a hash at `v` (and holds no field now, or is created
-    /// again: see [`Tombstones::take_hash`]).
-    pub(crate) fn hash_seen(&mut self, key: &Bytes, v: Version) {
+    /// The key was a collection of kind `coll` at `v` (and holds no
+    /// element now, or is created again: see [`Tombstones::take_emptied`]).
+    pub(crate) fn emptied_at(&mut self, key: &Bytes, coll: Coll, v: Version) {
         if !self.enabled()
             || self.key(key).is_some_and(|f| f >= v)
-            || self.hash(key).is_some_and(|h| h >= v)
+            || self.emptied(key, coll).is_some_and(|h| h >= v)
         {
             return;
         }
-        self.set(key, Tomb::Hash, v);
+        self.set(key, Tomb::Emptied(coll), v);
     }
 
-    /// A hash is created: its version starts from the hash version, which
-    /// it now holds itself.
-    pub(crate) fn take_hash(&mut self, key: &[u8]) -> Option<Version> {
-        let v = self.hash(key)?;
-        self.remove(key, &Tomb::Hash);
+    /// A collection of kind `coll` is created: its version starts from the
+    /// version at which it last emptied, which it now holds itself.
+    pub(crate) fn take_emptied(&mut self, key: &[u8], coll: Coll) -> Option<Version> {
+        let v = self.emptied(key, coll)?;
+        self.remove(key, &Tomb::Emptied(coll));
         Some(v)
     }
 
@@ -194,6 +259,29 @@ impl Tombstones {
                 continue;
             }
             self.set(key, Tomb::Field(f.clone()), v);
+        }
+    }
+
+    /// Set or sorted-set members removed, each as far as its version (an
+    /// observed remove: see [`crate::DeltaOp::Remove`]); kept as field
+    /// tombstones at those versions.
+    pub(crate) fn members_removed(
+        &mut self,
+        key: &Bytes,
+        coll: Coll,
+        members: &[(Bytes, Version)],
+    ) {
+        if !self.enabled() {
+            return;
+        }
+        let floor = self.key(key);
+        for (m, v) in members {
+            if floor.is_some_and(|f| f >= *v)
+                || self.member(key, coll, m).is_some_and(|old| old >= *v)
+            {
+                continue;
+            }
+            self.set(key, Tomb::Member(coll, m.clone()), *v);
         }
     }
 
@@ -227,19 +315,24 @@ impl Tombstones {
             freed += cost(key, &Tomb::Key);
             dropped += 1;
         }
-        if k.hash.is_some_and(older) {
-            k.hash = None;
-            freed += cost(key, &Tomb::Hash);
-            dropped += 1;
-        }
-        k.fields.retain(|f, fv| {
-            let keep = !older(*fv);
-            if !keep {
-                freed += FIELD_OVERHEAD + key.len() + f.len();
+        for slot in &mut k.emptied {
+            if slot.is_some_and(older) {
+                *slot = None;
+                freed += KEY_OVERHEAD + key.len();
                 dropped += 1;
             }
-            keep
-        });
+        }
+        let [set_members, zset_members] = &mut k.members;
+        for map in [&mut k.fields, set_members, zset_members] {
+            map.retain(|f, fv| {
+                let keep = !older(*fv);
+                if !keep {
+                    freed += FIELD_OVERHEAD + key.len() + f.len();
+                    dropped += 1;
+                }
+                keep
+            });
+        }
         let empty = k.is_empty();
         self.bytes -= freed;
         self.live -= dropped;
@@ -253,9 +346,13 @@ impl Tombstones {
         let k = self.keys.entry(key.clone()).or_default();
         let slot = match &what {
             Tomb::Key => &mut k.floor,
-            Tomb::Hash => &mut k.hash,
-            Tomb::Field(f) => {
-                let fresh = k.fields.insert(f.clone(), v).is_none();
+            Tomb::Emptied(c) => &mut k.emptied[*c as usize],
+            Tomb::Field(f) | Tomb::Member(_, f) => {
+                let map = match &what {
+                    Tomb::Member(c, _) => &mut k.members[member_slot(*c)],
+                    _ => &mut k.fields,
+                };
+                let fresh = map.insert(f.clone(), v).is_none();
                 if fresh {
                     self.bytes += cost(key, &what);
                     self.live += 1;
@@ -305,8 +402,9 @@ impl Tombstones {
         };
         let gone = match what {
             Tomb::Key => k.floor.take().is_some(),
-            Tomb::Hash => k.hash.take().is_some(),
+            Tomb::Emptied(c) => k.emptied[*c as usize].take().is_some(),
             Tomb::Field(f) => k.fields.remove(f).is_some(),
+            Tomb::Member(c, m) => k.members[member_slot(*c)].remove(m).is_some(),
         };
         let empty = k.is_empty();
         if gone {
@@ -323,8 +421,9 @@ fn current(keys: &Map<Bytes, KeyTombs>, key: &[u8], what: &Tomb) -> Option<Versi
     let k = keys.get(key)?;
     match what {
         Tomb::Key => k.floor,
-        Tomb::Hash => k.hash,
+        Tomb::Emptied(c) => k.emptied[*c as usize],
         Tomb::Field(f) => k.fields.get(f).copied(),
+        Tomb::Member(c, m) => k.members[member_slot(*c)].get(m).copied(),
     }
 }
 
@@ -387,12 +486,12 @@ mod tests {
     fn a_hash_version_holds_until_a_newer_floor_or_the_hash_comes_back() {
         let mut t = Tombstones::new(1 << 20, u64::MAX / 2);
         let k = b("k");
-        t.hash_seen(&k, v(5, 0));
-        t.hash_seen(&k, v(4, 0));
+        t.emptied_at(&k, Coll::Hash, v(5, 0));
+        t.emptied_at(&k, Coll::Hash, v(4, 0));
         assert_eq!(t.hash(b"k"), Some(v(5, 0)));
-        assert_eq!(t.take_hash(b"k"), Some(v(5, 0)));
+        assert_eq!(t.take_emptied(b"k", Coll::Hash), Some(v(5, 0)));
         assert!(t.is_empty() && t.bytes() == 0);
-        t.hash_seen(&k, v(5, 0));
+        t.emptied_at(&k, Coll::Hash, v(5, 0));
         t.deleted(&k, v(4, 0));
         assert_eq!((t.key(b"k"), t.hash(b"k")), (Some(v(4, 0)), Some(v(5, 0))));
         t.deleted(&k, v(6, 0));
@@ -400,7 +499,7 @@ mod tests {
             (t.key(b"k"), t.hash(b"k"), t.len()),
             (Some(v(6, 0)), None, 1)
         );
-        t.hash_seen(&k, v(5, 5));
+        t.emptied_at(&k, Coll::Hash, v(5, 5));
         assert_eq!(t.hash(b"k"), None, "the floor covers it");
         assert_eq!(
             t.iter()

@@ -6,7 +6,14 @@
 use bytes::{Bytes, BytesMut};
 use indexmap::IndexMap;
 
+use crate::tombstones::Coll;
 use crate::version::Version;
+
+mod set;
+mod zset;
+
+pub use set::SetValue;
+pub use zset::{Key as ZKey, Lex, Member as ZMember, Score, ZSetValue};
 
 /// Parts that together take at most this many bytes are copied into one
 /// allocation by [`copy_packed`].
@@ -69,6 +76,8 @@ pub type FieldMap = IndexMap<Bytes, Field, ahash::RandomState>;
 pub enum Value {
     Str(Bytes),
     Hash(HashValue),
+    Set(SetValue),
+    ZSet(ZSetValue),
 }
 
 impl Value {
@@ -76,6 +85,8 @@ impl Value {
         match self {
             Value::Str(_) => "string",
             Value::Hash(_) => "hash",
+            Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
         }
     }
 
@@ -84,7 +95,98 @@ impl Value {
         match self {
             Value::Str(b) => b.len(),
             Value::Hash(h) => h.payload_len(),
+            Value::Set(s) => s.payload_len(),
+            Value::ZSet(z) => z.payload_len(),
         }
+    }
+
+    /// Whether this is a collection of elements with their own versions
+    /// (a hash, set or sorted set), as opposed to a string.
+    pub fn is_collection(&self) -> bool {
+        !matches!(self, Value::Str(_))
+    }
+
+    /// The number of elements of a collection (0 for a string).
+    pub fn elements(&self) -> usize {
+        match self {
+            Value::Str(_) => 0,
+            Value::Hash(h) => h.len(),
+            Value::Set(s) => s.len(),
+            Value::ZSet(z) => z.len(),
+        }
+    }
+
+    /// The kind of collection this is (None: a string).
+    pub fn coll(&self) -> Option<Coll> {
+        match self {
+            Value::Str(_) => None,
+            Value::Hash(_) => Some(Coll::Hash),
+            Value::Set(_) => Some(Coll::Set),
+            Value::ZSet(_) => Some(Coll::ZSet),
+        }
+    }
+
+    /// Whether a collection has no element left (never for a string).
+    pub fn is_empty_collection(&self) -> bool {
+        self.is_collection() && self.elements() == 0
+    }
+
+    /// The version of a collection's element `name`.
+    pub fn element_version(&self, name: &[u8]) -> Option<Version> {
+        match self {
+            Value::Str(_) => None,
+            Value::Hash(h) => h.get(name).map(|f| f.version),
+            Value::Set(s) => s.version_of(name),
+            Value::ZSet(z) => z.version_of(name),
+        }
+    }
+
+    /// Removes a collection's element; true when it was held.
+    pub fn remove_element(&mut self, name: &[u8]) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::Hash(h) => h.remove(name),
+            Value::Set(s) => s.remove(name),
+            Value::ZSet(z) => z.remove(name),
+        }
+    }
+
+    /// The names of a collection's elements older than `version`.
+    pub fn elements_older_than(&self, version: Version) -> Vec<Bytes> {
+        let older = |v: Version| v < version;
+        match self {
+            Value::Str(_) => Vec::new(),
+            Value::Hash(h) => h
+                .iter()
+                .filter(|(_, f)| older(f.version))
+                .map(|(n, _)| n.clone())
+                .collect(),
+            Value::Set(s) => s
+                .iter()
+                .filter(|(_, v)| older(*v))
+                .map(|(n, _)| n.clone())
+                .collect(),
+            Value::ZSet(z) => z
+                .iter()
+                .filter(|(_, m)| older(m.version))
+                .map(|(n, _)| n.clone())
+                .collect(),
+        }
+    }
+
+    /// Gives every element of a collection the version `v`.
+    pub fn stamp(&mut self, v: Version) {
+        match self {
+            Value::Str(_) => {}
+            Value::Hash(h) => h.stamp(v),
+            Value::Set(s) => s.stamp(v),
+            Value::ZSet(z) => z.stamp(v),
+        }
+    }
+
+    /// Whether two values are of the same type.
+    pub fn same_type(&self, other: &Value) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
     }
 }
 
@@ -176,6 +278,13 @@ impl HashValue {
         }
     }
 
+    /// Gives every field the version `v`.
+    pub fn stamp(&mut self, v: Version) {
+        for f in self.fields.values_mut() {
+            f.version = v;
+        }
+    }
+
     pub fn remove(&mut self, name: &[u8]) -> bool {
         match self.fields.swap_remove_entry(name) {
             Some((k, f)) => {
@@ -214,12 +323,29 @@ impl Entry {
         }
     }
 
+    pub fn as_set(&self) -> Option<&SetValue> {
+        match &self.value {
+            Value::Set(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_zset(&self) -> Option<&ZSetValue> {
+        match &self.value {
+            Value::ZSet(z) => Some(z),
+            _ => None,
+        }
+    }
+
     /// Rough bytes this entry costs in memory, for the partition's accounting.
     pub fn footprint(&self, key_len: usize) -> usize {
         const ENTRY_OVERHEAD: usize = 64;
         const FIELD_OVERHEAD: usize = 48;
+        const ZSET_MEMBER_OVERHEAD: usize = 96;
         let fields = match &self.value {
             Value::Hash(h) => h.len() * FIELD_OVERHEAD,
+            Value::Set(s) => s.len() * FIELD_OVERHEAD,
+            Value::ZSet(z) => z.len() * ZSET_MEMBER_OVERHEAD,
             Value::Str(_) => 0,
         };
         ENTRY_OVERHEAD + key_len + self.value.payload_len() + fields

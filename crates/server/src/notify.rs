@@ -173,6 +173,35 @@ fn events_of(cmd: &str, args: &[&[u8]], n: &Notice, out: &mut Vec<(u32, &'static
                 out.push((GENERIC, "del"));
             }
         }
+        Noticed::Added => out.push(match cmd {
+            "zadd" => (ZSET, "zadd"),
+            "zincrby" => (ZSET, "zincr"),
+            _ => (SET, "sadd"),
+        }),
+        Noticed::Removed => {
+            out.push(match cmd {
+                "spop" => (SET, "spop"),
+                "zrem" => (ZSET, "zrem"),
+                "zpopmin" | "bzpopmin" => (ZSET, "zpopmin"),
+                "zpopmax" | "bzpopmax" => (ZSET, "zpopmax"),
+                "zmpop" | "bzmpop" => match args.get(
+                    2 + args
+                        .get(1)
+                        .and_then(|n| std::str::from_utf8(n).ok()?.parse::<usize>().ok())
+                        .unwrap_or(1),
+                ) {
+                    Some(w) if w.eq_ignore_ascii_case(b"max") => (ZSET, "zpopmax"),
+                    _ => (ZSET, "zpopmin"),
+                },
+                "zremrangebyscore" => (ZSET, "zrembyscore"),
+                "zremrangebyrank" => (ZSET, "zrembyrank"),
+                "zremrangebylex" => (ZSET, "zrembylex"),
+                _ => (SET, "srem"),
+            });
+            if n.removed {
+                out.push((GENERIC, "del"));
+            }
+        }
         Noticed::Expiry(0) => out.push((GENERIC, "persist")),
         Noticed::Expiry(_) => out.push((GENERIC, "expire")),
     }
@@ -188,6 +217,13 @@ fn string_event(cmd: &str) -> (u32, &'static str) {
         "append" => (STRING, "append"),
         "setrange" => (STRING, "setrange"),
         "setbit" => (STRING, "setbit"),
+        "sinterstore" => (SET, "sinterstore"),
+        "sunionstore" => (SET, "sunionstore"),
+        "sdiffstore" => (SET, "sdiffstore"),
+        "zunionstore" => (ZSET, "zunionstore"),
+        "zinterstore" => (ZSET, "zinterstore"),
+        "zdiffstore" => (ZSET, "zdiffstore"),
+        "zrangestore" => (ZSET, "zrangestore"),
         _ => (STRING, "set"),
     }
 }

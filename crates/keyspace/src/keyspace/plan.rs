@@ -8,6 +8,7 @@ use bytes::Bytes;
 use crate::apply::ApplyError;
 use crate::change::{ChangeKind, DeltaOp};
 use crate::delta::{self, StringOpError};
+use crate::tombstones::Coll;
 use crate::value::{Entry, Value};
 use crate::version::Version;
 
@@ -24,6 +25,12 @@ pub enum Write {
     Str(DeltaOp),
     HashSet(Vec<(Bytes, Bytes)>),
     HashDel(Vec<Bytes>),
+    /// Add members to the set (made if absent).
+    SetAdd(Vec<Bytes>),
+    /// Set members' scores in the sorted set (made if absent).
+    ZAdd(Vec<(Bytes, f64)>),
+    /// Remove members of a set or sorted set; the key goes when it empties.
+    Remove(Vec<Bytes>),
     /// Set or clear (0) the expiry of an existing key.
     SetExpiry(u64),
     Delete,
@@ -61,7 +68,14 @@ pub(super) struct Planned {
 }
 
 /// Turns an intended write into the change to log. None: nothing to change.
-pub(super) fn plan(old: Option<&Entry>, w: Write) -> Result<Option<Planned>, WriteError> {
+/// `merging`: the partition merges with other sites (keeps tombstones),
+/// so adding a member already held is logged too: it renews the member's
+/// version, and an add wins over a removal that did not see it.
+pub(super) fn plan(
+    old: Option<&Entry>,
+    w: Write,
+    merging: bool,
+) -> Result<Option<Planned>, WriteError> {
     let base = old.map_or(Version::ZERO, |e| e.version);
     let kind_and_saved = match w {
         Write::Set { value, expire_at } => {
@@ -142,6 +156,51 @@ pub(super) fn plan(old: Option<&Entry>, w: Write) -> Result<Option<Planned>, Wri
                 saved,
             )
         }
+        Write::SetAdd(mut members) => {
+            let held = match old {
+                Some(e) => Some(e.as_set().ok_or(WriteError::WrongType)?),
+                None => None,
+            };
+            if let (Some(set), false) = (held, merging) {
+                members.retain(|m| !set.contains(m));
+            }
+            if members.is_empty() {
+                return Ok(None);
+            }
+            return element_op(old, DeltaOp::SetAdd { members });
+        }
+        Write::ZAdd(mut members) => {
+            let held = match old {
+                Some(e) => Some(e.as_zset().ok_or(WriteError::WrongType)?),
+                None => None,
+            };
+            if let (Some(z), false) = (held, merging) {
+                members.retain(|(m, s)| {
+                    z.score(m)
+                        .is_none_or(|h| h != *s || h.is_sign_negative() != s.is_sign_negative())
+                });
+            }
+            if members.is_empty() {
+                return Ok(None);
+            }
+            return element_op(old, DeltaOp::ZAdd { members });
+        }
+        Write::Remove(names) => {
+            let Some(e) = old else { return Ok(None) };
+            let coll = match &e.value {
+                Value::Set(_) => Coll::Set,
+                Value::ZSet(_) => Coll::ZSet,
+                _ => return Err(WriteError::WrongType),
+            };
+            let members: Vec<(Bytes, Version)> = names
+                .into_iter()
+                .filter_map(|m| e.value.element_version(&m).map(|v| (m, v)))
+                .collect();
+            if members.is_empty() {
+                return Ok(None);
+            }
+            return element_op(old, DeltaOp::Remove { coll, members });
+        }
         Write::SetExpiry(at) => {
             let Some(e) = old else { return Ok(None) };
             let saved = e.value.payload_len();
@@ -163,6 +222,21 @@ pub(super) fn plan(old: Option<&Entry>, w: Write) -> Result<Option<Planned>, Wri
     let (kind, saved) = kind_and_saved;
     Ok(Some(Planned {
         kind,
+        saved,
+        new_value: None,
+    }))
+}
+
+/// An element operation: it merges onto any version of the key, so no base
+/// is shipped.
+fn element_op(old: Option<&Entry>, op: DeltaOp) -> Result<Option<Planned>, WriteError> {
+    let held = old.map_or(0, |e| e.value.payload_len());
+    let saved = held.saturating_sub(delta::op_payload_len(&op));
+    Ok(Some(Planned {
+        kind: ChangeKind::Delta {
+            base: Version::ZERO,
+            op,
+        },
         saved,
         new_value: None,
     }))

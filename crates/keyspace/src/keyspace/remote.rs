@@ -40,12 +40,14 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+mod members;
+
 use super::Keyspace;
 use crate::apply::{apply_change_at, ApplyError};
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::partition::Partition;
-use crate::tombstones::{Tomb, Tombstones};
-use crate::value::{Entry, HashValue, Value};
+use crate::tombstones::{Coll, Tomb, Tombstones};
+use crate::value::{Entry, Value};
 use crate::version::Version;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,9 +149,10 @@ impl Keyspace {
 impl Partition {
     /// The key as this copy holds it, for a site that could not apply a
     /// delta: its floor as a Delete (the removal older writes lose to), the
-    /// version at which it was last a hash (as an HDEL of no field) if it
-    /// lost its last field, then its full value with its version. Nothing
-    /// when none is held.
+    /// versions at which it was last a collection of each kind that lost
+    /// its last element ([`emptied_at`]), its full value with its version,
+    /// then its field and member tombstones (so that an element the
+    /// remover saw does not come back there). Nothing when none is held.
     pub fn full_changes(&self, key: &Bytes) -> Vec<Change> {
         let mut out = Vec::with_capacity(2);
         if let Some(floor) = self.tombstones.key(key) {
@@ -159,8 +162,10 @@ impl Partition {
                 kind: ChangeKind::Delete,
             });
         }
-        if let Some(v) = self.tombstones.hash(key) {
-            out.push(hash_at(key.clone(), v));
+        for coll in [Coll::Hash, Coll::Set, Coll::ZSet] {
+            if let Some(v) = self.tombstones.emptied(key, coll) {
+                out.push(emptied_at(key.clone(), coll, v));
+            }
         }
         if let Some(e) = self.get(key) {
             out.push(Change {
@@ -172,24 +177,31 @@ impl Partition {
                 },
             });
         }
-        out
-    }
-
-    /// The key as a re-sync copies it ([`Partition::full_changes`], with
-    /// its field tombstones, less a value expired by `now_ms`): with the
-    /// keys taken at one moment ([`Partition::copy_keys`]) and read a batch
-    /// at a time, whatever the log holds after that moment following them,
-    /// a copy of the partition that never holds it all at once.
-    pub fn copy_changes(&self, key: &Bytes, now_ms: u64) -> Vec<Change> {
-        let mut out = self.full_changes(key);
-        if self.get(key).is_some_and(|e| e.is_expired(now_ms)) {
-            out.retain(|c| !matches!(c.kind, ChangeKind::Full { .. }));
-        }
         out.extend(
             self.tombstones
                 .fields(key)
                 .map(|(f, v)| field_tomb(key.clone(), f.clone(), v)),
         );
+        for coll in [Coll::Set, Coll::ZSet] {
+            out.extend(
+                self.tombstones
+                    .members(key, coll)
+                    .map(|(m, v)| member_tomb(key.clone(), coll, m.clone(), v)),
+            );
+        }
+        out
+    }
+
+    /// The key as a re-sync copies it ([`Partition::full_changes`], less a
+    /// value expired by `now_ms`): with the keys taken at one moment
+    /// ([`Partition::copy_keys`]) and read a batch at a time, whatever the
+    /// log holds after that moment following them, a copy of the partition
+    /// that never holds it all at once.
+    pub fn copy_changes(&self, key: &Bytes, now_ms: u64) -> Vec<Change> {
+        let mut out = self.full_changes(key);
+        if self.get(key).is_some_and(|e| e.is_expired(now_ms)) {
+            out.retain(|c| !matches!(c.kind, ChangeKind::Full { .. }));
+        }
         out
     }
 
@@ -222,8 +234,9 @@ impl Partition {
                     version,
                     kind: ChangeKind::Delete,
                 },
-                Tomb::Hash => hash_at(key.clone(), version),
+                Tomb::Emptied(coll) => emptied_at(key.clone(), *coll, version),
                 Tomb::Field(f) => field_tomb(key.clone(), f.clone(), version),
+                Tomb::Member(coll, m) => member_tomb(key.clone(), *coll, m.clone(), version),
             })
             .collect()
     }
@@ -250,17 +263,42 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
         return (lost(floor, v), None);
     }
     let entry = at.and_then(|i| part.get_index(i)).map(|(_, e)| e);
+    let coll_of_change = match &change.kind {
+        ChangeKind::Full { value, .. } => value.coll(),
+        ChangeKind::Delta { op, .. } => op.coll(),
+        _ => None,
+    };
+    if let (None, Some(c)) = (entry, coll_of_change) {
+        // The key was a collection of another kind after v: this write
+        // lost to it (and removes what is older, when it arrives).
+        if tombs.emptied_other(key, Some(c)).is_some_and(|m| m >= v) {
+            return overwrite_loses(None, tombs, change);
+        }
+    }
     let hash = entry.and_then(Entry::as_hash);
+    let coll = entry.map(|e| &e.value).filter(|v| v.is_collection());
     match &change.kind {
+        ChangeKind::Full {
+            value: Value::Set(_) | Value::ZSet(_),
+            ..
+        } => members::full(entry, tombs, change),
+        ChangeKind::Delta {
+            op: DeltaOp::SetAdd { .. } | DeltaOp::ZAdd { .. },
+            ..
+        } => members::add(entry, tombs, change),
+        ChangeKind::Delta {
+            op: DeltaOp::Remove { .. },
+            ..
+        } => members::remove(entry, tombs, change),
         ChangeKind::Full {
             value: Value::Str(_),
             ..
         } => match entry {
-            None if tombs.hash(key).is_some_and(|h| h >= v) => {
-                string_loses_to_hash(None, tombs, change)
+            None if tombs.emptied_other(key, None).is_some_and(|h| h >= v) => {
+                overwrite_loses(None, tombs, change)
             }
-            Some(e) if e.version >= v => match hash {
-                Some(h) => string_loses_to_hash(Some(h), tombs, change),
+            Some(e) if e.version >= v => match coll {
+                Some(c) => overwrite_loses(Some(c), tombs, change),
                 None => (lost(e.version, v), None),
             },
             _ => (Applied, Some(change)),
@@ -273,8 +311,8 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             // snapshot): merged whatever the versions, because it may carry
             // fields whose own changes could not be applied here.
             if let Some(e) = entry.filter(|e| hash.is_none() && e.version >= v) {
-                // A string newer than all of it.
-                return (lost(e.version, v), None);
+                // A string or another collection newer than all of it.
+                return type_conflict(e, tombs, change);
             }
             // Each field keeps its newest version; fields removed here after
             // the incoming version (tombstones, or a string's overwrite)
@@ -335,16 +373,17 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
         } => match entry {
             // The key was a hash after v: a string write lost to it, an
             // expiry change is older than what removed the hash.
-            None if tombs.hash(key).is_some_and(|h| h >= v) => match op.needs_base() {
-                true => string_loses_to_hash(None, tombs, change),
+            None if tombs.emptied_other(key, None).is_some_and(|h| h >= v) => match op.needs_base()
+            {
+                true => overwrite_loses(None, tombs, change),
                 false => (ConflictLost, None),
             },
             None => (NeedFull, None),
             Some(e) if e.version == v => (Duplicate, None),
             // A string write against a newer hash loses (removing older
             // fields); against an older one it wins, with its full value.
-            Some(e) if hash.is_some() && op.needs_base() => match hash {
-                Some(h) if e.version > v => string_loses_to_hash(Some(h), tombs, change),
+            Some(e) if coll.is_some() && op.needs_base() => match coll {
+                Some(c) if e.version > v => overwrite_loses(Some(c), tombs, change),
                 _ => (NeedFull, None),
             },
             Some(e) if e.version > v => (ConflictLost, None),
@@ -355,6 +394,9 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             base,
             op: DeltaOp::HashSet { fields },
         } => {
+            if let Some(e) = entry.filter(|e| e.value.is_collection() && hash.is_none()) {
+                return type_conflict(e, tombs, change);
+            }
             if let Some(e) = entry.filter(|_| hash.is_none()) {
                 // A string here: older, the sender's hash replaces it.
                 return match e.version >= v {
@@ -390,10 +432,10 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             op: DeltaOp::HashDel { fields },
         } => {
             if let Some(e) = entry.filter(|_| hash.is_none()) {
-                // The key was a hash at v: an older string lost to it (the
-                // change removes it, see apply_change).
+                // The key was a hash at v: an older value of another type
+                // lost to it (the change removes it, see apply_change).
                 return match e.version >= v {
-                    true => (lost(e.version, v), None),
+                    true => type_conflict(e, tombs, change),
                     false => (Applied, Some(change)),
                 };
             }
@@ -441,30 +483,29 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             None if tombs.enabled() => (Applied, Some(change)),
             None => (Duplicate, None),
             Some(e) if e.version < v => (Applied, Some(change)),
-            Some(e) if hash.is_none() => (lost(e.version, v), None),
-            // A hash newer than the removal keeps its newer fields; the
-            // change (see apply_change) removes the older ones and leaves
-            // the floor.
-            Some(_) if hash.is_some_and(|h| h.iter().any(|(_, f)| f.version < v)) => {
-                (Applied, Some(change))
-            }
+            Some(e) if !e.value.is_collection() => (lost(e.version, v), None),
+            // A collection newer than the removal keeps its newer
+            // elements; the change (see apply_change) removes the older
+            // ones and leaves the floor.
+            Some(e) if !e.value.elements_older_than(v).is_empty() => (Applied, Some(change)),
             Some(_) if tombs.enabled() => (ConflictLost, Some(change)),
             Some(_) => (ConflictLost, None),
         },
     }
 }
 
-/// A string write (full or delta) at version v against a hash of a newer
+/// A string write (full or delta) at version v against a collection (a
+/// hash, set or sorted set) of a newer
 /// version (held, or gone with its last field): the string loses, but it
 /// overwrote the key, so the fields older than v go, now or when they
 /// arrive. Logged as a Delete at v, which removes exactly those (see
 /// apply_change) and leaves the floor.
-fn string_loses_to_hash(
-    hash: Option<&HashValue>,
+fn overwrite_loses(
+    coll: Option<&Value>,
     tombs: &Tombstones,
     change: Change,
 ) -> (RemoteOutcome, Option<Change>) {
-    if tombs.enabled() || hash.is_some_and(|h| h.iter().any(|(_, f)| f.version < change.version)) {
+    if tombs.enabled() || coll.is_some_and(|c| !c.elements_older_than(change.version).is_empty()) {
         let delete = Change {
             key: change.key,
             version: change.version,
@@ -473,6 +514,25 @@ fn string_loses_to_hash(
         return (ConflictLost, Some(delete));
     }
     (ConflictLost, None)
+}
+
+/// A write at version v against a held value of another type: an older
+/// one needs the sender's full value (which replaces it); a newer string
+/// makes it lose; a newer collection makes it lose too, but the write
+/// overwrote the key, so the collection's elements older than v go
+/// ([`overwrite_loses`]).
+fn type_conflict(e: &Entry, tombs: &Tombstones, change: Change) -> (RemoteOutcome, Option<Change>) {
+    let v = change.version;
+    let mark = matches!(&change.kind, ChangeKind::Delta { op: DeltaOp::SetAdd { members }, .. } if members.is_empty())
+        || matches!(&change.kind, ChangeKind::Delta { op: DeltaOp::ZAdd { members }, .. } if members.is_empty());
+    match (e.version >= v, e.value.is_collection()) {
+        // "The key was a collection at v, and emptied": what is older
+        // goes (see apply_change).
+        (false, _) if mark => (Applied, Some(change)),
+        (false, _) => (NeedFull, None),
+        (true, false) => (lost(e.version, v), None),
+        (true, true) => overwrite_loses(Some(&e.value), tombs, change),
+    }
 }
 
 /// A field tombstone as a change: an HDEL of the field at `v`.
@@ -489,7 +549,46 @@ fn field_tomb(key: Bytes, field: Bytes, v: Version) -> Change {
     }
 }
 
-/// "The key was a hash at v": an HDEL of no field.
+/// A member tombstone as a change: the removal of the member as far as
+/// `v` (the add it observed).
+fn member_tomb(key: Bytes, coll: Coll, member: Bytes, v: Version) -> Change {
+    Change {
+        key,
+        version: v,
+        kind: ChangeKind::Delta {
+            base: Version::ZERO,
+            op: DeltaOp::Remove {
+                coll,
+                members: vec![(member, v)],
+            },
+        },
+    }
+}
+
+/// "The key was a collection of kind `coll` at v, and emptied": an HDEL of
+/// no field, or an add of no member.
+fn emptied_at(key: Bytes, coll: Coll, v: Version) -> Change {
+    let op = match coll {
+        Coll::Hash => DeltaOp::HashDel { fields: Vec::new() },
+        Coll::Set => DeltaOp::SetAdd {
+            members: Vec::new(),
+        },
+        Coll::ZSet => DeltaOp::ZAdd {
+            members: Vec::new(),
+        },
+    };
+    Change {
+        key,
+        version: v,
+        kind: ChangeKind::Delta {
+            base: Version::ZERO,
+            op,
+        },
+    }
+}
+
+/// "The key was a collection at v" (it lost its last element): an HDEL of
+/// no field.
 fn hash_at(key: Bytes, v: Version) -> Change {
     Change {
         key,

@@ -150,6 +150,8 @@ impl<'a> Txn<'a> {
             Write::Str(_) => Noticed::Str,
             Write::HashSet(_) => Noticed::HashSet,
             Write::HashDel(_) => Noticed::HashDel,
+            Write::SetAdd(_) | Write::ZAdd(_) => Noticed::Added,
+            Write::Remove(_) => Noticed::Removed,
             Write::SetExpiry(at) => Noticed::Expiry(*at),
             Write::Delete => Noticed::Deleted,
         });
@@ -158,18 +160,21 @@ impl<'a> Txn<'a> {
             kind,
             saved,
             new_value,
-        }) = plan(old, w)?
+        }) = plan(old, w, part.tombstones.enabled())?
         else {
             return Ok(());
         };
         // An existing key's bytes are shared, not copied, into the change.
         let key = stored_key.unwrap_or_else(|| Bytes::copy_from_slice(key));
         let noticed = noticed.map(|what| (what, key.clone()));
-        let change = Change {
-            key,
-            version: self.ks.version(),
-            kind,
-        };
+        let mut kind = kind;
+        let version = self.ks.version();
+        if let ChangeKind::Full { value, .. } = &mut kind {
+            // A value a command built whole (SINTERSTORE, COPY, RESTORE...)
+            // is this write's: each element takes its version.
+            value.stamp(version);
+        }
+        let change = Change { key, version, kind };
         if self.notify {
             self.touched.push(change.key.clone());
         }
@@ -197,7 +202,8 @@ impl<'a> Txn<'a> {
             }
         }
         if let Some((what, key)) = noticed {
-            let removed = what == Noticed::HashDel && self.guards[s].1.get(&key).is_none();
+            let removed = matches!(what, Noticed::HashDel | Noticed::Removed)
+                && self.guards[s].1.get(&key).is_none();
             notices::push(Notice {
                 key,
                 what,

@@ -1,0 +1,279 @@
+//! Set and sorted-set changes from another site, resolved against what the
+//! partition holds (the hash rules are in the parent module).
+//!
+//! - Members merge one by one, each by its own version: an add (SADD, a
+//!   ZADD score) wins over what is held of the member when it is newer,
+//!   and over a member tombstone when it is newer than the version that
+//!   tombstone records. A removal records the version of the add it
+//!   observed (an observed remove), not its own: an add the remover had
+//!   not seen is newer than that and stays. So a concurrent add wins over
+//!   a remove, and the sites agree whatever the order the changes arrive.
+//! - Sorted-set scores are last writer wins per member (ZINCRBY is logged
+//!   as the score it gave).
+//! - A key of another type: the newer write decides (a newer one here
+//!   makes the change lose; an older one is replaced by the sender's full
+//!   value, asked for with `NeedFull`).
+//! - A full set or sorted set (a re-sync, an answer to `NeedFull`) merges
+//!   member by member whatever its version, as a full hash does.
+
+use bytes::Bytes;
+
+use super::{emptied_at, lost, type_conflict, winners, RemoteOutcome};
+use crate::change::{Change, ChangeKind, DeltaOp};
+use crate::tombstones::{Coll, Tombstones};
+use crate::value::{Entry, Value};
+use crate::version::Version;
+
+use RemoteOutcome::*;
+
+/// The newest of what is held of member `name` and its tombstone.
+fn here(
+    entry: Option<&Entry>,
+    tombs: &Tombstones,
+    key: &[u8],
+    coll: Coll,
+    name: &[u8],
+) -> Option<Version> {
+    entry
+        .and_then(|e| e.value.element_version(name))
+        .max(tombs.member(key, coll, name))
+}
+
+/// An add of no member: "the key was a set (sorted set) at v, and
+/// emptied". It raises a held one's version, or is kept as a mark.
+fn mark(
+    entry: Option<&Entry>,
+    tombs: &Tombstones,
+    coll: Coll,
+    change: Change,
+) -> (RemoteOutcome, Option<Change>) {
+    let v = change.version;
+    let key = &change.key;
+    let held = match entry {
+        Some(e) => Some(e.version),
+        None if tombs.enabled() => tombs.emptied(key, coll),
+        None => return (Duplicate, None),
+    };
+    match held {
+        Some(h) if h >= v => (lost(h, v), None),
+        _ => (Applied, Some(change)),
+    }
+}
+
+/// SADD or ZADD at the change's version.
+pub(super) fn add(
+    entry: Option<&Entry>,
+    tombs: &Tombstones,
+    change: Change,
+) -> (RemoteOutcome, Option<Change>) {
+    let v = change.version;
+    let key = &change.key;
+    let ChangeKind::Delta { base, op } = &change.kind else {
+        unreachable!("an add is a delta")
+    };
+    match op {
+        DeltaOp::SetAdd { members } => {
+            if let Some(e) = entry.filter(|e| e.as_set().is_none()) {
+                return type_conflict(e, tombs, change);
+            }
+            if members.is_empty() {
+                return mark(entry, tombs, Coll::Set, change);
+            }
+            let mut seen = false;
+            let mut wins = Vec::new();
+            for m in members {
+                match here(entry, tombs, key, Coll::Set, m) {
+                    Some(h) if h >= v => seen |= h == v,
+                    _ => wins.push(m.clone()),
+                }
+            }
+            let (total, base) = (members.len(), *base);
+            winners(key.clone(), v, base, total, wins, seen, change, |members| {
+                DeltaOp::SetAdd { members }
+            })
+        }
+        DeltaOp::ZAdd { members } => {
+            if let Some(e) = entry.filter(|e| e.as_zset().is_none()) {
+                return type_conflict(e, tombs, change);
+            }
+            if members.is_empty() {
+                return mark(entry, tombs, Coll::ZSet, change);
+            }
+            let mut seen = false;
+            let mut wins = Vec::new();
+            for (m, score) in members {
+                match here(entry, tombs, key, Coll::ZSet, m) {
+                    Some(h) if h >= v => seen |= h == v,
+                    _ => wins.push((m.clone(), *score)),
+                }
+            }
+            let (total, base) = (members.len(), *base);
+            winners(key.clone(), v, base, total, wins, seen, change, |members| {
+                DeltaOp::ZAdd { members }
+            })
+        }
+        _ => unreachable!("not an add"),
+    }
+}
+
+/// An observed remove of members (SREM, ZREM, SPOP..., or an element
+/// tombstone of any collection replayed by a re-sync).
+pub(super) fn remove(
+    entry: Option<&Entry>,
+    tombs: &Tombstones,
+    change: Change,
+) -> (RemoteOutcome, Option<Change>) {
+    let v = change.version;
+    let key = &change.key;
+    let ChangeKind::Delta {
+        base,
+        op: DeltaOp::Remove { coll, members },
+    } = &change.kind
+    else {
+        unreachable!("not a remove")
+    };
+    let coll = *coll;
+    if let Some(e) = entry.filter(|e| e.value.coll() != Some(coll)) {
+        return type_conflict(e, tombs, change);
+    }
+    let mut seen = false;
+    let mut doomed = Vec::new();
+    for (m, upto) in members {
+        match entry.and_then(|e| e.value.element_version(m)) {
+            // Added again after what the remover saw: the add wins.
+            Some(held) if held > *upto => seen = true,
+            Some(_) => doomed.push((m.clone(), *upto)),
+            None => match tombs.member(key, coll, m).max(tombs.key(key)) {
+                Some(t) if t >= *upto => seen = true,
+                // Only a tombstone to keep, so that the add it removed
+                // loses when it arrives later.
+                _ if tombs.enabled() => doomed.push((m.clone(), *upto)),
+                _ => seen = true,
+            },
+        }
+    }
+    let raises = match entry {
+        Some(e) => e.version < v,
+        None => tombs.enabled() && tombs.emptied(key, coll).is_none_or(|m| m < v),
+    };
+    if doomed.is_empty() && raises {
+        // Nothing left to remove here, but the removal was a write of the
+        // key at v where it was made: its version follows (kept as the
+        // mark a collection created later starts from, when none is held).
+        return (Applied, Some(change));
+    }
+    let (total, base) = (members.len(), *base);
+    winners(
+        key.clone(),
+        v,
+        base,
+        total,
+        doomed,
+        seen,
+        change,
+        |members| DeltaOp::Remove { coll, members },
+    )
+}
+
+/// A whole set or sorted set from another site, merged member by member.
+pub(super) fn full(
+    entry: Option<&Entry>,
+    tombs: &Tombstones,
+    change: Change,
+) -> (RemoteOutcome, Option<Change>) {
+    let v = change.version;
+    let key = &change.key;
+    let ChangeKind::Full {
+        value: incoming,
+        expire_at,
+    } = &change.kind
+    else {
+        unreachable!("not a full value")
+    };
+    // Another type held: newer, this lost (and removes what is older than
+    // it); older, it was overwritten at its version, as far as that goes.
+    let overwritten = match entry.filter(|e| !e.value.same_type(incoming)) {
+        Some(e) if e.version >= v => return type_conflict(e, tombs, change),
+        Some(e) => Some(e.version),
+        None => None,
+    };
+    let same = entry.filter(|e| e.value.same_type(incoming));
+    let mut merged = match same {
+        Some(e) => e.value.clone(),
+        None => match incoming {
+            Value::Set(_) => Value::Set(Default::default()),
+            _ => Value::ZSet(Default::default()),
+        },
+    };
+    let mut changed = false;
+    let coll = incoming.coll().unwrap_or(Coll::Set);
+    for (name, mv) in element_versions(incoming) {
+        let removed = tombs
+            .member(key, coll, &name)
+            .max(tombs.key(key))
+            .max(overwritten)
+            .is_some_and(|t| t >= mv);
+        let newer_here = merged.element_version(&name).is_some_and(|h| h >= mv);
+        if !removed && !newer_here {
+            copy_element(&mut merged, incoming, &name);
+            changed = true;
+        }
+    }
+    let (version, expire_at) = match same {
+        Some(e) if e.version >= v && !changed => return (lost(e.version, v), None),
+        Some(e) if e.version >= v => (e.version, e.expire_at),
+        _ => (v, *expire_at),
+    };
+    if merged.is_empty_collection() {
+        // Nothing of it survives here, but the key was a collection at v:
+        // an older value of another type goes.
+        let other = overwritten.is_some();
+        return match other || (tombs.enabled() && tombs.emptied(key, coll).is_none_or(|h| h < v)) {
+            true => (
+                if other { Applied } else { ConflictLost },
+                Some(emptied_at(key.clone(), coll, v)),
+            ),
+            false => (ConflictLost, None),
+        };
+    }
+    let kind = ChangeKind::Full {
+        value: merged,
+        expire_at,
+    };
+    (
+        Applied,
+        Some(Change {
+            key: key.clone(),
+            version,
+            kind,
+        }),
+    )
+}
+
+/// Every element of a set or sorted set with its version.
+fn element_versions(value: &Value) -> Vec<(Bytes, Version)> {
+    match value {
+        Value::Set(s) => s.iter().map(|(m, v)| (m.clone(), v)).collect(),
+        Value::ZSet(z) => z.iter().map(|(m, x)| (m.clone(), x.version)).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Sets element `name` of `to` as `from` (of the same type) holds it.
+fn copy_element(to: &mut Value, from: &Value, name: &Bytes) {
+    match (to, from) {
+        (Value::Set(to), Value::Set(from)) => {
+            if let Some(v) = from.version_of(name) {
+                to.remove(name);
+                to.add(name, v);
+            }
+        }
+        (Value::ZSet(to), Value::ZSet(from)) => {
+            if let Some(x) = from.get(name) {
+                to.remove(name);
+                to.insert(name, x.score, x.version);
+            }
+        }
+        _ => {}
+    }
+}
