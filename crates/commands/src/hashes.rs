@@ -225,7 +225,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 /// A field's place in HSCAN order: a hash of its name with fixed keys, so
 /// the order is the same on every call and survives inserts and deletes.
 /// Never 0, which as a cursor means "start" or "done".
-fn scan_order(field: &[u8]) -> u64 {
+pub(crate) fn scan_order(field: &[u8]) -> u64 {
     ahash::RandomState::with_seeds(0x64656c74, 0x61677269, 0x64, 0x5343414e)
         .hash_one(field)
         .max(1)

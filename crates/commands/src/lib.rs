@@ -15,6 +15,7 @@ pub mod keys;
 pub mod lcs;
 pub mod number;
 pub mod object;
+pub mod sets;
 pub mod strings;
 pub mod table;
 

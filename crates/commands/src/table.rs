@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crate::{bits, hashes, keys, lcs, object, strings, Handler};
+use crate::{bits, hashes, keys, lcs, object, sets, strings, Handler};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Flags(pub u32);
@@ -161,6 +161,11 @@ const KEY1: (i32, i32, i32) = (1, 1, 1);
 const KEY2: (i32, i32, i32) = (2, 2, 1);
 const ALL_KEYS: (i32, i32, i32) = (1, -1, 1);
 const KEY_VALUE_PAIRS: (i32, i32, i32) = (1, -1, 2);
+/// SMOVE: a source and a destination.
+const KEYS_1_2: (i32, i32, i32) = (1, 2, 1);
+/// After a numkeys argument (SINTERCARD): every later argument is taken
+/// as a key, options included (a superset of Redis's movable keys).
+const AFTER_NUMKEYS: (i32, i32, i32) = (2, -1, 1);
 
 pub static TABLE: &[CommandSpec] = &[
     // connection
@@ -253,6 +258,24 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("hstrlen", 3, R | F, KEY1, "hash", "3.2.0", Some(hashes::hstrlen), "Returns the length of the value of a field."),
     cmd!("hscan", -3, R, KEY1, "hash", "2.8.0", Some(hashes::hscan), "Iterates over fields and values of a hash."),
     cmd!("hrandfield", -2, R, KEY1, "hash", "6.2.0", Some(hashes::hrandfield), "Returns one or more random fields from a hash."),
+    // sets
+    cmd!("sadd", -3, W | M | F, KEY1, "set", "1.0.0", Some(sets::sadd), "Adds one or more members to a set. Creates the key if it doesn't exist."),
+    cmd!("srem", -3, W | F, KEY1, "set", "1.0.0", Some(sets::srem), "Removes one or more members from a set. Deletes the set if the last member was removed."),
+    cmd!("smembers", 2, R, KEY1, "set", "1.0.0", Some(sets::smembers), "Returns all members of a set."),
+    cmd!("sismember", 3, R | F, KEY1, "set", "1.0.0", Some(sets::sismember), "Determines whether a member belongs to a set."),
+    cmd!("smismember", -3, R | F, KEY1, "set", "6.2.0", Some(sets::smismember), "Determines whether multiple members belong to a set."),
+    cmd!("scard", 2, R | F, KEY1, "set", "1.0.0", Some(sets::scard), "Returns the number of members in a set."),
+    cmd!("spop", -2, W | F, KEY1, "set", "1.0.0", Some(sets::spop), "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped."),
+    cmd!("srandmember", -2, R, KEY1, "set", "1.0.0", Some(sets::srandmember), "Get one or multiple random members from a set"),
+    cmd!("smove", 4, W | F, KEYS_1_2, "set", "1.0.0", Some(sets::smove), "Moves a member from one set to another."),
+    cmd!("sinter", -2, R, ALL_KEYS, "set", "1.0.0", Some(sets::sinter), "Returns the intersect of multiple sets."),
+    cmd!("sintercard", -3, R, AFTER_NUMKEYS, "set", "7.0.0", Some(sets::sintercard), "Returns the number of members of the intersect of multiple sets."),
+    cmd!("sinterstore", -3, W | M, ALL_KEYS, "set", "1.0.0", Some(sets::sinterstore), "Stores the intersect of multiple sets in a key."),
+    cmd!("sunion", -2, R, ALL_KEYS, "set", "1.0.0", Some(sets::sunion), "Returns the union of multiple sets."),
+    cmd!("sunionstore", -3, W | M, ALL_KEYS, "set", "1.0.0", Some(sets::sunionstore), "Stores the union of multiple sets in a key."),
+    cmd!("sdiff", -2, R, ALL_KEYS, "set", "1.0.0", Some(sets::sdiff), "Returns the difference of multiple sets."),
+    cmd!("sdiffstore", -3, W | M, ALL_KEYS, "set", "1.0.0", Some(sets::sdiffstore), "Stores the difference of multiple sets in a key."),
+    cmd!("sscan", -3, R, KEY1, "set", "2.0.0", Some(sets::sscan), "Iterates over members of a set."),
     // generic keyspace
     cmd!("del", -2, W, ALL_KEYS, "generic", "1.0.0", Some(keys::del), "Deletes one or more keys."),
     cmd!("unlink", -2, W | F, ALL_KEYS, "generic", "4.0.0", Some(keys::del), "Asynchronously deletes one or more keys."),

@@ -22,6 +22,9 @@ const HELP: &[&str] = &[
     "    Show low level info about `key` and associated value.",
     "PAUSE-CRON <0|1>",
     "    Stop periodic cron job processing (active expiry).",
+    "RELOAD",
+    "    Answers OK and leaves the dataset as it is: a node keeps no snapshot to",
+    "    save and load again (Redis saves and reloads its RDB file).",
     "PROTOCOL <type>",
     "    Reply with a test value of the specified type. <type> can be: string,",
     "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
@@ -58,6 +61,9 @@ pub fn debug(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     } else if is(sub, "SET-ACTIVE-EXPIRE") && argc == 3 {
         let on = atoi(a[2]) != 0;
         s.node.runtime.active_expire.store(on, Ordering::Relaxed);
+    } else if is(sub, "RELOAD") && argc == 2 {
+        // Nothing to save and load back: the dataset after is the one
+        // before, which is what a reload promises.
     } else if is(sub, "PAUSE-CRON") && argc == 3 {
         let paused = atoi(a[2]) != 0;
         s.node.runtime.cron_paused.store(paused, Ordering::Relaxed);
