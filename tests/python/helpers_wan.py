@@ -297,13 +297,18 @@ def digest(site_or_nodes):
             t = t.decode() if isinstance(t, bytes) else t
             if t != "none":
                 kinds[k] = (t, ttl)
-        reads = [("HGETALL", k) if t == "hash" else ("GET", k) for k, (t, _) in kinds.items()]
+        read_of = {"hash": ("HGETALL",), "set": ("SMEMBERS",),
+                   "zset": ("ZRANGE", 0, -1, "WITHSCORES")}
+        reads = [(read_of.get(t, ("GET",))[0], k, *read_of.get(t, ("GET",))[1:])
+                 for k, (t, _) in kinds.items()]
         values = _pipelined(r, reads)
         for (k, (t, ttl)), v in zip(kinds.items(), values):
-            if v is None or v == {}:
+            if v is None or v == {} or v == set() or v == []:
                 continue  # gone between the reads
             if t == "hash":
                 v = tuple(sorted(v.items()))
+            elif t in ("set", "zset"):
+                v = tuple(sorted(v))
             out[k] = (t, v, -1 if ttl < 0 else round(ttl / 1000))
     return out
 

@@ -206,6 +206,32 @@ def test_a_delete_beats_an_older_concurrent_update_at_both_sites(sites):
     wait_converged([london, newyork], ttl_slack=2)
 
 
+def test_concurrent_sadd_and_srem_of_the_same_members_end_add_wins_at_both_sites(sites):
+    london, newyork = pair(sites)
+    a, b = client(london.nodes[0]), client(newyork.nodes[0])
+    a.sadd("tags", "red", "green", "blue")
+    wait_converged([london, newyork], min_keys=1)
+    assert b.smembers("tags") == {b"red", b"green", b"blue"}
+    for site, other in ((london, "newyork"), (newyork, "london")):
+        wan_control(site.nodes[0], "pause", other)
+        wait_state(site.nodes[0], other, "paused")
+    # London removes what it saw; New York, later by the clock, adds one
+    # of them again (held there: SADD answers 0 but renews it) and a new
+    # one, without having seen the removal. Green, removed and not added
+    # again, stays removed.
+    assert a.srem("tags", "red", "green") == 2
+    b.execute_command("DEBUG", "CLOCK-ADVANCE", 1000)
+    assert b.sadd("tags", "red", "yellow") == 1  # red is held there: not new
+    for site, other in ((london, "newyork"), (newyork, "london")):
+        wan_control(site.nodes[0], "resume", other)
+    wait_drained(newyork, "london")
+    wait_drained(london, "newyork")
+    want = {b"red", b"blue", b"yellow"}
+    wait_until(lambda: a.smembers("tags") == want and b.smembers("tags") == want, timeout=15,
+               message="add-wins sets at both sites")
+    assert wait_converged([london, newyork])[b"tags"] == ("set", (b"blue", b"red", b"yellow"), -1)
+
+
 # -- 3 -------------------------------------------------------------------------
 
 def cluster_client(site):
