@@ -206,6 +206,41 @@ def test_a_delete_beats_an_older_concurrent_update_at_both_sites(sites):
     wait_converged([london, newyork], ttl_slack=2)
 
 
+def test_concurrent_increments_at_both_sites_sum_exactly(sites):
+    london, newyork = pair(sites)
+    a, b = client(london.nodes[0]), client(newyork.nodes[0])
+    a.set("hits", 10)
+    a.set("reset", 1)
+    wait_converged([london, newyork], min_keys=2)
+    for site, other in ((london, "newyork"), (newyork, "london")):
+        wan_control(site.nodes[0], "pause", other)
+        wait_state(site.nodes[0], other, "paused")
+    # Both sites count while neither hears the other.
+    write_pipelined(a, [("INCR", "hits")] * 2000 + [("INCRBY", "pair", 7), ("DECRBY", "hits", 5)])
+    write_pipelined(b, [("INCR", "hits")] * 2000 + [("INCRBY", "pair", 3)])
+    # London sets "reset" to 100 without having seen New York's increments:
+    # the SET resets what London saw, New York's concurrent ones are kept.
+    a.incrby("reset", 4)
+    a.set("reset", 100)
+    b.incrby("reset", 20)
+    assert int(a.get("hits")) == 10 + 2000 - 5 and int(b.get("hits")) == 10 + 2000
+    for site, other in ((london, "newyork"), (newyork, "london")):
+        wan_control(site.nodes[0], "resume", other)
+    wait_drained(newyork, "london")
+    wait_drained(london, "newyork")
+    want = {b"hits": b"4005", b"pair": b"10", b"reset": b"120"}
+    wait_until(lambda: all(a.get(k) == v and b.get(k) == v for k, v in want.items()), timeout=15,
+               message="counters summed at both sites")
+    # And they keep counting as counters afterwards, on either side.
+    a.incr("hits")
+    b.incrby("hits", 2)
+    wait_until(lambda: a.get("hits") == b"4008" and b.get("hits") == b"4008", timeout=15,
+               message="later increments summed")
+    assert a.type("hits") == b"string" and a.strlen("hits") == 4
+    a.append("hits", "x")
+    wait_until(lambda: b.get("hits") == b"4008x", timeout=15, message="an APPEND is an assignment")
+
+
 def test_concurrent_sadd_and_srem_of_the_same_members_end_add_wins_at_both_sites(sites):
     london, newyork = pair(sites)
     a, b = client(london.nodes[0]), client(newyork.nodes[0])

@@ -43,9 +43,11 @@ fn as_integer(s: &[u8]) -> Option<i64> {
 /// thresholds CONFIG SET gives `hash-max-listpack-*`).
 pub fn encoding(ks: &Keyspace, value: &Value) -> &'static str {
     match value {
-        Value::Str(s) if as_integer(s).is_some() => "int",
-        Value::Str(s) if s.len() <= EMBSTR_MAX => "embstr",
-        Value::Str(_) => "raw",
+        Value::Str(_) | Value::Counter(_) => match value.as_text() {
+            Some(s) if as_integer(s).is_some() => "int",
+            Some(s) if s.len() <= EMBSTR_MAX => "embstr",
+            _ => "raw",
+        },
         Value::Hash(h) if ks.encodings().hash_is_small(h) => "listpack",
         Value::Hash(_) => "hashtable",
         Value::Set(s) => ks.encodings().set_encoding(s),

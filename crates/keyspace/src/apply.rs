@@ -25,7 +25,7 @@ use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::delta::{self, StringOpError};
 use crate::partition::Partition;
 use crate::tombstones::Coll;
-use crate::value::{Entry, HashValue, Value};
+use crate::value::{CounterValue, Entry, HashValue, Value};
 use crate::version::Version;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -85,6 +85,15 @@ pub fn apply_change_at(
                 match (&mut e.value, op) {
                     (Value::Str(held), DeltaOp::IncrBy(by)) => delta::incr_in_place(held, *by)?,
                     (Value::Str(held), op) => *held = delta::apply_string_op(held, op)?,
+                    // A whole-string write of a counter: an assignment.
+                    (Value::Counter(c), op) => {
+                        let mut text = c.text().clone();
+                        match op {
+                            DeltaOp::IncrBy(by) => delta::incr_in_place(&mut text, *by)?,
+                            op => text = delta::apply_string_op(&text, op)?,
+                        }
+                        c.assign(text, change.version);
+                    }
                     _ => return Err(ApplyError::WrongType),
                 }
                 e.version = change.version;
@@ -135,6 +144,10 @@ pub fn apply_change_at(
                 part.tombstones.emptied_at(key, Coll::Hash, held);
             }
         }
+        ChangeKind::Delta {
+            op: DeltaOp::Count { total, .. },
+            ..
+        } => count(part, at, key, *total, change.version)?,
         ChangeKind::Delta {
             op: DeltaOp::SetAdd { members },
             ..
@@ -188,6 +201,9 @@ pub fn apply_change_at(
             update_held(part, at, key, |e| {
                 e.expire_at = *expire_at;
                 e.version = e.version.max(change.version);
+                if let Value::Counter(c) = &mut e.value {
+                    c.expiry_set(change.version);
+                }
             });
         }
     }
@@ -221,10 +237,15 @@ fn put_full(
     part: &mut Partition,
     mut at: Option<usize>,
     key: &Bytes,
-    value: Value,
+    mut value: Value,
     mut version: Version,
     expire_at: u64,
 ) {
+    if let (Value::Counter(c), Some(floor)) = (&mut value, removed_at(part, key)) {
+        // What of a counter is older than the key's last removal is gone
+        // (the counter came from a site that had not seen the removal).
+        c.prune_older(floor);
+    }
     if part.tombstones.enabled() {
         // The old entry is looked at first: find it once, so the
         // overwrite below goes by index (a backup's or receiver's
@@ -237,6 +258,14 @@ fn put_full(
             // A collection replacing a value of another type: that
             // value's overwrite still holds older elements back.
             (Some((true, old)), v) if v.is_collection() => part.tombstones.deleted(key, old),
+            // A counter replacing a collection: what of it is older than
+            // the collection was overwritten by it.
+            (Some((true, old)), Value::Counter(_)) => {
+                part.tombstones.deleted(key, old);
+                if let Value::Counter(c) = &mut value {
+                    c.prune_older(old);
+                }
+            }
             (_, Value::Str(_)) => part.tombstones.overwritten(key, version),
             _ => {}
         }
@@ -367,6 +396,61 @@ fn remove_members(
     }
 }
 
+/// The newest removal of `key` a counter made there starts above: its
+/// floor, or the version at which it was last a collection that emptied
+/// (a write of another type, which overwrote what was older).
+fn removed_at(part: &Partition, key: &[u8]) -> Option<Version> {
+    part.tombstones
+        .key(key)
+        .max(part.tombstones.emptied_other(key, None))
+}
+
+/// An increment of a merging counter: the change's site's running total
+/// becomes `total`. A plain string becomes a counter (assigned at its own
+/// version); a missing key a counter from 0.
+fn count(
+    part: &mut Partition,
+    mut at: Option<usize>,
+    key: &Bytes,
+    total: i64,
+    version: Version,
+) -> Result<(), ApplyError> {
+    at = at.or_else(|| part.index_of(key));
+    if held(part, at, key).is_some_and(|e| e.value.is_collection()) {
+        return Err(ApplyError::WrongType);
+    }
+    if held(part, at, key).is_none() {
+        // From nothing, above the key's last removal.
+        let mut counter = CounterValue::from_nothing();
+        if let Some(floor) = removed_at(part, key) {
+            counter.prune_older(floor);
+        }
+        part.put(
+            key.clone(),
+            Entry {
+                value: Value::Counter(counter),
+                version,
+                expire_at: 0,
+            },
+        );
+        at = None;
+    }
+    update_held(part, at, key, |e| {
+        if let Value::Str(text) = &e.value {
+            if e.version >= version {
+                // Written after the increment: it saw it.
+                return;
+            }
+            e.value = Value::Counter(CounterValue::from_plain(text.clone(), e.version));
+        }
+        if let Value::Counter(c) = &mut e.value {
+            c.count(version.site, total, version);
+        }
+        e.version = e.version.max(version);
+    });
+    Ok(())
+}
+
 /// "The key was a collection of kind `coll` at `version`, and emptied" (an
 /// HDEL, or an add of no member, from another site or a re-sync): a
 /// collection of that kind held takes the version if it is newer; a value
@@ -434,7 +518,25 @@ fn remove_older(part: &mut Partition, key: &Bytes, version: Version) {
         Some((true, _)) => {
             part.remove(key);
         }
-        Some((false, false)) => return,
+        Some((false, false)) => {
+            // A string newer than the removal stays; a counter loses what
+            // is older than it.
+            part.update(key, |e| {
+                if let Value::Counter(c) = &mut e.value {
+                    c.prune_older(version);
+                    if c.expiry() == Version::ZERO {
+                        // The time to live went with what was removed.
+                        e.expire_at = 0;
+                    }
+                }
+            });
+            if !part
+                .get(key)
+                .is_some_and(|e| matches!(e.value, Value::Counter(_)))
+            {
+                return;
+            }
+        }
         Some((false, true)) => {
             let emptied = part.update(key, |e| {
                 for name in e.value.elements_older_than(version) {

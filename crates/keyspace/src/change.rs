@@ -47,6 +47,11 @@ pub enum DeltaOp {
     HashDel { fields: Vec<Bytes> },
     /// Set (ms since epoch) or clear (0) the key's expiry.
     SetExpiry(u64),
+    /// An increment of a merging counter (INCRBY... on a partition that
+    /// merges with other sites): by `by`, making the running total of the
+    /// increments made at the change's site `total`. Applied as the total,
+    /// so a change counts once however often it arrives.
+    Count { by: i64, total: i64 },
     /// Add set members; each takes the change's version. Creates the set.
     SetAdd { members: Vec<Bytes> },
     /// Set sorted-set members' scores; each takes the change's version.

@@ -12,7 +12,10 @@ use bytes::{BufMut, Bytes};
 
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::tombstones::Coll;
-use crate::value::{copy_packed, copy_pairs, HashValue, SetValue, Value, ZSetValue};
+use crate::value::{
+    copy_packed, copy_pairs, Contribution, CounterBase, CounterValue, HashValue, SetValue, Value,
+    ZSetValue,
+};
 use crate::version::Version;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -36,6 +39,7 @@ const STR: u8 = 0;
 const HASH: u8 = 1;
 const SET: u8 = 2;
 const ZSET: u8 = 3;
+const COUNTER: u8 = 4;
 
 const SPLICE: u8 = 0;
 const PATCH: u8 = 1;
@@ -46,6 +50,7 @@ const SETEXPIRY: u8 = 5;
 const SADD: u8 = 6;
 const ZADD: u8 = 7;
 const REMOVE: u8 = 8;
+const COUNT: u8 = 9;
 
 fn varint_len(mut n: u64) -> usize {
     let mut len = 1;
@@ -62,6 +67,73 @@ fn put_varint(out: &mut impl BufMut, mut n: u64) {
         n >>= 7;
     }
     out.put_u8(n as u8);
+}
+
+fn varint128_len(mut n: u128) -> usize {
+    let mut len = 1;
+    while n >= 0x80 {
+        n >>= 7;
+        len += 1;
+    }
+    len
+}
+
+fn put_varint128(out: &mut impl BufMut, mut n: u128) {
+    while n >= 0x80 {
+        out.put_u8((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.put_u8(n as u8);
+}
+
+fn zigzag128(n: i128) -> u128 {
+    ((n << 1) ^ (n >> 127)) as u128
+}
+
+fn unzigzag128(n: u128) -> i128 {
+    ((n >> 1) as i128) ^ -((n & 1) as i128)
+}
+
+/// A counter's state: the assignment's version, its floor, its base (0 and an
+/// integer, or 1 and a text), then each site's contribution.
+fn counter_len(c: &CounterValue) -> usize {
+    version_len(&c.assigned())
+        + version_len(&c.floor())
+        + version_len(&c.expiry())
+        + 1
+        + match c.base() {
+            CounterBase::Int(n) => varint128_len(zigzag128(*n)),
+            CounterBase::Text(t) => bytes_len(t),
+        }
+        + varint_len(c.contributions().len() as u64)
+        + c.contributions()
+            .iter()
+            .map(|x| {
+                varint_len(x.site as u64) + varint_len(zigzag(x.total)) + version_len(&x.version)
+            })
+            .sum::<usize>()
+}
+
+fn put_counter(out: &mut impl BufMut, c: &CounterValue) {
+    put_version(out, &c.assigned());
+    put_version(out, &c.floor());
+    put_version(out, &c.expiry());
+    match c.base() {
+        CounterBase::Int(n) => {
+            out.put_u8(0);
+            put_varint128(out, zigzag128(*n));
+        }
+        CounterBase::Text(t) => {
+            out.put_u8(1);
+            put_bytes(out, t);
+        }
+    }
+    put_varint(out, c.contributions().len() as u64);
+    for x in c.contributions() {
+        put_varint(out, x.site as u64);
+        put_varint(out, zigzag(x.total));
+        put_version(out, &x.version);
+    }
 }
 
 fn zigzag(n: i64) -> u64 {
@@ -108,6 +180,7 @@ pub fn encoded_len(c: &Change) -> usize {
 pub fn value_len(v: &Value) -> usize {
     1 + match v {
         Value::Str(b) => bytes_len(b),
+        Value::Counter(c) => counter_len(c),
         Value::Hash(h) => {
             varint_len(h.len() as u64)
                 + h.iter()
@@ -156,6 +229,7 @@ fn op_len(op: &DeltaOp) -> usize {
             varint_len(fields.len() as u64) + fields.iter().map(|f| bytes_len(f)).sum::<usize>()
         }
         DeltaOp::SetExpiry(at) => varint_len(*at),
+        DeltaOp::Count { by, total } => varint_len(zigzag(*by)) + varint_len(zigzag(*total)),
         DeltaOp::SetAdd { members } => {
             varint_len(members.len() as u64) + members.iter().map(|m| bytes_len(m)).sum::<usize>()
         }
@@ -197,6 +271,10 @@ fn encode_value(v: &Value, out: &mut impl BufMut) {
         Value::Str(b) => {
             out.put_u8(STR);
             put_bytes(out, b);
+        }
+        Value::Counter(c) => {
+            out.put_u8(COUNTER);
+            put_counter(out, c);
         }
         Value::Hash(h) => {
             out.put_u8(HASH);
@@ -270,6 +348,11 @@ fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
             out.put_u8(SETEXPIRY);
             put_varint(out, *at);
         }
+        DeltaOp::Count { by, total } => {
+            out.put_u8(COUNT);
+            put_varint(out, zigzag(*by));
+            put_varint(out, zigzag(*total));
+        }
         DeltaOp::SetAdd { members } => {
             out.put_u8(SADD);
             put_varint(out, members.len() as u64);
@@ -326,6 +409,56 @@ impl<'a> Reader<'a> {
             }
         }
         Err(DecodeError::BadVarint)
+    }
+
+    fn varint128(&mut self) -> Result<u128, DecodeError> {
+        let mut n: u128 = 0;
+        for shift in (0..128).step_by(7) {
+            let b = self.u8()?;
+            if shift == 126 && b > 3 {
+                return Err(DecodeError::BadVarint);
+            }
+            n |= ((b & 0x7f) as u128) << shift;
+            if b & 0x80 == 0 {
+                return Ok(n);
+            }
+        }
+        Err(DecodeError::BadVarint)
+    }
+
+    fn counter(&mut self) -> Result<CounterValue, DecodeError> {
+        let assigned = self.version()?;
+        let floor = self.version()?;
+        let expiry = self.version()?;
+        let base = match self.u8()? {
+            0 => CounterBase::Int(unzigzag128(self.varint128()?)),
+            1 => CounterBase::Text(self.bytes()?),
+            tag => {
+                return Err(DecodeError::BadTag {
+                    what: "counter base",
+                    tag,
+                })
+            }
+        };
+        let n = self.count(3)?;
+        let mut contributions = Vec::with_capacity(n);
+        for _ in 0..n {
+            let site = u16::try_from(self.varint()?).map_err(|_| DecodeError::OutOfRange)?;
+            let total = unzigzag(self.varint()?);
+            let version = self.version()?;
+            contributions.push(Contribution {
+                site,
+                total,
+                version,
+            });
+        }
+        Ok(CounterValue::from_parts(
+            assigned,
+            base,
+            floor,
+            expiry,
+            contributions,
+        ))
     }
 
     fn u32(&mut self) -> Result<u32, DecodeError> {
@@ -483,6 +616,7 @@ pub fn head(buf: &[u8]) -> Result<Head<'_>, DecodeError> {
 fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
     match r.u8()? {
         STR => Ok(Value::Str(r.bytes()?)),
+        COUNTER => Ok(Value::Counter(r.counter()?)),
         HASH => {
             let n = r.count(4)?;
             let (fields, versions) = r.pairs(n, true)?;
@@ -543,6 +677,10 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
             DeltaOp::HashDel { fields }
         }
         SETEXPIRY => DeltaOp::SetExpiry(r.varint()?),
+        COUNT => DeltaOp::Count {
+            by: unzigzag(r.varint()?),
+            total: unzigzag(r.varint()?),
+        },
         SADD => {
             let n = r.count(1)?;
             let members = r.members(n, |_| Ok(()))?;
@@ -600,6 +738,28 @@ pub(crate) mod tests {
                 }
                 Value::Hash(h)
             }),
+            (
+                version(),
+                version(),
+                any::<i64>(),
+                proptest::option::of(bytes()),
+                proptest::collection::vec((0u16..5, any::<i64>(), version()), 0..3)
+            )
+                .prop_map(|(assigned, floor, n, text, cs)| {
+                    let base = match text {
+                        Some(t) => CounterBase::Text(t),
+                        None => CounterBase::Int(n as i128 * 3),
+                    };
+                    let cs = cs
+                        .into_iter()
+                        .map(|(site, total, version)| Contribution {
+                            site,
+                            total,
+                            version,
+                        })
+                        .collect();
+                    Value::Counter(CounterValue::from_parts(assigned, base, floor, floor, cs))
+                }),
             proptest::collection::vec((bytes(), version()), 0..4).prop_map(|ms| {
                 let mut set = SetValue::new();
                 for (m, v) in ms {
@@ -637,6 +797,7 @@ pub(crate) mod tests {
                 .prop_map(|fields| DeltaOp::HashSet { fields }),
             proptest::collection::vec(bytes(), 0..4).prop_map(|fields| DeltaOp::HashDel { fields }),
             any::<u64>().prop_map(DeltaOp::SetExpiry),
+            (any::<i64>(), any::<i64>()).prop_map(|(by, total)| DeltaOp::Count { by, total }),
             proptest::collection::vec(bytes(), 0..4)
                 .prop_map(|members| DeltaOp::SetAdd { members }),
             proptest::collection::vec((bytes(), score()), 0..4)

@@ -50,6 +50,8 @@ pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
     };
     let value = match &entry.value {
         Value::Str(b) => b.len(),
+        // The text and the state kept to merge it across sites.
+        Value::Counter(c) => c.text().len() + c.state_len(),
         Value::Hash(h) => {
             h.payload_len() + h.capacity() * (map_element::<Bytes, Field>() + INDEX_SLOT)
         }

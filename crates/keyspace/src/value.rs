@@ -9,9 +9,11 @@ use indexmap::IndexMap;
 use crate::tombstones::Coll;
 use crate::version::Version;
 
+mod counter;
 mod set;
 mod zset;
 
+pub use counter::{Base as CounterBase, Contribution, CounterValue};
 pub use set::SetValue;
 pub use zset::{Key as ZKey, Lex, Member as ZMember, Score, ZSetValue};
 
@@ -75,6 +77,8 @@ pub type FieldMap = IndexMap<Bytes, Field, ahash::RandomState>;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Str(Bytes),
+    /// A string that merges increments across sites (see [`CounterValue`]).
+    Counter(CounterValue),
     Hash(HashValue),
     Set(SetValue),
     ZSet(ZSetValue),
@@ -83,7 +87,7 @@ pub enum Value {
 impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
-            Value::Str(_) => "string",
+            Value::Str(_) | Value::Counter(_) => "string",
             Value::Hash(_) => "hash",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
@@ -94,6 +98,7 @@ impl Value {
     pub fn payload_len(&self) -> usize {
         match self {
             Value::Str(b) => b.len(),
+            Value::Counter(c) => c.text().len(),
             Value::Hash(h) => h.payload_len(),
             Value::Set(s) => s.payload_len(),
             Value::ZSet(z) => z.payload_len(),
@@ -103,13 +108,22 @@ impl Value {
     /// Whether this is a collection of elements with their own versions
     /// (a hash, set or sorted set), as opposed to a string.
     pub fn is_collection(&self) -> bool {
-        !matches!(self, Value::Str(_))
+        !matches!(self, Value::Str(_) | Value::Counter(_))
+    }
+
+    /// The string a string value reads as (None: a collection).
+    pub fn as_text(&self) -> Option<&Bytes> {
+        match self {
+            Value::Str(b) => Some(b),
+            Value::Counter(c) => Some(c.text()),
+            _ => None,
+        }
     }
 
     /// The number of elements of a collection (0 for a string).
     pub fn elements(&self) -> usize {
         match self {
-            Value::Str(_) => 0,
+            Value::Str(_) | Value::Counter(_) => 0,
             Value::Hash(h) => h.len(),
             Value::Set(s) => s.len(),
             Value::ZSet(z) => z.len(),
@@ -119,7 +133,7 @@ impl Value {
     /// The kind of collection this is (None: a string).
     pub fn coll(&self) -> Option<Coll> {
         match self {
-            Value::Str(_) => None,
+            Value::Str(_) | Value::Counter(_) => None,
             Value::Hash(_) => Some(Coll::Hash),
             Value::Set(_) => Some(Coll::Set),
             Value::ZSet(_) => Some(Coll::ZSet),
@@ -134,7 +148,7 @@ impl Value {
     /// The version of a collection's element `name`.
     pub fn element_version(&self, name: &[u8]) -> Option<Version> {
         match self {
-            Value::Str(_) => None,
+            Value::Str(_) | Value::Counter(_) => None,
             Value::Hash(h) => h.get(name).map(|f| f.version),
             Value::Set(s) => s.version_of(name),
             Value::ZSet(z) => z.version_of(name),
@@ -144,7 +158,7 @@ impl Value {
     /// Removes a collection's element; true when it was held.
     pub fn remove_element(&mut self, name: &[u8]) -> bool {
         match self {
-            Value::Str(_) => false,
+            Value::Str(_) | Value::Counter(_) => false,
             Value::Hash(h) => h.remove(name),
             Value::Set(s) => s.remove(name),
             Value::ZSet(z) => z.remove(name),
@@ -155,7 +169,7 @@ impl Value {
     pub fn elements_older_than(&self, version: Version) -> Vec<Bytes> {
         let older = |v: Version| v < version;
         match self {
-            Value::Str(_) => Vec::new(),
+            Value::Str(_) | Value::Counter(_) => Vec::new(),
             Value::Hash(h) => h
                 .iter()
                 .filter(|(_, f)| older(f.version))
@@ -178,15 +192,19 @@ impl Value {
     pub fn stamp(&mut self, v: Version) {
         match self {
             Value::Str(_) => {}
+            Value::Counter(c) => c.stamp(v),
             Value::Hash(h) => h.stamp(v),
             Value::Set(s) => s.stamp(v),
             Value::ZSet(z) => z.stamp(v),
         }
     }
 
-    /// Whether two values are of the same type.
+    /// Whether two values are of the same type (a counter is a string).
     pub fn same_type(&self, other: &Value) -> bool {
-        std::mem::discriminant(self) == std::mem::discriminant(other)
+        match (self.coll(), other.coll()) {
+            (None, None) => true,
+            (a, b) => a == b,
+        }
     }
 }
 
@@ -309,11 +327,9 @@ impl Entry {
         self.expire_at != 0 && self.expire_at <= now_ms
     }
 
+    /// The string a string value reads as (a counter's value included).
     pub fn as_str(&self) -> Option<&Bytes> {
-        match &self.value {
-            Value::Str(b) => Some(b),
-            _ => None,
-        }
+        self.value.as_text()
     }
 
     pub fn as_hash(&self) -> Option<&HashValue> {
@@ -346,6 +362,7 @@ impl Entry {
             Value::Hash(h) => h.len() * FIELD_OVERHEAD,
             Value::Set(s) => s.len() * FIELD_OVERHEAD,
             Value::ZSet(z) => z.len() * ZSET_MEMBER_OVERHEAD,
+            Value::Counter(c) => c.state_len(),
             Value::Str(_) => 0,
         };
         ENTRY_OVERHEAD + key_len + self.value.payload_len() + fields

@@ -74,10 +74,70 @@ pub(super) struct Planned {
 pub(super) fn plan(
     old: Option<&Entry>,
     w: Write,
-    merging: bool,
+    merge_site: Option<u16>,
 ) -> Result<Option<Planned>, WriteError> {
+    let merging = merge_site.is_some();
     let base = old.map_or(Version::ZERO, |e| e.version);
+    let counter = old.and_then(|e| match &e.value {
+        Value::Counter(c) => Some(c),
+        _ => None,
+    });
     let kind_and_saved = match w {
+        // A counter written whole: an assignment (increments it has not
+        // seen stay counted at other sites, see CounterValue).
+        Write::Set {
+            value: Value::Str(text),
+            expire_at,
+        } if counter.is_some() => {
+            let mut c = counter.cloned().unwrap_or_else(|| unreachable!());
+            c.assign(text, Version::ZERO);
+            let value = Value::Counter(c);
+            (ChangeKind::Full { value, expire_at }, 0)
+        }
+        // An increment where sites merge: logged as this site's total.
+        Write::Str(DeltaOp::IncrBy(by)) if merging => {
+            let site = merge_site.unwrap_or_default();
+            let held = match old {
+                Some(e) => Some(e.as_str().ok_or(WriteError::WrongType)?),
+                None => None,
+            };
+            // As on a plain string: the value must be an integer that the
+            // increment does not overflow.
+            let current = match held {
+                Some(h) => delta::parse_i64(h).ok_or(StringOpError::NotAnInteger)?,
+                None => 0,
+            };
+            current.checked_add(by).ok_or(StringOpError::Overflow)?;
+            let total = counter
+                .map_or(0, |c| c.total_of(site))
+                .checked_add(by)
+                .ok_or(WriteError::StringOp(StringOpError::Overflow))?;
+            let saved = held.map_or(0, |h| h.len().saturating_sub(18));
+            (
+                ChangeKind::Delta {
+                    base: Version::ZERO,
+                    op: DeltaOp::Count { by, total },
+                },
+                saved,
+            )
+        }
+        Write::Str(op) if counter.is_some() => {
+            let mut c = counter.cloned().unwrap_or_else(|| unreachable!());
+            let mut text = c.text().clone();
+            match &op {
+                DeltaOp::IncrBy(by) => delta::incr_in_place(&mut text, *by)?,
+                op => text = delta::apply_string_op(&text, op)?,
+            }
+            c.assign(text, Version::ZERO);
+            let expire_at = old.map_or(0, |e| e.expire_at);
+            (
+                ChangeKind::Full {
+                    value: Value::Counter(c),
+                    expire_at,
+                },
+                0,
+            )
+        }
         Write::Set { value, expire_at } => {
             let delta = match (old, &value) {
                 (Some(e), Value::Str(new)) if e.expire_at == expire_at => {

@@ -40,6 +40,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+mod counters;
 mod members;
 
 use super::Keyspace;
@@ -290,8 +291,16 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             op: DeltaOp::Remove { .. },
             ..
         } => members::remove(entry, tombs, change),
+        ChangeKind::Delta {
+            op: DeltaOp::Count { .. },
+            ..
+        } => counters::count(entry, tombs, change),
+        ChangeKind::Full { value, .. } if counters::meets(entry, value) => match entry {
+            Some(e) => counters::join(e, tombs, change),
+            None => unreachable!("meets a held counter"),
+        },
         ChangeKind::Full {
-            value: Value::Str(_),
+            value: Value::Str(_) | Value::Counter(_),
             ..
         } => match entry {
             None if tombs.emptied_other(key, None).is_some_and(|h| h >= v) => {
@@ -380,6 +389,16 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             },
             None => (NeedFull, None),
             Some(e) if e.version == v => (Duplicate, None),
+            // A string written whole (an assignment) against a counter:
+            // joined from the sender's full value (see counters).
+            Some(Entry {
+                value: Value::Counter(c),
+                ..
+            }) => match op.needs_base() {
+                true if c.assigned() == v => (Duplicate, None),
+                true => (NeedFull, None),
+                false => counters::expiry(c, change),
+            },
             // A string write against a newer hash loses (removing older
             // fields); against an older one it wins, with its full value.
             Some(e) if coll.is_some() && op.needs_base() => match coll {
@@ -395,6 +414,9 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             op: DeltaOp::HashSet { fields },
         } => {
             if let Some(e) = entry.filter(|e| e.value.is_collection() && hash.is_none()) {
+                return type_conflict(e, tombs, change);
+            }
+            if let Some(e) = entry.filter(|e| matches!(e.value, Value::Counter(_))) {
                 return type_conflict(e, tombs, change);
             }
             if let Some(e) = entry.filter(|_| hash.is_none()) {
@@ -483,6 +505,12 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             None if tombs.enabled() => (Applied, Some(change)),
             None => (Duplicate, None),
             Some(e) if e.version < v => (Applied, Some(change)),
+            // A counter newer than the removal keeps what is newer of it
+            // (see apply_change).
+            Some(Entry {
+                value: Value::Counter(c),
+                ..
+            }) if c.has_older_than(v) => (Applied, Some(change)),
             Some(e) if !e.value.is_collection() => (lost(e.version, v), None),
             // A collection newer than the removal keeps its newer
             // elements; the change (see apply_change) removes the older
@@ -530,7 +558,13 @@ fn type_conflict(e: &Entry, tombs: &Tombstones, change: Change) -> (RemoteOutcom
         // goes (see apply_change).
         (false, _) if mark => (Applied, Some(change)),
         (false, _) => (NeedFull, None),
-        (true, false) => (lost(e.version, v), None),
+        // A counter keeps what is newer than the write (see counters).
+        (true, false) => match &e.value {
+            Value::Counter(c) if c.has_older_than(v) => {
+                overwrite_loses(Some(&e.value), tombs, change)
+            }
+            _ => (lost(e.version, v), None),
+        },
         (true, true) => overwrite_loses(Some(&e.value), tombs, change),
     }
 }

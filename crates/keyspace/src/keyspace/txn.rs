@@ -160,7 +160,7 @@ impl<'a> Txn<'a> {
             kind,
             saved,
             new_value,
-        }) = plan(old, w, part.tombstones.enabled())?
+        }) = plan(old, w, part.tombstones.enabled().then_some(self.ks.site()))?
         else {
             return Ok(());
         };

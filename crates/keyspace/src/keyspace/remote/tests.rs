@@ -1069,7 +1069,7 @@ fn op() -> impl Strategy<Value = Op> {
         (key.clone(), val.clone(), any::<bool>()).prop_map(|(k, v, ttl)| Op::Set(k, v, ttl)),
         (key.clone(), 0usize..200, b'a'..b'e').prop_map(|(k, i, c)| Op::SetSimilar(k, i, c)),
         (key.clone(), val.clone()).prop_map(|(k, v)| Op::Append(k, v)),
-        (key.clone(), -3i64..4).prop_map(|(k, n)| Op::Incr(k, n)),
+        (0u8..3, -3i64..4).prop_map(|(k, n)| Op::Incr(k, n)),
         (0u8..3, proptest::collection::vec((0u8..4, val), 1..3)).prop_map(|(k, f)| Op::HSet(k, f)),
         (0u8..3, proptest::collection::vec(0u8..4, 1..3)).prop_map(|(k, f)| Op::HDel(k, f)),
         proptest::collection::vec(0u8..4, 1..3).prop_map(|m| Op::SAdd(SET_KEY, m)),
@@ -1261,7 +1261,15 @@ fn census(c: &Change, outcome: RemoteOutcome, response: bool) {
             value: Value::Hash(_),
             ..
         } => "full hash",
+        ChangeKind::Full {
+            value: Value::Counter(_),
+            ..
+        } => "full counter",
         ChangeKind::Full { .. } => "full set",
+        ChangeKind::Delta {
+            op: DeltaOp::Count { .. },
+            ..
+        } => "count",
         ChangeKind::Delta { op, .. } if op.needs_base() => "string delta",
         ChangeKind::Delta {
             op: DeltaOp::SetAdd { .. } | DeltaOp::ZAdd { .. },
@@ -1507,6 +1515,10 @@ fn convergence_runs_reach_every_rule() {
         ("add members", "duplicate"),
         ("remove members", "applied"),
         ("remove members", "conflict lost"),
+        ("count", "applied"),
+        ("count", "duplicate"),
+        ("count", "conflict lost"),
+        ("full counter", "applied"),
     ] {
         assert!(census.contains_key(&want), "no {want:?} in {census:#?}");
     }
