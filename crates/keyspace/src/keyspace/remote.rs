@@ -326,7 +326,10 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             // Each field keeps its newest version; fields removed here after
             // the incoming version (tombstones, or a string's overwrite)
             // stay removed.
-            let string_floor = entry.filter(|_| hash.is_none()).map(|e| e.version);
+            let string_floor = entry
+                .filter(|_| hash.is_none())
+                .map(|e| e.version)
+                .max(tombs.emptied_other(key, Some(Coll::Hash)));
             let mut merged = hash.cloned().unwrap_or_default();
             let mut changed = false;
             for (name, f) in incoming.iter() {

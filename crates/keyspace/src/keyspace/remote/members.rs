@@ -207,11 +207,15 @@ pub(super) fn full(
     };
     let mut changed = false;
     let coll = incoming.coll().unwrap_or(Coll::Set);
+    // A collection of another kind emptied here after an element was
+    // written: it overwrote the element.
+    let other_kind = tombs.emptied_other(key, Some(coll));
     for (name, mv) in element_versions(incoming) {
         let removed = tombs
             .member(key, coll, &name)
             .max(tombs.key(key))
             .max(overwritten)
+            .max(other_kind)
             .is_some_and(|t| t >= mv);
         let newer_here = merged.element_version(&name).is_some_and(|h| h >= mv);
         if !removed && !newer_here {
