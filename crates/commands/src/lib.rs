@@ -17,6 +17,7 @@ pub mod number;
 pub mod object;
 pub mod strings;
 pub mod table;
+pub mod zsets;
 
 pub use error::CmdError;
 pub use table::{lookup, CommandSpec, Flags, TABLE};

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use crate::zsets::{range as zr, write as zw};
 use crate::{bits, hashes, keys, lcs, object, strings, Handler};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -253,6 +254,30 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("hstrlen", 3, R | F, KEY1, "hash", "3.2.0", Some(hashes::hstrlen), "Returns the length of the value of a field."),
     cmd!("hscan", -3, R, KEY1, "hash", "2.8.0", Some(hashes::hscan), "Iterates over fields and values of a hash."),
     cmd!("hrandfield", -2, R, KEY1, "hash", "6.2.0", Some(hashes::hrandfield), "Returns one or more random fields from a hash."),
+    // sorted sets
+    cmd!("zadd", -4, W | M | F, KEY1, "sorted-set", "1.2.0", Some(zw::zadd), "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist."),
+    cmd!("zincrby", 4, W | M | F, KEY1, "sorted-set", "1.2.0", Some(zw::zincrby), "Increments the score of a member in a sorted set."),
+    cmd!("zrem", -3, W | F, KEY1, "sorted-set", "1.2.0", Some(zw::zrem), "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed."),
+    cmd!("zcard", 2, R | F, KEY1, "sorted-set", "1.2.0", Some(zr::zcard), "Returns the number of members in a sorted set."),
+    cmd!("zscore", 3, R | F, KEY1, "sorted-set", "1.2.0", Some(zr::zscore), "Returns the score of a member in a sorted set."),
+    cmd!("zmscore", -3, R | F, KEY1, "sorted-set", "6.2.0", Some(zr::zmscore), "Returns the score of one or more members in a sorted set."),
+    cmd!("zcount", 4, R | F, KEY1, "sorted-set", "2.0.0", Some(zr::zcount), "Returns the count of members in a sorted set that have scores within a range."),
+    cmd!("zlexcount", 4, R | F, KEY1, "sorted-set", "2.8.9", Some(zr::zlexcount), "Returns the number of members in a sorted set within a lexicographical range."),
+    cmd!("zrank", -3, R | F, KEY1, "sorted-set", "2.0.0", Some(zr::zrank), "Returns the index of a member in a sorted set ordered by ascending scores."),
+    cmd!("zrevrank", -3, R | F, KEY1, "sorted-set", "2.0.0", Some(zr::zrevrank), "Returns the index of a member in a sorted set ordered by descending scores."),
+    cmd!("zrange", -4, R, KEY1, "sorted-set", "1.2.0", Some(zr::zrange), "Returns members in a sorted set within a range of indexes."),
+    cmd!("zrevrange", -4, R, KEY1, "sorted-set", "1.2.0", Some(zr::zrevrange), "Returns members in a sorted set within a range of indexes in reverse order."),
+    cmd!("zrangebyscore", -4, R, KEY1, "sorted-set", "1.0.5", Some(zr::zrangebyscore), "Returns members in a sorted set within a range of scores."),
+    cmd!("zrevrangebyscore", -4, R, KEY1, "sorted-set", "2.2.0", Some(zr::zrevrangebyscore), "Returns members in a sorted set within a range of scores in reverse order."),
+    cmd!("zrangebylex", -4, R, KEY1, "sorted-set", "2.8.9", Some(zr::zrangebylex), "Returns members in a sorted set within a lexicographical range."),
+    cmd!("zrevrangebylex", -4, R, KEY1, "sorted-set", "2.8.9", Some(zr::zrevrangebylex), "Returns members in a sorted set within a lexicographical range in reverse order."),
+    cmd!("zrangestore", -5, W | M, (1, 2, 1), "sorted-set", "6.2.0", Some(zr::zrangestore), "Stores a range of members from sorted set in a key."),
+    cmd!("zpopmin", -2, W | F, KEY1, "sorted-set", "5.0.0", Some(zw::zpopmin), "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
+    cmd!("zpopmax", -2, W | F, KEY1, "sorted-set", "5.0.0", Some(zw::zpopmax), "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
+    cmd!("zmpop", -4, W, NO_KEYS, "sorted-set", "7.0.0", Some(zw::zmpop), "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
+    cmd!("zremrangebyrank", 4, W, KEY1, "sorted-set", "2.0.0", Some(zw::zremrangebyrank), "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed."),
+    cmd!("zremrangebyscore", 4, W, KEY1, "sorted-set", "1.2.0", Some(zw::zremrangebyscore), "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed."),
+    cmd!("zremrangebylex", 4, W, KEY1, "sorted-set", "2.8.9", Some(zw::zremrangebylex), "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed."),
     // generic keyspace
     cmd!("del", -2, W, ALL_KEYS, "generic", "1.0.0", Some(keys::del), "Deletes one or more keys."),
     cmd!("unlink", -2, W | F, ALL_KEYS, "generic", "4.0.0", Some(keys::del), "Asynchronously deletes one or more keys."),

@@ -1,0 +1,1 @@
+//! ZUNION, ZINTER, ZDIFF, their STORE forms and ZINTERCARD.

@@ -1,0 +1,1 @@
+//! ZSCAN and ZRANDMEMBER.
