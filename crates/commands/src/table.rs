@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crate::zsets::{range as zr, write as zw};
+use crate::zsets::{algebra as za, range as zr, scan as zs, write as zw};
 use crate::{bits, hashes, keys, lcs, object, strings, Handler};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -278,6 +278,15 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("zremrangebyrank", 4, W, KEY1, "sorted-set", "2.0.0", Some(zw::zremrangebyrank), "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed."),
     cmd!("zremrangebyscore", 4, W, KEY1, "sorted-set", "1.2.0", Some(zw::zremrangebyscore), "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed."),
     cmd!("zremrangebylex", 4, W, KEY1, "sorted-set", "2.8.9", Some(zw::zremrangebylex), "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed."),
+    cmd!("zunionstore", -4, W | M, KEY1, "sorted-set", "2.0.0", Some(za::zunionstore), "Stores the union of multiple sorted sets in a key."),
+    cmd!("zinterstore", -4, W | M, KEY1, "sorted-set", "2.0.0", Some(za::zinterstore), "Stores the intersect of multiple sorted sets in a key."),
+    cmd!("zdiffstore", -4, W | M, KEY1, "sorted-set", "6.2.0", Some(za::zdiffstore), "Stores the difference of multiple sorted sets in a key."),
+    cmd!("zunion", -3, R, NO_KEYS, "sorted-set", "6.2.0", Some(za::zunion), "Returns the union of multiple sorted sets."),
+    cmd!("zinter", -3, R, NO_KEYS, "sorted-set", "6.2.0", Some(za::zinter), "Returns the intersect of multiple sorted sets."),
+    cmd!("zdiff", -3, R, NO_KEYS, "sorted-set", "6.2.0", Some(za::zdiff), "Returns the difference between multiple sorted sets."),
+    cmd!("zintercard", -3, R, NO_KEYS, "sorted-set", "7.0.0", Some(za::zintercard), "Returns the number of members of the intersect of multiple sorted sets."),
+    cmd!("zrandmember", -2, R, KEY1, "sorted-set", "6.2.0", Some(zs::zrandmember), "Returns one or more random members from a sorted set."),
+    cmd!("zscan", -3, R, KEY1, "sorted-set", "2.8.0", Some(zs::zscan), "Iterates over members and scores of a sorted set."),
     // generic keyspace
     cmd!("del", -2, W, ALL_KEYS, "generic", "1.0.0", Some(keys::del), "Deletes one or more keys."),
     cmd!("unlink", -2, W | F, ALL_KEYS, "generic", "4.0.0", Some(keys::del), "Asynchronously deletes one or more keys."),
