@@ -56,7 +56,7 @@ pub fn zadd(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
             "ERR XX and NX options at the same time are not compatible",
         ));
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
         return Err(err(
             "ERR GT, LT, and/or NX options at the same time are not compatible",
         ));
