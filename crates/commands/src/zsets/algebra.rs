@@ -109,7 +109,7 @@ fn parse_opts(rest: &[&[u8]], n: usize, op: Op, store: bool, card: bool) -> Resu
             o.withscores = true;
             j += 1;
         } else if card && left >= 2 && is(arg, "LIMIT") {
-            let l = args::int(rest[j + 1])?;
+            let l = args::int(rest[j + 1]).unwrap_or(-1);
             if l < 0 {
                 return Err(err("ERR LIMIT can't be negative"));
             }

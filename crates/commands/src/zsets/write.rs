@@ -296,7 +296,7 @@ pub fn zpopmax(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 /// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: pops from the first
 /// non-empty key; `[key, [[member, score], ...]]` or a null array.
 pub fn zmpop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
-    let numkeys = args::int(a[1])?;
+    let numkeys = args::int(a[1]).unwrap_or(0);
     if numkeys <= 0 {
         return Err(err("ERR numkeys should be greater than 0"));
     }
@@ -319,7 +319,7 @@ pub fn zmpop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let mut counted = false;
     while i < a.len() {
         if is(a[i], "COUNT") && i + 1 < a.len() && !counted {
-            let n = args::int(a[i + 1])?;
+            let n = args::int(a[i + 1]).unwrap_or(0);
             if n <= 0 {
                 return Err(err("ERR count should be greater than 0"));
             }
