@@ -18,6 +18,7 @@ pub mod object;
 pub mod sets;
 pub mod strings;
 pub mod table;
+pub mod zsets;
 
 pub use error::CmdError;
 pub use table::{lookup, CommandSpec, Flags, TABLE};

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use crate::zsets::{algebra as za, range as zr, scan as zs, write as zw};
 use crate::{bits, hashes, keys, lcs, object, sets, strings, Handler};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -276,6 +277,39 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("sdiff", -2, R, ALL_KEYS, "set", "1.0.0", Some(sets::sdiff), "Returns the difference of multiple sets."),
     cmd!("sdiffstore", -3, W | M, ALL_KEYS, "set", "1.0.0", Some(sets::sdiffstore), "Stores the difference of multiple sets in a key."),
     cmd!("sscan", -3, R, KEY1, "set", "2.0.0", Some(sets::sscan), "Iterates over members of a set."),
+    // sorted sets
+    cmd!("zadd", -4, W | M | F, KEY1, "sorted-set", "1.2.0", Some(zw::zadd), "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist."),
+    cmd!("zincrby", 4, W | M | F, KEY1, "sorted-set", "1.2.0", Some(zw::zincrby), "Increments the score of a member in a sorted set."),
+    cmd!("zrem", -3, W | F, KEY1, "sorted-set", "1.2.0", Some(zw::zrem), "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed."),
+    cmd!("zcard", 2, R | F, KEY1, "sorted-set", "1.2.0", Some(zr::zcard), "Returns the number of members in a sorted set."),
+    cmd!("zscore", 3, R | F, KEY1, "sorted-set", "1.2.0", Some(zr::zscore), "Returns the score of a member in a sorted set."),
+    cmd!("zmscore", -3, R | F, KEY1, "sorted-set", "6.2.0", Some(zr::zmscore), "Returns the score of one or more members in a sorted set."),
+    cmd!("zcount", 4, R | F, KEY1, "sorted-set", "2.0.0", Some(zr::zcount), "Returns the count of members in a sorted set that have scores within a range."),
+    cmd!("zlexcount", 4, R | F, KEY1, "sorted-set", "2.8.9", Some(zr::zlexcount), "Returns the number of members in a sorted set within a lexicographical range."),
+    cmd!("zrank", -3, R | F, KEY1, "sorted-set", "2.0.0", Some(zr::zrank), "Returns the index of a member in a sorted set ordered by ascending scores."),
+    cmd!("zrevrank", -3, R | F, KEY1, "sorted-set", "2.0.0", Some(zr::zrevrank), "Returns the index of a member in a sorted set ordered by descending scores."),
+    cmd!("zrange", -4, R, KEY1, "sorted-set", "1.2.0", Some(zr::zrange), "Returns members in a sorted set within a range of indexes."),
+    cmd!("zrevrange", -4, R, KEY1, "sorted-set", "1.2.0", Some(zr::zrevrange), "Returns members in a sorted set within a range of indexes in reverse order."),
+    cmd!("zrangebyscore", -4, R, KEY1, "sorted-set", "1.0.5", Some(zr::zrangebyscore), "Returns members in a sorted set within a range of scores."),
+    cmd!("zrevrangebyscore", -4, R, KEY1, "sorted-set", "2.2.0", Some(zr::zrevrangebyscore), "Returns members in a sorted set within a range of scores in reverse order."),
+    cmd!("zrangebylex", -4, R, KEY1, "sorted-set", "2.8.9", Some(zr::zrangebylex), "Returns members in a sorted set within a lexicographical range."),
+    cmd!("zrevrangebylex", -4, R, KEY1, "sorted-set", "2.8.9", Some(zr::zrevrangebylex), "Returns members in a sorted set within a lexicographical range in reverse order."),
+    cmd!("zrangestore", -5, W | M, (1, 2, 1), "sorted-set", "6.2.0", Some(zr::zrangestore), "Stores a range of members from sorted set in a key."),
+    cmd!("zpopmin", -2, W | F, KEY1, "sorted-set", "5.0.0", Some(zw::zpopmin), "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
+    cmd!("zpopmax", -2, W | F, KEY1, "sorted-set", "5.0.0", Some(zw::zpopmax), "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
+    cmd!("zmpop", -4, W, NO_KEYS, "sorted-set", "7.0.0", Some(zw::zmpop), "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
+    cmd!("zremrangebyrank", 4, W, KEY1, "sorted-set", "2.0.0", Some(zw::zremrangebyrank), "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed."),
+    cmd!("zremrangebyscore", 4, W, KEY1, "sorted-set", "1.2.0", Some(zw::zremrangebyscore), "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed."),
+    cmd!("zremrangebylex", 4, W, KEY1, "sorted-set", "2.8.9", Some(zw::zremrangebylex), "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed."),
+    cmd!("zunionstore", -4, W | M, KEY1, "sorted-set", "2.0.0", Some(za::zunionstore), "Stores the union of multiple sorted sets in a key."),
+    cmd!("zinterstore", -4, W | M, KEY1, "sorted-set", "2.0.0", Some(za::zinterstore), "Stores the intersect of multiple sorted sets in a key."),
+    cmd!("zdiffstore", -4, W | M, KEY1, "sorted-set", "6.2.0", Some(za::zdiffstore), "Stores the difference of multiple sorted sets in a key."),
+    cmd!("zunion", -3, R, NO_KEYS, "sorted-set", "6.2.0", Some(za::zunion), "Returns the union of multiple sorted sets."),
+    cmd!("zinter", -3, R, NO_KEYS, "sorted-set", "6.2.0", Some(za::zinter), "Returns the intersect of multiple sorted sets."),
+    cmd!("zdiff", -3, R, NO_KEYS, "sorted-set", "6.2.0", Some(za::zdiff), "Returns the difference between multiple sorted sets."),
+    cmd!("zintercard", -3, R, NO_KEYS, "sorted-set", "7.0.0", Some(za::zintercard), "Returns the number of members of the intersect of multiple sorted sets."),
+    cmd!("zrandmember", -2, R, KEY1, "sorted-set", "6.2.0", Some(zs::zrandmember), "Returns one or more random members from a sorted set."),
+    cmd!("zscan", -3, R, KEY1, "sorted-set", "2.8.0", Some(zs::zscan), "Iterates over members and scores of a sorted set."),
     // generic keyspace
     cmd!("del", -2, W, ALL_KEYS, "generic", "1.0.0", Some(keys::del), "Deletes one or more keys."),
     cmd!("unlink", -2, W | F, ALL_KEYS, "generic", "4.0.0", Some(keys::del), "Asynchronously deletes one or more keys."),

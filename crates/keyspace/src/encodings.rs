@@ -10,12 +10,13 @@ use crate::value::{HashValue, SetValue, ZSetValue};
 /// Redis 7.2's defaults for sets and sorted sets (not settable yet).
 const SET_MAX_INTSET_ENTRIES: usize = 512;
 const SET_MAX_LISTPACK_ENTRIES: usize = 128;
-const ZSET_MAX_LISTPACK_ENTRIES: usize = 128;
 const MAX_LISTPACK_VALUE: usize = 64;
 
 pub struct Encodings {
     hash_max_entries: AtomicUsize,
     hash_max_value: AtomicUsize,
+    zset_max_entries: AtomicUsize,
+    zset_max_value: AtomicUsize,
 }
 
 impl Default for Encodings {
@@ -23,6 +24,8 @@ impl Default for Encodings {
         Encodings {
             hash_max_entries: AtomicUsize::new(128),
             hash_max_value: AtomicUsize::new(64),
+            zset_max_entries: AtomicUsize::new(128),
+            zset_max_value: AtomicUsize::new(MAX_LISTPACK_VALUE),
         }
     }
 }
@@ -72,6 +75,22 @@ impl Encodings {
 
     /// A sorted set Redis keeps in a listpack (else a skiplist).
     pub fn zset_is_small(&self, z: &ZSetValue) -> bool {
-        z.len() <= ZSET_MAX_LISTPACK_ENTRIES && z.longest() <= MAX_LISTPACK_VALUE
+        z.len() <= self.zset_max_entries() && z.longest() <= self.zset_max_value()
+    }
+
+    pub fn zset_max_entries(&self) -> usize {
+        self.zset_max_entries.load(Ordering::Relaxed)
+    }
+
+    pub fn set_zset_max_entries(&self, n: usize) {
+        self.zset_max_entries.store(n, Ordering::Relaxed)
+    }
+
+    pub fn zset_max_value(&self) -> usize {
+        self.zset_max_value.load(Ordering::Relaxed)
+    }
+
+    pub fn set_zset_max_value(&self, n: usize) {
+        self.zset_max_value.store(n, Ordering::Relaxed)
     }
 }

@@ -311,14 +311,20 @@ static PARAMS: &[Param] = &[
     Param {
         name: "zset-max-listpack-entries",
         alias: Some("zset-max-ziplist-entries"),
-        get: |_| "128".into(),
-        set: Some(|_, v| only(v, "128", NOT_YET)),
+        get: |n| n.ks.encodings().zset_max_entries().to_string(),
+        set: Some(|_, v| {
+            let v = hash_limit(v)?;
+            Ok(Box::new(move |n| n.ks.encodings().set_zset_max_entries(v)))
+        }),
     },
     Param {
         name: "zset-max-listpack-value",
         alias: Some("zset-max-ziplist-value"),
-        get: |_| "64".into(),
-        set: Some(|_, v| only(v, "64", NOT_YET)),
+        get: |n| n.ks.encodings().zset_max_value().to_string(),
+        set: Some(|_, v| {
+            let v = hash_limit(v)?;
+            Ok(Box::new(move |n| n.ks.encodings().set_zset_max_value(v)))
+        }),
     },
     Param {
         name: "list-max-listpack-size",

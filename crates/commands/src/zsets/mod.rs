@@ -1,0 +1,202 @@
+//! Sorted-set commands, split by concept: [`write`] (ZADD, ZINCRBY, ZREM,
+//! ZPOP*, ZMPOP, ZREMRANGE*), [`range`] (reads: ZSCORE, ZRANGE family,
+//! ZCOUNT, ZRANK...), [`algebra`] (ZUNION/ZINTER/ZDIFF and their STORE
+//! forms, ZINTERCARD) and [`scan`] (ZSCAN, ZRANDMEMBER).
+//!
+//! This module holds what they share: reading a key as a sorted set,
+//! parsing score ranges (`(1.5`, `-inf`, `+inf`) and lex ranges (`[a`,
+//! `(a`, `-`, `+`), turning a range into ranks (O(log n) through the
+//! order's rank lookups) and writing member/score replies.
+
+pub mod algebra;
+pub mod range;
+pub mod scan;
+pub mod write;
+
+use bytes::Bytes;
+use keyspace::value::{Lex, Score, ZKey};
+use keyspace::ZSetValue;
+
+use crate::error::CmdError;
+use crate::number::parse_f64;
+use crate::Ctx;
+
+/// Runs `f` on the sorted set at `key` (None when missing); WRONGTYPE
+/// otherwise.
+pub(crate) fn read<R>(
+    ctx: &mut Ctx,
+    key: &[u8],
+    f: impl FnOnce(&mut Ctx, Option<&ZSetValue>) -> R,
+) -> Result<R, CmdError> {
+    let ks = ctx.ks;
+    let mut txn = ks.txn([key], ctx.client_id);
+    let z = zset_of(&mut txn, key)?;
+    Ok(f(ctx, z))
+}
+
+/// The sorted set at `key` in `txn` (None when missing); WRONGTYPE otherwise.
+pub(crate) fn zset_of<'t>(
+    txn: &'t mut keyspace::Txn,
+    key: &[u8],
+) -> Result<Option<&'t ZSetValue>, CmdError> {
+    match txn.get(key) {
+        None => Ok(None),
+        Some(e) => e.as_zset().map(Some).ok_or(CmdError::WrongType),
+    }
+}
+
+pub(crate) fn err(msg: &str) -> CmdError {
+    CmdError::other(msg)
+}
+
+pub(crate) const MINMAX_NOT_FLOAT: &str = "ERR min or max is not a float";
+pub(crate) const MINMAX_NOT_LEX: &str = "ERR min or max not valid string range item";
+
+/// One end of a score range.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ScoreBound {
+    pub value: f64,
+    pub exclusive: bool,
+}
+
+pub(crate) fn parse_score_bound(arg: &[u8]) -> Result<ScoreBound, CmdError> {
+    let (text, exclusive) = match arg.split_first() {
+        Some((b'(', rest)) => (rest, true),
+        _ => (arg, false),
+    };
+    let value = parse_f64(text).ok_or_else(|| err(MINMAX_NOT_FLOAT))?;
+    Ok(ScoreBound { value, exclusive })
+}
+
+/// One end of a lex range.
+#[derive(Clone, Debug)]
+pub(crate) enum LexBound {
+    Min,
+    Max,
+    Incl(Bytes),
+    Excl(Bytes),
+}
+
+pub(crate) fn parse_lex_bound(arg: &[u8]) -> Result<LexBound, CmdError> {
+    match arg.split_first() {
+        Some((b'-', [])) => Ok(LexBound::Min),
+        Some((b'+', [])) => Ok(LexBound::Max),
+        Some((b'[', rest)) => Ok(LexBound::Incl(Bytes::copy_from_slice(rest))),
+        Some((b'(', rest)) => Ok(LexBound::Excl(Bytes::copy_from_slice(rest))),
+        _ => Err(err(MINMAX_NOT_LEX)),
+    }
+}
+
+/// The ranks `[start, end)` of the members with a score in `min..max`.
+pub(crate) fn score_ranks(z: &ZSetValue, min: ScoreBound, max: ScoreBound) -> (usize, usize) {
+    let start = z.count_below(min.value, min.exclusive);
+    let end = z.count_below(max.value, !max.exclusive);
+    (start, end.max(start))
+}
+
+/// How many members sort before (`after` false) or up to (`after` true)
+/// `m` among those with the score `s`.
+fn lex_rank(z: &ZSetValue, s: f64, m: &Bytes, after: bool) -> usize {
+    let rank = z.rank_of(&ZKey {
+        score: Score(s),
+        lex: Lex::Member(m.clone()),
+    });
+    let held = z.score(m).is_some_and(|x| x == s);
+    rank + usize::from(after && held)
+}
+
+/// The ranks `[start, end)` of the members in the lex range `min..max`
+/// (members are expected to share one score, as Redis requires).
+pub(crate) fn lex_ranks(z: &ZSetValue, min: &LexBound, max: &LexBound) -> (usize, usize) {
+    let Some((_, s)) = z.by_rank(0) else {
+        return (0, 0);
+    };
+    let len = z.len();
+    let start = match min {
+        LexBound::Min => 0,
+        LexBound::Max => len,
+        LexBound::Incl(m) => lex_rank(z, s, m, false),
+        LexBound::Excl(m) => lex_rank(z, s, m, true),
+    };
+    let end = match max {
+        LexBound::Min => 0,
+        LexBound::Max => len,
+        LexBound::Incl(m) => lex_rank(z, s, m, true),
+        LexBound::Excl(m) => lex_rank(z, s, m, false),
+    };
+    (start, end.max(start))
+}
+
+/// Redis's rank range: negative ranks count from the end; `[start, end)`
+/// clamped to the set, empty when out of range.
+pub(crate) fn rank_range(len: usize, start: i64, stop: i64) -> (usize, usize) {
+    let n = len as i64;
+    let mut start = if start < 0 {
+        start.saturating_add(n)
+    } else {
+        start
+    };
+    let mut stop = if stop < 0 {
+        stop.saturating_add(n)
+    } else {
+        stop
+    };
+    if start < 0 {
+        start = 0;
+    }
+    if start > stop || start >= n {
+        return (0, 0);
+    }
+    if stop >= n {
+        stop = n - 1;
+    }
+    (start as usize, stop as usize + 1)
+}
+
+/// Writes members with their scores: a flat array (scores as doubles,
+/// bulk strings in RESP2), or in RESP3 with scores an array of pairs.
+pub(crate) fn reply_scored(ctx: &mut Ctx, items: &[(Bytes, f64)], withscores: bool) {
+    let pairs = withscores && ctx.out.resp3();
+    ctx.out.array(if withscores && !pairs {
+        items.len() * 2
+    } else {
+        items.len()
+    });
+    for (m, s) in items {
+        if pairs {
+            ctx.out.array(2);
+        }
+        ctx.out.bulk(m);
+        if withscores {
+            ctx.out.double(*s);
+        }
+    }
+}
+
+/// Builds a sorted set value from members and scores (for *STORE).
+pub(crate) fn build(items: impl IntoIterator<Item = (Bytes, f64)>) -> ZSetValue {
+    let mut z = ZSetValue::new();
+    for (m, s) in items {
+        z.insert(&m, s, keyspace::Version::ZERO);
+    }
+    z
+}
+
+/// Writes `items` as the whole value of `dst` (deleting it when empty).
+pub(crate) fn store(
+    txn: &mut keyspace::Txn,
+    dst: &[u8],
+    items: Vec<(Bytes, f64)>,
+) -> Result<usize, CmdError> {
+    let n = items.len();
+    let w = if n == 0 {
+        keyspace::Write::Delete
+    } else {
+        keyspace::Write::Set {
+            value: keyspace::Value::ZSet(build(items)),
+            expire_at: 0,
+        }
+    };
+    txn.write(dst, w)?;
+    Ok(n)
+}
