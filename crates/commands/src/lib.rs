@@ -7,6 +7,8 @@
 //! which owns the session state they act on (`handler: None` here).
 
 pub mod args;
+pub mod bitfield;
+pub mod bitops;
 pub mod bits;
 pub mod error;
 pub mod hashes;

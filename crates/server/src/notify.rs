@@ -187,7 +187,7 @@ fn string_event(cmd: &str) -> (u32, &'static str) {
         "incrbyfloat" => (STRING, "incrbyfloat"),
         "append" => (STRING, "append"),
         "setrange" => (STRING, "setrange"),
-        "setbit" => (STRING, "setbit"),
+        "setbit" | "bitfield" => (STRING, "setbit"),
         _ => (STRING, "set"),
     }
 }
