@@ -116,6 +116,20 @@ def test_bitmap_events_only_for_changes(events):
     nothing_more(listener, c)
 
 
+def test_hyperloglog_events(events):
+    listener, c = events
+    c.call("CONFIG", "SET", "notify-keyspace-events", "KEA")
+    c.call("PFADD", "h", "a")
+    c.call("PFADD", "h", "a")                     # no register changed: no event
+    c.call("PFCOUNT", "h")                        # a read, even where Redis caches the count
+    c.call("PFMERGE", "m", "h")                   # "pfadd" too, as Redis
+    c.call("PFDEBUG", "TODENSE", "h")             # no event in Redis either
+    c.call("PFDEBUG", "GETREG", "m")
+    assert got(listener, 4) == [("__keyspace@0__:h", "pfadd"), ("__keyevent@0__:pfadd", "h"),
+                                ("__keyspace@0__:m", "pfadd"), ("__keyevent@0__:pfadd", "m")]
+    nothing_more(listener, c)
+
+
 def test_classes_mask_events(events):
     listener, c = events
     c.call("CONFIG", "SET", "notify-keyspace-events", "Kh")

@@ -13,6 +13,7 @@ pub mod bits;
 pub mod error;
 pub mod hashes;
 pub mod help;
+pub mod hyperloglog;
 pub mod keys;
 pub mod lcs;
 pub mod number;

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crate::{bitfield, bitops, bits, hashes, keys, lcs, object, strings, Handler};
+use crate::{bitfield, bitops, bits, hashes, hyperloglog, keys, lcs, object, strings, Handler};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Flags(pub u32);
@@ -241,6 +241,12 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("bitfield_ro", -2, R | F, KEY1, "bitmap", "6.0.0", Some(bitfield::bitfield_ro), "Performs arbitrary read-only bitfield integer operations on strings."),
     cmd!("getrange", 4, R, KEY1, "string", "2.4.0", Some(strings::getrange), "Returns a substring of the string stored at a key."),
     cmd!("lcs", -3, R, (1, 2, 1), "string", "7.0.0", Some(lcs::lcs), "Finds the longest common substring."),
+    // hyperloglog
+    cmd!("pfadd", -2, W | M | F, KEY1, "hyperloglog", "2.8.9", Some(hyperloglog::pfadd), "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist."),
+    cmd!("pfcount", -2, R, ALL_KEYS, "hyperloglog", "2.8.9", Some(hyperloglog::pfcount), "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s)."),
+    cmd!("pfmerge", -2, W | M, ALL_KEYS, "hyperloglog", "2.8.9", Some(hyperloglog::pfmerge), "Merges one or more HyperLogLog values into a single key."),
+    cmd!("pfdebug", 3, W | M | A, KEY2, "hyperloglog", "2.8.9", Some(hyperloglog::pfdebug), "Internal commands for debugging HyperLogLog values."),
+    cmd!("pfselftest", 1, A, NO_KEYS, "hyperloglog", "2.8.9", Some(hyperloglog::pfselftest), "An internal command for testing HyperLogLog values."),
     // hashes
     cmd!("hset", -4, W | M | F, KEY1, "hash", "2.0.0", Some(hashes::hset), "Creates or modifies the value of a field in a hash."),
     cmd!("hsetnx", 4, W | M | F, KEY1, "hash", "2.0.0", Some(hashes::hsetnx), "Sets the value of a field in a hash only when the field doesn't exist."),
@@ -323,6 +329,8 @@ mod tests {
         assert_eq!(lookup(b"ping").unwrap().key_positions(1).count(), 0);
         let bitop = lookup(b"bitop").unwrap();
         assert_eq!(bitop.key_positions(5).collect::<Vec<_>>(), vec![2, 3, 4]);
+        let pfdebug = lookup(b"pfdebug").unwrap();
+        assert_eq!(pfdebug.key_positions(3).collect::<Vec<_>>(), vec![2]);
         assert!(lookup(b"get").unwrap().arity_ok(2) && !lookup(b"get").unwrap().arity_ok(3));
         assert!(lookup(b"set").unwrap().arity_ok(5) && !lookup(b"set").unwrap().arity_ok(2));
     }
