@@ -93,6 +93,43 @@ def test_hash_events_and_the_last_field_deleted(events):
         ("__keyspace@0__", "del"), ("__keyevent@0__", "h")]
 
 
+def test_bitmap_events_only_for_changes(events):
+    listener, c = events
+    c.call("CONFIG", "SET", "notify-keyspace-events", "Kg$")
+    c.call("SETBIT", "b", "3", "1")
+    c.call("SETBIT", "b", "3", "1")               # no change: no event
+    c.call("SETBIT", "b", "20", "0")              # grows the string
+    c.call("BITFIELD", "b", "SET", "u4", "0", "2")
+    c.call("BITFIELD", "b", "SET", "u4", "0", "2", "GET", "u8", "0")  # no change
+    c.call("BITFIELD", "b", "OVERFLOW", "FAIL", "INCRBY", "u4", "0", "100")  # refused
+    c.call("BITFIELD_RO", "b", "GET", "u4", "0")
+    c.call("BITCOUNT", "b")
+    c.call("BITPOS", "b", "1")
+    c.call("BITOP", "NOT", "d", "b")
+    c.call("SET", "e", "")
+    c.call("BITOP", "OR", "d", "e")               # an empty result deletes d
+    c.call("BITOP", "OR", "d", "e")               # nothing to delete
+    assert got(listener, 6) == [
+        ("__keyspace@0__:b", "setbit"), ("__keyspace@0__:b", "setbit"),
+        ("__keyspace@0__:b", "setbit"), ("__keyspace@0__:d", "set"),
+        ("__keyspace@0__:e", "set"), ("__keyspace@0__:d", "del")]
+    nothing_more(listener, c)
+
+
+def test_hyperloglog_events(events):
+    listener, c = events
+    c.call("CONFIG", "SET", "notify-keyspace-events", "KEA")
+    c.call("PFADD", "h", "a")
+    c.call("PFADD", "h", "a")                     # no register changed: no event
+    c.call("PFCOUNT", "h")                        # a read, even where Redis caches the count
+    c.call("PFMERGE", "m", "h")                   # "pfadd" too, as Redis
+    c.call("PFDEBUG", "TODENSE", "h")             # no event in Redis either
+    c.call("PFDEBUG", "GETREG", "m")
+    assert got(listener, 4) == [("__keyspace@0__:h", "pfadd"), ("__keyevent@0__:pfadd", "h"),
+                                ("__keyspace@0__:m", "pfadd"), ("__keyevent@0__:pfadd", "m")]
+    nothing_more(listener, c)
+
+
 def test_classes_mask_events(events):
     listener, c = events
     c.call("CONFIG", "SET", "notify-keyspace-events", "Kh")

@@ -1,8 +1,11 @@
 //! SETBIT and GETBIT on strings, as Redis: bit 0 is the most significant
 //! bit of the first byte; a SETBIT past the end grows the string with zero
 //! bytes. A SETBIT is logged as a one-byte splice of the string, so across
-//! sites concurrent SETBITs merge as strings do (the last writer of that
-//! byte wins); per-bit merging comes with the bitmap type.
+//! sites concurrent SETBITs merge as strings do (the last writer of the
+//! key wins: a splice on another base asks for the whole value); per-bit
+//! merging would need a keyspace op. A SETBIT that changes nothing (the
+//! bit already so, the string long enough) writes nothing, as in Redis:
+//! no change logged, no event. The offset error is shared with BITFIELD.
 
 use bytes::Bytes;
 use keyspace::{DeltaOp, Write};
@@ -12,15 +15,18 @@ use crate::{args, CmdError, Ctx, MAX_STRING};
 /// Redis's limit on a bit offset (512 MiB of string).
 const MAX_BIT_OFFSET: i64 = (MAX_STRING as i64) * 8 - 1;
 
+pub(crate) fn offset_error() -> CmdError {
+    CmdError::other("ERR bit offset is not an integer or out of range")
+}
+
 fn bit_offset(arg: &[u8]) -> Result<usize, CmdError> {
     match args::int(arg) {
         Ok(o) if (0..=MAX_BIT_OFFSET).contains(&o) => Ok(o as usize),
-        _ => Err(CmdError::other(
-            "ERR bit offset is not an integer or out of range",
-        )),
+        _ => Err(offset_error()),
     }
 }
 
+/// The string at `key`: empty when missing, WRONGTYPE for another type.
 fn current(txn: &mut keyspace::Txn, key: &[u8]) -> Result<Bytes, CmdError> {
     match txn.get(key) {
         None => Ok(Bytes::new()),
@@ -47,6 +53,11 @@ pub fn setbit(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let mask = 1u8 << (7 - offset % 8);
     let was = s.get(byte).copied().unwrap_or(0);
     let now = if on { was | mask } else { was & !mask };
+    if now == was && byte < s.len() {
+        drop(txn);
+        ctx.out.int(old);
+        return Ok(());
+    }
     // Past the end the splice pads with zero bytes up to `byte`.
     txn.write(
         a[1],

@@ -7,10 +7,13 @@
 //! which owns the session state they act on (`handler: None` here).
 
 pub mod args;
+pub mod bitfield;
+pub mod bitops;
 pub mod bits;
 pub mod error;
 pub mod hashes;
 pub mod help;
+pub mod hyperloglog;
 pub mod keys;
 pub mod lcs;
 pub mod number;

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use crate::zsets::{algebra as za, range as zr, scan as zs, write as zw};
-use crate::{bits, hashes, keys, lcs, object, sets, strings, Handler};
+use crate::{
+    bitfield, bitops, bits, hashes, hyperloglog, keys, lcs, object, sets, strings, Handler,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Flags(pub u32);
@@ -240,8 +242,19 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("setrange", 4, W | M, KEY1, "string", "2.2.0", Some(strings::setrange), "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
     cmd!("setbit", 4, W | M, KEY1, "bitmap", "2.2.0", Some(bits::setbit), "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist."),
     cmd!("getbit", 3, R | F, KEY1, "bitmap", "2.2.0", Some(bits::getbit), "Returns a bit value by offset."),
+    cmd!("bitcount", -2, R, KEY1, "bitmap", "2.6.0", Some(bitops::bitcount), "Counts the number of set bits (population counting) in a string."),
+    cmd!("bitpos", -3, R, KEY1, "bitmap", "2.8.7", Some(bitops::bitpos), "Finds the first set (1) or clear (0) bit in a string."),
+    cmd!("bitop", -4, W | M, (2, -1, 1), "bitmap", "2.6.0", Some(bitops::bitop), "Performs bitwise operations on multiple strings, and stores the result."),
+    cmd!("bitfield", -2, W | M, KEY1, "bitmap", "3.2.0", Some(bitfield::bitfield), "Performs arbitrary bitfield integer operations on strings."),
+    cmd!("bitfield_ro", -2, R | F, KEY1, "bitmap", "6.0.0", Some(bitfield::bitfield_ro), "Performs arbitrary read-only bitfield integer operations on strings."),
     cmd!("getrange", 4, R, KEY1, "string", "2.4.0", Some(strings::getrange), "Returns a substring of the string stored at a key."),
     cmd!("lcs", -3, R, (1, 2, 1), "string", "7.0.0", Some(lcs::lcs), "Finds the longest common substring."),
+    // hyperloglog
+    cmd!("pfadd", -2, W | M | F, KEY1, "hyperloglog", "2.8.9", Some(hyperloglog::pfadd), "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist."),
+    cmd!("pfcount", -2, R, ALL_KEYS, "hyperloglog", "2.8.9", Some(hyperloglog::pfcount), "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s)."),
+    cmd!("pfmerge", -2, W | M, ALL_KEYS, "hyperloglog", "2.8.9", Some(hyperloglog::pfmerge), "Merges one or more HyperLogLog values into a single key."),
+    cmd!("pfdebug", 3, W | M | A, KEY2, "hyperloglog", "2.8.9", Some(hyperloglog::pfdebug), "Internal commands for debugging HyperLogLog values."),
+    cmd!("pfselftest", 1, A, NO_KEYS, "hyperloglog", "2.8.9", Some(hyperloglog::pfselftest), "An internal command for testing HyperLogLog values."),
     // hashes
     cmd!("hset", -4, W | M | F, KEY1, "hash", "2.0.0", Some(hashes::hset), "Creates or modifies the value of a field in a hash."),
     cmd!("hsetnx", 4, W | M | F, KEY1, "hash", "2.0.0", Some(hashes::hsetnx), "Sets the value of a field in a hash only when the field doesn't exist."),
@@ -373,6 +386,10 @@ mod tests {
         let del = lookup(b"del").unwrap();
         assert_eq!(del.key_positions(4).collect::<Vec<_>>(), vec![1, 2, 3]);
         assert_eq!(lookup(b"ping").unwrap().key_positions(1).count(), 0);
+        let bitop = lookup(b"bitop").unwrap();
+        assert_eq!(bitop.key_positions(5).collect::<Vec<_>>(), vec![2, 3, 4]);
+        let pfdebug = lookup(b"pfdebug").unwrap();
+        assert_eq!(pfdebug.key_positions(3).collect::<Vec<_>>(), vec![2]);
         assert!(lookup(b"get").unwrap().arity_ok(2) && !lookup(b"get").unwrap().arity_ok(3));
         assert!(lookup(b"set").unwrap().arity_ok(5) && !lookup(b"set").unwrap().arity_ok(2));
     }

@@ -261,6 +261,18 @@ static PARAMS: &[Param] = &[
         set: Some(|_, v| only(v, "5", "eviction policies are not implemented yet")),
     },
     Param {
+        name: "hll-sparse-max-bytes",
+        alias: None,
+        get: |_| commands::hyperloglog::SPARSE_MAX_BYTES.to_string(),
+        set: Some(|_, v| {
+            only(
+                v,
+                &commands::hyperloglog::SPARSE_MAX_BYTES.to_string(),
+                "a sparse HyperLogLog turns dense past Redis's default size",
+            )
+        }),
+    },
+    Param {
         name: "key-load-delay",
         alias: None,
         get: |_| "0".into(),

@@ -4,6 +4,7 @@
 use commands::args::is;
 use commands::{lookup, CmdError, CommandSpec, TABLE};
 use keyspace::glob::glob_match;
+use keyspace::ChangeKind;
 
 use crate::session::{Reply, Session};
 
@@ -313,7 +314,18 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
         }
         "persistence" => {
             kv("loading", &0);
-            kv("rdb_changes_since_last_save", &0);
+            // Nothing is saved (no RDB): the changes this node's writes
+            // logged since it started, one per key a write changed (Redis's
+            // dirty counter, near enough: Redis counts some multi-field
+            // writes once per field, and no expiries).
+            let st = node.ks.stats();
+            let changes: u64 = ChangeKind::NAMES
+                .iter()
+                .enumerate()
+                .filter(|(_, name)| **name != "expire")
+                .map(|(k, _)| st.count(k))
+                .sum();
+            kv("rdb_changes_since_last_save", &changes);
             kv("aof_enabled", &0);
         }
         "stats" => {

@@ -153,12 +153,12 @@ fn events_of(cmd: &str, args: &[&[u8]], n: &Notice, out: &mut Vec<(u32, &'static
             },
         )),
         Noticed::Set { expire_at } => {
-            out.push(string_event(cmd));
+            out.extend(string_event(cmd));
             if expire_at != 0 && sets_ttl(cmd, args) {
                 out.push((GENERIC, "expire"));
             }
         }
-        Noticed::Str => out.push(string_event(cmd)),
+        Noticed::Str => out.extend(string_event(cmd)),
         Noticed::HashSet => out.push((
             HASH,
             match cmd {
@@ -207,8 +207,10 @@ fn events_of(cmd: &str, args: &[&[u8]], n: &Notice, out: &mut Vec<(u32, &'static
     }
 }
 
-fn string_event(cmd: &str) -> (u32, &'static str) {
-    match cmd {
+/// The event of a string written by `cmd`; None for a write Redis makes
+/// without one (PFDEBUG turning a HyperLogLog dense).
+fn string_event(cmd: &str) -> Option<(u32, &'static str)> {
+    Some(match cmd {
         "rename" | "renamenx" => (GENERIC, "rename_to"),
         "copy" => (GENERIC, "copy_to"),
         "restore" => (GENERIC, "restore"),
@@ -216,7 +218,10 @@ fn string_event(cmd: &str) -> (u32, &'static str) {
         "incrbyfloat" => (STRING, "incrbyfloat"),
         "append" => (STRING, "append"),
         "setrange" => (STRING, "setrange"),
-        "setbit" => (STRING, "setbit"),
+        "setbit" | "bitfield" => (STRING, "setbit"),
+        // PFMERGE too: Redis calls it a mass PFADD.
+        "pfadd" | "pfmerge" => (STRING, "pfadd"),
+        "pfdebug" => return None,
         "sinterstore" => (SET, "sinterstore"),
         "sunionstore" => (SET, "sunionstore"),
         "sdiffstore" => (SET, "sdiffstore"),
@@ -225,7 +230,7 @@ fn string_event(cmd: &str) -> (u32, &'static str) {
         "zdiffstore" => (ZSET, "zdiffstore"),
         "zrangestore" => (ZSET, "zrangestore"),
         _ => (STRING, "set"),
-    }
+    })
 }
 
 /// Whether the command itself set a time to live (SET EX..., SETEX), as
