@@ -64,14 +64,17 @@ def digest(server):
     out = {}
     for k in r.scan_iter(count=1000):
         t = r.type(k).decode()
-        v = r.get(k) if t == "string" else tuple(sorted(r.hgetall(k).items()))
-        out[k] = (t, v, r.pexpiretime(k))
+        read = {"string": r.get, "hash": lambda k: tuple(sorted(r.hgetall(k).items())),
+                "set": lambda k: tuple(sorted(r.smembers(k))),
+                "zset": lambda k: tuple(r.zrange(k, 0, -1, withscores=True))}
+        out[k] = (t, read[t](k), r.pexpiretime(k))
     return out
 
 
 def workload_round(r, rng, n_keys, ops):
-    """Sets (some with a long TTL), hash field updates, deletes, and keys
-    given a TTL short enough to run out before the next backup."""
+    """Sets (some with a long TTL), hash field updates, set and sorted-set
+    members, counters, bits and HLLs, deletes, and keys given a TTL short
+    enough to run out before the next backup."""
     for _ in range(ops):
         k = f"k{rng.randrange(n_keys)}"
         op = rng.random()
@@ -86,8 +89,29 @@ def workload_round(r, rng, n_keys, ops):
                 r.hset(h, mapping={f"f{rng.randrange(8)}": rng.randbytes(rng.randrange(1, 40)) for _ in range(rng.randrange(1, 4))})
             except redis.ResponseError:
                 pass
+        elif op < 0.72:
+            # the other types: sets, sorted sets, counters, bitmaps, HLLs
+            n = rng.randrange(n_keys // 4)
+            kind = rng.randrange(6)
+            try:
+                if kind == 0:
+                    r.sadd(f"s{n}", *[f"m{rng.randrange(20)}" for _ in range(rng.randrange(1, 4))])
+                elif kind == 1:
+                    r.srem(f"s{n}", f"m{rng.randrange(20)}")
+                elif kind == 2:
+                    r.zadd(f"z{n}", {f"m{rng.randrange(20)}": rng.randrange(-50, 50)})
+                elif kind == 3:
+                    r.zincrby(f"z{n}", rng.randrange(1, 5), f"m{rng.randrange(20)}")
+                elif kind == 4:
+                    r.incrby(f"c{n}", rng.randrange(-9, 10))
+                else:
+                    r.setbit(f"b{n}", rng.randrange(2000), 1)
+                    r.pfadd(f"p{n}", *[str(rng.randrange(100000)) for _ in range(5)])
+            except redis.ResponseError:
+                pass
         elif op < 0.85:
-            r.delete(k, f"h{rng.randrange(n_keys // 4)}")
+            n = rng.randrange(n_keys // 4)
+            r.delete(k, f"h{n}", f"s{n}", f"z{n}")
         elif op < 0.95:
             r.pexpire(k, 30)
         else:

@@ -363,6 +363,66 @@ def test_failover_after_kill_9_loses_no_acknowledged_write(site):
     assert site[1].port not in primaries
 
 
+def write_typed_ledger(port, stop, ledger, errors, prefix, kind):
+    """Like write_ledger for another type: SADD of unique members to 16
+    sets, ZADD of unique members to 16 sorted sets, or INCR of 16 counters.
+    The ledger holds what was acknowledged: (key, member) -> score, or
+    key -> [acknowledged, attempted] increments."""
+    rc = RedisCluster(host="127.0.0.1", port=port, decode_responses=True, socket_timeout=8)
+    i = 0
+    while not stop.is_set():
+        key = f"{prefix}:{kind}:{{{i % 16}}}"
+        try:
+            if kind == "set":
+                if rc.sadd(key, f"m{i}") == 1:
+                    ledger[(key, f"m{i}")] = None
+            elif kind == "zset":
+                if rc.zadd(key, {f"m{i}": i}) == 1:
+                    ledger[(key, f"m{i}")] = float(i)
+            else:
+                counts = ledger.setdefault(key, [0, 0])
+                counts[1] += 1
+                rc.incr(key)
+                counts[0] += 1
+        except Exception as e:  # outcome unknown: not acknowledged
+            errors.append(repr(e))
+            time.sleep(0.05)
+        i += 1
+
+
+def test_failover_after_kill_9_loses_no_acknowledged_set_sorted_set_or_counter_write(site):
+    alive = [s for s in site if s is not site[1]]
+    stop, errors = threading.Event(), []
+    ledgers = {kind: {} for kind in ("set", "zset", "counter")}
+    threads = [threading.Thread(target=write_typed_ledger,
+                                args=(alive[i % 2].port, stop, ledgers[kind], errors, f"w{i}", kind))
+               for i, kind in enumerate(ledgers)]
+    for t in threads:
+        t.start()
+    try:
+        total = lambda: sum(len(l) for l in ledgers.values())
+        wait_until(lambda: total() > 200, timeout=20, message="writers got going")
+        site[1].proc.kill()  # kill -9: primary of a third of the slots
+        site[1].proc.wait()
+        killed_at = len(ledgers["set"]) + len(ledgers["zset"])
+        wait_until(lambda: len(ledgers["set"]) + len(ledgers["zset"]) > killed_at + 200, timeout=30,
+                   message="writes did not resume after the kill")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    rc = RedisCluster(host="127.0.0.1", port=alive[0].port, decode_responses=True)
+    lost = [km for km in ledgers["set"] if not rc.sismember(*km)]
+    assert not lost, f"{len(lost)} of {len(ledgers['set'])} acknowledged SADDs lost, e.g. {lost[:5]}"
+    lost = [km for km, score in ledgers["zset"].items() if rc.zscore(*km) != score]
+    assert not lost, f"{len(lost)} of {len(ledgers['zset'])} acknowledged ZADDs lost, e.g. {lost[:5]}"
+    for key, (acked, attempted) in ledgers["counter"].items():
+        value = int(rc.get(key) or 0)
+        # Every acknowledged increment is there; one whose reply was lost
+        # in the failover may be too.
+        assert acked <= value <= attempted, (key, acked, value, attempted)
+
+
 def cluster_status(node):
     out = subprocess.run([binary(), "cluster", "status", "--admin", f"127.0.0.1:{node.admin_port}"],
                          capture_output=True, text=True, timeout=30)

@@ -168,6 +168,15 @@ WRITES = {
                       ("RENAME", "src", "dst"), {b"src", b"dst"}),
     "mget_mset": ([("MSET", "m1", "1", "m2", "2")], [("MGET", "m1", "m2")],
                   ("MSET", "m1", "x", "m2", "y"), {b"m1", b"m2"}),
+    "sadd": ([("SADD", "s", "a")], [("SMEMBERS", "s")], ("SADD", "s", "b"), {b"s"}),
+    "srem_last": ([("SADD", "s", "a")], [("SISMEMBER", "s", "a")], ("SREM", "s", "a"), {b"s"}),
+    "sinterstore": ([("SADD", "s", "a"), ("SADD", "d", "x")], [("SCARD", "d")],
+                    ("SINTERSTORE", "d", "s", "s"), {b"d"}),
+    "zadd": ([("ZADD", "z", "1", "a")], [("ZRANGE", "z", "0", "-1")], ("ZADD", "z", "2", "a"), {b"z"}),
+    "zincrby": ([("ZADD", "z", "1", "a")], [("ZSCORE", "z", "a")], ("ZINCRBY", "z", "1", "a"), {b"z"}),
+    "zpopmin": ([("ZADD", "z", "1", "a")], [("ZCARD", "z")], ("ZPOPMIN", "z"), {b"z"}),
+    "setbit": ([("SET", "b", "")], [("GETBIT", "b", "3")], ("SETBIT", "b", "3", "1"), {b"b"}),
+    "pfadd": ([("PFADD", "p", "x")], [("PFCOUNT", "p")], ("PFADD", "p", "y"), {b"p"}),
 }
 
 
