@@ -307,8 +307,13 @@ def digest(site_or_nodes):
                 continue  # gone between the reads
             if t == "hash":
                 v = tuple(sorted(v.items()))
-            elif t in ("set", "zset"):
+            elif t == "set":
                 v = tuple(sorted(v))
+            elif t == "zset":
+                # a flat [member, score, ...] reply (raw command, RESP2)
+                if v and not isinstance(v[0], (tuple, list)):
+                    v = list(zip(v[0::2], (float(x) for x in v[1::2])))
+                v = tuple(sorted((m, float(sc)) for m, sc in v))
             out[k] = (t, v, -1 if ttl < 0 else round(ttl / 1000))
     return out
 

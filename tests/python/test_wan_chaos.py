@@ -4,8 +4,10 @@ publishers paused now and then so that kills meet a backlog. Afterwards:
 both sites hold the same contents (digest of every key, value and TTL),
 and every write a client got an acknowledgement for is there at both,
 including the fields both sites wrote into the same hashes and the
-deletes. Both sites also overwrite parts of the same strings, so deltas
-meet other bases and full values are asked for while nodes die.
+deletes, the members both sites added to the same sets and sorted sets,
+and every increment of the counters both sites increment (they must sum).
+Both sites also overwrite parts of the same strings, so deltas meet other
+bases and full values are asked for while nodes die.
 
 `CHAOS_ROUNDS` (default 4: two kills per site) and `CHAOS_SEED` make it
 longer or another sequence: `CHAOS_ROUNDS=40 pytest test_wan_chaos.py`;
@@ -28,6 +30,8 @@ pytestmark = pytest.mark.deltagrid_only
 
 SHARED_HASHES = 16
 SHARED_STRINGS = 8
+SHARED_SETS = 8
+SHARED_COUNTERS = 4
 
 
 class Writer(threading.Thread):
@@ -46,6 +50,8 @@ class Writer(threading.Thread):
         self.keys = []      # the same keys, to pick one to delete
         self.deleted = set()  # keys whose DEL was acknowledged
         self.fields = {}    # (hash, field) -> value
+        self.members = {}   # (set or sorted set, member) -> score (None: a set)
+        self.increments = {}  # counter -> [acknowledged, attempted]
         self.unknown = set()  # keys a failed DEL may or may not have removed
         self.missed = []    # keys a DEL did not find though their SET was acknowledged
         self.acked = 0
@@ -69,8 +75,23 @@ class Writer(threading.Thread):
                 time.sleep(0.05)
 
     def one(self, rc, i):
-        op = i % 6
-        if op == 5:
+        op = i % 9
+        if op == 6:
+            # Sets and sorted sets both sites add members to.
+            key, m = f"shared:set{i % SHARED_SETS}", f"{self.prefix}:{i}"
+            rc.sadd(key, m)
+            self.members[(key, m)] = None
+        elif op == 7:
+            key, m = f"shared:z{i % SHARED_SETS}", f"{self.prefix}:{i}"
+            rc.zadd(key, {m: i})
+            self.members[(key, m)] = float(i)
+        elif op == 8:
+            # Counters both sites increment: they must sum.
+            counts = self.increments.setdefault(f"shared:c{i % SHARED_COUNTERS}", [0, 0])
+            counts[1] += 1
+            rc.incr(f"shared:c{i % SHARED_COUNTERS}")
+            counts[0] += 1
+        elif op == 5:
             # Both sites overwrite parts of the same strings: a delta often
             # reaches a site holding another base, which asks for the full
             # value (only convergence is checked for these).
@@ -216,7 +237,22 @@ def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tm
                 if held.get(f.encode()) != v.encode():
                     lost.append((h, f, v))
             lost += [(key, "not there to delete") for key in w.missed]
-        acked = sum(len(w.values) + len(w.deleted) + len(w.fields) for w in ws)
+            for (key, m), score in w.members.items():
+                kind, held, _ = contents.get(key.encode(), (None, (), None))
+                if kind == "set" and m.encode() in held:
+                    continue
+                if kind == "zset" and (m.encode(), score) in held:
+                    continue
+                lost.append((key, m, score))
+        # Counters: every acknowledged increment of every writer, at most
+        # the attempted ones (a reply lost to a kill may have applied).
+        for key in {k for w in ws for k in w.increments}:
+            acked_n = sum(w.increments.get(key, [0, 0])[0] for w in ws)
+            tried_n = sum(w.increments.get(key, [0, 0])[1] for w in ws)
+            value = int(contents.get(key.encode(), (None, b"0"))[1])
+            if not acked_n <= value <= tried_n:
+                lost.append((key, "counter", acked_n, value, tried_n))
+        acked = sum(len(w.values) + len(w.deleted) + len(w.fields) + len(w.members) for w in ws)
         assert acked > 1000, f"too few writes to judge: {acked} (errors {errors})"
         assert not lost, f"{len(lost)} of {acked} acknowledged writes missing or wrong, e.g. {lost[:5]}"
         # The shared strings made sites ask for full values (counters of
