@@ -8,6 +8,7 @@
 
 pub mod args;
 pub mod bits;
+pub mod dump;
 pub mod error;
 pub mod hashes;
 pub mod help;
