@@ -426,7 +426,7 @@ fn packed(ziplist: bool, blob: &[u8]) -> Result<Vec<Elem<'_>>, Malformed> {
 fn pairs<'e, 'a>(
     elems: &'e [Elem<'a>],
 ) -> Result<std::slice::ChunksExact<'e, Elem<'a>>, Malformed> {
-    if elems.len() % 2 != 0 {
+    if !elems.len().is_multiple_of(2) {
         return Err(Malformed);
     }
     Ok(elems.chunks_exact(2))
