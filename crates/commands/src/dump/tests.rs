@@ -5,10 +5,13 @@
 use bytes::Bytes;
 use keyspace::{HashValue, SetValue, Value, Version, ZSetValue};
 use proptest::prelude::*;
+use proptest::strategy::ValueTree;
 
 use super::crc64::crc64;
+use super::intset;
 use super::listpack::build::{int_entry, listpack, str_entry};
 use super::rdb::{dump, load, restore, LoadError, Malformed};
+use super::ziplist::build::build as ziplist;
 
 const V: Version = Version::ZERO;
 
@@ -245,21 +248,50 @@ fn mutation() -> impl Strategy<Value = Mutation> {
     ]
 }
 
-/// Payloads of the packed encodings Redis writes (listpacks, ziplists,
-/// intsets), for the mutation property to start from.
+/// A payload body of type `t` whose object is the blob `blob`.
+fn blob_body(t: u8, blob: &[u8]) -> Vec<u8> {
+    let mut body = vec![t, 0x80];
+    body.extend_from_slice(&(blob.len() as u32).to_be_bytes());
+    body.extend_from_slice(blob);
+    body
+}
+
+/// A ziplist entry (without the previous length) holding `m`.
+fn ziplist_entry(m: &[u8]) -> Vec<u8> {
+    let mut e = if m.len() < 64 {
+        vec![m.len() as u8]
+    } else {
+        vec![0x40 | (m.len() >> 8) as u8, m.len() as u8]
+    };
+    e.extend_from_slice(m);
+    e
+}
+
+/// Payloads of the packed encodings Redis writes (listpack sorted sets,
+/// ziplist hashes, intsets), for the mutation property to start from.
 fn packed_payload() -> impl Strategy<Value = Vec<u8>> {
-    proptest::collection::vec((member(), -5000i64..5000), 1..20).prop_map(|ms| {
-        let mut entries = Vec::new();
-        for (m, s) in &ms {
-            entries.push(str_entry(m));
-            entries.push(int_entry(*s));
-        }
-        let lp = listpack(&entries);
-        let mut body = vec![17u8, 0x80];
-        body.extend_from_slice(&(lp.len() as u32).to_be_bytes());
-        body.extend_from_slice(&lp);
-        body
-    })
+    // Distinct members: a packed blob with a repeated one is corrupt.
+    let pairs = || proptest::collection::btree_map(member(), -5000i64..5000, 1..20);
+    prop_oneof![
+        pairs().prop_map(|ms| {
+            let mut entries = Vec::new();
+            for (m, s) in &ms {
+                entries.push(str_entry(m));
+                entries.push(int_entry(*s));
+            }
+            blob_body(17, &listpack(&entries))
+        }),
+        pairs().prop_map(|ms| {
+            let entries: Vec<Vec<u8>> = ms
+                .iter()
+                .flat_map(|(m, s)| [ziplist_entry(m), vec![0xc0, *s as u8, (*s >> 8) as u8]])
+                .collect();
+            let refs: Vec<&[u8]> = entries.iter().map(Vec::as_slice).collect();
+            blob_body(13, &ziplist(&refs))
+        }),
+        proptest::collection::btree_set(any::<i64>(), 1..50)
+            .prop_map(|ns| blob_body(11, &intset::encode(ns.into_iter().collect()))),
+    ]
 }
 
 proptest! {
@@ -292,6 +324,15 @@ proptest! {
             mutate(&mut body, m);
         }
         let _ = restore(&sealed(&body, 10));
+    }
+}
+
+#[test]
+fn packed_payloads_decode_unmutated() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    for _ in 0..50 {
+        let body = packed_payload().new_tree(&mut runner).unwrap().current();
+        assert!(restore(&sealed(&body, 10)).is_ok(), "{body:?}");
     }
 }
 

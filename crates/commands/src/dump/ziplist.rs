@@ -103,12 +103,14 @@ fn integer(blob: &[u8], at: usize, enc: u8) -> Result<(Elem<'static>, usize), Ma
     Ok((Elem::Int(v), at + size))
 }
 
+/// Encoding helpers for tests (this module's and the dump tests').
 #[cfg(test)]
-mod tests {
+pub(crate) mod build {
     use super::*;
 
-    /// A ziplist of `entries` (each already prevlen-less: encoding + data).
-    pub(crate) fn build(entries: &[&[u8]]) -> Vec<u8> {
+    /// A ziplist of `entries` (each its encoding and data, without the
+    /// previous entry's length, which this adds).
+    pub fn build(entries: &[&[u8]]) -> Vec<u8> {
         let mut body = Vec::new();
         let (mut prev, mut tail) = (0usize, HEADER);
         for e in entries {
@@ -131,6 +133,12 @@ mod tests {
         out.push(END);
         out
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::build::build;
+    use super::*;
 
     #[test]
     fn reads_every_encoding() {
