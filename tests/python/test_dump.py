@@ -124,6 +124,12 @@ def test_ttl_absttl_and_past_ttl(r):
     assert r.exists("k") == 0
     assert r.restore("k", 1, p, absttl=True)
     assert r.exists("k") == 0
+    # now + ttl overflowing 64 bits wraps into the past in Redis.
+    assert r.restore("k", 2 ** 63 - 1, p)
+    assert r.exists("k") == 0
+    assert r.restore("k", 9 * 10 ** 18, p)
+    assert r.pttl("k") > 8 * 10 ** 18
+    r.delete("k")
     # TTL 0: no expiry; IDLETIME and FREQ are accepted.
     assert r.restore("k", 0, p, idletime=100)
     assert r.ttl("k") == -1

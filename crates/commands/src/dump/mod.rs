@@ -103,10 +103,12 @@ pub fn restore(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         return Err(CmdError::BusyKey);
     }
     let now = txn.now_ms();
-    let expire_at = match ttl as u64 {
+    // A relative TTL that overflows wraps into the past in Redis (the key
+    // is not created), and so it does here.
+    let expire_at = match ttl {
         0 => 0,
-        t if opts.absttl => t,
-        t => now.saturating_add(t),
+        t if opts.absttl => t as u64,
+        t => (now as i64).checked_add(t).map_or(1, |at| at as u64),
     };
     if expire_at != 0 && expire_at <= now {
         if exists {
