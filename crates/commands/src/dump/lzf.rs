@@ -5,9 +5,12 @@
 //! Written here rather than taken from crates.io: the `lzf` crate is marked
 //! deprecated by its author and `lzf-rust` is a single fresh release; the
 //! decoder is a few dozen lines. It works on untrusted input: the claimed
-//! output length is checked against what the input can expand to before
-//! anything is allocated, and every literal run and back reference is
-//! bounds-checked, so a forged payload fails and never panics.
+//! output length is checked against what the input can expand to and
+//! against the largest string (512 MB), memory is taken as output is really
+//! produced, and every literal run and back reference is bounds-checked, so
+//! a forged payload fails and never panics.
+
+use crate::MAX_STRING;
 
 /// The most one input byte can expand to: a 3-byte back reference copies
 /// at most 7 + 255 + 2 = 264 bytes.
@@ -16,10 +19,12 @@ const MAX_RATIO: usize = 88;
 /// Decompresses `input` into exactly `out_len` bytes; None when the input
 /// is not a valid LZF stream of that length.
 pub fn decompress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
-    if out_len == 0 || out_len > input.len().saturating_mul(MAX_RATIO) {
+    if out_len == 0 || out_len > input.len().saturating_mul(MAX_RATIO) || out_len > MAX_STRING {
         return None;
     }
-    let mut out = Vec::with_capacity(out_len);
+    // Room for what the input surely holds; past that the output grows as
+    // it is really produced, so a claimed length costs nothing by itself.
+    let mut out = Vec::with_capacity(out_len.min(input.len().saturating_mul(2)));
     let mut i = 0;
     while i < input.len() {
         let ctrl = input[i] as usize;
