@@ -75,6 +75,21 @@ pub enum CmdError {
     DbIndexOutOfRange,
     #[error("ERR max number of clients reached")]
     MaxClients,
+    #[error("BUSYKEY Target key name already exists.")]
+    BusyKey,
+    #[error("ERR Invalid TTL value, must be >= 0")]
+    InvalidTtl,
+    #[error("ERR Invalid IDLETIME value, must be >= 0")]
+    InvalidIdleTime,
+    #[error("ERR Invalid FREQ value, must be >= 0 and <= 255")]
+    InvalidFreq,
+    /// A RESTORE payload too short, of a newer RDB version, or whose
+    /// checksum does not match.
+    #[error("ERR DUMP payload version or checksum are wrong")]
+    DumpPayload,
+    /// A RESTORE payload whose object does not decode.
+    #[error("ERR Bad data format")]
+    BadDataFormat,
     /// Any other text, already carrying its prefix.
     #[error("{0}")]
     Other(String),

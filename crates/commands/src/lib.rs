@@ -10,6 +10,7 @@ pub mod args;
 pub mod bitfield;
 pub mod bitops;
 pub mod bits;
+pub mod dump;
 pub mod error;
 pub mod hashes;
 pub mod help;

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use crate::zsets::{algebra as za, range as zr, scan as zs, write as zw};
 use crate::{
-    bitfield, bitops, bits, hashes, hyperloglog, keys, lcs, object, sets, strings, Handler,
+    bitfield, bitops, bits, dump, hashes, hyperloglog, keys, lcs, object, sets, strings, Handler,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,8 +30,11 @@ impl Flags {
     pub const SUBSCRIBED: u32 = 1 << 10;
     /// Refused inside MULTI (SAVE, SHUTDOWN).
     pub const NO_MULTI: u32 = 1 << 11;
+    /// Meant for a cluster client following an -ASK redirect
+    /// (RESTORE-ASKING), as Redis flags it.
+    pub const ASKING: u32 = 1 << 12;
 
-    const NAMES: [(u32, &'static str); 10] = [
+    const NAMES: [(u32, &'static str); 11] = [
         (Self::WRITE, "write"),
         (Self::READONLY, "readonly"),
         (Self::DENYOOM, "denyoom"),
@@ -42,6 +45,7 @@ impl Flags {
         (Self::STALE, "stale"),
         (Self::FAST, "fast"),
         (Self::NOAUTH, "no_auth"),
+        (Self::ASKING, "asking"),
     ];
 
     pub fn has(self, f: u32) -> bool {
@@ -141,6 +145,7 @@ const S: u32 = Flags::NOSCRIPT;
 const P: u32 = Flags::PUBSUB;
 const SUB: u32 = Flags::SUBSCRIBED;
 const NOMULTI: u32 = Flags::NO_MULTI;
+const ASK: u32 = Flags::ASKING;
 
 macro_rules! cmd {
     ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $since:literal, $h:expr, $summary:literal) => {
@@ -344,6 +349,10 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("scan", -2, R, NO_KEYS, "generic", "2.8.0", Some(keys::scan), "Iterates over the key names in the database."),
     cmd!("keys", 2, R, NO_KEYS, "generic", "1.0.0", Some(keys::keys), "Returns all key names that match a pattern."),
     cmd!("randomkey", 1, R, NO_KEYS, "generic", "1.0.0", Some(keys::randomkey), "Returns a random key name from the database."),
+    // serialization (DUMP/RESTORE: dump/)
+    cmd!("dump", 2, R, KEY1, "generic", "2.6.0", Some(dump::dump), "Returns a serialized representation of the value stored at a key."),
+    cmd!("restore", -4, W | M, KEY1, "generic", "2.6.0", Some(dump::restore), "Creates a key from the serialized representation of a value."),
+    cmd!("restore-asking", -4, W | M | ASK, KEY1, "generic", "3.0.0", Some(dump::restore), "An internal command for migrating keys in a cluster."),
 ];
 
 /// Finds a command by name, case-insensitively.
