@@ -207,6 +207,7 @@ def test_a_delete_beats_an_older_concurrent_update_at_both_sites(sites):
 
 
 def test_concurrent_increments_at_both_sites_sum_exactly(sites):
+    """INCR/INCRBY/DECRBY of strings and HINCRBY of hash fields."""
     london, newyork = pair(sites)
     a, b = client(london.nodes[0]), client(newyork.nodes[0])
     a.set("hits", 10)
@@ -216,8 +217,10 @@ def test_concurrent_increments_at_both_sites_sum_exactly(sites):
         wan_control(site.nodes[0], "pause", other)
         wait_state(site.nodes[0], other, "paused")
     # Both sites count while neither hears the other.
-    write_pipelined(a, [("INCR", "hits")] * 2000 + [("INCRBY", "pair", 7), ("DECRBY", "hits", 5)])
-    write_pipelined(b, [("INCR", "hits")] * 2000 + [("INCRBY", "pair", 3)])
+    write_pipelined(a, [("INCR", "hits")] * 2000 + [("INCRBY", "pair", 7), ("DECRBY", "hits", 5)]
+                    + [("HINCRBY", "stats", "views", 1)] * 500 + [("HINCRBY", "stats", "a", 2)])
+    write_pipelined(b, [("INCR", "hits")] * 2000 + [("INCRBY", "pair", 3)]
+                    + [("HINCRBY", "stats", "views", 1)] * 700)
     # London sets "reset" to 100 without having seen New York's increments:
     # the SET resets what London saw, New York's concurrent ones are kept.
     a.incrby("reset", 4)
@@ -231,6 +234,9 @@ def test_concurrent_increments_at_both_sites_sum_exactly(sites):
     want = {b"hits": b"4005", b"pair": b"10", b"reset": b"120"}
     wait_until(lambda: all(a.get(k) == v and b.get(k) == v for k, v in want.items()), timeout=15,
                message="counters summed at both sites")
+    fields = {b"views": b"1200", b"a": b"2"}
+    wait_until(lambda: a.hgetall("stats") == fields and b.hgetall("stats") == fields, timeout=15,
+               message="hash field counters summed at both sites")
     # And they keep counting as counters afterwards, on either side.
     a.incr("hits")
     b.incrby("hits", 2)

@@ -187,7 +187,16 @@ pub fn hincrby(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     };
     let new = current.checked_add(by).ok_or(CmdError::Overflow)?;
     let text = Bytes::copy_from_slice(itoa::Buffer::new().format(new).as_bytes());
-    txn.write(a[1], Write::HashSet(vec![(owned(a[2]), text)]))?;
+    // Where sites merge, logged as this site's running total of the
+    // field's increments, so that increments at every site sum.
+    txn.write(
+        a[1],
+        Write::HashIncr {
+            field: owned(a[2]),
+            by,
+            text,
+        },
+    )?;
     drop(txn);
     ctx.out.int(new);
     Ok(())

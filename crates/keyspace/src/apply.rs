@@ -132,7 +132,17 @@ pub fn apply_change_at(
             let emptied = part.update(key, |e| match &mut e.value {
                 Value::Hash(h) => {
                     for f in fields {
-                        h.remove(f);
+                        match (h.counter(f), h.get(f)) {
+                            // A counter written since keeps what is newer.
+                            (Some(c), Some(held)) if held.version > version => {
+                                let (mut c, at) = (c.clone(), held.version);
+                                c.prune_older(version);
+                                h.set_counter(f, c, at);
+                            }
+                            _ => {
+                                h.remove(f);
+                            }
+                        }
                     }
                     e.version = e.version.max(version);
                     h.is_empty().then_some(e.version)
@@ -148,6 +158,10 @@ pub fn apply_change_at(
             op: DeltaOp::Count { total, .. },
             ..
         } => count(part, at, key, *total, change.version)?,
+        ChangeKind::Delta {
+            op: DeltaOp::HashCount { field, total, .. },
+            ..
+        } => count_field(part, at, key, field, *total, change.version)?,
         ChangeKind::Delta {
             op: DeltaOp::SetAdd { members },
             ..
@@ -316,6 +330,8 @@ fn set_fields<N: std::borrow::Borrow<Bytes>>(
     update_held(part, at, key, |e| {
         if let Value::Hash(h) = &mut e.value {
             for (f, v) in fields {
+                // Written whole: a plain value again.
+                h.drop_counter(f.borrow());
                 h.set_ref(f.borrow(), v, version);
             }
         }
@@ -394,6 +410,61 @@ fn remove_members(
         part.remove(key);
         part.tombstones.emptied_at(key, coll, held);
     }
+}
+
+/// HINCRBY where sites merge: field `field`'s counter (made from its plain
+/// value, or from nothing) takes the change's site's `total`.
+fn count_field(
+    part: &mut Partition,
+    mut at: Option<usize>,
+    key: &Bytes,
+    field: &Bytes,
+    total: i64,
+    version: Version,
+) -> Result<(), ApplyError> {
+    at = at.or_else(|| part.index_of(key));
+    match held(part, at, key) {
+        Some(e) if e.as_hash().is_none() => return Err(ApplyError::WrongType),
+        Some(_) => {}
+        None => {
+            let version = created(part, key, Coll::Hash, version);
+            part.put(
+                key.clone(),
+                Entry {
+                    value: Value::Hash(HashValue::new()),
+                    version,
+                    expire_at: 0,
+                },
+            );
+            at = None;
+        }
+    }
+    let removal = part
+        .tombstones
+        .field_or_key(key, field)
+        .max(part.tombstones.emptied_other(key, Some(Coll::Hash)));
+    update_held(part, at, key, |e| {
+        if let Value::Hash(h) = &mut e.value {
+            let held = h.get(field).map(|f| f.version);
+            let mut c = match (h.counter(field), h.get(field)) {
+                (Some(c), _) => c.clone(),
+                // Written after the increment: it saw it.
+                (None, Some(f)) if f.version >= version => return,
+                (None, Some(f)) => CounterValue::from_plain(f.value.clone(), f.version),
+                (None, None) => {
+                    let mut c = CounterValue::from_nothing();
+                    if let Some(r) = removal {
+                        c.prune_older(r);
+                    }
+                    c
+                }
+            };
+            c.count(version.site, total, version);
+            h.set_counter(field, c, held.map_or(version, |v| v.max(version)));
+        }
+        e.version = e.version.max(version);
+    });
+    Ok(())
 }
 
 /// The newest removal of `key` a counter made there starts above: its
@@ -541,6 +612,9 @@ fn remove_older(part: &mut Partition, key: &Bytes, version: Version) {
             let emptied = part.update(key, |e| {
                 for name in e.value.elements_older_than(version) {
                     e.value.remove_element(&name);
+                }
+                if let Value::Hash(h) = &mut e.value {
+                    h.prune_counters(version);
                 }
                 e.value
                     .is_empty_collection()

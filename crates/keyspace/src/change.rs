@@ -52,6 +52,9 @@ pub enum DeltaOp {
     /// increments made at the change's site `total`. Applied as the total,
     /// so a change counts once however often it arrives.
     Count { by: i64, total: i64 },
+    /// An increment of a merging counter in hash field `field` (HINCRBY
+    /// where partitions merge with other sites); as `Count`.
+    HashCount { field: Bytes, by: i64, total: i64 },
     /// Add set members; each takes the change's version. Creates the set.
     SetAdd { members: Vec<Bytes> },
     /// Set sorted-set members' scores; each takes the change's version.
@@ -82,7 +85,9 @@ impl DeltaOp {
     /// string or expiry operation).
     pub fn coll(&self) -> Option<Coll> {
         match self {
-            DeltaOp::HashSet { .. } | DeltaOp::HashDel { .. } => Some(Coll::Hash),
+            DeltaOp::HashSet { .. } | DeltaOp::HashDel { .. } | DeltaOp::HashCount { .. } => {
+                Some(Coll::Hash)
+            }
             DeltaOp::SetAdd { .. } => Some(Coll::Set),
             DeltaOp::ZAdd { .. } => Some(Coll::ZSet),
             DeltaOp::Remove { coll, .. } => Some(*coll),

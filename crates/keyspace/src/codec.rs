@@ -40,6 +40,8 @@ const HASH: u8 = 1;
 const SET: u8 = 2;
 const ZSET: u8 = 3;
 const COUNTER: u8 = 4;
+/// A hash with counter fields: the fields, then each counter's state.
+const HASH_COUNTERS: u8 = 5;
 
 const SPLICE: u8 = 0;
 const PATCH: u8 = 1;
@@ -51,6 +53,7 @@ const SADD: u8 = 6;
 const ZADD: u8 = 7;
 const REMOVE: u8 = 8;
 const COUNT: u8 = 9;
+const HCOUNT: u8 = 10;
 
 fn varint_len(mut n: u64) -> usize {
     let mut len = 1;
@@ -186,6 +189,15 @@ pub fn value_len(v: &Value) -> usize {
                 + h.iter()
                     .map(|(f, fv)| bytes_len(f) + bytes_len(&fv.value) + version_len(&fv.version))
                     .sum::<usize>()
+                + match h.counters().count() {
+                    0 => 0,
+                    n => {
+                        varint_len(n as u64)
+                            + h.counters()
+                                .map(|(f, c)| bytes_len(f) + counter_len(c))
+                                .sum::<usize>()
+                    }
+                }
         }
         Value::Set(set) => {
             varint_len(set.len() as u64)
@@ -230,6 +242,9 @@ fn op_len(op: &DeltaOp) -> usize {
         }
         DeltaOp::SetExpiry(at) => varint_len(*at),
         DeltaOp::Count { by, total } => varint_len(zigzag(*by)) + varint_len(zigzag(*total)),
+        DeltaOp::HashCount { field, by, total } => {
+            bytes_len(field) + varint_len(zigzag(*by)) + varint_len(zigzag(*total))
+        }
         DeltaOp::SetAdd { members } => {
             varint_len(members.len() as u64) + members.iter().map(|m| bytes_len(m)).sum::<usize>()
         }
@@ -277,12 +292,20 @@ fn encode_value(v: &Value, out: &mut impl BufMut) {
             put_counter(out, c);
         }
         Value::Hash(h) => {
-            out.put_u8(HASH);
+            let counters = h.counters().count();
+            out.put_u8(if counters > 0 { HASH_COUNTERS } else { HASH });
             put_varint(out, h.len() as u64);
             for (f, fv) in h.iter() {
                 put_bytes(out, f);
                 put_bytes(out, &fv.value);
                 put_version(out, &fv.version);
+            }
+            if counters > 0 {
+                put_varint(out, counters as u64);
+                for (f, c) in h.counters() {
+                    put_bytes(out, f);
+                    put_counter(out, c);
+                }
             }
         }
         Value::Set(set) => {
@@ -350,6 +373,12 @@ fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
         }
         DeltaOp::Count { by, total } => {
             out.put_u8(COUNT);
+            put_varint(out, zigzag(*by));
+            put_varint(out, zigzag(*total));
+        }
+        DeltaOp::HashCount { field, by, total } => {
+            out.put_u8(HCOUNT);
+            put_bytes(out, field);
             put_varint(out, zigzag(*by));
             put_varint(out, zigzag(*total));
         }
@@ -617,12 +646,22 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
     match r.u8()? {
         STR => Ok(Value::Str(r.bytes()?)),
         COUNTER => Ok(Value::Counter(r.counter()?)),
-        HASH => {
+        tag @ (HASH | HASH_COUNTERS) => {
             let n = r.count(4)?;
             let (fields, versions) = r.pairs(n, true)?;
             let mut h = HashValue::new();
             for ((f, v), version) in fields.into_iter().zip(versions) {
                 h.set(f, v, version);
+            }
+            if tag == HASH_COUNTERS {
+                let n = r.count(8)?;
+                for _ in 0..n {
+                    let field = r.bytes()?;
+                    let counter = r.counter()?;
+                    // A counter is only ever of a field the hash holds.
+                    let version = h.get(&field).ok_or(DecodeError::OutOfRange)?.version;
+                    h.set_counter(&field, counter, version);
+                }
             }
             Ok(Value::Hash(h))
         }
@@ -678,6 +717,11 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
         }
         SETEXPIRY => DeltaOp::SetExpiry(r.varint()?),
         COUNT => DeltaOp::Count {
+            by: unzigzag(r.varint()?),
+            total: unzigzag(r.varint()?),
+        },
+        HCOUNT => DeltaOp::HashCount {
+            field: r.bytes()?,
             by: unzigzag(r.varint()?),
             total: unzigzag(r.varint()?),
         },
@@ -798,6 +842,8 @@ pub(crate) mod tests {
             proptest::collection::vec(bytes(), 0..4).prop_map(|fields| DeltaOp::HashDel { fields }),
             any::<u64>().prop_map(DeltaOp::SetExpiry),
             (any::<i64>(), any::<i64>()).prop_map(|(by, total)| DeltaOp::Count { by, total }),
+            (bytes(), any::<i64>(), any::<i64>())
+                .prop_map(|(field, by, total)| DeltaOp::HashCount { field, by, total }),
             proptest::collection::vec(bytes(), 0..4)
                 .prop_map(|members| DeltaOp::SetAdd { members }),
             proptest::collection::vec((bytes(), score()), 0..4)

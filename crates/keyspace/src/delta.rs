@@ -27,6 +27,7 @@ pub fn op_payload_len(op: &DeltaOp) -> usize {
         DeltaOp::HashDel { fields } => fields.iter().map(|f| 2 + f.len()).sum(),
         DeltaOp::SetExpiry(_) => 9,
         DeltaOp::Count { .. } => 18,
+        DeltaOp::HashCount { field, .. } => 20 + field.len(),
         DeltaOp::SetAdd { members } => members.iter().map(|m| 2 + m.len()).sum(),
         DeltaOp::ZAdd { members } => members.iter().map(|(m, _)| 10 + m.len()).sum(),
         DeltaOp::Remove { members, .. } => members.iter().map(|(m, _)| 12 + m.len()).sum(),

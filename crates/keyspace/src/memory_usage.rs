@@ -53,7 +53,9 @@ pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
         // The text and the state kept to merge it across sites.
         Value::Counter(c) => c.text().len() + c.state_len(),
         Value::Hash(h) => {
-            h.payload_len() + h.capacity() * (map_element::<Bytes, Field>() + INDEX_SLOT)
+            h.payload_len()
+                + h.capacity() * (map_element::<Bytes, Field>() + INDEX_SLOT)
+                + h.counters_len()
         }
         Value::Set(s) => {
             s.payload_len() + s.capacity() * (map_element::<Bytes, Version>() + INDEX_SLOT)

@@ -218,12 +218,25 @@ pub struct Field {
 pub struct HashValue {
     fields: FieldMap,
     payload: usize,
+    /// The fields HINCRBY made merging counters (only where partitions
+    /// merge with other sites): field -> its counter state, whose text is
+    /// the field's value.
+    counter_states: Option<Box<CounterMap>>,
 }
 
+type CounterMap = IndexMap<Bytes, CounterValue, ahash::RandomState>;
+
 impl PartialEq for HashValue {
-    /// Equal when they hold the same fields, whatever the insertion order.
+    /// Equal when they hold the same fields (and counter states), whatever
+    /// the insertion order.
     fn eq(&self, other: &Self) -> bool {
-        self.fields.len() == other.fields.len()
+        let counters_eq = match (&self.counter_states, &other.counter_states) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.len() == b.len() && a.iter().all(|(k, c)| b.get(k) == Some(c)),
+            (Some(a), None) | (None, Some(a)) => a.is_empty(),
+        };
+        counters_eq
+            && self.fields.len() == other.fields.len()
             && self
                 .fields
                 .iter()
@@ -304,6 +317,7 @@ impl HashValue {
     }
 
     pub fn remove(&mut self, name: &[u8]) -> bool {
+        self.drop_counter(name);
         match self.fields.swap_remove_entry(name) {
             Some((k, f)) => {
                 self.payload -= k.len() + f.value.len();
@@ -311,6 +325,57 @@ impl HashValue {
             }
             None => false,
         }
+    }
+
+    /// The counter state of field `name`, if HINCRBY made it one.
+    pub fn counter(&self, name: &[u8]) -> Option<&CounterValue> {
+        self.counter_states.as_ref()?.get(name)
+    }
+
+    /// Every counter state, in no order.
+    pub fn counters(&self) -> impl Iterator<Item = (&Bytes, &CounterValue)> {
+        self.counter_states.iter().flat_map(|m| m.iter())
+    }
+
+    /// Field `name` is a plain value again (HSET wrote it whole).
+    pub fn drop_counter(&mut self, name: &[u8]) {
+        if let Some(m) = &mut self.counter_states {
+            m.swap_remove(name);
+            if m.is_empty() {
+                self.counter_states = None;
+            }
+        }
+    }
+
+    /// Field `name` becomes (or stays) the counter `c`: its value is the
+    /// counter's text, at `version`.
+    pub fn set_counter(&mut self, name: &Bytes, c: CounterValue, version: Version) {
+        self.set_ref(name, c.text().clone(), version);
+        self.counter_states
+            .get_or_insert_with(Default::default)
+            .insert(name.clone(), c);
+    }
+
+    /// A removal at `v` of a hash written since: its counter fields lose
+    /// what is older than `v` (their values follow).
+    pub fn prune_counters(&mut self, v: Version) {
+        let names: Vec<Bytes> = self
+            .counters()
+            .filter(|(_, c)| c.has_older_than(v))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in names {
+            if let (Some(c), Some(f)) = (self.counter(&n), self.get(&n)) {
+                let (mut c, at) = (c.clone(), f.version);
+                c.prune_older(v);
+                self.set_counter(&n, c, at);
+            }
+        }
+    }
+
+    /// Bytes the counter states take, for memory accounting.
+    pub fn counters_len(&self) -> usize {
+        self.counters().map(|(k, c)| k.len() + c.state_len()).sum()
     }
 }
 

@@ -24,6 +24,14 @@ pub enum Write {
     /// on a missing key it applies to "" (or 0 for IncrBy).
     Str(DeltaOp),
     HashSet(Vec<(Bytes, Bytes)>),
+    /// HINCRBY: add `by` to field `field`, whose new value is `text` (the
+    /// command checked it). Where sites merge it is logged as the site's
+    /// running total of the field's increments, else as HSET of `text`.
+    HashIncr {
+        field: Bytes,
+        by: i64,
+        text: Bytes,
+    },
     HashDel(Vec<Bytes>),
     /// Add members to the set (made if absent).
     SetAdd(Vec<Bytes>),
@@ -187,6 +195,26 @@ pub(super) fn plan(
                 )
             }
         },
+        Write::HashIncr { field, by, text } => {
+            let hash = match old {
+                Some(e) => Some(e.as_hash().ok_or(WriteError::WrongType)?),
+                None => None,
+            };
+            let op = match merge_site {
+                Some(site) => {
+                    let total = hash
+                        .and_then(|h| h.counter(&field))
+                        .map_or(0, |c| c.total_of(site))
+                        .checked_add(by)
+                        .ok_or(WriteError::StringOp(StringOpError::Overflow))?;
+                    DeltaOp::HashCount { field, by, total }
+                }
+                None => DeltaOp::HashSet {
+                    fields: vec![(field, text)],
+                },
+            };
+            return element_op(old, op);
+        }
         Write::HashSet(fields) => {
             let held = match old {
                 Some(e) => e.as_hash().ok_or(WriteError::WrongType)?.payload_len(),

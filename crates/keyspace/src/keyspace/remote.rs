@@ -295,6 +295,13 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             op: DeltaOp::Count { .. },
             ..
         } => counters::count(entry, tombs, change),
+        ChangeKind::Delta {
+            op: DeltaOp::HashCount { .. },
+            ..
+        } => match entry.filter(|_| hash.is_none()) {
+            Some(e) => type_conflict(e, tombs, change),
+            None => counters::count_field(hash, tombs, change),
+        },
         ChangeKind::Full { value, .. } if counters::meets(entry, value) => match entry {
             Some(e) => counters::join(e, tombs, change),
             None => unreachable!("meets a held counter"),
@@ -333,9 +340,13 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             let mut merged = hash.cloned().unwrap_or_default();
             let mut changed = false;
             for (name, f) in incoming.iter() {
-                let removed = string_floor
-                    .max(tombs.field_or_key(key, name))
-                    .is_some_and(|r| r >= f.version);
+                let removal = string_floor.max(tombs.field_or_key(key, name));
+                if merged.counter(name).is_some() || incoming.counter(name).is_some() {
+                    // A counter on either side: joined (counters::field).
+                    changed |= counters::join_field(&mut merged, incoming, name, removal);
+                    continue;
+                }
+                let removed = removal.is_some_and(|r| r >= f.version);
                 let newer_here = merged
                     .get(name)
                     .is_some_and(|here| here.version >= f.version);
@@ -429,6 +440,11 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
                     false => (NeedFull, None),
                 };
             }
+            if hash.is_some_and(|h| fields.iter().any(|(n, _)| h.counter(n).is_some())) {
+                // A counter field written whole: joined as an assignment,
+                // from the sender's hash (see counters::join_field).
+                return (NeedFull, None);
+            }
             let mut seen = false;
             let mut wins = Vec::new();
             for (name, value) in fields {
@@ -481,6 +497,15 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             let mut doomed = Vec::new();
             for name in fields {
                 match hash.and_then(|h| h.get(name)) {
+                    // A counter written since still loses what is older.
+                    Some(f)
+                        if f.version > v
+                            && hash
+                                .and_then(|h| h.counter(name))
+                                .is_some_and(|c| c.has_older_than(v)) =>
+                    {
+                        doomed.push(name.clone())
+                    }
                     Some(f) if f.version >= v => seen |= f.version == v,
                     Some(_) => doomed.push(name.clone()),
                     // Not held: only a field tombstone to record, so that

@@ -148,7 +148,7 @@ impl<'a> Txn<'a> {
                 expire_at: *expire_at,
             },
             Write::Str(_) => Noticed::Str,
-            Write::HashSet(_) => Noticed::HashSet,
+            Write::HashSet(_) | Write::HashIncr { .. } => Noticed::HashSet,
             Write::HashDel(_) => Noticed::HashDel,
             Write::SetAdd(_) | Write::ZAdd(_) => Noticed::Added,
             Write::Remove(_) => Noticed::Removed,

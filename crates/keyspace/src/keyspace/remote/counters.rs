@@ -7,7 +7,8 @@
 use super::{lost, overwrite_loses, RemoteOutcome};
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::tombstones::Tombstones;
-use crate::value::{CounterValue, Entry, Value};
+use crate::value::{CounterValue, Entry, HashValue, Value};
+use crate::version::Version;
 
 use RemoteOutcome::*;
 
@@ -144,4 +145,89 @@ pub(super) fn count(
             _ => (Applied, Some(change)),
         },
     }
+}
+
+/// An increment of a counter in a hash field from another site (the key
+/// holds this hash, or nothing).
+pub(super) fn count_field(
+    hash: Option<&HashValue>,
+    tombs: &Tombstones,
+    change: Change,
+) -> (RemoteOutcome, Option<Change>) {
+    let v = change.version;
+    let ChangeKind::Delta {
+        op: DeltaOp::HashCount { field, .. },
+        ..
+    } = &change.kind
+    else {
+        unreachable!("a field increment")
+    };
+    if let Some(t) = tombs.field(&change.key, field).filter(|t| *t >= v) {
+        return (lost(t, v), None);
+    }
+    match (
+        hash.and_then(|h| h.counter(field)),
+        hash.and_then(|h| h.get(field)),
+    ) {
+        (Some(c), _) => match c.contribution(v.site) {
+            Some(held) if held.version >= v => (lost(held.version, v), None),
+            _ if v < c.floor() => (ConflictLost, None),
+            _ => (Applied, Some(change)),
+        },
+        // A plain value written after the increment saw it.
+        (None, Some(f)) if f.version >= v => (lost(f.version, v), None),
+        _ => (Applied, Some(change)),
+    }
+}
+
+/// The state of field `name` of `h` as a counter (a plain value: written
+/// at its version, having seen every older increment).
+pub(crate) fn field_counter(h: &HashValue, name: &[u8]) -> Option<CounterValue> {
+    match h.counter(name) {
+        Some(c) => Some(c.clone()),
+        None => h
+            .get(name)
+            .map(|f| CounterValue::from_plain(f.value.clone(), f.version)),
+    }
+}
+
+/// Joins field `name` of `incoming` into `merged` (either holding a
+/// counter there), above `removal` (the newest removal of the field here);
+/// true when `merged` changed.
+pub(super) fn join_field(
+    merged: &mut HashValue,
+    incoming: &HashValue,
+    name: &bytes::Bytes,
+    removal: Option<Version>,
+) -> bool {
+    let before = merged.clone();
+    let theirs = field_counter(incoming, name);
+    let mut state = match (field_counter(merged, name), theirs) {
+        (Some(mut mine), Some(theirs)) => {
+            mine.join(&theirs);
+            mine
+        }
+        (Some(mine), None) => mine,
+        (None, Some(theirs)) => theirs,
+        (None, None) => return false,
+    };
+    if let Some(r) = removal {
+        state.prune_older(r);
+    }
+    let version = [merged.get(name), incoming.get(name)]
+        .into_iter()
+        .flatten()
+        .map(|f| f.version)
+        .max()
+        .unwrap_or_default();
+    if removal.is_some_and(|r| r >= version) {
+        // Everything of it is older than its removal here.
+        merged.remove(name);
+    } else if state.is_plain() && state.assigned() == version {
+        merged.set(name.clone(), state.text().clone(), version);
+        merged.drop_counter(name);
+    } else {
+        merged.set_counter(name, state, version);
+    }
+    *merged != before
 }

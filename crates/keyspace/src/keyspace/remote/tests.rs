@@ -1029,6 +1029,8 @@ enum Op {
     Incr(u8, i64),
     HSet(u8, Vec<(u8, Vec<u8>)>),
     HDel(u8, Vec<u8>),
+    /// HINCRBY of a field.
+    HIncr(u8, u8, i64),
     SAdd(u8, Vec<u8>),
     ZAdd(u8, Vec<(u8, i8)>),
     /// SREM or ZREM, whichever the key holds.
@@ -1072,6 +1074,7 @@ fn op() -> impl Strategy<Value = Op> {
         (0u8..3, -3i64..4).prop_map(|(k, n)| Op::Incr(k, n)),
         (0u8..3, proptest::collection::vec((0u8..4, val), 1..3)).prop_map(|(k, f)| Op::HSet(k, f)),
         (0u8..3, proptest::collection::vec(0u8..4, 1..3)).prop_map(|(k, f)| Op::HDel(k, f)),
+        (0u8..3, 0u8..4, -3i64..4).prop_map(|(k, f, n)| Op::HIncr(k, f, n)),
         (
             prop_oneof![Just(0u8), Just(1u8), Just(SET_KEY)],
             proptest::collection::vec(0u8..4, 1..3)
@@ -1111,7 +1114,7 @@ fn run_local(ks: &Keyspace, op: Op) {
     let k = match &op {
         Op::Set(k, ..) | Op::SetSimilar(k, ..) | Op::Append(k, _) | Op::Incr(k, _) => key(*k),
         Op::HSet(k, _) | Op::HDel(k, _) | Op::Del(k) => key(*k),
-        Op::SAdd(k, _) | Op::ZAdd(k, _) | Op::Rem(k, _) => key(*k),
+        Op::SAdd(k, _) | Op::ZAdd(k, _) | Op::Rem(k, _) | Op::HIncr(k, ..) => key(*k),
         Op::Expire(_) => key(3),
     };
     let mut txn = ks.txn([&k[..]], 0);
@@ -1176,6 +1179,31 @@ fn run_local(ks: &Keyspace, op: Op) {
                     .collect(),
             ),
         ),
+        Op::HIncr(_, f, n) => {
+            let field = Bytes::from(vec![b'f', f]);
+            let current = match txn.get(&k) {
+                Some(e) => e
+                    .as_hash()
+                    .and_then(|h| h.get(&field))
+                    .map(|f| f.value.clone())
+                    .unwrap_or_else(|| Bytes::from_static(b"0")),
+                None => Bytes::from_static(b"0"),
+            };
+            match std::str::from_utf8(&current)
+                .ok()
+                .and_then(|t| t.parse::<i64>().ok())
+            {
+                Some(c) => txn.write(
+                    &k,
+                    Write::HashIncr {
+                        field,
+                        by: n,
+                        text: Bytes::from((c + n).to_string()),
+                    },
+                ),
+                None => Ok(()),
+            }
+        }
         Op::SAdd(_, members) => txn.write(
             &k,
             Write::SetAdd(
@@ -1278,6 +1306,10 @@ fn census(c: &Change, outcome: RemoteOutcome, response: bool) {
             op: DeltaOp::Count { .. },
             ..
         } => "count",
+        ChangeKind::Delta {
+            op: DeltaOp::HashCount { .. },
+            ..
+        } => "hash count",
         ChangeKind::Delta { op, .. } if op.needs_base() => "string delta",
         ChangeKind::Delta {
             op: DeltaOp::SetAdd { .. } | DeltaOp::ZAdd { .. },
@@ -1524,6 +1556,8 @@ fn convergence_runs_reach_every_rule() {
         ("remove members", "applied"),
         ("remove members", "conflict lost"),
         ("count", "applied"),
+        ("hash count", "applied"),
+        ("hash count", "duplicate"),
         ("count", "duplicate"),
         ("count", "conflict lost"),
         ("full counter", "applied"),
