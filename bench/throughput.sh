@@ -3,7 +3,9 @@
 # with the stock redis-benchmark, so the two columns share a machine, a
 # load and a client.
 #
-# For each test (SET GET HSET INCR) x value size (-d 100, 1024) x pipeline
+# For each test (SET GET HSET INCR; with TESTS, also the data types' rows:
+# TESTS="sadd spop zadd zpopmin zrange100 zincrby setbit pfadd") x value
+# size (-d 100, 1024) x pipeline
 # (-P 1, 16), with 50 clients, it runs
 #   redis-benchmark -h 127.0.0.1 -p PORT -t TEST -d D -c 50 -P P -n N --csv
 # against redis-server and deltagrid, alternating which goes first, and
@@ -66,11 +68,32 @@ declare -A RPS P50 CPU
 
 csv_quote() { local v=${1//\"/\"\"}; printf '"%s"' "$v"; }
 
+# bench_args_of TEST D: what redis-benchmark runs for TEST: a built-in test
+# (-t: set get hset incr sadd spop zadd zpopmin ...) or one of the commands
+# it has no test for, given last, with random keys or members (-r).
+bench_args_of() {
+    case $1 in
+        zincrby) echo "-r 100000 ZINCRBY bench:zset 1 m:__rand_int__" ;;
+        setbit) echo "-r 1000000 SETBIT bench:bits __rand_int__ 1" ;;
+        pfadd) echo "-r 1000000 PFADD bench:hll e:__rand_int__" ;;
+        zrange100) echo "ZRANGE bench:zr100 0 99" ;;
+        *) echo "-t $1 -d $2" ;;
+    esac
+}
+
 # run_one TARGET PORT TEST D P REQUESTS: one redis-benchmark run, one CSV row.
 run_one() {
     local target=$1 port=$2 test=$3 d=$4 p=$5 n=$6
     local out=$BENCH_WORK/rb.out err=$BENCH_WORK/rb.err rc=0 status=ok
-    local cmd=("${CLIENT_PIN[@]}" redis-benchmark -h 127.0.0.1 -p "$port" -t "$test" -d "$d" -c "$CLIENTS" -P "$p" -n "$n" --csv)
+    if [[ $test == zrange100 ]]; then
+        # ZRANGE of 100 members reads a sorted set of 100 members.
+        local i members=()
+        for ((i = 1; i <= 100; i++)); do members+=("$i" "member:$i"); done
+        redis-cli -p "$port" ZADD bench:zr100 "${members[@]}" >/dev/null
+    fi
+    local what
+    read -r -a what <<<"$(bench_args_of "$test" "$d")"
+    local cmd=("${CLIENT_PIN[@]}" redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -P "$p" -n "$n" --csv "${what[@]}")
     local pid=$REDIS_PID
     [[ $target == deltagrid ]] && pid=$DG_PID
     say "  $target: ${cmd[*]}"
