@@ -3,11 +3,11 @@
 
 use bytes::Bytes;
 use keyspace::{HashValue, Write};
-use rand::Rng;
 
 use crate::args::{self, is, owned};
 use crate::error::CmdError;
 use crate::number::{float_sum, parse_f64, parse_i64};
+use crate::sampling;
 use crate::Ctx;
 
 /// Runs `f` on the hash at `key` (None when missing); WRONGTYPE otherwise.
@@ -231,19 +231,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// A field's place in HSCAN order: a hash of its name with fixed keys, so
-/// the order is the same on every call and survives inserts and deletes.
-/// Never 0, which as a cursor means "start" or "done".
-pub(crate) fn scan_order(field: &[u8]) -> u64 {
-    ahash::RandomState::with_seeds(0x64656c74, 0x61677269, 0x64, 0x5343414e)
-        .hash_one(field)
-        .max(1)
-}
-
-/// HSCAN pages through fields in `scan_order`; the cursor is the next order
-/// value to return. A field present for the whole iteration is returned
-/// exactly once, whatever changes meanwhile; each call costs one pass over
-/// the hash.
+/// HSCAN pages through fields in scan order (`crate::sampling`).
 pub fn hscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let cursor = args::cursor(a[2])?;
     let mut novalues = false;
@@ -260,32 +248,15 @@ pub fn hscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         // A small hash is returned whole in one page with cursor 0, whatever
         // COUNT says (as Redis does for a listpack).
         let one_shot = h.is_none_or(|h| ctx.ks.encodings().hash_is_small(h));
-        let mut page: Vec<(u64, &Bytes, &Bytes)> = h
+        let fields = h
             .into_iter()
             .flat_map(|h| h.iter())
-            .map(|(f, v)| (scan_order(f), f, &v.value))
-            .filter(|(o, _, _)| one_shot || *o >= cursor)
-            .collect();
-        let mut next = 0;
-        if !one_shot && page.len() > opts.count {
-            page.select_nth_unstable_by_key(opts.count, |e| e.0);
-            let cut = page[opts.count].0;
-            // Never split fields sharing an order value across pages.
-            page.retain(|e| e.0 < cut);
-            next = cut;
-        }
-        let page: Vec<_> = page
-            .into_iter()
-            .filter(|(_, f, _)| {
-                opts.pattern
-                    .as_ref()
-                    .is_none_or(|p| keyspace::glob::glob_match(p, f))
-            })
-            .collect();
+            .map(|(f, v)| (f, &v.value));
+        let (next, page) = sampling::scan_page(fields, cursor, &opts, one_shot);
         ctx.out.array(2);
         ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());
         ctx.out.array(page.len() * if novalues { 1 } else { 2 });
-        for (_, f, v) in page {
+        for (f, v) in page {
             ctx.out.bulk(f);
             if !novalues {
                 ctx.out.bulk(v);
@@ -301,42 +272,20 @@ pub fn hrandfield(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         Some(w) if is(w, "WITHVALUES") && a.len() == 4 => true,
         Some(_) => return Err(CmdError::Syntax),
     };
-    if count == Some(i64::MIN) {
-        return Err(CmdError::other(
-            "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
-        ));
-    }
-    // Redis caps |count| for WITHVALUES; we also cap repeats (negative
-    // counts) so a request cannot make us build an unbounded reply.
-    const MAX_REPEATS: i64 = 1 << 24;
-    let limit =
-        |c: i64| (withvalues && (c >= i64::MAX / 2 || c <= -(i64::MAX / 2))) || c < -MAX_REPEATS;
-    if count.is_some_and(limit) {
-        return Err(CmdError::other("ERR value is out of range"));
-    }
+    sampling::check_count(count, withvalues)?;
     read(ctx, a[1], |ctx, h| {
-        let mut rng = rand::thread_rng();
         let len = h.map_or(0, |h| h.len());
         let Some(count) = count else {
             match h.filter(|h| !h.is_empty()) {
                 Some(h) => ctx.out.bulk(
-                    h.get_index(rng.gen_range(0..len))
+                    h.get_index(sampling::random_one(len))
                         .map_or(&[][..], |(f, _)| f),
                 ),
                 None => ctx.out.null(),
             }
             return;
         };
-        let picks: Vec<usize> = if len == 0 {
-            Vec::new()
-        } else if count < 0 {
-            (0..count.unsigned_abs())
-                .map(|_| rng.gen_range(0..len))
-                .collect()
-        } else {
-            let n = (count as usize).min(len);
-            rand::seq::index::sample(&mut rng, len, n).into_vec()
-        };
+        let picks = sampling::random_picks(len, count);
         let h = match h {
             Some(h) => h,
             None => {

@@ -19,6 +19,7 @@ pub mod keys;
 pub mod lcs;
 pub mod number;
 pub mod object;
+pub mod sampling;
 pub mod sets;
 pub mod strings;
 pub mod table;

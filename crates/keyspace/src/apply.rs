@@ -303,41 +303,21 @@ fn put_full(
 /// HSET: `fields` set at `version` on the hash `key` holds (made if absent).
 fn set_fields<N: std::borrow::Borrow<Bytes>>(
     part: &mut Partition,
-    mut at: Option<usize>,
+    at: Option<usize>,
     key: &Bytes,
     fields: impl Iterator<Item = (N, Bytes)>,
     version: Version,
 ) -> Result<(), ApplyError> {
-    at = at.or_else(|| part.index_of(key));
-    match held(part, at, key) {
-        Some(e) if e.as_hash().is_none() => return Err(ApplyError::WrongType),
-        Some(_) => {}
-        None => {
-            // A hash that lost its last field and comes back keeps
-            // its version.
-            let version = created(part, key, Coll::Hash, version);
-            part.put(
-                key.clone(),
-                Entry {
-                    value: Value::Hash(HashValue::new()),
-                    version,
-                    expire_at: 0,
-                },
-            );
-            at = None;
-        }
-    }
-    update_held(part, at, key, |e| {
-        if let Value::Hash(h) = &mut e.value {
+    let empty = Value::Hash(HashValue::new());
+    update_collection(part, at, key, version, empty, |value, version| {
+        if let Value::Hash(h) = value {
             for (f, v) in fields {
                 // Written whole: a plain value again.
                 h.drop_counter(f.borrow());
                 h.set_ref(f.borrow(), v, version);
             }
         }
-        e.version = e.version.max(version);
-    });
-    Ok(())
+    })
 }
 
 /// SADD, ZADD: `f` adds the members at `version` to the set or sorted set
@@ -416,55 +396,36 @@ fn remove_members(
 /// value, or from nothing) takes the change's site's `total`.
 fn count_field(
     part: &mut Partition,
-    mut at: Option<usize>,
+    at: Option<usize>,
     key: &Bytes,
     field: &Bytes,
     total: i64,
     version: Version,
 ) -> Result<(), ApplyError> {
-    at = at.or_else(|| part.index_of(key));
-    match held(part, at, key) {
-        Some(e) if e.as_hash().is_none() => return Err(ApplyError::WrongType),
-        Some(_) => {}
-        None => {
-            let version = created(part, key, Coll::Hash, version);
-            part.put(
-                key.clone(),
-                Entry {
-                    value: Value::Hash(HashValue::new()),
-                    version,
-                    expire_at: 0,
-                },
-            );
-            at = None;
-        }
-    }
     let removal = part
         .tombstones
         .field_or_key(key, field)
         .max(part.tombstones.emptied_other(key, Some(Coll::Hash)));
-    update_held(part, at, key, |e| {
-        if let Value::Hash(h) = &mut e.value {
-            let held = h.get(field).map(|f| f.version);
-            let mut c = match (h.counter(field), h.get(field)) {
-                (Some(c), _) => c.clone(),
-                // Written after the increment: it saw it.
-                (None, Some(f)) if f.version >= version => return,
-                (None, Some(f)) => CounterValue::from_plain(f.value.clone(), f.version),
-                (None, None) => {
-                    let mut c = CounterValue::from_nothing();
-                    if let Some(r) = removal {
-                        c.prune_older(r);
-                    }
-                    c
+    let empty = Value::Hash(HashValue::new());
+    update_collection(part, at, key, version, empty, |value, version| {
+        let Value::Hash(h) = value else { return };
+        let held = h.get(field).map(|f| f.version);
+        let mut c = match (h.counter(field), h.get(field)) {
+            (Some(c), _) => c.clone(),
+            // Written after the increment: it saw it.
+            (None, Some(f)) if f.version >= version => return,
+            (None, Some(f)) => CounterValue::from_plain(f.value.clone(), f.version),
+            (None, None) => {
+                let mut c = CounterValue::from_nothing();
+                if let Some(r) = removal {
+                    c.prune_older(r);
                 }
-            };
-            c.count(version.site, total, version);
-            h.set_counter(field, c, held.map_or(version, |v| v.max(version)));
-        }
-        e.version = e.version.max(version);
-    });
-    Ok(())
+                c
+            }
+        };
+        c.count(version.site, total, version);
+        h.set_counter(field, c, held.map_or(version, |v| v.max(version)));
+    })
 }
 
 /// The newest removal of `key` a counter made there starts above: its

@@ -7,10 +7,10 @@ mod algebra;
 
 use bytes::Bytes;
 use keyspace::{SetValue, Txn, Value, Write};
-use rand::Rng;
 
 use crate::args::{self, owned};
 use crate::error::CmdError;
+use crate::sampling;
 use crate::Ctx;
 
 pub use algebra::{sdiff, sdiffstore, sinter, sintercard, sinterstore, sunion, sunionstore};
@@ -131,30 +131,21 @@ pub fn smove(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// The count argument of SPOP/SRANDMEMBER.
-fn count_arg(arg: &[u8], negative_ok: bool) -> Result<i64, CmdError> {
-    let positive = || CmdError::other("ERR value is out of range, must be positive");
-    let n = match args::int(arg) {
-        Ok(n) => n,
-        Err(_) if !negative_ok => return Err(positive()),
-        Err(e) => return Err(e),
-    };
-    if n < 0 && !negative_ok {
-        return Err(positive());
+/// The count argument of SPOP: positive.
+fn pop_count(arg: &[u8]) -> Result<i64, CmdError> {
+    match args::int(arg) {
+        Ok(n) if n >= 0 => Ok(n),
+        _ => Err(CmdError::other(
+            "ERR value is out of range, must be positive",
+        )),
     }
-    if n == i64::MIN {
-        return Err(CmdError::other(
-            "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
-        ));
-    }
-    Ok(n)
 }
 
 pub fn spop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     if a.len() > 3 {
         return Err(CmdError::Syntax);
     }
-    let count = a.get(2).map(|c| count_arg(c, false)).transpose()?;
+    let count = a.get(2).map(|c| pop_count(c)).transpose()?;
     let key = a[1];
     let mut txn = ctx.ks.txn([key], ctx.client_id);
     let picked: Vec<Bytes> = match set_at(&mut txn, key)? {
@@ -191,33 +182,23 @@ pub fn srandmember(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     if a.len() > 3 {
         return Err(CmdError::Syntax);
     }
-    let count = a.get(2).map(|c| count_arg(c, true)).transpose()?;
-    // Repeats (a negative count) are capped so that a request cannot make
-    // an unbounded reply.
-    const MAX_REPEATS: i64 = 1 << 24;
-    if count.is_some_and(|c| c < -MAX_REPEATS) {
-        return Err(CmdError::other("ERR value is out of range"));
-    }
+    let count = a.get(2).map(|c| args::int(c)).transpose()?;
+    sampling::check_count(count, false)?;
     read(ctx, a[1], |ctx, s| {
-        let mut rng = rand::thread_rng();
         let len = s.map_or(0, SetValue::len);
         let member = |i: usize| s.and_then(|s| s.get_index(i)).map(|(m, _)| m);
         let Some(count) = count else {
-            match member(if len > 0 { rng.gen_range(0..len) } else { 0 }) {
+            match member(if len > 0 {
+                sampling::random_one(len)
+            } else {
+                0
+            }) {
                 Some(m) => ctx.out.bulk(m),
                 None => ctx.out.null(),
             }
             return;
         };
-        let picks: Vec<usize> = if len == 0 {
-            Vec::new()
-        } else if count < 0 {
-            (0..count.unsigned_abs())
-                .map(|_| rng.gen_range(0..len))
-                .collect()
-        } else {
-            rand::seq::index::sample(&mut rng, len, (count as usize).min(len)).into_vec()
-        };
+        let picks = sampling::random_picks(len, count);
         ctx.out.array(picks.len());
         for i in picks {
             ctx.out.bulk(member(i).map_or(&[][..], |m| m));
@@ -232,28 +213,12 @@ pub fn sscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         // A small set is returned whole with cursor 0, as Redis does for an
         // intset or listpack.
         let one_shot = s.is_none_or(|s| ctx.ks.encodings().set_encoding(s) != "hashtable");
-        let mut page: Vec<(u64, &Bytes)> = s
-            .into_iter()
-            .flat_map(SetValue::members)
-            .map(|m| (crate::hashes::scan_order(m), m))
-            .filter(|(o, _)| one_shot || *o >= cursor)
-            .collect();
-        let mut next = 0;
-        if !one_shot && page.len() > opts.count {
-            page.select_nth_unstable_by_key(opts.count, |e| e.0);
-            let cut = page[opts.count].0;
-            page.retain(|e| e.0 < cut);
-            next = cut;
-        }
-        page.retain(|(_, m)| {
-            opts.pattern
-                .as_ref()
-                .is_none_or(|p| keyspace::glob::glob_match(p, m))
-        });
+        let members = s.into_iter().flat_map(SetValue::members).map(|m| (m, ()));
+        let (next, page) = sampling::scan_page(members, cursor, &opts, one_shot);
         ctx.out.array(2);
         ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());
         ctx.out.array(page.len());
-        for (_, m) in page {
+        for (m, ()) in page {
             ctx.out.bulk(m);
         }
     })
