@@ -66,54 +66,69 @@ pub(super) fn add(
     tombs: &Tombstones,
     change: Change,
 ) -> (RemoteOutcome, Option<Change>) {
-    let v = change.version;
-    let key = &change.key;
-    let ChangeKind::Delta { base, op } = &change.kind else {
+    let ChangeKind::Delta { op, .. } = &change.kind else {
         unreachable!("an add is a delta")
     };
     match op {
         DeltaOp::SetAdd { members } => {
-            if let Some(e) = entry.filter(|e| e.as_set().is_none()) {
-                return type_conflict(e, tombs, change);
-            }
-            if members.is_empty() {
-                return mark(entry, tombs, Coll::Set, change);
-            }
-            let mut seen = false;
-            let mut wins = Vec::new();
-            for m in members {
-                match here(entry, tombs, key, Coll::Set, m) {
-                    Some(h) if h >= v => seen |= h == v,
-                    _ => wins.push(m.clone()),
-                }
-            }
-            let (total, base) = (members.len(), *base);
-            winners(key.clone(), v, base, total, wins, seen, change, |members| {
-                DeltaOp::SetAdd { members }
-            })
+            let members = members.clone();
+            add_members(
+                entry,
+                tombs,
+                change,
+                Coll::Set,
+                members,
+                |m| m,
+                |members| DeltaOp::SetAdd { members },
+            )
         }
         DeltaOp::ZAdd { members } => {
-            if let Some(e) = entry.filter(|e| e.as_zset().is_none()) {
-                return type_conflict(e, tombs, change);
-            }
-            if members.is_empty() {
-                return mark(entry, tombs, Coll::ZSet, change);
-            }
-            let mut seen = false;
-            let mut wins = Vec::new();
-            for (m, score) in members {
-                match here(entry, tombs, key, Coll::ZSet, m) {
-                    Some(h) if h >= v => seen |= h == v,
-                    _ => wins.push((m.clone(), *score)),
-                }
-            }
-            let (total, base) = (members.len(), *base);
-            winners(key.clone(), v, base, total, wins, seen, change, |members| {
-                DeltaOp::ZAdd { members }
-            })
+            let members = members.clone();
+            add_members(
+                entry,
+                tombs,
+                change,
+                Coll::ZSet,
+                members,
+                |(m, _)| m,
+                |members| DeltaOp::ZAdd { members },
+            )
         }
         _ => unreachable!("not an add"),
     }
+}
+
+/// An add of `members` (of a set or sorted set, `coll`): each wins when
+/// newer than what is held of it and its tombstone.
+fn add_members<T>(
+    entry: Option<&Entry>,
+    tombs: &Tombstones,
+    change: Change,
+    coll: Coll,
+    members: Vec<T>,
+    name: impl Fn(&T) -> &Bytes,
+    op: impl FnOnce(Vec<T>) -> DeltaOp,
+) -> (RemoteOutcome, Option<Change>) {
+    let v = change.version;
+    if let Some(e) = entry.filter(|e| e.value.coll() != Some(coll)) {
+        return type_conflict(e, tombs, change);
+    }
+    if members.is_empty() {
+        return mark(entry, tombs, coll, change);
+    }
+    let ChangeKind::Delta { base, .. } = change.kind else {
+        unreachable!("an add is a delta")
+    };
+    let (key, total) = (change.key.clone(), members.len());
+    let mut seen = false;
+    let mut wins = Vec::new();
+    for m in members {
+        match here(entry, tombs, &key, coll, name(&m)) {
+            Some(h) if h >= v => seen |= h == v,
+            _ => wins.push(m),
+        }
+    }
+    winners(key, v, base, total, wins, seen, change, op)
 }
 
 /// An observed remove of members (SREM, ZREM, SPOP..., or an element
