@@ -303,6 +303,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--units", required=True)
     ap.add_argument("--min-percent", type=float, default=85.0)
+    ap.add_argument("--unit-min", default="",
+                    help="per-unit gates: 'unit/type/set=90 unit/bitops=90 ...' (percent of what Redis passes)")
     ap.add_argument("--redis-version", default="")
     ap.add_argument("--deltagrid-bin", default="")
     ap.add_argument("--seconds", type=int, default=0)
@@ -407,7 +409,12 @@ def main():
     if tot_r == 0:
         problems.append("Redis passed no test at all")
     total_pct = 100.0 * tot_both / tot_r if tot_r else 0.0
-    gate_ok = not problems and total_pct >= a.min_percent
+    unit_gates = []  # (unit, minimum, percent or None, ok)
+    for spec in a.unit_min.split():
+        unit, _, minimum = spec.partition("=")
+        got = next((x["percent"] for x in summary if x["unit"] == unit), None)
+        unit_gates.append((unit, float(minimum), got, got is not None and got >= float(minimum)))
+    gate_ok = not problems and total_pct >= a.min_percent and all(g[3] for g in unit_gates)
 
     # ---- outputs
     with open(os.path.join(out, "summary.tsv"), "w") as f:
@@ -503,6 +510,9 @@ def main():
     print()
     for p in problems:
         print("PROBLEM: " + p)
+    for unit, minimum, got, ok in unit_gates:
+        print("gate: %s: %s of what Redis passes, minimum %g%%: %s" % (
+            unit, "not run" if got is None else "%.1f%%" % got, minimum, "PASSED" if ok else "FAILED"))
     print("gate: deltagrid passes %.1f%% of what Redis passes (%d/%d), minimum %g%%: %s" % (
         total_pct, tot_both, tot_r, a.min_percent, "PASSED" if gate_ok else "FAILED"))
     return 0 if gate_ok else 1

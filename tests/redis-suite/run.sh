@@ -26,6 +26,7 @@
 #   REDIS_SUITE_UNITS="unit/type/string unit/expire ..."  units to run (space-separated)
 #   DELTAGRID_BIN=path              server binary (default <repo>/target/debug/deltagrid)
 #   REDIS_SUITE_MIN_PERCENT=85      gate, in percent of the tests Redis passes
+#   REDIS_SUITE_UNIT_MIN="unit/type/set=90 ..."  per-unit gates as well (percent of what Redis passes there)
 #   REDIS_SUITE_KEEP=1              keep the runtest logs, server logs and suite copies in $OUT
 #   REDIS_SUITE_OUT=dir (or OUT)    where the report goes (default: a new temp dir)
 #   REDIS_SUITE_TEST_TIMEOUT=20     seconds without progress before a unit counts as hung
@@ -383,6 +384,7 @@ fi
 # 4-5. Report and gate
 rc=0
 python3 "$HERE/report.py" --out "$OUT" --units "$UNITS" --min-percent "$MIN_PERCENT" \
+    --unit-min "${REDIS_SUITE_UNIT_MIN:-}" \
     --redis-version "$(redis-server --version)" --deltagrid-bin "$DELTAGRID_BIN" \
     --seconds "$((SECONDS - START))" || rc=$?
 [ "$KEEP" = "1" ] || rm -rf "$OUT/logs"
