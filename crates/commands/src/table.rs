@@ -28,14 +28,18 @@ impl Flags {
     pub const SUBSCRIBED: u32 = 1 << 10;
     /// Refused inside MULTI (SAVE, SHUTDOWN).
     pub const NO_MULTI: u32 = 1 << 11;
+    /// May block the client (BZPOPMIN...): it waits in the server's
+    /// blocking registry (ACL category `@blocking`).
+    pub const BLOCKING: u32 = 1 << 12;
 
-    const NAMES: [(u32, &'static str); 10] = [
+    const NAMES: [(u32, &'static str); 11] = [
         (Self::WRITE, "write"),
         (Self::READONLY, "readonly"),
         (Self::DENYOOM, "denyoom"),
         (Self::ADMIN, "admin"),
         (Self::PUBSUB, "pubsub"),
         (Self::NOSCRIPT, "noscript"),
+        (Self::BLOCKING, "blocking"),
         (Self::LOADING, "loading"),
         (Self::STALE, "stale"),
         (Self::FAST, "fast"),
@@ -124,6 +128,9 @@ impl CommandSpec {
         if self.flags.has(Flags::ADMIN) {
             cats.push("@dangerous".into());
         }
+        if self.flags.has(Flags::BLOCKING) {
+            cats.push("@blocking".into());
+        }
         cats
     }
 }
@@ -139,6 +146,7 @@ const S: u32 = Flags::NOSCRIPT;
 const P: u32 = Flags::PUBSUB;
 const SUB: u32 = Flags::SUBSCRIBED;
 const NOMULTI: u32 = Flags::NO_MULTI;
+const B: u32 = Flags::BLOCKING;
 
 macro_rules! cmd {
     ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $since:literal, $h:expr, $summary:literal) => {
@@ -298,6 +306,9 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("zpopmin", -2, W | F, KEY1, "sorted-set", "5.0.0", Some(zw::zpopmin), "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
     cmd!("zpopmax", -2, W | F, KEY1, "sorted-set", "5.0.0", Some(zw::zpopmax), "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
     cmd!("zmpop", -4, W, NO_KEYS, "sorted-set", "7.0.0", Some(zw::zmpop), "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
+    cmd!("bzpopmin", -3, W | S | B | F, (1, -2, 1), "sorted-set", "5.0.0", Some(zw::bzpopmin), "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
+    cmd!("bzpopmax", -3, W | S | B | F, (1, -2, 1), "sorted-set", "5.0.0", Some(zw::bzpopmax), "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped."),
+    cmd!("bzmpop", -5, W | B, NO_KEYS, "sorted-set", "7.0.0", Some(zw::bzmpop), "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     cmd!("zremrangebyrank", 4, W, KEY1, "sorted-set", "2.0.0", Some(zw::zremrangebyrank), "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed."),
     cmd!("zremrangebyscore", 4, W, KEY1, "sorted-set", "1.2.0", Some(zw::zremrangebyscore), "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed."),
     cmd!("zremrangebylex", 4, W, KEY1, "sorted-set", "2.8.9", Some(zw::zremrangebylex), "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed."),
