@@ -412,8 +412,9 @@ pub fn bzpopmax(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 /// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]: as ZMPOP,
 /// waiting when every key is empty.
 pub fn bzmpop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
-    let timeout = blocking::timeout_ms(a[1])?;
+    // The timeout is read last, as in Redis.
     let (keys, max, count) = mpop_args(&a[2..])?;
+    let timeout = blocking::timeout_ms(a[1])?;
     let retry = ctx.blocking == BlockMode::Retry;
     match pop_first(ctx, keys, count, max, retry)? {
         Some(popped) => reply_mpop(ctx, Some(popped)),
