@@ -17,7 +17,8 @@ pub fn timeout_ms(arg: &[u8]) -> Result<u64, CmdError> {
         .ok_or_else(|| CmdError::other("ERR timeout is not a float or out of range"))?;
     let ms = secs * 1000.0;
     // i64::MIN: what x86's conversion gives for what does not fit.
-    let ms = if (-9.223_372_036_854_775_808e18..9.223_372_036_854_775_807e18).contains(&ms) {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    let ms = if (-TWO_63..TWO_63).contains(&ms) {
         ms as i64
     } else {
         i64::MIN

@@ -7,8 +7,8 @@
 //! which owns the session state they act on (`handler: None` here).
 
 pub mod args;
-pub mod blocking;
 pub mod bits;
+pub mod blocking;
 pub mod error;
 pub mod hashes;
 pub mod help;

@@ -166,7 +166,7 @@ mod tests {
         let b = Blocking::new(Arc::new(Clients::default()));
         let (k1, k2) = (Bytes::from_static(b"k1"), Bytes::from_static(b"k2"));
         b.block(1, &[k1.clone(), k2.clone()]);
-        b.block(2, &[k1.clone()]);
+        b.block(2, std::slice::from_ref(&k1));
         assert_eq!((b.blocked(), b.keys()), (2, 2));
         assert_eq!(b.waiting.lock()[&k1], [1, 2]);
         b.unblock(1, &[k1.clone(), k2.clone()]);

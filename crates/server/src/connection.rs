@@ -175,8 +175,7 @@ async fn run_batch(
         while since.elapsed() < PUBLISH_WAITS_AT_MOST {
             tokio::task::yield_now().await;
             let waiting = subscribers.iter().any(|&id| {
-                id != shared.id
-                    && node.clients.get(id).is_some_and(|c| c.pending_requests())
+                id != shared.id && node.clients.get(id).is_some_and(|c| c.pending_requests())
             });
             if !waiting {
                 break;
@@ -189,12 +188,17 @@ async fn run_batch(
     let close = session.process(inbuf, outbuf);
     shared.busy.store(false, Ordering::Release);
     shared.qbuf.store(inbuf.len(), Ordering::Relaxed);
-    shared.qbuf_free.store(inbuf.capacity() - inbuf.len(), Ordering::Relaxed);
+    shared
+        .qbuf_free
+        .store(inbuf.capacity() - inbuf.len(), Ordering::Relaxed);
     let written = keyspace::take_written();
     if !written.is_empty() {
         if let Some(cluster) = node.cluster.as_ref().filter(|c| c.sync_replication()) {
             if !cluster.replicator.wait(&written).await {
-                tracing::warn!(client = shared.id, "replicas did not acknowledge in time; closing the connection unanswered");
+                tracing::warn!(
+                    client = shared.id,
+                    "replicas did not acknowledge in time; closing the connection unanswered"
+                );
                 return false;
             }
         }
@@ -217,8 +221,16 @@ async fn run_batch(
     if close {
         return false;
     }
-    if inbuf.len() > node.runtime.client_query_buffer_limit.load(Ordering::Relaxed) {
-        tracing::warn!(client = shared.id, "closing client that reached max query buffer length");
+    if inbuf.len()
+        > node
+            .runtime
+            .client_query_buffer_limit
+            .load(Ordering::Relaxed)
+    {
+        tracing::warn!(
+            client = shared.id,
+            "closing client that reached max query buffer length"
+        );
         return false;
     }
     true

@@ -428,9 +428,7 @@ impl Session {
         let woken = std::mem::take(&mut self.woken);
         let mut out = ReplyWriter::new(outbuf, self.resp3);
         let state = self.shared.block_state.load(Ordering::Acquire);
-        let timed_out = b
-            .deadline
-            .is_some_and(|d| d <= tokio::time::Instant::now());
+        let timed_out = b.deadline.is_some_and(|d| d <= tokio::time::Instant::now());
         if state == clients::UNBLOCK_ERROR {
             let e = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
             self.node.metrics.error(Some(b.spec), e, false);

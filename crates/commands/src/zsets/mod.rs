@@ -1,4 +1,4 @@
-//! Sorted-set commands, split by concept: [`write`] (ZADD, ZINCRBY, ZREM,
+//! Sorted-set commands, split by concept: [`mod@write`] (ZADD, ZINCRBY, ZREM,
 //! ZPOP*, ZMPOP, ZREMRANGE*), [`range`] (reads: ZSCORE, ZRANGE family,
 //! ZCOUNT, ZRANK...), [`algebra`] (ZUNION/ZINTER/ZDIFF and their STORE
 //! forms, ZINTERCARD) and [`scan`] (ZSCAN, ZRANDMEMBER).

@@ -256,7 +256,7 @@ pub fn zrevrangebylex(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     range_reply(ctx, a, Some(By::Lex), Some(true))
 }
 
-/// ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count].
+/// ZRANGESTORE dst src min max [BYSCORE|BYLEX] \[REV\] [LIMIT offset count].
 pub fn zrangestore(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let req = parse(a, 2, true, None, None)?;
     let (dst, src) = (a[1], a[2]);

@@ -342,6 +342,9 @@ fn mpop_args<'a, 'b>(a: &'a [&'b [u8]]) -> Result<(&'a [&'b [u8]], bool, usize),
     Ok((keys, max, count))
 }
 
+/// A key and the (member, score) pairs popped from it.
+type Popped<'k> = (&'k [u8], Vec<(Bytes, f64)>);
+
 /// Pops up to `count` members from the first non-empty sorted set of
 /// `keys`, under one lock of their partitions. A key of another type is
 /// WRONGTYPE, or passed over when `skip_others` (a blocked client served
@@ -352,7 +355,7 @@ fn pop_first<'k>(
     count: usize,
     max: bool,
     skip_others: bool,
-) -> Result<Option<(&'k [u8], Vec<(Bytes, f64)>)>, CmdError> {
+) -> Result<Option<Popped<'k>>, CmdError> {
     let mut txn = ctx.ks.txn(keys.iter().copied(), ctx.client_id);
     for key in keys {
         let items = match pop(&mut txn, key, count, max) {
@@ -366,7 +369,7 @@ fn pop_first<'k>(
     Ok(None)
 }
 
-fn reply_mpop(ctx: &mut Ctx, popped: Option<(&[u8], Vec<(Bytes, f64)>)>) {
+fn reply_mpop(ctx: &mut Ctx, popped: Option<Popped>) {
     match popped {
         None => ctx.out.null_array(),
         Some((key, items)) => {
