@@ -1055,3 +1055,23 @@ def test_sites_prove_the_shared_secret_before_anything_is_replicated(sites):
     # The real links still work.
     a.set("after", "2")
     wait_key(ny, b"after", b"2")
+
+
+def test_a_client_blocked_at_one_site_is_served_by_a_write_at_the_other(sites):
+    """BZPOPMIN waits for changes from any source: a ZADD that arrives over
+    the WAN wakes it, and its pop crosses back."""
+    london, newyork = pair(sites)
+    a = client(london.nodes[0])
+    with RespConn("127.0.0.1", newyork.nodes[0].port) as waiter, \
+            RespConn("127.0.0.1", newyork.nodes[0].port) as watcher:
+        waiter.send("BZPOPMIN", "queue", "0")
+
+        def blocked():
+            info = watcher.call("INFO", "clients").decode()
+            return "blocked_clients:1\r\n" in info
+
+        wait_until(blocked, message="the client blocked at site 2")
+        a.zadd("queue", {"job": 7})
+        assert waiter.read_raw(timeout=15) == b"*3\r\n$5\r\nqueue\r\n$3\r\njob\r\n$1\r\n7\r\n"
+        wait_until(lambda: a.exists("queue") == 0, timeout=15, message="the pop crossed back to site 1")
+        assert "blocked_clients:0\r\n" in watcher.call("INFO", "clients").decode()

@@ -10,6 +10,7 @@ pub mod args;
 pub mod bitfield;
 pub mod bitops;
 pub mod bits;
+pub mod blocking;
 pub mod dump;
 pub mod error;
 pub mod hashes;
@@ -37,6 +38,37 @@ pub struct Ctx<'a, 'b> {
     pub out: &'a mut ReplyWriter<'b>,
     /// The client issuing the command (for change attribution / NOLOOP).
     pub client_id: u64,
+    /// Whether a blocking command (BZPOPMIN...) may wait.
+    pub blocking: BlockMode,
+    /// Set by a blocking command that found nothing and may wait: what
+    /// the session waits for before it runs the command again.
+    pub wait: Option<Wait>,
+}
+
+/// How a blocking command runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BlockMode {
+    /// It may not wait (inside MULTI): with nothing to take it answers as
+    /// on a timeout, at once.
+    #[default]
+    Deny,
+    /// First run: errors as the non-blocking form; with nothing to take
+    /// it sets [`Ctx::wait`] and replies nothing.
+    Allow,
+    /// Run again after a key it waits for changed: a key of another type
+    /// is passed over (the client keeps waiting, as Redis 7.0 serves only
+    /// keys of the type it waits for); with nothing to take it sets
+    /// [`Ctx::wait`] again and replies nothing.
+    Retry,
+}
+
+/// What a blocked command waits for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wait {
+    /// Each once, in argument order.
+    pub keys: Vec<bytes::Bytes>,
+    /// Milliseconds; 0 waits for ever.
+    pub timeout_ms: u64,
 }
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]) -> Result<(), CmdError>;

@@ -33,14 +33,18 @@ impl Flags {
     /// Meant for a cluster client following an -ASK redirect
     /// (RESTORE-ASKING), as Redis flags it.
     pub const ASKING: u32 = 1 << 12;
+    /// May block the client (BZPOPMIN...): it waits in the server's
+    /// blocking registry (ACL category `@blocking`).
+    pub const BLOCKING: u32 = 1 << 13;
 
-    const NAMES: [(u32, &'static str); 11] = [
+    const NAMES: [(u32, &'static str); 12] = [
         (Self::WRITE, "write"),
         (Self::READONLY, "readonly"),
         (Self::DENYOOM, "denyoom"),
         (Self::ADMIN, "admin"),
         (Self::PUBSUB, "pubsub"),
         (Self::NOSCRIPT, "noscript"),
+        (Self::BLOCKING, "blocking"),
         (Self::LOADING, "loading"),
         (Self::STALE, "stale"),
         (Self::FAST, "fast"),
@@ -130,6 +134,9 @@ impl CommandSpec {
         if self.flags.has(Flags::ADMIN) {
             cats.push("@dangerous".into());
         }
+        if self.flags.has(Flags::BLOCKING) {
+            cats.push("@blocking".into());
+        }
         cats
     }
 }
@@ -146,6 +153,7 @@ const P: u32 = Flags::PUBSUB;
 const SUB: u32 = Flags::SUBSCRIBED;
 const NOMULTI: u32 = Flags::NO_MULTI;
 const ASK: u32 = Flags::ASKING;
+const B: u32 = Flags::BLOCKING;
 
 macro_rules! cmd {
     ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $since:literal, $h:expr, $summary:literal) => {
@@ -316,6 +324,9 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("zpopmin", -2, W | F, KEY1, "sorted-set", "5.0.0", Some(zw::zpopmin), "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
     cmd!("zpopmax", -2, W | F, KEY1, "sorted-set", "5.0.0", Some(zw::zpopmax), "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
     cmd!("zmpop", -4, W, NO_KEYS, "sorted-set", "7.0.0", Some(zw::zmpop), "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
+    cmd!("bzpopmin", -3, W | S | B | F, (1, -2, 1), "sorted-set", "5.0.0", Some(zw::bzpopmin), "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
+    cmd!("bzpopmax", -3, W | S | B | F, (1, -2, 1), "sorted-set", "5.0.0", Some(zw::bzpopmax), "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped."),
+    cmd!("bzmpop", -5, W | B, NO_KEYS, "sorted-set", "7.0.0", Some(zw::bzmpop), "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     cmd!("zremrangebyrank", 4, W, KEY1, "sorted-set", "2.0.0", Some(zw::zremrangebyrank), "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed."),
     cmd!("zremrangebyscore", 4, W, KEY1, "sorted-set", "1.2.0", Some(zw::zremrangebyscore), "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed."),
     cmd!("zremrangebylex", 4, W, KEY1, "sorted-set", "2.8.9", Some(zw::zremrangebylex), "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed."),

@@ -1,5 +1,5 @@
 //! CLIENT subcommands: identity (ID, SETNAME, GETNAME, SETINFO, INFO, LIST),
-//! KILL, and tracking (TRACKING, CACHING, TRACKINGINFO, GETREDIR).
+//! KILL, UNBLOCK, and tracking (TRACKING, CACHING, TRACKINGINFO, GETREDIR).
 
 use std::sync::atomic::Ordering;
 
@@ -7,7 +7,7 @@ use bytes::Bytes;
 use commands::args::{int, is};
 use commands::CmdError;
 
-use crate::clients::{ClientShared, TrackingState};
+use crate::clients::{ClientShared, TrackingState, BLOCKED, UNBLOCK_ERROR, UNBLOCK_TIMEOUT};
 use crate::session::{Reply, ReplyMode, Session};
 
 pub fn client(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
@@ -95,6 +95,27 @@ pub fn client(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> 
                 .collect();
             out.verbatim("txt", text.as_bytes());
         }
+        "unblock" => {
+            arity(a.len() >= 3)?;
+            if a.len() > 4 {
+                return Err(CmdError::SubcommandSyntax {
+                    cmd: "CLIENT".into(),
+                    sub: String::from_utf8_lossy(a[1]).into_owned(),
+                });
+            }
+            let reason = match a.get(3) {
+                None => UNBLOCK_TIMEOUT,
+                Some(r) if is(r, "TIMEOUT") => UNBLOCK_TIMEOUT,
+                Some(r) if is(r, "ERROR") => UNBLOCK_ERROR,
+                Some(_) => {
+                    return Err(CmdError::other(
+                        "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+                    ))
+                }
+            };
+            let id = int(a[2])?;
+            out.int(u64::try_from(id).is_ok_and(|id| unblock(s, id, reason)) as i64);
+        }
         "kill" => {
             arity(a.len() >= 3)?;
             kill(s, a, out)?
@@ -162,6 +183,22 @@ pub fn valid_name(name: &[u8]) -> Result<(), CmdError> {
     }
 }
 
+/// CLIENT UNBLOCK: a blocked client is woken to answer as `reason` says
+/// ([`UNBLOCK_TIMEOUT`] or [`UNBLOCK_ERROR`]); false when it is not blocked.
+fn unblock(s: &Session, id: u64, reason: u8) -> bool {
+    let Some(c) = s.node.clients.get(id) else {
+        return false;
+    };
+    let asked = c
+        .block_state
+        .compare_exchange(BLOCKED, reason, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok();
+    if asked {
+        c.unblock.notify_one();
+    }
+    asked
+}
+
 fn client_line(s: &Session, c: &ClientShared, current: &str) -> String {
     let name = c
         .name
@@ -172,6 +209,9 @@ fn client_line(s: &Session, c: &ClientShared, current: &str) -> String {
     let lib = c.lib.lock().clone();
     let t = c.tracking.lock().clone();
     let mut flags = String::new();
+    if c.block_state.load(Ordering::Relaxed) != crate::clients::NOT_BLOCKED {
+        flags.push('b');
+    }
     if t.on {
         flags.push('t');
     }

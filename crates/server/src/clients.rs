@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -84,7 +84,22 @@ pub struct ClientShared {
     pub fd: std::os::fd::RawFd,
     /// Requests read and not yet run.
     pub busy: AtomicBool,
+    /// Wakes the connection while its client is blocked (BZPOPMIN...): a
+    /// key it waits for changed, or CLIENT UNBLOCK.
+    pub unblock: Notify,
+    /// [`NOT_BLOCKED`], [`BLOCKED`], or what CLIENT UNBLOCK asked
+    /// ([`UNBLOCK_TIMEOUT`], [`UNBLOCK_ERROR`]).
+    pub block_state: AtomicU8,
 }
+
+/// [`ClientShared::block_state`]: not blocked.
+pub const NOT_BLOCKED: u8 = 0;
+/// Blocked in a command, waiting for keys (CLIENT LIST flag `b`).
+pub const BLOCKED: u8 = 1;
+/// CLIENT UNBLOCK id TIMEOUT: answer as on a timeout.
+pub const UNBLOCK_TIMEOUT: u8 = 2;
+/// CLIENT UNBLOCK id ERROR: answer with an -UNBLOCKED error.
+pub const UNBLOCK_ERROR: u8 = 3;
 
 impl ClientShared {
     pub fn set_last_cmd(&self, spec: &'static CommandSpec) {

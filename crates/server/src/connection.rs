@@ -60,6 +60,8 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
         qbuf_free: AtomicUsize::new(0),
         fd: std::os::fd::AsRawFd::as_raw_fd(&stream),
         busy: Default::default(),
+        unblock: Notify::new(),
+        block_state: Default::default(),
     });
     node.clients.insert(shared.clone());
     let mut session = Session::new(node.clone(), shared.clone());
@@ -74,6 +76,7 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
         if shared.killed.load(Ordering::Acquire) {
             break;
         }
+        let blocked = session.blocked();
         tokio::select! {
             ready = stream.readable() => {
                 if ready.is_err() {
@@ -98,73 +101,31 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
                 if shared.killed.load(Ordering::Acquire) {
                     break;
                 }
-                // Pushes already queued go before the replies to these
-                // requests, whichever branch select! picked first: an
-                // invalidation for a write another client saw acknowledged
-                // must reach this client before its next reply (Redis
-                // writes it into the client's output buffer at once).
-                while let Ok(p) = push_rx.try_recv() {
-                    write_push(&session, &shared, p, &mut outbuf);
-                }
-                // A PUBLISH lets every connection already woken run first,
-                // so an UNSUBSCRIBE sent before it is applied before it
-                // counts receivers, as Redis's one thread takes requests in
-                // arrival order (the scheduler runs the connection woken
-                // last first).
-                if node.pubsub.has_subscribers() && starts_with_publish(&inbuf) {
-                    let subscribers = node.pubsub.subscriber_ids(PUBLISH_WAITS_FOR);
-                    let since = std::time::Instant::now();
-                    while since.elapsed() < PUBLISH_WAITS_AT_MOST {
-                        tokio::task::yield_now().await;
-                        let waiting = subscribers.iter().any(|&id| {
-                            id != shared.id
-                                && node.clients.get(id).is_some_and(|c| c.pending_requests())
-                        });
-                        if !waiting {
-                            break;
-                        }
-                    }
-                }
-                // Writes are collected per batch on this thread: nothing
-                // awaits between these three calls.
-                keyspace::take_written();
-                let close = session.process(&mut inbuf, &mut outbuf);
-                shared.busy.store(false, Ordering::Release);
-                shared.qbuf.store(inbuf.len(), Ordering::Relaxed);
-                shared.qbuf_free.store(inbuf.capacity() - inbuf.len(), Ordering::Relaxed);
-                let written = keyspace::take_written();
-                if !written.is_empty() {
-                    if let Some(cluster) = node.cluster.as_ref().filter(|c| c.sync_replication()) {
-                        if !cluster.replicator.wait(&written).await {
-                            tracing::warn!(client = shared.id, "replicas did not acknowledge in time; closing the connection unanswered");
-                            break;
-                        }
-                    }
-                }
-                // Replies go out after every other connection that is ready
-                // has run its requests (Redis writes them in `beforeSleep`):
-                // writes back to back wake a sleeping client once, not once
-                // per connection, and a wake-up on another CPU costs more
-                // than a batch of requests (an IPI, a VM exit). A lone
-                // client does not wait for the scheduler.
-                if !outbuf.is_empty() {
-                    if node.clients.len() > 1 {
-                        tokio::task::yield_now().await;
-                    }
-                    if stream.write_all(&outbuf).await.is_err() {
-                        break;
-                    }
-                }
-                outbuf.clear();
-                if close {
-                    break;
-                }
-                if inbuf.len() > node.runtime.client_query_buffer_limit.load(Ordering::Relaxed) {
-                    tracing::warn!(client = shared.id, "closing client that reached max query buffer length");
+                if !run_batch(&node, &shared, &mut session, &mut stream, &mut inbuf, &mut outbuf, &mut push_rx).await {
                     break;
                 }
                 if inbuf.capacity() - inbuf.len() < read_chunk {
                     inbuf.reserve(read_chunk);
+                }
+            }
+            // A blocked client (BZPOPMIN...): a key it waits for changed,
+            // or CLIENT UNBLOCK, or its timeout.
+            _ = async { shared.unblock.notified().await }, if blocked.is_some() => {
+                session.wake();
+                shared.busy.store(true, Ordering::Release);
+                if !run_batch(&node, &shared, &mut session, &mut stream, &mut inbuf, &mut outbuf, &mut push_rx).await {
+                    break;
+                }
+            }
+            _ = async {
+                match blocked.flatten() {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            }, if blocked.is_some_and(|d| d.is_some()) => {
+                shared.busy.store(true, Ordering::Release);
+                if !run_batch(&node, &shared, &mut session, &mut stream, &mut inbuf, &mut outbuf, &mut push_rx).await {
+                    break;
                 }
             }
             Some(push) = push_rx.recv() => {
@@ -181,6 +142,98 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
         }
     }
     session.close();
+}
+
+/// Runs the requests read (after a blocked command's turn, see
+/// [`Session::process`]) and writes the replies. False: the connection
+/// must close.
+async fn run_batch(
+    node: &Node,
+    shared: &ClientShared,
+    session: &mut Session,
+    stream: &mut TcpStream,
+    inbuf: &mut BytesMut,
+    outbuf: &mut BytesMut,
+    push_rx: &mut mpsc::Receiver<Push>,
+) -> bool {
+    // Pushes already queued go before the replies to these
+    // requests, whichever branch select! picked first: an
+    // invalidation for a write another client saw acknowledged
+    // must reach this client before its next reply (Redis
+    // writes it into the client's output buffer at once).
+    while let Ok(p) = push_rx.try_recv() {
+        write_push(session, shared, p, outbuf);
+    }
+    // A PUBLISH lets every connection already woken run first,
+    // so an UNSUBSCRIBE sent before it is applied before it
+    // counts receivers, as Redis's one thread takes requests in
+    // arrival order (the scheduler runs the connection woken
+    // last first).
+    if node.pubsub.has_subscribers() && starts_with_publish(inbuf) {
+        let subscribers = node.pubsub.subscriber_ids(PUBLISH_WAITS_FOR);
+        let since = std::time::Instant::now();
+        while since.elapsed() < PUBLISH_WAITS_AT_MOST {
+            tokio::task::yield_now().await;
+            let waiting = subscribers.iter().any(|&id| {
+                id != shared.id && node.clients.get(id).is_some_and(|c| c.pending_requests())
+            });
+            if !waiting {
+                break;
+            }
+        }
+    }
+    // Writes are collected per batch on this thread: nothing
+    // awaits between these three calls.
+    keyspace::take_written();
+    let close = session.process(inbuf, outbuf);
+    shared.busy.store(false, Ordering::Release);
+    shared.qbuf.store(inbuf.len(), Ordering::Relaxed);
+    shared
+        .qbuf_free
+        .store(inbuf.capacity() - inbuf.len(), Ordering::Relaxed);
+    let written = keyspace::take_written();
+    if !written.is_empty() {
+        if let Some(cluster) = node.cluster.as_ref().filter(|c| c.sync_replication()) {
+            if !cluster.replicator.wait(&written).await {
+                tracing::warn!(
+                    client = shared.id,
+                    "replicas did not acknowledge in time; closing the connection unanswered"
+                );
+                return false;
+            }
+        }
+    }
+    // Replies go out after every other connection that is ready
+    // has run its requests (Redis writes them in `beforeSleep`):
+    // writes back to back wake a sleeping client once, not once
+    // per connection, and a wake-up on another CPU costs more
+    // than a batch of requests (an IPI, a VM exit). A lone
+    // client does not wait for the scheduler.
+    if !outbuf.is_empty() {
+        if node.clients.len() > 1 {
+            tokio::task::yield_now().await;
+        }
+        if stream.write_all(outbuf).await.is_err() {
+            return false;
+        }
+    }
+    outbuf.clear();
+    if close {
+        return false;
+    }
+    if inbuf.len()
+        > node
+            .runtime
+            .client_query_buffer_limit
+            .load(Ordering::Relaxed)
+    {
+        tracing::warn!(
+            client = shared.id,
+            "closing client that reached max query buffer length"
+        );
+        return false;
+    }
+    true
 }
 
 /// Subscribers whose waiting requests a PUBLISH lets run first (past that

@@ -289,7 +289,7 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
                     .maxclients
                     .load(std::sync::atomic::Ordering::Relaxed),
             );
-            kv("blocked_clients", &0);
+            kv("blocked_clients", &node.blocking.blocked());
             kv(
                 "tracking_clients",
                 &node

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod admin_client;
+pub mod blocking;
 pub mod client_cmd;
 pub mod clients;
 pub mod config_cmd;

@@ -25,6 +25,8 @@ pub struct Node {
     pub clock: Arc<DebugClock>,
     pub clients: Arc<Clients>,
     pub tracking: Arc<Tracking>,
+    /// Clients blocked in BZPOPMIN and the like, by the keys they wait for.
+    pub blocking: Arc<crate::blocking::Blocking>,
     pub pubsub: PubSub,
     /// `notify-keyspace-events`.
     pub events: crate::notify::KeyspaceEvents,
@@ -104,7 +106,11 @@ impl Node {
             clients.clone(),
             settings.tracking_table_max_keys,
         ));
-        ks.set_observer(tracking.clone());
+        let blocking = Arc::new(crate::blocking::Blocking::new(clients.clone()));
+        ks.set_observer(Arc::new(crate::blocking::Observers {
+            tracking: tracking.clone(),
+            blocking: blocking.clone(),
+        }));
         let cluster = match &settings.cluster {
             Some(c) => Some(cluster::Cluster::new(
                 c.clone(),
@@ -144,6 +150,7 @@ impl Node {
             clock,
             clients,
             tracking,
+            blocking,
             pubsub: PubSub::default(),
             events: Default::default(),
             monitors: Default::default(),

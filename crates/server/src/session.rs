@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
 use commands::args::{is, owned};
-use commands::{lookup, CmdError, CommandSpec, Ctx, Flags};
+use commands::{lookup, BlockMode, CmdError, CommandSpec, Ctx, Flags, Wait};
 use resp::{Located, ReplyWriter};
 
-use crate::clients::ClientShared;
+use crate::clients::{self, ClientShared};
 use crate::exec_gate::HeldShared;
 use crate::node::Node;
 use crate::pubsub::{commands as pubsub, Scope};
@@ -51,6 +51,24 @@ pub struct Session {
     /// The argument slices' vector, kept empty between requests so that
     /// a request of many arguments (an 8-field HSET) allocates nothing.
     spare_args: Vec<&'static [u8]>,
+    /// The blocking command this client waits in (BZPOPMIN...), if any:
+    /// requests after it wait until it is answered.
+    blocked: Option<Blocked>,
+    /// The connection was woken for the blocked command: a key it waits
+    /// for changed (or it registered and tries once more).
+    woken: bool,
+    /// EXEC is running the queued commands: a blocking one may not wait.
+    pub(crate) in_exec: bool,
+}
+
+/// A blocked command (see [`crate::blocking`]).
+struct Blocked {
+    spec: &'static CommandSpec,
+    args: Vec<Bytes>,
+    /// Registered in the node's blocking registry.
+    keys: Vec<Bytes>,
+    /// None: waits for ever.
+    deadline: Option<tokio::time::Instant>,
 }
 
 pub type Reply<'a, 'b> = &'a mut ReplyWriter<'b>;
@@ -104,7 +122,21 @@ impl Session {
             places: Vec::new(),
             places_ahead: Vec::new(),
             spare_args: Vec::new(),
+            blocked: None,
+            woken: false,
+            in_exec: false,
         }
+    }
+
+    /// While the client is blocked: Some(its deadline, None for ever).
+    pub fn blocked(&self) -> Option<Option<tokio::time::Instant>> {
+        self.blocked.as_ref().map(|b| b.deadline)
+    }
+
+    /// The connection was woken for the blocked command: the next
+    /// [`Session::process`] runs it again.
+    pub fn wake(&mut self) {
+        self.woken = true;
     }
 
     /// Runs every complete request in `inbuf`, replies into `out`. Returns
@@ -126,6 +158,13 @@ impl Session {
         // BCAST invalidations of this batch's writes: one message per prefix.
         let _bcast =
             keyspace::ChangeObserver::active(&*node.tracking).then(|| node.tracking.defer());
+        if self.blocked.is_some() {
+            gate.hold();
+            if self.resume(out) {
+                return false;
+            }
+            start = quanta::Instant::now();
+        }
         let mut places = std::mem::take(&mut self.places);
         let mut ahead = std::mem::take(&mut self.places_ahead);
         let mut spare = std::mem::take(&mut self.spare_args);
@@ -172,6 +211,9 @@ impl Session {
                     if self.closing {
                         break true;
                     }
+                    if self.blocked.is_some() {
+                        break false;
+                    }
                 }
                 Ok(Some(Located::Inline)) => {
                     inbuf.advance(std::mem::take(&mut done));
@@ -183,6 +225,9 @@ impl Session {
                             start = self.execute(&mut gate, &borrowed(&owned), out, start);
                             if self.closing {
                                 break true;
+                            }
+                            if self.blocked.is_some() {
+                                break false;
                             }
                         }
                         Err(e) => break self.protocol_error(e, out),
@@ -310,8 +355,18 @@ impl Session {
                     ks: &self.node.ks,
                     out,
                     client_id: self.id,
+                    blocking: if self.in_exec {
+                        BlockMode::Deny
+                    } else {
+                        BlockMode::Allow
+                    },
+                    wait: None,
                 };
-                handler(&mut ctx, args)
+                let result = handler(&mut ctx, args);
+                if let Some(wait) = ctx.wait.take() {
+                    self.block(spec, args, wait);
+                }
+                result
             }
             None => self.builtin(spec, args, out),
         };
@@ -341,6 +396,89 @@ impl Session {
         if !self.caching_set_now && !self.tx.in_multi() {
             self.caching = None;
         }
+    }
+
+    /// The command found nothing and waits for `wait.keys`.
+    fn block(&mut self, spec: &'static CommandSpec, args: &[&[u8]], wait: Wait) {
+        let deadline = (wait.timeout_ms > 0).then(|| {
+            tokio::time::Instant::now() + std::time::Duration::from_millis(wait.timeout_ms)
+        });
+        self.node.blocking.block(self.id, &wait.keys);
+        self.shared
+            .block_state
+            .store(clients::BLOCKED, Ordering::Release);
+        self.blocked = Some(Blocked {
+            spec,
+            args: args.iter().map(|a| owned(a)).collect(),
+            keys: wait.keys,
+            deadline,
+        });
+        // A change made between the command's run and the registration
+        // woke nobody: the connection runs the command once more.
+        self.shared.unblock.notify_one();
+    }
+
+    /// The blocked command's turn: CLIENT UNBLOCK's answer, the timeout's
+    /// (a null array), or, when woken, the command run again. Returns true
+    /// while the client stays blocked.
+    fn resume(&mut self, outbuf: &mut BytesMut) -> bool {
+        let Some(b) = self.blocked.take() else {
+            return false;
+        };
+        let woken = std::mem::take(&mut self.woken);
+        let mut out = ReplyWriter::new(outbuf, self.resp3);
+        let state = self.shared.block_state.load(Ordering::Acquire);
+        let timed_out = b.deadline.is_some_and(|d| d <= tokio::time::Instant::now());
+        if state == clients::UNBLOCK_ERROR {
+            let e = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
+            self.node.metrics.error(Some(b.spec), e, false);
+            out.error(e);
+        } else if state == clients::UNBLOCK_TIMEOUT || timed_out {
+            out.null_array();
+        } else if !woken {
+            self.blocked = Some(b);
+            return true;
+        } else if let Some(handler) = b.spec.handler {
+            let args = borrowed(&b.args);
+            let mut ctx = Ctx {
+                ks: &self.node.ks,
+                out: &mut out,
+                client_id: self.id,
+                blocking: BlockMode::Retry,
+                wait: None,
+            };
+            let result = handler(&mut ctx, &args);
+            let again = ctx.wait.is_some();
+            match result {
+                Ok(()) if again => {
+                    self.blocked = Some(b);
+                    return true;
+                }
+                Ok(()) => {
+                    if self.node.events.on() {
+                        crate::notify::publish(&self.node, b.spec.name, &args);
+                    }
+                    if let Some(w) = keyspace::last_written() {
+                        self.last_write = Some(w);
+                    }
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    self.node.metrics.error(Some(b.spec), &e, false);
+                    out.error(&e);
+                }
+            }
+        }
+        self.unblock(&b.keys);
+        false
+    }
+
+    /// Out of the blocking registry (served, timed out, unblocked, gone).
+    fn unblock(&self, keys: &[Bytes]) {
+        self.node.blocking.unblock(self.id, keys);
+        self.shared
+            .block_state
+            .store(clients::NOT_BLOCKED, Ordering::Release);
     }
 
     fn admit(&self, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), CmdError> {
@@ -644,6 +782,9 @@ impl Session {
     /// Connection ended: release what the node holds for it (again
     /// harmless).
     pub fn close(&mut self) {
+        if let Some(b) = self.blocked.take() {
+            self.unblock(&b.keys);
+        }
         client_cmd::tracking_off(self);
         pubsub::release_all(self);
         self.node.monitors.remove(self.id);

@@ -123,10 +123,13 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
     }
     out.array(queued.len());
     // CLIENT CACHING before MULTI covers every read of the transaction.
+    // A blocking command inside the transaction answers at once.
+    s.in_exec = true;
     for (spec, args) in queued {
         s.caching = caching;
         s.run(spec, &borrowed(&args), out);
     }
+    s.in_exec = false;
     s.caching = None;
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Sorted-set writes: ZADD (NX XX GT LT CH INCR), ZINCRBY, ZREM, ZPOPMIN,
-//! ZPOPMAX, ZMPOP and ZREMRANGEBYRANK/SCORE/LEX. Scores are logged as
+//! ZPOPMAX, ZMPOP, their blocking forms BZPOPMIN, BZPOPMAX and BZMPOP, and
+//! ZREMRANGEBYRANK/SCORE/LEX. Scores are logged as
 //! `Write::ZAdd` with only the members whose score changes (ZINCRBY too:
 //! its new score), removals as `Write::Remove`, which deletes the key
 //! when it empties. A write that changes nothing logs nothing.
@@ -13,7 +14,7 @@ use super::{
 };
 use crate::args::{self, is, owned};
 use crate::error::CmdError;
-use crate::Ctx;
+use crate::{blocking, BlockMode, Ctx};
 
 #[derive(Default)]
 struct ZaddFlags {
@@ -296,17 +297,25 @@ pub fn zpopmax(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 /// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: pops from the first
 /// non-empty key; `[key, [[member, score], ...]]` or a null array.
 pub fn zmpop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
-    let numkeys = args::int(a[1]).unwrap_or(0);
+    let (keys, max, count) = mpop_args(&a[1..])?;
+    let popped = pop_first(ctx, keys, count, max, false)?;
+    reply_mpop(ctx, popped);
+    Ok(())
+}
+
+/// `numkeys key [key ...] MIN|MAX [COUNT count]`: the keys, MAX, the count.
+fn mpop_args<'a, 'b>(a: &'a [&'b [u8]]) -> Result<(&'a [&'b [u8]], bool, usize), CmdError> {
+    let numkeys = args::int(a[0]).unwrap_or(0);
     if numkeys <= 0 {
         return Err(err("ERR numkeys should be greater than 0"));
     }
-    let rest = a.len() - 2;
+    let rest = a.len() - 1;
     if numkeys as u64 >= rest as u64 {
         return Err(CmdError::Syntax);
     }
     let numkeys = numkeys as usize;
-    let keys = &a[2..2 + numkeys];
-    let mut i = 2 + numkeys;
+    let keys = &a[1..1 + numkeys];
+    let mut i = 1 + numkeys;
     let max = if is(a[i], "MIN") {
         false
     } else if is(a[i], "MAX") {
@@ -330,16 +339,37 @@ pub fn zmpop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
             return Err(CmdError::Syntax);
         }
     }
+    Ok((keys, max, count))
+}
+
+/// A key and the (member, score) pairs popped from it.
+type Popped<'k> = (&'k [u8], Vec<(Bytes, f64)>);
+
+/// Pops up to `count` members from the first non-empty sorted set of
+/// `keys`, under one lock of their partitions. A key of another type is
+/// WRONGTYPE, or passed over when `skip_others` (a blocked client served
+/// again: Redis 7.0 serves it only from a key of the type it waits for).
+fn pop_first<'k>(
+    ctx: &mut Ctx,
+    keys: &[&'k [u8]],
+    count: usize,
+    max: bool,
+    skip_others: bool,
+) -> Result<Option<Popped<'k>>, CmdError> {
     let mut txn = ctx.ks.txn(keys.iter().copied(), ctx.client_id);
-    let mut popped = None;
     for key in keys {
-        let items = pop(&mut txn, key, count, max)?;
+        let items = match pop(&mut txn, key, count, max) {
+            Err(CmdError::WrongType) if skip_others => continue,
+            r => r?,
+        };
         if !items.is_empty() {
-            popped = Some((*key, items));
-            break;
+            return Ok(Some((key, items)));
         }
     }
-    drop(txn);
+    Ok(None)
+}
+
+fn reply_mpop(ctx: &mut Ctx, popped: Option<Popped>) {
     match popped {
         None => ctx.out.null_array(),
         Some((key, items)) => {
@@ -352,6 +382,46 @@ pub fn zmpop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
                 ctx.out.double(*s);
             }
         }
+    }
+}
+
+/// BZPOPMIN/BZPOPMAX key [key ...] timeout: `[key, member, score]` from the
+/// first non-empty key, else the client waits (see [`crate::blocking`]).
+fn bzpop(ctx: &mut Ctx, a: &[&[u8]], max: bool) -> Result<(), CmdError> {
+    let timeout = blocking::timeout_ms(a[a.len() - 1])?;
+    let keys = &a[1..a.len() - 1];
+    let retry = ctx.blocking == BlockMode::Retry;
+    match pop_first(ctx, keys, 1, max, retry)? {
+        Some((key, items)) => {
+            let (m, s) = &items[0];
+            ctx.out.array(3);
+            ctx.out.bulk(key);
+            ctx.out.bulk(m);
+            ctx.out.double(*s);
+        }
+        None => blocking::wait_or_null(ctx, keys, timeout),
+    }
+    Ok(())
+}
+
+pub fn bzpopmin(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    bzpop(ctx, a, false)
+}
+
+pub fn bzpopmax(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    bzpop(ctx, a, true)
+}
+
+/// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]: as ZMPOP,
+/// waiting when every key is empty.
+pub fn bzmpop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
+    // The timeout is read last, as in Redis.
+    let (keys, max, count) = mpop_args(&a[2..])?;
+    let timeout = blocking::timeout_ms(a[1])?;
+    let retry = ctx.blocking == BlockMode::Retry;
+    match pop_first(ctx, keys, count, max, retry)? {
+        Some(popped) => reply_mpop(ctx, Some(popped)),
+        None => blocking::wait_or_null(ctx, keys, timeout),
     }
     Ok(())
 }
