@@ -313,3 +313,12 @@ def test_redis_py(r):
     assert r.zmscore("z", ["b", "x"]) == [2.5, None]
     assert r.zcard("z") == 1
     assert pairs(r.zunion(["z", "nokey"], withscores=True)) == [(v(r, "b"), 2.5)]
+
+
+def test_lex_ranges_follow_the_member_order_when_scores_differ(r):
+    # Redis walks its order comparing members: with members in order, a lex
+    # range works even though the scores differ.
+    r.zadd("z", {"a": 1, "b": 2, "c": 3, "d": 4})
+    assert [m if isinstance(m, bytes) else m.encode() for m in r.zrange("z", "[b", "[c", bylex=True)] == [b"b", b"c"]
+    assert r.zlexcount("z", "(a", "+") == 3
+    assert r.zrangestore("dst", "z", "[b", "(d", bylex=True) == 2

@@ -14,7 +14,6 @@ pub mod scan;
 pub mod write;
 
 use bytes::Bytes;
-use keyspace::value::{Lex, Score, ZKey};
 use keyspace::ZSetValue;
 
 use crate::error::CmdError;
@@ -94,35 +93,42 @@ pub(crate) fn score_ranks(z: &ZSetValue, min: ScoreBound, max: ScoreBound) -> (u
     (start, end.max(start))
 }
 
-/// How many members sort before (`after` false) or up to (`after` true)
-/// `m` among those with the score `s`.
-fn lex_rank(z: &ZSetValue, s: f64, m: &Bytes, after: bool) -> usize {
-    let rank = z.rank_of(&ZKey {
-        score: Score(s),
-        lex: Lex::Member(m.clone()),
-    });
-    let held = z.score(m).is_some_and(|x| x == s);
-    rank + usize::from(after && held)
+/// How many members, in rank order, come before member `m` (`after`
+/// false) or up to it (`after` true): a binary search comparing members
+/// only, as Redis walks its order for a lex range (exact when the scores
+/// are equal, as Redis requires; where they are not, the same answer as
+/// Redis whenever the members are in order too).
+fn lex_rank(z: &ZSetValue, m: &Bytes, after: bool) -> usize {
+    let (mut lo, mut hi) = (0, z.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let below = z
+            .by_rank(mid)
+            .is_some_and(|(x, _)| if after { x <= m } else { x < m });
+        if below {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// The ranks `[start, end)` of the members in the lex range `min..max`
 /// (members are expected to share one score, as Redis requires).
 pub(crate) fn lex_ranks(z: &ZSetValue, min: &LexBound, max: &LexBound) -> (usize, usize) {
-    let Some((_, s)) = z.by_rank(0) else {
-        return (0, 0);
-    };
     let len = z.len();
     let start = match min {
         LexBound::Min => 0,
         LexBound::Max => len,
-        LexBound::Incl(m) => lex_rank(z, s, m, false),
-        LexBound::Excl(m) => lex_rank(z, s, m, true),
+        LexBound::Incl(m) => lex_rank(z, m, false),
+        LexBound::Excl(m) => lex_rank(z, m, true),
     };
     let end = match max {
         LexBound::Min => 0,
         LexBound::Max => len,
-        LexBound::Incl(m) => lex_rank(z, s, m, true),
-        LexBound::Excl(m) => lex_rank(z, s, m, false),
+        LexBound::Incl(m) => lex_rank(z, m, true),
+        LexBound::Excl(m) => lex_rank(z, m, false),
     };
     (start, end.max(start))
 }
