@@ -74,7 +74,7 @@ csv_quote() { local v=${1//\"/\"\"}; printf '"%s"' "$v"; }
 bench_args_of() {
     case $1 in
         zincrby) echo "-r 100000 ZINCRBY bench:zset 1 m:__rand_int__" ;;
-        setbit) echo "-r 1000000 SETBIT bench:bits __rand_int__ 1" ;;
+        setbit) echo "-r 100000 SETBIT bench:bits:__rand_int__ 100 1" ;;
         pfadd) echo "-r 1000000 PFADD bench:hll e:__rand_int__" ;;
         zrange100) echo "ZRANGE bench:zr100 0 99" ;;
         *) echo "-t $1 -d $2" ;;
