@@ -378,3 +378,12 @@ def http_json(host, port, path, timeout=5.0):
     status, _, body = http_get(host, port, path, timeout)
     assert status == 200, (status, body[:500])
     return json.loads(body)
+
+
+def bulks(*items):
+    """The RESP2 array of bulk strings `items` (ints and strs encoded)."""
+    out = b"*%d\r\n" % len(items)
+    for i in items:
+        i = i if isinstance(i, bytes) else str(i).encode()
+        out += b"$%d\r\n%s\r\n" % (len(i), i)
+    return out

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from helpers import WRONGTYPE, arity, wait_until
-from helpers_net import RespConn, err_bytes
+from helpers_net import RespConn, bulks, err_bytes
 
 pytestmark = pytest.mark.shared_server
 
@@ -20,13 +20,6 @@ NEGATIVE = "ERR timeout is negative"
 NUMKEYS = "ERR numkeys should be greater than 0"
 UNBLOCKED = "UNBLOCKED client unblocked via CLIENT UNBLOCK"
 
-
-def bulks(*items):
-    out = b"*%d\r\n" % len(items)
-    for i in items:
-        i = i if isinstance(i, bytes) else str(i).encode()
-        out += b"$%d\r\n%s\r\n" % (len(i), i)
-    return out
 
 
 def popped3(key, member, score):

@@ -4,20 +4,13 @@ Scores used here print the same in Redis 7.0 (%.17g) and 7.2 (shortest form)."""
 import pytest
 
 from helpers import NOT_FLOAT, NOT_INT, SYNTAX, WRONGTYPE, arity, v
-from helpers_net import err_bytes
+from helpers_net import bulks, err_bytes
 
 pytestmark = pytest.mark.shared_server
 
 MINMAX_FLOAT = "ERR min or max is not a float"
 MINMAX_LEX = "ERR min or max not valid string range item"
 
-
-def bulks(*items):
-    out = b"*%d\r\n" % len(items)
-    for i in items:
-        i = i if isinstance(i, bytes) else str(i).encode()
-        out += b"$%d\r\n%s\r\n" % (len(i), i)
-    return out
 
 
 def test_arity_errors(conn):

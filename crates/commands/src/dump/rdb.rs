@@ -50,6 +50,14 @@ const T_SET_LISTPACK: u8 = 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Malformed;
 
+/// `N` bytes of `blob` from `at` (the headers of a listpack or ziplist).
+pub(super) fn fixed<const N: usize>(blob: &[u8], at: usize) -> Result<[u8; N], Malformed> {
+    let end = at.checked_add(N).ok_or(Malformed)?;
+    blob.get(at..end)
+        .and_then(|s| s.try_into().ok())
+        .ok_or(Malformed)
+}
+
 /// Why a payload cannot be restored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadError {

@@ -9,17 +9,10 @@
 //! 5 bytes, or an integer type) and the data. Every header is checked
 //! against the blob before it is read.
 
-use super::rdb::{Elem, Malformed};
+use super::rdb::{fixed as bytes, Elem, Malformed};
 
 const HEADER: usize = 10;
 const END: u8 = 0xff;
-
-fn bytes<const N: usize>(blob: &[u8], at: usize) -> Result<[u8; N], Malformed> {
-    let end = at.checked_add(N).ok_or(Malformed)?;
-    blob.get(at..end)
-        .and_then(|s| s.try_into().ok())
-        .ok_or(Malformed)
-}
 
 /// The entries of a ziplist blob, in order.
 pub fn decode(blob: &[u8]) -> Result<Vec<Elem<'_>>, Malformed> {

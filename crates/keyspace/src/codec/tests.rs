@@ -1,0 +1,219 @@
+//! The codec's properties: round trips, exact lengths, and outside bytes
+//! (truncated, mutated) giving errors, never panics.
+
+use super::*;
+use crate::value::Contribution;
+use bytes::Bytes;
+use proptest::prelude::*;
+
+fn bytes() -> impl Strategy<Value = Bytes> {
+    proptest::collection::vec(any::<u8>(), 0..12).prop_map(Bytes::from)
+}
+
+fn version() -> impl Strategy<Value = Version> {
+    (any::<u64>(), any::<u16>()).prop_map(|(hlc, site)| Version { hlc, site })
+}
+
+fn value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        bytes().prop_map(Value::Str),
+        proptest::collection::vec((bytes(), bytes(), version()), 0..4).prop_map(|fs| {
+            let mut h = HashValue::new();
+            for (f, v, ver) in fs {
+                h.set(f, v, ver);
+            }
+            Value::Hash(h)
+        }),
+        (
+            version(),
+            version(),
+            any::<i64>(),
+            proptest::option::of(bytes()),
+            proptest::collection::vec((0u16..5, any::<i64>(), version()), 0..3)
+        )
+            .prop_map(|(assigned, floor, n, text, cs)| {
+                let base = match text {
+                    Some(t) => CounterBase::Text(t),
+                    None => CounterBase::Int(n as i128 * 3),
+                };
+                let cs = cs
+                    .into_iter()
+                    .map(|(site, total, version)| Contribution {
+                        site,
+                        total,
+                        version,
+                    })
+                    .collect();
+                Value::Counter(CounterValue::from_parts(assigned, base, floor, floor, cs))
+            }),
+        proptest::collection::vec((bytes(), version()), 0..4).prop_map(|ms| {
+            let mut set = SetValue::new();
+            for (m, v) in ms {
+                set.add(&m, v);
+            }
+            Value::Set(set)
+        }),
+        proptest::collection::vec((bytes(), score(), version()), 0..4).prop_map(|ms| {
+            let mut z = ZSetValue::new();
+            for (m, score, v) in ms {
+                z.insert(&m, score, v);
+            }
+            Value::ZSet(z)
+        }),
+    ]
+}
+
+fn score() -> impl Strategy<Value = f64> {
+    any::<f64>().prop_filter("not NaN", |s| !s.is_nan())
+}
+
+fn op() -> impl Strategy<Value = DeltaOp> {
+    prop_oneof![
+        (any::<u32>(), any::<u32>(), bytes()).prop_map(|(offset, remove, insert)| {
+            DeltaOp::Splice {
+                offset,
+                remove,
+                insert,
+            }
+        }),
+        proptest::collection::vec((any::<u32>(), bytes()), 0..4)
+            .prop_map(|ranges| DeltaOp::Patch { ranges }),
+        any::<i64>().prop_map(DeltaOp::IncrBy),
+        proptest::collection::vec((bytes(), bytes()), 0..4)
+            .prop_map(|fields| DeltaOp::HashSet { fields }),
+        proptest::collection::vec(bytes(), 0..4).prop_map(|fields| DeltaOp::HashDel { fields }),
+        any::<u64>().prop_map(DeltaOp::SetExpiry),
+        (any::<i64>(), any::<i64>()).prop_map(|(by, total)| DeltaOp::Count { by, total }),
+        (bytes(), any::<i64>(), any::<i64>()).prop_map(|(field, by, total)| DeltaOp::HashCount {
+            field,
+            by,
+            total
+        }),
+        proptest::collection::vec(bytes(), 0..4).prop_map(|members| DeltaOp::SetAdd { members }),
+        proptest::collection::vec((bytes(), score()), 0..4)
+            .prop_map(|members| DeltaOp::ZAdd { members }),
+        (
+            any::<bool>(),
+            proptest::collection::vec((bytes(), version()), 0..4)
+        )
+            .prop_map(|(z, members)| DeltaOp::Remove {
+                coll: if z { Coll::ZSet } else { Coll::Set },
+                members
+            }),
+    ]
+}
+
+pub fn change() -> impl Strategy<Value = Change> {
+    let kind = prop_oneof![
+        (value(), any::<u64>())
+            .prop_map(|(value, expire_at)| ChangeKind::Full { value, expire_at }),
+        (version(), op()).prop_map(|(base, op)| ChangeKind::Delta { base, op }),
+        Just(ChangeKind::Delete),
+        Just(ChangeKind::Expire),
+    ];
+    (bytes(), version(), kind).prop_map(|(key, version, kind)| Change { key, version, kind })
+}
+
+#[test]
+fn decoded_changes_do_not_point_into_their_input() {
+    let fields = vec![
+        (Bytes::from_static(b"count"), Bytes::from_static(b"7")),
+        (Bytes::from_static(b"big"), Bytes::from(vec![1u8; 2000])),
+    ];
+    let ops = [
+        ChangeKind::Full {
+            value: Value::Str(Bytes::from_static(b"value")),
+            expire_at: 0,
+        },
+        ChangeKind::Delta {
+            base: Version::ZERO,
+            op: DeltaOp::HashSet {
+                fields: fields.clone(),
+            },
+        },
+        ChangeKind::Delta {
+            base: Version::ZERO,
+            op: DeltaOp::Splice {
+                offset: 1,
+                remove: 0,
+                insert: Bytes::from_static(b"ab"),
+            },
+        },
+    ];
+    for kind in ops {
+        let c = Change {
+            key: Bytes::from_static(b"key"),
+            version: Version::ZERO,
+            kind,
+        };
+        let mut buf = Vec::new();
+        encode(&c, &mut buf);
+        let input = Bytes::from(buf);
+        let (back, _) = decode(&input).unwrap();
+        assert_eq!(back, c);
+        let range = input.as_ptr() as usize..input.as_ptr() as usize + input.len();
+        let mut held: Vec<Bytes> = vec![back.key.clone()];
+        match &back.kind {
+            ChangeKind::Full {
+                value: Value::Str(v),
+                ..
+            } => held.push(v.clone()),
+            ChangeKind::Delta {
+                op: DeltaOp::HashSet { fields },
+                ..
+            } => held.extend(fields.iter().flat_map(|(f, v)| [f.clone(), v.clone()])),
+            ChangeKind::Delta {
+                op: DeltaOp::Splice { insert, .. },
+                ..
+            } => held.push(insert.clone()),
+            _ => unreachable!(),
+        }
+        for b in held {
+            assert!(
+                !range.contains(&(b.as_ptr() as usize)),
+                "{b:?} points into the decoded buffer"
+            );
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn round_trips_and_len_is_exact(c in change()) {
+        let mut out = Vec::new();
+        encode(&c, &mut out);
+        prop_assert_eq!(out.len(), encoded_len(&c));
+        let (back, used) = decode(&out).unwrap();
+        prop_assert_eq!(used, out.len());
+        let h = head(&out).unwrap();
+        prop_assert_eq!((h.key, h.version, h.kind), (&c.key[..], c.version, c.kind.index()));
+        prop_assert_eq!(back, c);
+    }
+
+    #[test]
+    fn truncated_or_mutated_input_is_an_error_not_a_panic(
+        c in change(), cut in any::<prop::sample::Index>(), flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4)
+    ) {
+        let mut out = Vec::new();
+        encode(&c, &mut out);
+        let n = cut.index(out.len().max(1));
+        prop_assert!(decode(&out[..n]).is_err());
+        for (i, b) in flips { let i = i.index(out.len()); out[i] ^= b; }
+        let _ = decode(&out);
+        let _ = head(&out);
+    }
+
+    #[test]
+    fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let _ = decode(&data);
+        let _ = head(&data);
+    }
+}
+
+#[test]
+fn forged_counts_allocate_nothing() {
+    // key "", version 0/0, Delta base 0/0, HSET with 2^60 fields.
+    let mut buf = vec![0, 0, 0, DELTA, 0, 0, HSET];
+    put_varint(&mut buf, 1 << 60);
+    assert_eq!(decode(&Bytes::from(buf)), Err(DecodeError::Truncated));
+}
