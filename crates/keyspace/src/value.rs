@@ -165,6 +165,16 @@ impl Value {
         }
     }
 
+    /// Whether a collection holds an element older than `version`.
+    pub fn has_element_older_than(&self, version: Version) -> bool {
+        match self {
+            Value::Str(_) | Value::Counter(_) => false,
+            Value::Hash(h) => h.iter().any(|(_, f)| f.version < version),
+            Value::Set(s) => s.iter().any(|(_, v)| v < version),
+            Value::ZSet(z) => z.iter().any(|(_, m)| m.version < version),
+        }
+    }
+
     /// The names of a collection's elements older than `version`.
     pub fn elements_older_than(&self, version: Version) -> Vec<Bytes> {
         let older = |v: Version| v < version;

@@ -9,7 +9,7 @@ use crate::apply::ApplyError;
 use crate::change::{ChangeKind, DeltaOp};
 use crate::delta::{self, StringOpError};
 use crate::tombstones::Coll;
-use crate::value::{Entry, Value};
+use crate::value::{CounterValue, Entry, Value};
 use crate::version::Version;
 
 /// What a command wants to do to one key; [`Txn::write`](super::Txn::write) makes it a Change.
@@ -90,18 +90,14 @@ pub(super) fn plan(
         Value::Counter(c) => Some(c),
         _ => None,
     });
+    let w = match counter {
+        Some(c) => match assign(c, w, old, merging)? {
+            Ok(planned) => return Ok(Some(planned)),
+            Err(w) => w,
+        },
+        None => w,
+    };
     let kind_and_saved = match w {
-        // A counter written whole: an assignment (increments it has not
-        // seen stay counted at other sites, see CounterValue).
-        Write::Set {
-            value: Value::Str(text),
-            expire_at,
-        } if counter.is_some() => {
-            let mut c = counter.cloned().unwrap_or_else(|| unreachable!());
-            c.assign(text, Version::ZERO);
-            let value = Value::Counter(c);
-            (ChangeKind::Full { value, expire_at }, 0)
-        }
         // An increment where sites merge: logged as this site's total.
         Write::Str(DeltaOp::IncrBy(by)) if merging => {
             let site = merge_site.unwrap_or_default();
@@ -127,23 +123,6 @@ pub(super) fn plan(
                     op: DeltaOp::Count { by, total },
                 },
                 saved,
-            )
-        }
-        Write::Str(op) if counter.is_some() => {
-            let mut c = counter.cloned().unwrap_or_else(|| unreachable!());
-            let mut text = c.text().clone();
-            match &op {
-                DeltaOp::IncrBy(by) => delta::incr_in_place(&mut text, *by)?,
-                op => text = delta::apply_string_op(&text, op)?,
-            }
-            c.assign(text, Version::ZERO);
-            let expire_at = old.map_or(0, |e| e.expire_at);
-            (
-                ChangeKind::Full {
-                    value: Value::Counter(c),
-                    expire_at,
-                },
-                0,
             )
         }
         Write::Set { value, expire_at } => {
@@ -311,6 +290,44 @@ pub(super) fn plan(
     Ok(Some(Planned {
         kind,
         saved,
+        new_value: None,
+    }))
+}
+
+/// A write of a counter's whole string (SET, or APPEND, SETRANGE... on it,
+/// or INCRBY where sites do not merge): an assignment, logged as the whole
+/// counter (increments it has not seen stay counted at other sites, see
+/// `CounterValue`). Any other write is handed back.
+fn assign(
+    c: &CounterValue,
+    w: Write,
+    old: Option<&Entry>,
+    merging: bool,
+) -> Result<Result<Planned, Write>, WriteError> {
+    let (text, expire_at) = match w {
+        Write::Set {
+            value: Value::Str(text),
+            expire_at,
+        } => (text, expire_at),
+        Write::Str(DeltaOp::IncrBy(_)) if merging => return Ok(Err(w)),
+        Write::Str(op) => {
+            let mut text = c.text().clone();
+            match &op {
+                DeltaOp::IncrBy(by) => delta::incr_in_place(&mut text, *by)?,
+                op => text = delta::apply_string_op(&text, op)?,
+            }
+            (text, old.map_or(0, |e| e.expire_at))
+        }
+        w => return Ok(Err(w)),
+    };
+    let mut c = c.clone();
+    c.assign(text, Version::ZERO);
+    Ok(Ok(Planned {
+        kind: ChangeKind::Full {
+            value: Value::Counter(c),
+            expire_at,
+        },
+        saved: 0,
         new_value: None,
     }))
 }

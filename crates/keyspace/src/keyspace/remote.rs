@@ -543,7 +543,7 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             // A collection newer than the removal keeps its newer
             // elements; the change (see apply_change) removes the older
             // ones and leaves the floor.
-            Some(e) if !e.value.elements_older_than(v).is_empty() => (Applied, Some(change)),
+            Some(e) if e.value.has_element_older_than(v) => (Applied, Some(change)),
             Some(_) if tombs.enabled() => (ConflictLost, Some(change)),
             Some(_) => (ConflictLost, None),
         },
@@ -561,7 +561,7 @@ fn overwrite_loses(
     tombs: &Tombstones,
     change: Change,
 ) -> (RemoteOutcome, Option<Change>) {
-    if tombs.enabled() || coll.is_some_and(|c| !c.elements_older_than(change.version).is_empty()) {
+    if tombs.enabled() || coll.is_some_and(|c| c.has_element_older_than(change.version)) {
         let delete = Change {
             key: change.key,
             version: change.version,

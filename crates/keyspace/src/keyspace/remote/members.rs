@@ -66,69 +66,91 @@ pub(super) fn add(
     tombs: &Tombstones,
     change: Change,
 ) -> (RemoteOutcome, Option<Change>) {
-    let ChangeKind::Delta { op, .. } = &change.kind else {
+    let (coll, empty) = match &change.kind {
+        ChangeKind::Delta {
+            op: DeltaOp::SetAdd { members },
+            ..
+        } => (Coll::Set, members.is_empty()),
+        ChangeKind::Delta {
+            op: DeltaOp::ZAdd { members },
+            ..
+        } => (Coll::ZSet, members.is_empty()),
+        _ => unreachable!("not an add"),
+    };
+    if let Some(e) = entry.filter(|e| e.value.coll() != Some(coll)) {
+        return type_conflict(e, tombs, change);
+    }
+    if empty {
+        return mark(entry, tombs, coll, change);
+    }
+    let Change { key, version, kind } = change;
+    let ChangeKind::Delta { base, op } = kind else {
         unreachable!("an add is a delta")
+    };
+    let added = Added {
+        entry,
+        tombs,
+        key,
+        version,
+        base,
+        coll,
     };
     match op {
         DeltaOp::SetAdd { members } => {
-            let members = members.clone();
-            add_members(
-                entry,
-                tombs,
-                change,
-                Coll::Set,
-                members,
-                |m| m,
-                |members| DeltaOp::SetAdd { members },
-            )
+            added.winners(members, |m| m, |members| DeltaOp::SetAdd { members })
         }
         DeltaOp::ZAdd { members } => {
-            let members = members.clone();
-            add_members(
-                entry,
-                tombs,
-                change,
-                Coll::ZSet,
-                members,
-                |(m, _)| m,
-                |members| DeltaOp::ZAdd { members },
-            )
+            added.winners(members, |(m, _)| m, |members| DeltaOp::ZAdd { members })
         }
         _ => unreachable!("not an add"),
     }
 }
 
-/// An add of `members` (of a set or sorted set, `coll`): each wins when
-/// newer than what is held of it and its tombstone.
-fn add_members<T>(
-    entry: Option<&Entry>,
-    tombs: &Tombstones,
-    change: Change,
+/// An add of members of a set or sorted set, taken apart.
+struct Added<'a> {
+    entry: Option<&'a Entry>,
+    tombs: &'a Tombstones,
+    key: Bytes,
+    version: Version,
+    base: Version,
     coll: Coll,
-    members: Vec<T>,
-    name: impl Fn(&T) -> &Bytes,
-    op: impl FnOnce(Vec<T>) -> DeltaOp,
-) -> (RemoteOutcome, Option<Change>) {
-    let v = change.version;
-    if let Some(e) = entry.filter(|e| e.value.coll() != Some(coll)) {
-        return type_conflict(e, tombs, change);
-    }
-    if members.is_empty() {
-        return mark(entry, tombs, coll, change);
-    }
-    let ChangeKind::Delta { base, .. } = change.kind else {
-        unreachable!("an add is a delta")
-    };
-    let (key, total) = (change.key.clone(), members.len());
-    let mut seen = false;
-    let mut wins = Vec::new();
-    for m in members {
-        match here(entry, tombs, &key, coll, name(&m)) {
-            Some(h) if h >= v => seen |= h == v,
-            _ => wins.push(m),
+}
+
+impl Added<'_> {
+    /// The members that win (newer than what is held of them and their
+    /// tombstone), as the add to apply and log: the whole add when all
+    /// do. None: a duplicate (a member at exactly this version) or lost.
+    fn winners<T>(
+        self,
+        members: Vec<T>,
+        name: impl Fn(&T) -> &Bytes,
+        op: impl FnOnce(Vec<T>) -> DeltaOp,
+    ) -> (RemoteOutcome, Option<Change>) {
+        let v = self.version;
+        let mut seen = false;
+        let mut wins = Vec::with_capacity(members.len());
+        for m in members {
+            match here(self.entry, self.tombs, &self.key, self.coll, name(&m)) {
+                Some(h) if h >= v => seen |= h == v,
+                _ => wins.push(m),
+            }
         }
+        if wins.is_empty() {
+            return (if seen { Duplicate } else { ConflictLost }, None);
+        }
+        let kind = ChangeKind::Delta {
+            base: self.base,
+            op: op(wins),
+        };
+        (
+            Applied,
+            Some(Change {
+                key: self.key,
+                version: v,
+                kind,
+            }),
+        )
     }
-    winners(key, v, base, total, wins, seen, change, op)
 }
 
 /// An observed remove of members (SREM, ZREM, SPOP..., or an element
