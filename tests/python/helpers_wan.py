@@ -40,8 +40,9 @@ class WanSite:
     before it runs and a node restarts on the same ports."""
 
     def __init__(self, tmp_path, site_id, name, size=1, memory_budget=None, disk_budget=None, backups=1,
-                 secret=None, partitions=None, log_memory=None):
+                 secret=None, partitions=None, log_memory=None, tombstone_memory=None):
         self.tmp_path = tmp_path
+        self.tombstone_memory = tombstone_memory
         self.partitions = partitions
         self.log_memory = log_memory
         self.secret = secret
@@ -86,6 +87,8 @@ class WanSite:
             lines.append(f'disk_budget = "{self.disk_budget}"')
         if self.secret:
             lines.append(f'secret = "{self.secret}"')
+        if self.tombstone_memory:
+            lines.append(f'tombstone_memory = "{self.tombstone_memory}"')
         for other, delta, ack in self.targets:
             eps = ", ".join(f'"{e}"' for e in other.endpoints)
             lines += ["[[wan.targets]]", f'name = "{other.name}"', f"endpoints = [{eps}]",
@@ -385,7 +388,7 @@ def wstr(s):
     return struct.pack("<H", len(s)) + s
 
 
-def hello(site_id, site_name, version=2, magic=b"DGWN", partitions=PARTITIONS, node_id="intruder",
+def hello(site_id, site_name, version=3, magic=b"DGWN", partitions=PARTITIONS, node_id="intruder",
           incarnation=7, nonce=b"N" * 16):
     return frame(1, magic + struct.pack("<HH", version, site_id) + wstr(site_name)
                  + struct.pack("<H", partitions) + wstr(node_id) + struct.pack("<Q", incarnation) + nonce)

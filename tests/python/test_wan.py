@@ -914,7 +914,7 @@ def test_bad_input_on_the_wan_port_is_refused_and_the_link_keeps_working(sites):
     cases = [
         # (name, bytes sent, text expected in the log, expected in the refusal)
         ("garbage", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "refused WAN connection", "over the"),
-        ("not a frame kind", b"\x05\x00\x00\x00\x09hello", "refused WAN connection", "unknown frame kind 9"),
+        ("not a frame kind", b"\x05\x00\x00\x00\x63hello", "refused WAN connection", "unknown frame kind 99"),
         ("wrong magic", hello(1, "london", magic=b"DGRD"), "refused WAN connection", "bad magic"),
         ("version 9", hello(1, "london", version=9), "refused WAN connection", "version 9"),
         ("unknown site", hello(7, "paris"), "refused WAN connection", "unknown site"),

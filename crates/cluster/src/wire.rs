@@ -15,7 +15,8 @@ pub use framing::encode_frame;
 /// 3: a snapshot's end marker and its ack carry the snapshot's id.
 /// 4: pings carry a lease token and are answered ([`KIND_PONG`]); batches
 /// carry the sender's table epoch.
-pub const PROTOCOL_VERSION: u16 = 4;
+/// 5: a snapshot's begin carries the copy's settled point (tombstones).
+pub const PROTOCOL_VERSION: u16 = 5;
 pub const MAX_FRAME: usize = 64 << 20;
 
 /// The data link: magic `DGRD`, its version and limits.
@@ -195,12 +196,12 @@ mod tests {
 
     /// The bytes on the wire, written out by hand from the protocol as it
     /// was before the framing moved to `framing`: they must not change
-    /// (protocol version 4).
+    /// (protocol version 4; 5 changed only the version).
     #[test]
     fn the_bytes_on_the_wire_are_pinned() {
         let mut out = BytesMut::new();
         hello().encode(&mut out);
-        let want: &[u8] = b"\x2e\x00\x00\x00\x01DGRD\x04\x00\x01\x00\
+        let want: &[u8] = b"\x2e\x00\x00\x00\x01DGRD\x05\x00\x01\x00\
             \x02\x00n1\x0f\x00127.0.0.1:17001\x0e\x00127.0.0.1:7001";
         assert_eq!(&out[..], want);
 

@@ -42,6 +42,9 @@ pub struct WanSection {
     pub listen: Option<SocketAddr>,
     pub memory_budget: Option<Size>,
     pub disk_budget: Option<Size>,
+    /// Bytes of tombstones per node (deletes kept until every remote site
+    /// has passed them).
+    pub tombstone_memory: Option<Size>,
     /// Shared by all sites: a link is up only when both ends prove they
     /// know it.
     pub secret: Option<String>,
@@ -335,6 +338,7 @@ fn wan_settings(w: WanSection, s: &NodeSettings) -> anyhow::Result<wan::WanSetti
         secret: w.secret,
         memory_budget: w.memory_budget.map_or(256 << 20, |v| v.0),
         disk_budget: w.disk_budget.map_or(10 << 30, |v| v.0),
+        tombstone_memory: w.tombstone_memory.map_or(32 << 20, |v| v.0),
         targets: w
             .targets
             .into_iter()

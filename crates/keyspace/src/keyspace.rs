@@ -64,8 +64,6 @@ pub struct KeyspaceConfig {
     /// Bytes of tombstones (removed keys and hash fields, for resolving
     /// changes from other sites) kept per node; 0 keeps none.
     pub tombstone_bytes: usize,
-    /// Tombstones this much older than the newest one are dropped.
-    pub tombstone_ttl_ms: u64,
     /// Bytes of key names remembered per node for incremental backups
     /// (keys changed since the last one); 0 makes every backup full.
     pub changed_keys_bytes: usize,
@@ -78,7 +76,6 @@ impl Default for KeyspaceConfig {
             site_id: 1,
             log_retain_bytes: 16 << 20,
             tombstone_bytes: 0,
-            tombstone_ttl_ms: 3_600_000,
             changed_keys_bytes: 64 << 20,
         }
     }
@@ -156,7 +153,7 @@ impl Keyspace {
             parts: (0..partitions)
                 .map(|p| {
                     let mut part = Partition::new(p, per_part)
-                        .with_tombstones(tomb_per_part, cfg.tombstone_ttl_ms)
+                        .with_tombstones(tomb_per_part)
                         .with_changed_keys(changed_per_part);
                     part.log.count_in(log_bytes.clone());
                     part.count_expiring_in(expiring.clone());

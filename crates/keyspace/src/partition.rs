@@ -77,14 +77,14 @@ impl Partition {
             footprint: 0,
             replica: false,
             source: ReplicaSource::Unknown,
-            tombstones: Tombstones::new(0, 0),
+            tombstones: Tombstones::new(0),
             promoted_through: 0,
         }
     }
 
-    /// Keeps tombstones within `bytes` (0: none) and `ttl_ms` of the newest.
-    pub fn with_tombstones(mut self, bytes: usize, ttl_ms: u64) -> Self {
-        self.tombstones = Tombstones::new(bytes, ttl_ms);
+    /// Keeps tombstones within `bytes` (0: none).
+    pub fn with_tombstones(mut self, bytes: usize) -> Self {
+        self.tombstones = Tombstones::new(bytes);
         self
     }
 

@@ -18,11 +18,21 @@
 //! - a set or sorted-set member's tombstone: the version of the add that
 //!   its latest removal observed (see [`crate::DeltaOp::Remove`]).
 //!
+//! A tombstone is kept until it is *settled*: every other site has applied
+//! this partition's changes up to a version at or past it, so none of them
+//! will ever send a change older than it (their clocks moved past it, see
+//! `wan::settled`). [`Tombstones::settle`] lets those go, oldest inserted
+//! first. However long a site stays away, its deletes' tombstones wait for
+//! it; there is no age limit (a limit by age brought deleted keys back
+//! after an outage longer than it).
+//!
 //! Memory is bounded per partition in bytes (key and field length plus an
-//! overhead); over budget the oldest inserted go first. Tombstones whose
-//! version is more than `ttl_ms` older than the newest one are dropped as
-//! well, checked on insert. A budget of 0 disables tombstones: every method
-//! is then a no-op and a node without WAN pays nothing.
+//! overhead); over budget the oldest inserted go first, settled or not. An
+//! unsettled one that goes is counted ([`Tombstones::evicted_unsettled`],
+//! shown by INFO and /metrics): from then on a change older than it from
+//! the site that lags could bring its data back, which the operator is told
+//! (see docs/data-types.md). A budget of 0 disables tombstones: every
+//! method is then a no-op and a node without WAN pays nothing.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -92,13 +102,16 @@ pub enum Tomb {
 pub struct Tombstones {
     budget: usize,
     keys: Map<Bytes, KeyTombs>,
-    ttl_ms: u64,
+    /// The hlc up to which every other site applied the partition (0: not
+    /// known yet).
+    settled: u64,
+    /// Tombstones evicted over budget before they were settled.
+    evicted_unsettled: u64,
     /// Every insertion, oldest first. An entry whose version is no longer
     /// the live one is stale and skipped.
     order: VecDeque<(Bytes, Tomb, Version)>,
     live: usize,
     bytes: usize,
-    newest_ms: u64,
 }
 
 fn cost(key: &[u8], what: &Tomb) -> usize {
@@ -109,17 +122,16 @@ fn cost(key: &[u8], what: &Tomb) -> usize {
 }
 
 impl Tombstones {
-    /// `budget` bytes (0: disabled); tombstones more than `ttl_ms` older
-    /// than the newest are dropped.
-    pub fn new(budget: usize, ttl_ms: u64) -> Self {
+    /// `budget` bytes (0: disabled).
+    pub fn new(budget: usize) -> Self {
         Tombstones {
             budget,
-            ttl_ms,
+            settled: 0,
+            evicted_unsettled: 0,
             keys: Map::default(),
             order: VecDeque::new(),
             live: 0,
             bytes: 0,
-            newest_ms: 0,
         }
     }
 
@@ -139,6 +151,44 @@ impl Tombstones {
 
     pub fn is_empty(&self) -> bool {
         self.live == 0
+    }
+
+    /// Tombstones evicted over budget before every other site had passed
+    /// them.
+    pub fn evicted_unsettled(&self) -> u64 {
+        self.evicted_unsettled
+    }
+
+    /// The hlc up to which every other site applied the partition.
+    pub fn settled(&self) -> u64 {
+        self.settled
+    }
+
+    /// Forgets the settled point (the data it was about is gone).
+    pub(crate) fn unsettle(&mut self) {
+        self.settled = 0;
+    }
+
+    /// Every other site applied the partition up to `hlc`: the tombstones
+    /// at or below it go, oldest inserted first (one inserted later with an
+    /// older version goes once those before it went).
+    pub(crate) fn settle(&mut self, hlc: u64) {
+        if hlc <= self.settled {
+            return;
+        }
+        self.settled = hlc;
+        while let Some((_, _, v)) = self.order.front() {
+            if v.hlc > hlc {
+                break;
+            }
+            let Some((k, what, v)) = self.order.pop_front() else {
+                break;
+            };
+            if current(&self.keys, &k, &what) == Some(v) {
+                self.remove(&k, &what);
+            }
+        }
+        self.compact_order();
     }
 
     /// The key's floor: the version of its latest removal.
@@ -295,11 +345,11 @@ impl Tombstones {
 
     /// Forgets everything (a backup about to load a snapshot).
     pub(crate) fn clear(&mut self) {
+        self.settled = 0;
         self.keys.clear();
         self.order.clear();
         self.live = 0;
         self.bytes = 0;
-        self.newest_ms = 0;
     }
 
     /// Drops the key's tombstones older than `v` (also equal ones with
@@ -369,26 +419,27 @@ impl Tombstones {
 
     fn inserted(&mut self, key: &Bytes, what: Tomb, v: Version) {
         self.order.push_back((key.clone(), what, v));
-        self.newest_ms = self.newest_ms.max(v.millis());
         self.evict();
     }
 
     fn evict(&mut self) {
-        while let Some((_, _, v)) = self.order.front() {
-            let over = self.bytes > self.budget;
-            let aged = v.millis().saturating_add(self.ttl_ms) < self.newest_ms;
-            if !over && !aged {
-                break;
-            }
+        while self.bytes > self.budget {
             let Some((k, what, v)) = self.order.pop_front() else {
                 break;
             };
             if current(&self.keys, &k, &what) == Some(v) {
+                if v.hlc > self.settled {
+                    self.evicted_unsettled += 1;
+                }
                 self.remove(&k, &what);
             }
         }
-        // Superseded insertions stay queued until they reach the front;
-        // drop them in one pass when they outnumber the live ones.
+        self.compact_order();
+    }
+
+    /// Superseded insertions stay queued until they reach the front; drops
+    /// them in one pass when they outnumber the live ones.
+    fn compact_order(&mut self) {
         if self.order.len() > 2 * self.live + 32 {
             let keys = &self.keys;
             self.order
@@ -444,7 +495,7 @@ mod tests {
 
     #[test]
     fn disabled_tombstones_record_nothing() {
-        let mut t = Tombstones::new(0, 1000);
+        let mut t = Tombstones::new(0);
         t.deleted(&b("k"), v(1, 0));
         t.fields_deleted(&b("k"), &[b("f")], v(1, 1));
         assert!(t.is_empty());
@@ -454,7 +505,7 @@ mod tests {
 
     #[test]
     fn floors_cover_older_field_tombstones_and_puts_drop_older_ones() {
-        let mut t = Tombstones::new(1 << 20, u64::MAX / 2);
+        let mut t = Tombstones::new(1 << 20);
         let k = b("k");
         t.fields_deleted(&k, &[b("a"), b("b")], v(1, 0));
         t.fields_deleted(&k, &[b("b")], v(3, 0));
@@ -484,7 +535,7 @@ mod tests {
 
     #[test]
     fn a_hash_version_holds_until_a_newer_floor_or_the_hash_comes_back() {
-        let mut t = Tombstones::new(1 << 20, u64::MAX / 2);
+        let mut t = Tombstones::new(1 << 20);
         let k = b("k");
         t.emptied_at(&k, Coll::Hash, v(5, 0));
         t.emptied_at(&k, Coll::Hash, v(4, 0));
@@ -512,7 +563,7 @@ mod tests {
     #[test]
     fn over_budget_the_oldest_go_first() {
         let per = cost(b"key00", &Tomb::Key);
-        let mut t = Tombstones::new(per * 10, u64::MAX / 2);
+        let mut t = Tombstones::new(per * 10);
         for i in 0..25u64 {
             t.deleted(&b(&format!("key{i:02}")), v(1, i));
         }
@@ -528,22 +579,36 @@ mod tests {
         assert!(t.order.len() <= 2 * t.len() + 32);
     }
 
+    /// However old, a tombstone stays until the other sites passed it;
+    /// then those at or below the settled hlc go, and one evicted over
+    /// budget before that is counted.
     #[test]
-    fn tombstones_older_than_the_ttl_go_on_insert() {
-        let mut t = Tombstones::new(1 << 20, 1000);
+    fn tombstones_go_when_settled_not_by_age() {
+        let mut t = Tombstones::new(1 << 20);
         t.deleted(&b("a"), v(10_000, 0));
         t.deleted(&b("b"), v(10_500, 0));
-        t.deleted(&b("c"), v(11_001, 0));
-        assert_eq!((t.key(b"a"), t.key(b"b").is_some()), (None, true));
-        t.fields_deleted(&b("h"), &[b("f")], v(12_000, 0));
-        assert_eq!(t.key(b"b"), None);
-        assert!(t.key(b"c").is_some());
-        assert_eq!(t.len(), 2);
+        t.deleted(&b("c"), v(3_600_000_000, 0));
+        t.fields_deleted(&b("h"), &[b("f")], v(7_200_000_000, 0));
+        assert_eq!(t.len(), 4, "no age limit");
+        t.settle(v(10_500, 0).hlc);
+        assert_eq!((t.key(b"a"), t.key(b"b")), (None, None));
+        assert!(t.key(b"c").is_some() && t.field(b"h", b"f").is_some());
+        t.settle(v(10_000, 0).hlc);
+        assert_eq!(t.settled(), v(10_500, 0).hlc, "settled never moves back");
+        assert_eq!(t.evicted_unsettled(), 0);
+        let per = cost(b"key00", &Tomb::Key);
+        let mut t = Tombstones::new(per * 2);
+        for i in 0..3u64 {
+            t.deleted(&b(&format!("key{i:02}")), v(1, i));
+        }
+        assert_eq!(t.evicted_unsettled(), 1);
+        t.settle(v(1, 2).hlc);
+        assert!(t.is_empty());
     }
 
     #[test]
     fn many_updates_of_one_key_keep_the_queue_short() {
-        let mut t = Tombstones::new(1 << 20, u64::MAX / 2);
+        let mut t = Tombstones::new(1 << 20);
         for i in 0..10_000 {
             t.deleted(&b("k"), v(1, i));
         }

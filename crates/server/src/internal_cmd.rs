@@ -1,5 +1,5 @@
-//! Commands that are not for applications: `WANAPPLY` (the WAN receiver
-//! sends it) and `BACKUPJOB` (`deltagrid backup` sends it). `DEBUG`, for
+//! Commands that are not for applications: `WANAPPLY` and `WANSETTLED`
+//! (the WAN receiver sends them) and `BACKUPJOB` (`deltagrid backup` sends it). `DEBUG`, for
 //! tests, is in [`crate::debug_cmd`].
 
 use commands::args::owned;
@@ -17,6 +17,9 @@ pub fn wanapply(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError
             "ERR WANAPPLY from site {source}, which is not a remote site"
         )));
     }
+    if let Some(wan) = &s.node.wan {
+        wan.check_data_incarnation();
+    }
     let cluster = s.node.cluster.as_deref();
     let codes = wan::local::apply_payload(
         &s.node.ks,
@@ -26,6 +29,28 @@ pub fn wanapply(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError
     )
     .map_err(|e| CmdError::other(format!("ERR {e}")))?;
     out.bulk(&codes);
+    Ok(())
+}
+
+/// `WANSETTLED site-name incarnation payload`: settled marks from remote
+/// site `site-name` on a link of this site's data incarnation
+/// `incarnation` (see `wan::settled`), sent by this site's WAN receiver to
+/// every other node of the site.
+pub fn wansettled(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
+    let Some(wan) = s.node.wan.as_ref() else {
+        return Err(CmdError::other(
+            "ERR WANSETTLED: this node has no WAN replication",
+        ));
+    };
+    let site = String::from_utf8_lossy(a[1]);
+    let incarnation = std::str::from_utf8(a[2])
+        .ok()
+        .and_then(|t| t.parse::<u64>().ok())
+        .ok_or_else(|| CmdError::other("ERR WANSETTLED: the incarnation is not a number"))?;
+    let marks = wan::settled::decode_marks(a[3], s.node.ks.partitions() as usize)
+        .map_err(|e| CmdError::other(format!("ERR WANSETTLED: {e}")))?;
+    wan.settled(&site, &marks, incarnation);
+    out.simple("OK");
     Ok(())
 }
 

@@ -336,6 +336,18 @@ impl Metrics {
             c("deltagrid_wan_full_values_requested_total", src.need_full);
             c("deltagrid_wan_refused_total", src.refused);
         }
+        self.gauge("deltagrid_tombstones").set(w.tombstones as f64);
+        self.counter("deltagrid_tombstones_evicted_unsettled_total", Vec::new())
+            .absolute(w.tombstones_evicted_unsettled);
+        for s in &w.settled {
+            let labels = vec![Label::new("source_site", s.site_name.clone())];
+            self.recorder
+                .register_gauge(
+                    &Key::from_parts("deltagrid_wan_settled_lowest_seconds", labels),
+                    &META,
+                )
+                .set((s.lowest_hlc >> 16) as f64 / 1000.0);
+        }
     }
 
     /// Renders all metrics; `snapshot` supplies the values read at scrape time.

@@ -52,9 +52,6 @@ pub struct Node {
 /// second, 10 by default); a pass that hits the budget is followed at once
 /// by another.
 const EXPIRE_BUDGET: usize = 2000;
-/// Bytes of tombstones (deleted keys and their versions) kept per node when
-/// WAN replication is on.
-const TOMBSTONE_BYTES: usize = 32 << 20;
 
 impl Node {
     /// Starts loading what a command on `key` will read first (its
@@ -91,13 +88,11 @@ impl Node {
                 ),
                 // Deletes are remembered only where another site may send
                 // an older write of the same key.
-                tombstone_bytes: if settings.wan.is_some() {
-                    TOMBSTONE_BYTES
-                } else {
-                    0
-                },
+                tombstone_bytes: settings
+                    .wan
+                    .as_ref()
+                    .map_or(0, |w| w.tombstone_memory as usize),
                 changed_keys_bytes: settings.changed_keys_bytes,
-                ..KeyspaceConfig::default()
             },
             clock.clone(),
         ));

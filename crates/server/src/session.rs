@@ -531,6 +531,7 @@ impl Session {
                 Ok(())
             }
             "wanapply" => internal_cmd::wanapply(self, a, out),
+            "wansettled" => internal_cmd::wansettled(self, a, out),
             "backupjob" => internal_cmd::backupjob(self, a, out),
             "cluster" => {
                 cluster::cluster_cmd::cluster(self.node.cluster.as_deref(), &self.node.ks, a, out)

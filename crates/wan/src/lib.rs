@@ -20,6 +20,7 @@ pub mod auth;
 pub mod local;
 pub mod publisher;
 pub mod receiver;
+pub mod settled;
 pub mod stats;
 pub mod watermarks;
 pub mod wire;
@@ -63,6 +64,8 @@ pub struct WanSettings {
     pub memory_budget: u64,
     /// Bytes of spilled backlog on disk, per node, before re-sync.
     pub disk_budget: u64,
+    /// Bytes of tombstones per node (see [`settled`]).
+    pub tombstone_memory: u64,
     pub targets: Vec<TargetSettings>,
     /// Where the journals live (`<data_dir>/wan`).
     pub dir: PathBuf,
@@ -212,6 +215,9 @@ pub struct Wan {
     pub received: Mutex<HashMap<u16, Arc<ReceiverStats>>>,
     /// What this node's receiver applied, per publisher and partition.
     pub watermarks: Mutex<watermarks::Watermarks>,
+    /// How far each remote site is known to have passed each partition
+    /// (see [`settled`]).
+    pub settled: settled::Settled,
     /// This process's publishers' incarnation (see [`wire::Hello`]).
     pub incarnation: u64,
 }
@@ -273,6 +279,7 @@ impl Wan {
             targets,
             received: Mutex::new(HashMap::new()),
             watermarks: Mutex::new(watermarks::Watermarks::default()),
+            settled: settled::Settled::default(),
             incarnation: cluster::auth::random_u64(),
         });
         ks.set_listener(wan.clone());
@@ -289,6 +296,7 @@ impl Wan {
             let listener = tokio::net::TcpListener::bind(addr).await?;
             tokio::spawn(receiver::serve(self.clone(), listener));
         }
+        tokio::spawn(settled::watch(self.clone()));
         for t in &self.targets {
             let journal_dir = self.settings.dir.join(&t.settings.name);
             tokio::spawn(publisher::run(self.clone(), t.clone(), journal_dir));
@@ -373,12 +381,26 @@ pub struct SourceStatus {
     pub refused: u64,
 }
 
+/// Per remote site, how far it has passed this site's partitions (see
+/// [`settled`]): the lowest and highest hlc over the partitions.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SettledStatus {
+    pub site_name: String,
+    pub lowest_hlc: u64,
+    pub highest_hlc: u64,
+}
+
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct WanStatus {
     pub site_id: u16,
     pub site_name: String,
     pub targets: Vec<TargetStatus>,
     pub sources: Vec<SourceStatus>,
+    pub settled: Vec<SettledStatus>,
+    /// Tombstones this node holds, and how many went over
+    /// `tombstone_bytes` before every remote site had passed them.
+    pub tombstones: usize,
+    pub tombstones_evicted_unsettled: u64,
 }
 
 impl Wan {
@@ -431,11 +453,25 @@ impl Wan {
             })
             .collect();
         sources.sort_by_key(|s| s.site_id);
+        let settled = self
+            .settled
+            .summary()
+            .into_iter()
+            .map(|(site_name, lowest_hlc, highest_hlc)| SettledStatus {
+                site_name,
+                lowest_hlc,
+                highest_hlc,
+            })
+            .collect();
+        let (tombstones, tombstones_evicted_unsettled) = self.ks.tombstone_counts();
         WanStatus {
             site_id: self.local.site_id,
             site_name: self.local.site_name.clone(),
             targets,
             sources,
+            settled,
+            tombstones,
+            tombstones_evicted_unsettled,
         }
     }
 }

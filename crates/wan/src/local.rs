@@ -9,6 +9,10 @@
 //! reply has one outcome byte per change.
 //! A change whose partition moved is routed again; an unreachable primary
 //! is retried until the site has one: nothing is dropped.
+//!
+//! Settled marks ([`crate::settled`]) go to every node of the site, as
+//! `WANSETTLED site-name incarnation payload` to the others; a node that cannot be
+//! reached misses them until the publisher announces them again.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -237,7 +241,50 @@ impl LocalRouter {
         Ok(codes)
     }
 
+    /// Hands settled marks from remote site `site` (on a link of data
+    /// incarnation `incarnation`) to every other node of this site.
+    pub async fn settled(&mut self, site: &str, marks: &[(u16, u64)], incarnation: u64) {
+        let Some(cluster) = self.cluster.clone() else {
+            return;
+        };
+        let payload = crate::settled::encode_marks(marks);
+        let others: Vec<String> = cluster
+            .members()
+            .iter()
+            .flatten()
+            .map(|m| m.client_addr.clone())
+            .filter(|a| *a != self.local.client_addr)
+            .collect();
+        let incarnation = incarnation.to_string();
+        for addr in others {
+            let args: [&[u8]; 4] = [
+                b"WANSETTLED",
+                site.as_bytes(),
+                incarnation.as_bytes(),
+                &payload,
+            ];
+            if let Err(e) = self.request(&addr, &args).await {
+                tracing::debug!(addr, "settled marks not delivered: {e}");
+                self.conns.remove(&addr);
+            }
+        }
+    }
+
     async fn call(&mut self, addr: &str, source: u16, payload: Bytes) -> Result<Vec<u8>, String> {
+        let site = source.to_string();
+        match self
+            .request(addr, &[b"WANAPPLY", site.as_bytes(), &payload])
+            .await?
+        {
+            Frame::Bulk(codes) => Ok(codes.to_vec()),
+            Frame::Error(e) => Err(e),
+            other => Err(format!("unexpected reply {other:?}")),
+        }
+    }
+
+    /// Sends one command to the node at `addr`, connecting (and
+    /// authenticating) first when needed.
+    async fn request(&mut self, addr: &str, args: &[&[u8]]) -> Result<Frame, String> {
         if !self.conns.contains_key(addr) {
             let stream = TcpStream::connect(addr)
                 .await
@@ -256,15 +303,7 @@ impl LocalRouter {
             self.conns.insert(addr.to_string(), conn);
         }
         let conn = self.conns.get_mut(addr).ok_or("no connection")?;
-        let site = source.to_string();
-        match conn
-            .request(&[b"WANAPPLY", site.as_bytes(), &payload])
-            .await?
-        {
-            Frame::Bulk(codes) => Ok(codes.to_vec()),
-            Frame::Error(e) => Err(e),
-            other => Err(format!("unexpected reply {other:?}")),
-        }
+        conn.request(args).await
     }
 }
 

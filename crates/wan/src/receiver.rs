@@ -8,7 +8,9 @@
 //! is acknowledged as received at once, then decoded (a malformed batch
 //! closes that connection only), filtered by the applied watermarks, applied
 //! at this site's primaries ([`crate::local`]) and acknowledged as applied.
-//! Batches of one connection apply in order.
+//! Batches of one connection apply in order. A [`Frame::Settled`] goes to
+//! every node of this site in turn, after the batches read before it
+//! ([`crate::settled`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +32,12 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// Batches read ahead of the one being applied.
 const APPLY_QUEUE: usize = 8;
+
+/// What the connection hands its applier, in the order it read them.
+enum Work {
+    Batch(u64, Vec<wire::Entry>),
+    Settled(Vec<(u16, u64)>),
+}
 
 pub async fn serve(wan: Arc<Wan>, listener: TcpListener) {
     if let (None, Ok(addr)) = (&wan.settings.secret, listener.local_addr()) {
@@ -184,7 +192,13 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
     }
     tracing::info!(%addr, site = hello.site_name, node = hello.node_id, authenticated = challenge.is_some(), "WAN publisher connected");
     let (batch_tx, batch_rx) = mpsc::channel(APPLY_QUEUE);
-    let applier = tokio::spawn(apply_loop(wan.clone(), hello.clone(), batch_rx, tx.clone()));
+    let applier = tokio::spawn(apply_loop(
+        wan.clone(),
+        hello.clone(),
+        data_incarnation,
+        batch_rx,
+        tx.clone(),
+    ));
     loop {
         // A timeout loses nothing: read_frame keeps what it read in `buf`.
         let frame = tokio::time::timeout(
@@ -209,7 +223,7 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
                 match wire::decode_entries(&body, hello.partitions) {
                     Ok(entries) => {
                         add(&stats.events_received, entries.len() as u64);
-                        if batch_tx.send((id, entries)).await.is_err() {
+                        if batch_tx.send(Work::Batch(id, entries)).await.is_err() {
                             break;
                         }
                     }
@@ -219,6 +233,16 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
                         let _ = tx.send(Frame::Refuse(format!("batch {id}: {e}")));
                         break;
                     }
+                }
+            }
+            Ok(Some(Frame::Settled(marks))) => {
+                if marks.iter().any(|(p, _)| *p >= hello.partitions) {
+                    tracing::warn!(%addr, site = hello.site_name, "refused settled marks past the partition count; closing the connection");
+                    add(&stats.refused, 1);
+                    break;
+                }
+                if batch_tx.send(Work::Settled(marks)).await.is_err() {
+                    break;
                 }
             }
             Ok(Some(other)) => {
@@ -254,7 +278,7 @@ async fn refuse(wr: &mut tokio::net::tcp::OwnedWriteHalf, why: String) {
 /// What a publisher compares to tell a site that started over without its
 /// data: this process for a lone node; for a site of several, the one in its
 /// metadata (its data lives while any copy does). 0: not formed yet.
-fn site_incarnation(wan: &Wan) -> u64 {
+pub(crate) fn site_incarnation(wan: &Wan) -> u64 {
     match &wan.cluster {
         None => wan.incarnation,
         Some(c) => c
@@ -267,14 +291,23 @@ fn site_incarnation(wan: &Wan) -> u64 {
 async fn apply_loop(
     wan: Arc<Wan>,
     hello: Hello,
-    mut batches: mpsc::Receiver<(u64, Vec<wire::Entry>)>,
+    incarnation: u64,
+    mut batches: mpsc::Receiver<Work>,
     tx: mpsc::UnboundedSender<Frame>,
 ) {
     let source = hello.site_id;
     let inc = hello.incarnation;
     let stats = wan.receiver_stats(source);
     let mut router = LocalRouter::new(wan.local.clone(), wan.ks.clone(), wan.cluster.clone());
-    while let Some((id, entries)) = batches.recv().await {
+    while let Some(work) = batches.recv().await {
+        let (id, entries) = match work {
+            Work::Batch(id, entries) => (id, entries),
+            Work::Settled(marks) => {
+                wan.settled(&hello.site_name, &marks, incarnation);
+                router.settled(&hello.site_name, &marks, incarnation).await;
+                continue;
+            }
+        };
         let total = entries.len();
         let fresh: Vec<wire::Entry> = {
             let marks = wan.watermarks.lock();
@@ -290,6 +323,7 @@ async fn apply_loop(
         };
         add(&stats.duplicates, (total - fresh.len()) as u64);
         let changes: Vec<keyspace::Change> = fresh.iter().map(|e| e.change.clone()).collect();
+        wan.check_data_incarnation();
         let outcomes = router.apply(source, &changes).await;
         let mut need = Vec::new();
         for (e, o) in fresh.iter().zip(&outcomes) {

@@ -32,7 +32,8 @@ pub use handshake::{Challenge, Hello, Welcome};
 pub use lz4::Lz4Probe;
 
 /// 2: nonces in the hello, an optional challenge in the welcome, `Proof`.
-pub const PROTOCOL_VERSION: u16 = 2;
+/// 3: `Settled`, which a receiver of version 2 would not know.
+pub const PROTOCOL_VERSION: u16 = 3;
 /// Largest frame on the wire and largest batch once decompressed; keys a
 /// single NeedFull frame may list.
 pub const LIMITS: Limits = Limits {
@@ -59,6 +60,7 @@ const KIND_RECEIVED: u8 = 5;
 const KIND_APPLIED: u8 = 6;
 const KIND_NEED_FULL: u8 = 7;
 const KIND_PROOF: u8 = 8;
+const KIND_SETTLED: u8 = 9;
 
 const FLAG_LZ4: u8 = 1;
 
@@ -98,6 +100,12 @@ pub enum Frame {
     NeedFull(Vec<(u16, Bytes)>),
     /// The publisher's answer to a [`Challenge`].
     Proof(Proof),
+    /// (source partition, hlc): the receiver applied every change of the
+    /// partition the publisher's site logged up to a version with this hlc
+    /// (its own and those it applied from other sites), so that site will
+    /// never send a change of it at or below the hlc (see
+    /// [`crate::settled`]).
+    Settled(Vec<(u16, u64)>),
 }
 
 impl Frame {
@@ -112,6 +120,7 @@ impl Frame {
             Frame::Applied(_) => "an applied ack",
             Frame::NeedFull(_) => "a full-value request",
             Frame::Proof(_) => "a proof",
+            Frame::Settled(_) => "a settled mark",
         }
     }
 
@@ -125,6 +134,7 @@ impl Frame {
             Frame::Applied(_) => KIND_APPLIED,
             Frame::NeedFull(_) => KIND_NEED_FULL,
             Frame::Proof(_) => KIND_PROOF,
+            Frame::Settled(_) => KIND_SETTLED,
         }
     }
 }
@@ -177,6 +187,13 @@ pub fn encode_parts(frame: &Frame, probe: &mut Lz4Probe, out: &mut BytesMut) -> 
                 out.put_slice(k);
             }
         }
+        Frame::Settled(marks) => {
+            out.put_u32_le(marks.len() as u32);
+            for (p, hlc) in marks {
+                out.put_u16_le(*p);
+                out.put_u64_le(*hlc);
+            }
+        }
     }
     open.finish(out, tail.as_ref().map_or(0, Bytes::len));
     tail
@@ -226,6 +243,16 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
             }
             Frame::NeedFull(keys)
         }
+        KIND_SETTLED => {
+            let n = b.u32("settled")? as usize;
+            let n = b.count(n, 10, "settled mark count")?;
+            let mut marks = Vec::with_capacity(n);
+            for _ in 0..n {
+                marks.push((b.u16("settled")?, b.u64("settled")?));
+            }
+            b.finish("settled length")?;
+            Frame::Settled(marks)
+        }
         other => return Err(WireError::Kind(other)),
     };
     Ok(Some(frame))
@@ -256,6 +283,12 @@ mod tests {
         }
         let nf = Frame::NeedFull(vec![(4, Bytes::from_static(b"k1")), (5, Bytes::new())]);
         assert_eq!(round_trip(&nf), nf);
+        let settled = Frame::Settled(vec![(0, 1 << 40), (16_383, u64::MAX)]);
+        assert_eq!(round_trip(&settled), settled);
+        assert_eq!(
+            round_trip(&Frame::Settled(Vec::new())),
+            Frame::Settled(Vec::new())
+        );
     }
 
     #[test]

@@ -112,7 +112,9 @@ impl Replicator {
                         self.ks.backup_taken_replica(p as usize, seq, id);
                     }
                 }
-                Entry::SnapshotBegin { next, .. } => self.begin_snapshot(p, next, from),
+                Entry::SnapshotBegin { next, settled, .. } => {
+                    self.begin_snapshot(p, (next, settled), from)
+                }
                 Entry::SnapshotEnd {
                     next,
                     id,
@@ -207,8 +209,8 @@ impl Replicator {
     /// A snapshot of partition `p` begins: the copy is emptied and
     /// continues at the primary's seq `next` (refused, and logged, where
     /// the partition is not a replica copy).
-    fn begin_snapshot(&self, p: u16, next: u64, from: u16) {
-        match self.ks.reset_replica(p as usize, next, from) {
+    fn begin_snapshot(&self, p: u16, (next, settled): (u64, u64), from: u16) {
+        match self.ks.reset_replica(p as usize, (next, settled), from) {
             Ok(()) => {
                 self.replica.loading.lock().insert(p, (next, 0));
             }

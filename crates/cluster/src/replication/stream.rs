@@ -20,7 +20,8 @@ const ENTRY_HEADER: usize = 2 + 8 + 4;
 /// `partition u16 | seq u64`.
 const ACK_LEN: usize = 2 + 8;
 
-// The reserved seq values (node-to-node protocol version 4).
+// The reserved seq values (node-to-node protocol version 4; 5 added a
+// second word to the snapshot's begin).
 const SNAPSHOT_DATA: u64 = 0;
 const SNAPSHOT_BEGIN: u64 = u64::MAX;
 const SNAPSHOT_END: u64 = u64::MAX - 1;
@@ -51,8 +52,14 @@ pub enum Entry<'a> {
     TableEpoch { epoch: u64 },
     /// A snapshot of the partition starts: the replica empties its copy
     /// and continues the log at `next`, the primary's next seq when the
-    /// copy was taken.
-    SnapshotBegin { partition: u16, next: u64 },
+    /// copy was taken; `settled` is the copy's settled point (what every
+    /// remote site has passed, see `wan::settled`: tombstones at or below
+    /// it are gone and not in the snapshot).
+    SnapshotBegin {
+        partition: u16,
+        next: u64,
+        settled: u64,
+    },
     /// One key of a snapshot, a full value (keyspace codec).
     SnapshotData { partition: u16, change: &'a [u8] },
     /// The snapshot `id` ends, after `entries` data entries: loaded
@@ -170,9 +177,11 @@ impl Entry<'_> {
                 out.put_slice(change);
             }
             Entry::TableEpoch { epoch } => words(out, 0, TABLE_EPOCH, &[epoch]),
-            Entry::SnapshotBegin { partition, next } => {
-                words(out, partition, SNAPSHOT_BEGIN, &[next])
-            }
+            Entry::SnapshotBegin {
+                partition,
+                next,
+                settled,
+            } => words(out, partition, SNAPSHOT_BEGIN, &[next, settled]),
             Entry::SnapshotData { partition, change } => {
                 put_header(out, partition, SNAPSHOT_DATA, change.len());
                 out.put_slice(change);
@@ -222,10 +231,11 @@ impl Entry<'_> {
                 change: body,
             },
             SNAPSHOT_BEGIN => {
-                exactly(1)?;
+                exactly(2)?;
                 Entry::SnapshotBegin {
                     partition,
                     next: next()?,
+                    settled: word(1)?,
                 }
             }
             SNAPSHOT_END => {
@@ -416,6 +426,7 @@ pub(crate) mod tests {
             2 => Entry::SnapshotBegin {
                 partition,
                 next: seq,
+                settled: a,
             },
             3 => Entry::SnapshotData {
                 partition,

@@ -160,6 +160,7 @@ fn a_held_seq_from_a_new_primary_is_a_divergence_not_a_duplicate() {
     Entry::SnapshotBegin {
         partition: p,
         next: 4,
+        settled: 0,
     }
     .encode(&mut snap);
     Entry::SnapshotEnd {
@@ -400,7 +401,7 @@ fn a_promoted_replica_logs_what_it_received_from_where_every_site_applied() {
     assert_eq!(log(&replica, 3), Some(want));
     // A snapshot replaces the copy: nothing of the old one comes back.
     replica.ks.set_replica(p, true);
-    replica.ks.reset_replica(p, next + 5, 0).unwrap();
+    replica.ks.reset_replica(p, (next + 5, 0), 0).unwrap();
     replica.ks.set_replica(p, false);
     assert_eq!(
         replica

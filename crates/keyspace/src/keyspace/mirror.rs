@@ -142,10 +142,17 @@ impl Keyspace {
     }
 
     /// A backup starts loading a snapshot of partition `p` taken when the
-    /// primary's next seq was `next_seq`: its copy is emptied (nothing is
-    /// logged: the copy is being replaced, not changed) and its log resumes
-    /// at `next_seq`.
-    pub fn reset_replica(&self, p: usize, next_seq: u64, from: u16) -> Result<(), ReplicaError> {
+    /// primary's next seq was `next_seq` and its settled point `settled`
+    /// (see [`crate::tombstones`]): its copy is emptied (nothing is logged:
+    /// the copy is being replaced, not changed), its log resumes at
+    /// `next_seq`, and it takes the primary's settled point, without which
+    /// the tombstones that went there would be missed here.
+    pub fn reset_replica(
+        &self,
+        p: usize,
+        (next_seq, settled): (u64, u64),
+        from: u16,
+    ) -> Result<(), ReplicaError> {
         let Some(part) = self.parts.get(p) else {
             return Err(ReplicaError::NotReplica);
         };
@@ -156,6 +163,7 @@ impl Keyspace {
         part.source = ReplicaSource::Node(from);
         part.drain_keys();
         part.tombstones.clear();
+        part.tombstones.settle(settled);
         part.log.reset_to(next_seq);
         // What was released counted the old copy's seqs.
         self.log_marks[p].released.store(0, Ordering::Relaxed);

@@ -32,9 +32,10 @@
 //!
 //! Known limits: a key's expiry has no version of its own, so an EXPIRE
 //! racing, from another site, a field write to the same hash or a write of
-//! the other type can end differently at the sites. Convergence holds while
-//! tombstones are kept (`tombstone_bytes`, `tombstone_ttl_ms`): a change
-//! older than an evicted tombstone can bring data back.
+//! the other type can end differently at the sites. Tombstones are kept
+//! until every other site passed them ([`Keyspace::settle_tombstones`]);
+//! only one evicted over `tombstone_bytes` before that (counted) lets a
+//! change older than it bring data back.
 
 use std::collections::VecDeque;
 
@@ -145,6 +146,32 @@ impl Keyspace {
     pub fn tombstone_bytes(&self) -> usize {
         self.parts.iter().map(|p| p.lock().tombstones.bytes()).sum()
     }
+
+    /// Tombstones held, and how many were evicted over budget before every
+    /// other site had passed them, all partitions.
+    pub fn tombstone_counts(&self) -> (usize, u64) {
+        self.parts.iter().fold((0, 0), |(n, e), p| {
+            let p = p.lock();
+            (n + p.tombstones.len(), e + p.tombstones.evicted_unsettled())
+        })
+    }
+
+    /// Every other site applied partition `p` up to `hlc` (what
+    /// `wan::settled` learnt from them): its tombstones at or below it
+    /// can go, as no site will send a change older than them.
+    pub fn settle_tombstones(&self, p: usize, hlc: u64) {
+        if let Some(part) = self.parts.get(p) {
+            part.lock().tombstones.settle(hlc);
+        }
+    }
+
+    /// Forgets every partition's settled point (this site's data started
+    /// over: what the other sites had passed, it no longer holds).
+    pub fn unsettle_tombstones(&self) {
+        for part in &self.parts {
+            part.lock().tombstones.unsettle();
+        }
+    }
 }
 
 impl Partition {
@@ -252,18 +279,71 @@ fn lost(held: Version, v: Version) -> RemoteOutcome {
     }
 }
 
+/// What every other site has passed (`settled`, see
+/// [`crate::tombstones`]) this copy applied: what it lacks of that was
+/// removed here, though the tombstone may have gone. So a change at or
+/// below it for a key not held is lost (true), and a whole collection
+/// (a late full value, a re-sync copy) loses the elements at or below it
+/// that the held value lacks.
+fn settled_away(settled: u64, entry: Option<&Entry>, change: &mut Change) -> bool {
+    if settled == 0 || matches!(change.kind, ChangeKind::Delete | ChangeKind::Expire) {
+        return false;
+    }
+    if entry.is_none() && change.version.hlc <= settled {
+        return true;
+    }
+    let ChangeKind::Full { value, .. } = &mut change.kind else {
+        return false;
+    };
+    let held = entry
+        .map(|e| &e.value)
+        .filter(|h| h.coll().is_some() && h.coll() == value.coll());
+    let lacked = |name: &Bytes, version: Version| {
+        version.hlc <= settled && held.is_none_or(|h| h.element_version(name).is_none())
+    };
+    let gone: Vec<Bytes> = match &*value {
+        Value::Hash(h) => h
+            .iter()
+            .filter(|(n, f)| lacked(n, f.version))
+            .map(|(n, _)| n.clone())
+            .collect(),
+        Value::Set(s) => s
+            .iter()
+            .filter(|(n, v)| lacked(n, *v))
+            .map(|(n, _)| n.clone())
+            .collect(),
+        Value::ZSet(z) => z
+            .iter()
+            .filter(|(n, m)| lacked(n, m.version))
+            .map(|(n, _)| n.clone())
+            .collect(),
+        _ => return false,
+    };
+    for name in &gone {
+        value.remove_element(name);
+    }
+    !gone.is_empty() && value.is_empty_collection()
+}
+
 /// What of `change` wins against `part`, and the change to apply and log
 /// for it (None: nothing). Reads only.
 /// `at`: where the partition's map holds the change's key, if it does.
-fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcome, Option<Change>) {
+fn resolve(
+    part: &Partition,
+    at: Option<usize>,
+    mut change: Change,
+) -> (RemoteOutcome, Option<Change>) {
     let v = change.version;
-    let key = &change.key;
     let tombs = &part.tombstones;
     // The key was removed at or after v: everything v wrote is gone.
-    if let Some(floor) = tombs.key(key).filter(|f| *f >= v) {
+    if let Some(floor) = tombs.key(&change.key).filter(|f| *f >= v) {
         return (lost(floor, v), None);
     }
     let entry = at.and_then(|i| part.get_index(i)).map(|(_, e)| e);
+    if settled_away(tombs.settled(), entry, &mut change) {
+        return (ConflictLost, None);
+    }
+    let key = &change.key;
     let coll_of_change = match &change.kind {
         ChangeKind::Full { value, .. } => value.coll(),
         ChangeKind::Delta { op, .. } => op.coll(),

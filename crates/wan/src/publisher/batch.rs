@@ -134,6 +134,7 @@ impl Publisher {
             let delta = self.target.settings.delta;
             let stats = &self.target.stats;
             let durable = durability(p);
+            let mut hlc = 0;
             let read = self.wan.ks.with_partition(p, |part, _now| {
                 if part.replica {
                     // A replica now, whatever the table this publisher
@@ -153,6 +154,7 @@ impl Publisher {
                         break;
                     }
                     last = Some(logged.seq);
+                    hlc = hlc.max(logged.head.version.hlc);
                     if logged.head.version.site != site {
                         continue;
                     }
@@ -170,6 +172,7 @@ impl Publisher {
                 }
                 Some((last, done, shipped)) => {
                     if let Some(last) = last {
+                        self.settling.read(p, from, last, hlc);
                         let c = &mut self.cur[p];
                         c.next = last + 1;
                         if shipped {
@@ -322,12 +325,15 @@ impl Publisher {
                 "the remote site started over without its data: re-syncing it"
             );
             self.cur.iter_mut().for_each(|c| c.acked = 0);
+            // What it had applied is gone with its data.
+            self.settling = super::settling::Settling::new(self.parts);
             self.needs_resync();
         }
         for (p, seq) in applied {
             self.raise_acked(p as usize, seq);
         }
         self.rewind();
+        self.settling.relinked();
         self.out = Some(out);
         // `wan status` shows the link up now, not at the next refresh.
         self.refresh_status();

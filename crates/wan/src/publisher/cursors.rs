@@ -98,6 +98,7 @@ impl Publisher {
         let Some(c) = self.cur.get_mut(p) else { return };
         if seq > c.acked {
             c.acked = seq;
+            self.settling.acked(p, seq);
             let owned = c.owned;
             self.to_share.insert(p);
             if owned && self.queueing() {
@@ -129,6 +130,7 @@ impl Publisher {
             None => {
                 if let Some(c) = self.cur.get_mut(p) {
                     c.acked = c.acked.max(seq);
+                    self.settling.acked(p, c.acked);
                 }
             }
         }
@@ -164,6 +166,7 @@ impl Publisher {
                 continue;
             }
             self.cur[p].owned = owned;
+            self.settling.forget(p);
             if owned {
                 // Promoted: resume from what the previous primary shared.
                 let shared = self.target.shared_applied[p].load(Ordering::Relaxed);

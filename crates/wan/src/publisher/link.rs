@@ -114,6 +114,7 @@ impl Link {
             self.disconnected("no acknowledgement in time");
         }
         self.core.share_applied();
+        self.core.announce_settled();
         // The budget first: connecting to a site that is down can take
         // up to the connect timeout.
         self.core.check_budget();

@@ -49,6 +49,8 @@
 //! - [`values`]: current values (re-sync copies, full values asked for) and
 //!   the outbox, which waits for the replicas, with its read-ahead.
 //! - [`spill`]: the journal and the memory and disk budgets.
+//! - [`settling`]: how far the target has passed each partition, announced
+//!   so that it lets tombstones go.
 //! - [`status`]: what `wan status` shows.
 //! - [`link`]: connect, handshake, backoff, and the task's loop.
 
@@ -56,6 +58,7 @@ mod batch;
 mod cursors;
 mod flow;
 mod link;
+mod settling;
 mod spill;
 mod status;
 #[cfg(test)]
@@ -170,6 +173,7 @@ struct Publisher {
     in_flight: VecDeque<batch::InFlight>,
     batch_id: u64,
     spill: spill::Spill,
+    settling: settling::Settling,
     /// None while the link is down.
     out: Option<Outlet>,
     /// The target's data incarnation from its last welcome.
@@ -204,6 +208,7 @@ impl Publisher {
             in_flight: VecDeque::new(),
             batch_id: 0,
             spill: spill::Spill::new(journal_dir),
+            settling: settling::Settling::new(parts),
             out: None,
             remote_incarnation: None,
             last_status: Instant::now() - Duration::from_secs(10),

@@ -166,6 +166,7 @@ impl Publisher {
             let mut last = None;
             let mut done = true;
             let durable = self.durable_seq(p);
+            let mut hlc = 0;
             let read = self.wan.ks.with_partition(p, |part, _| {
                 if part.replica {
                     return Some(());
@@ -178,6 +179,7 @@ impl Publisher {
                         break;
                     }
                     last = Some(logged.seq);
+                    hlc = hlc.max(logged.head.version.hlc);
                     if logged.head.version.site == site {
                         put_change(&mut body, p as u16, &logged, delta, part, stats);
                         add(&stats.spilled_events, 1);
@@ -191,6 +193,7 @@ impl Publisher {
                 continue;
             }
             let Some(last) = last else { continue };
+            self.settling.read(p, from, last, hlc);
             if !body.is_empty() {
                 let Some(j) = self.spill.journal.as_mut() else {
                     return;

@@ -119,6 +119,7 @@ impl Rig {
                 listen: None,
                 memory_budget: o.memory_budget,
                 disk_budget: o.disk_budget,
+                tombstone_memory: 1 << 20,
                 targets: vec![TargetSettings {
                     name: "b".into(),
                     endpoints: Vec::new(),

@@ -33,6 +33,8 @@ pub struct SnapshotStream {
     total: u64,
     /// The primary's next seq when the copy was taken.
     next: u64,
+    /// The copy's settled point (see [`Entry::SnapshotBegin`]).
+    settled: u64,
     /// Sent with the end entry, acknowledged with it.
     id: u64,
     entries: std::vec::IntoIter<Change>,
@@ -40,10 +42,16 @@ pub struct SnapshotStream {
 }
 
 impl SnapshotStream {
-    pub fn new(partition: usize, next: u64, id: u64, entries: Vec<Change>) -> SnapshotStream {
+    pub fn new(
+        partition: usize,
+        (next, settled): (u64, u64),
+        id: u64,
+        entries: Vec<Change>,
+    ) -> SnapshotStream {
         SnapshotStream {
             partition,
             next,
+            settled,
             id,
             total: entries.len() as u64,
             entries: entries.into_iter(),
@@ -60,8 +68,12 @@ impl SnapshotStream {
     pub fn next_chunk(&mut self, out: &mut BytesMut) -> bool {
         let partition = self.partition as u16;
         if !self.begun {
-            let next = self.next;
-            Entry::SnapshotBegin { partition, next }.encode(out);
+            Entry::SnapshotBegin {
+                partition,
+                next: self.next,
+                settled: self.settled,
+            }
+            .encode(out);
             self.begun = true;
         }
         let start = out.len();
@@ -149,7 +161,8 @@ impl Replicator {
             primary.acked[r][p].store(0, Ordering::Release);
             primary.snapshot_point[r][p].store(part.log.next_seq(), Ordering::Release);
             primary.catching_up[r][p].store(false, Ordering::Release);
-            let stream = SnapshotStream::new(p, part.log.next_seq(), id, entries);
+            let point = (part.log.next_seq(), part.tombstones.settled());
+            let stream = SnapshotStream::new(p, point, id, entries);
             let keys = stream.keys();
             // Queued before the lock lets the next change be logged, so
             // no change past the snapshot's point can reach the replica

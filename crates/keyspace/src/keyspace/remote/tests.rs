@@ -199,6 +199,62 @@ fn a_delete_beats_an_older_write_that_arrives_later() {
     assert_eq!(log_of(&ks, "k").len(), 1);
 }
 
+/// Once every other site has passed a delete its tombstone goes, and
+/// what is at or below the settled point and not held is known removed:
+/// a late full value of the key, or of a hash with a field removed here,
+/// does not bring them back; what is newer still applies.
+#[test]
+fn settled_tombstones_go_and_late_full_values_do_not_resurrect() {
+    let ks = keyspace(1);
+    let old = remote_version(&ks, -1000);
+    let d = remote_version(&ks, 0);
+    assert_eq!(
+        apply(
+            &ks,
+            &full_hash("h", &[("a", "1", old), ("b", "1", old)], old)
+        ),
+        Applied
+    );
+    assert_eq!(apply(&ks, &del("k", d)), Applied);
+    assert_eq!(apply(&ks, &hdel("h", &["b"], d)), Applied);
+    for p in 0..ks.partitions() as usize {
+        ks.settle_tombstones(p, d.hlc);
+    }
+    assert!(tombstones(&ks).iter().all(Vec::is_empty), "settled: gone");
+    assert_eq!(apply(&ks, &full("k", "old", old)), ConflictLost);
+    assert_eq!(entry(&ks, "k"), None);
+    assert_eq!(
+        apply(
+            &ks,
+            &full_hash("h", &[("a", "1", old), ("b", "1", old)], old)
+        ),
+        ConflictLost
+    );
+    let newer = remote_version(&ks, 10);
+    apply(
+        &ks,
+        &full_hash(
+            "h",
+            &[("a", "1", old), ("b", "1", old), ("c", "2", newer)],
+            newer,
+        ),
+    );
+    let fields: Vec<Bytes> = ks.with_partition(ks.partition_of(b"h"), |p, _| {
+        let Some(Value::Hash(h)) = p.get(b"h").map(|e| e.value.clone()) else {
+            return Vec::new();
+        };
+        let mut names: Vec<Bytes> = h.iter().map(|(n, _)| n.clone()).collect();
+        names.sort();
+        names
+    });
+    assert_eq!(
+        fields,
+        vec![b("a"), b("c")],
+        "the removed field stays removed"
+    );
+    assert_eq!(apply(&ks, &full("k", "new", newer)), Applied);
+}
+
 #[test]
 fn a_newer_write_beats_a_delete_and_drops_its_tombstone() {
     let ks = keyspace(1);
@@ -913,7 +969,7 @@ fn flushall_deletes_leave_tombstones_and_backups_get_the_same() {
         }
     }
     assert_eq!(tombstones(&fresh), tombstones(&ks));
-    backup.reset_replica(ks.partition_of(b"a"), 1, 0).unwrap();
+    backup.reset_replica(ks.partition_of(b"a"), (1, 0), 0).unwrap();
     assert_eq!(floor(&backup, "a"), None);
 }
 
