@@ -369,7 +369,7 @@ fn remove_members(
     members: &[(Bytes, Version)],
     version: Version,
 ) {
-    part.tombstones.members_removed(key, coll, members);
+    part.tombstones.members_removed(key, coll, members, version);
     match part.get(key).map(|e| e.value.coll()) {
         Some(c) if c == Some(coll) => {}
         Some(_) => return,

@@ -19,17 +19,22 @@
 //!   its latest removal observed (see [`crate::DeltaOp::Remove`]).
 //!
 //! A tombstone is kept until it is *settled*: every other site has applied
-//! this partition's changes up to a version at or past it, so none of them
-//! will ever send a change older than it (their clocks moved past it, see
-//! `wan::settled`). [`Tombstones::settle`] lets those go, oldest inserted
-//! first. However long a site stays away, its deletes' tombstones wait for
-//! it; there is no age limit (a limit by age brought deleted keys back
-//! after an outage longer than it).
+//! this partition's changes up to a version at or past its removal, so
+//! none of them will ever send a change older than it (their clocks moved
+//! past it), and every other site has applied this site's log past it, so
+//! a removal made here reached them all (a re-sync copy carries
+//! tombstones, not the log). The partition's primary works that point out
+//! (`wan::settled`) and [`Tombstones::settle`] lets go of what is at or
+//! below it, oldest inserted first; its replicas are told the same. However
+//! long a site stays away, the tombstones wait for it; there is no age
+//! limit (a limit by age brought deleted keys back after an outage longer
+//! than it). What is at or below the settled point and not held is known
+//! to be removed (see `keyspace::remote::settled_away`).
 //!
 //! Memory is bounded per partition in bytes (key and field length plus an
 //! overhead); over budget the oldest inserted go first, settled or not. An
 //! unsettled one that goes is counted ([`Tombstones::evicted_unsettled`],
-//! shown by INFO and /metrics): from then on a change older than it from
+//! shown by `wan status` and /metrics): from then on a change older than it from
 //! the site that lags could bring its data back, which the operator is told
 //! (see docs/data-types.md). A budget of 0 disables tombstones: every
 //! method is then a no-op and a node without WAN pays nothing.
@@ -107,9 +112,11 @@ pub struct Tombstones {
     settled: u64,
     /// Tombstones evicted over budget before they were settled.
     evicted_unsettled: u64,
-    /// Every insertion, oldest first. An entry whose version is no longer
-    /// the live one is stale and skipped.
-    order: VecDeque<(Bytes, Tomb, Version)>,
+    /// Every insertion, oldest first, with the hlc of the removal that
+    /// made it (what settles it: a member's tombstone holds the version
+    /// of the add its removal saw, older than the removal). An entry whose
+    /// version is no longer the live one is stale and skipped.
+    order: VecDeque<(Bytes, Tomb, Version, u64)>,
     live: usize,
     bytes: usize,
 }
@@ -169,19 +176,20 @@ impl Tombstones {
         self.settled = 0;
     }
 
-    /// Every other site applied the partition up to `hlc`: the tombstones
-    /// at or below it go, oldest inserted first (one inserted later with an
-    /// older version goes once those before it went).
+    /// Every other site applied the partition up to `hlc`, and this one's
+    /// removals up to it reached every other site: the tombstones of
+    /// removals at or below it go, oldest inserted first (one inserted
+    /// later with an older removal goes once those before it went).
     pub(crate) fn settle(&mut self, hlc: u64) {
         if hlc <= self.settled {
             return;
         }
         self.settled = hlc;
-        while let Some((_, _, v)) = self.order.front() {
-            if v.hlc > hlc {
+        while let Some((_, _, _, at)) = self.order.front() {
+            if *at > hlc {
                 break;
             }
-            let Some((k, what, v)) = self.order.pop_front() else {
+            let Some((k, what, v, _)) = self.order.pop_front() else {
                 break;
             };
             if current(&self.keys, &k, &what) == Some(v) {
@@ -265,8 +273,8 @@ impl Tombstones {
     pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Tomb, Version)> {
         self.order
             .iter()
-            .filter(|(k, t, v)| current(&self.keys, k, t) == Some(*v))
-            .map(|(k, t, v)| (k, t, *v))
+            .filter(|(k, t, v, _)| current(&self.keys, k, t) == Some(*v))
+            .map(|(k, t, v, _)| (k, t, *v))
     }
 
     /// The key was removed at `v`: its floor becomes at least `v`; the
@@ -312,14 +320,16 @@ impl Tombstones {
         }
     }
 
-    /// Set or sorted-set members removed, each as far as its version (an
-    /// observed remove: see [`crate::DeltaOp::Remove`]); kept as field
-    /// tombstones at those versions.
+    /// Set or sorted-set members removed by a change of version `removal`,
+    /// each as far as its version (an observed remove: see
+    /// [`crate::DeltaOp::Remove`]); kept as field tombstones at those
+    /// versions, settled as the removal.
     pub(crate) fn members_removed(
         &mut self,
         key: &Bytes,
         coll: Coll,
         members: &[(Bytes, Version)],
+        removal: Version,
     ) {
         if !self.enabled() {
             return;
@@ -331,7 +341,12 @@ impl Tombstones {
             {
                 continue;
             }
-            self.set(key, Tomb::Member(coll, m.clone()), *v);
+            self.set_at(
+                key,
+                Tomb::Member(coll, m.clone()),
+                *v,
+                removal.hlc.max(v.hlc),
+            );
         }
     }
 
@@ -393,6 +408,11 @@ impl Tombstones {
 
     /// Sets (or raises) one tombstone and queues it.
     fn set(&mut self, key: &Bytes, what: Tomb, v: Version) {
+        self.set_at(key, what, v, v.hlc)
+    }
+
+    /// [`Tombstones::set`], settled once `at` is.
+    fn set_at(&mut self, key: &Bytes, what: Tomb, v: Version, at: u64) {
         let k = self.keys.entry(key.clone()).or_default();
         let slot = match &what {
             Tomb::Key => &mut k.floor,
@@ -407,28 +427,28 @@ impl Tombstones {
                     self.bytes += cost(key, &what);
                     self.live += 1;
                 }
-                return self.inserted(key, what, v);
+                return self.inserted(key, what, v, at);
             }
         };
         if slot.replace(v).is_none() {
             self.bytes += cost(key, &what);
             self.live += 1;
         }
-        self.inserted(key, what, v);
+        self.inserted(key, what, v, at);
     }
 
-    fn inserted(&mut self, key: &Bytes, what: Tomb, v: Version) {
-        self.order.push_back((key.clone(), what, v));
+    fn inserted(&mut self, key: &Bytes, what: Tomb, v: Version, at: u64) {
+        self.order.push_back((key.clone(), what, v, at));
         self.evict();
     }
 
     fn evict(&mut self) {
         while self.bytes > self.budget {
-            let Some((k, what, v)) = self.order.pop_front() else {
+            let Some((k, what, v, at)) = self.order.pop_front() else {
                 break;
             };
             if current(&self.keys, &k, &what) == Some(v) {
-                if v.hlc > self.settled {
+                if at > self.settled {
                     self.evicted_unsettled += 1;
                 }
                 self.remove(&k, &what);
@@ -443,7 +463,7 @@ impl Tombstones {
         if self.order.len() > 2 * self.live + 32 {
             let keys = &self.keys;
             self.order
-                .retain(|(k, t, v)| current(keys, k, t) == Some(*v));
+                .retain(|(k, t, v, _)| current(keys, k, t) == Some(*v));
         }
     }
 

@@ -151,6 +151,9 @@ pub struct Target {
     /// Per partition, the highest seq this target applied, as the
     /// partition's primary last shared it (read when this node is promoted).
     shared_applied: Box<[AtomicU64]>,
+    /// Per partition, the highest hlc among the log entries this target
+    /// applied (this node's publisher's, see [`settled`]).
+    own_settled: Box<[AtomicU64]>,
     /// Filled by the publisher for `wan status` and metrics.
     pub status: Mutex<publisher::Snapshot>,
 }
@@ -167,6 +170,7 @@ impl Target {
             control: Mutex::new(Vec::new()),
             needed: (0..partitions).map(|_| AtomicU64::new(u64::MAX)).collect(),
             shared_applied: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
+            own_settled: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
             status: Mutex::new(publisher::Snapshot::default()),
         }
     }

@@ -13,28 +13,35 @@
 //!   same (so a promoted one continues above it), and a version is taken
 //!   and logged under the partition lock. So B will never send A a change
 //!   of the partition at or below that hlc.
-//! - A's receiver hands the marks to every node of its site (`WANSETTLED`,
-//!   which replicas take too: a promoted replica knows them), and each node
-//!   keeps, per remote site and partition, the highest mark
-//!   ([`Settled`]). The partition's tombstones at or below the lowest mark
-//!   over all the sites this node exchanges with may go
-//!   (`Keyspace::settle_tombstones`); while one site has not said, none go.
+//! - A's receiver hands the marks to every node of its site (`WANSETTLED`),
+//!   and each node keeps, per remote site and partition, the highest mark
+//!   ([`Settled`]), so that whichever node leads a partition, now or after
+//!   a failover, has them.
+//! - The partition's primary settles at the lowest of those marks over all
+//!   the sites it exchanges with and of how far each of its own targets
+//!   applied its log (the same figures its publishers announce; so a
+//!   removal made or applied here reached every target before its
+//!   tombstone goes: a re-sync copy carries tombstones, not the log), lets
+//!   the tombstones at or below it go (`Keyspace::settle_tombstones`) and
+//!   tells its replicas (`TombstonesSettled` in the replication stream; a
+//!   snapshot carries the point too). While one site has not said, none
+//!   go.
 //!
 //! Marks are about this site's data: when it starts over without it (a
 //! new data incarnation), they are all forgotten
 //! ([`Wan::check_data_incarnation`]).
 //!
 //! A site that is away (a cut link, paused replication) holds its marks
-//! back, so tombstones wait for it however long it takes; a delete made
-//! here is settled only once that site applied it (its log then holds the
-//! delete). Memory stays bounded by `tombstone_bytes`: what goes over
-//! budget unsettled is counted and logged.
+//! back, so tombstones wait for it however long it takes. Memory stays
+//! bounded by `wan.tombstone_memory`: what goes over budget unsettled is
+//! counted and logged ([`watch`]).
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 
 use parking_lot::Mutex;
 
-use crate::Wan;
+use crate::{Target, Wan};
 
 /// Per remote site (a target's name), per partition: the highest settled
 /// hlc that site's publishers announced.
@@ -44,18 +51,13 @@ pub struct Settled {
     /// The site's data incarnation the marks are about: a site that
     /// started over without its data holds none of what they say.
     incarnation: Mutex<u64>,
+    /// Per partition, the settled point last applied here as its primary.
+    applied: Mutex<HashMap<usize, u64>>,
 }
 
 impl Settled {
-    /// Raises `site`'s marks; returns, per partition whose mark rose, the
-    /// lowest mark over `sites` (0 where one has none yet).
-    fn raise(
-        &self,
-        site: &str,
-        marks: &[(u16, u64)],
-        sites: &[&str],
-        parts: usize,
-    ) -> Vec<(usize, u64)> {
+    /// Raises `site`'s marks; returns the partitions whose mark rose.
+    fn raise(&self, site: &str, marks: &[(u16, u64)], parts: usize) -> Vec<usize> {
         let mut by_site = self.by_site.lock();
         let own = by_site
             .entry(site.to_string())
@@ -69,16 +71,18 @@ impl Settled {
                 }
             }
         }
-        rose.into_iter()
-            .map(|p| {
-                let low = sites
-                    .iter()
-                    .map(|s| by_site.get(*s).and_then(|m| m.get(p).copied()).unwrap_or(0))
-                    .min()
-                    .unwrap_or(0);
-                (p, low)
-            })
-            .collect()
+        rose
+    }
+
+    /// The lowest mark of partition `p` over `sites` (0 where one has none
+    /// yet, or without sites).
+    fn lowest(&self, p: usize, sites: &[&str]) -> u64 {
+        let by_site = self.by_site.lock();
+        sites
+            .iter()
+            .map(|s| by_site.get(*s).and_then(|m| m.get(p).copied()).unwrap_or(0))
+            .min()
+            .unwrap_or(0)
     }
 
     /// Per site, the lowest and highest mark over the partitions (for
@@ -136,7 +140,7 @@ impl Wan {
             .iter()
             .map(|t| t.settings.name.as_str())
             .collect();
-        if !sites.contains(&site) || std::env::var_os("DG_NO_SETTLE").is_some() {
+        if !sites.contains(&site) {
             return;
         }
         self.check_data_incarnation();
@@ -144,10 +148,63 @@ impl Wan {
             return;
         }
         let parts = self.ks.partitions() as usize;
-        for (p, low) in self.settled.raise(site, marks, &sites, parts) {
-            if low > 0 {
-                self.ks.settle_tombstones(p, low);
+        let rose = self.settled.raise(site, marks, parts);
+        self.settle_led(rose);
+    }
+
+    /// This node's publisher to `target` learnt how far the target applied
+    /// partitions `(p, hlc)`.
+    pub(crate) fn own_settled(&self, target: &Target, marks: &[(u16, u64)]) {
+        for &(p, hlc) in marks {
+            if let Some(a) = target.own_settled.get(p as usize) {
+                a.fetch_max(hlc, Ordering::Relaxed);
             }
+        }
+        self.settle_led(marks.iter().map(|&(p, _)| p as usize).collect());
+    }
+
+    /// The settled point of each of `parts` that this node leads: the
+    /// lowest of what every remote site has passed and of how far every
+    /// target applied this node's log (so that a removal made or applied
+    /// here reached each of them before its tombstone goes: a re-sync
+    /// copy carries tombstones, not the log). Where it rose, the
+    /// partition's tombstones below it go, here and at its replicas.
+    fn settle_led(&self, parts: Vec<usize>) {
+        let sites: Vec<&str> = self
+            .targets
+            .iter()
+            .map(|t| t.settings.name.as_str())
+            .collect();
+        let mut settled = Vec::new();
+        for p in parts {
+            if !self.is_primary(p) {
+                continue;
+            }
+            let own = self
+                .targets
+                .iter()
+                .map(|t| {
+                    t.own_settled
+                        .get(p)
+                        .map_or(0, |a| a.load(Ordering::Relaxed))
+                })
+                .min()
+                .unwrap_or(0);
+            let low = own.min(self.settled.lowest(p, &sites));
+            let mut applied = self.settled.applied.lock();
+            if low > applied.get(&p).copied().unwrap_or(0) {
+                applied.insert(p, low);
+                settled.push((p, low));
+            }
+        }
+        if settled.is_empty() {
+            return;
+        }
+        for &(p, low) in &settled {
+            self.ks.settle_tombstones(p, low);
+        }
+        if let Some(c) = &self.cluster {
+            c.replicator.share_tombstones_settled(&settled);
         }
     }
 }
@@ -166,6 +223,12 @@ impl Wan {
         }
         if *held != 0 {
             self.settled.by_site.lock().clear();
+            self.settled.applied.lock().clear();
+            for t in &self.targets {
+                t.own_settled
+                    .iter()
+                    .for_each(|a| a.store(0, Ordering::Relaxed));
+            }
             self.ks.unsettle_tombstones();
         }
         *held = now;
@@ -214,13 +277,14 @@ mod tests {
     fn the_lowest_mark_over_every_site_settles() {
         let s = Settled::default();
         let sites = ["ny", "tokyo"];
-        assert_eq!(s.raise("ny", &[(1, 50)], &sites, 4), vec![(1, 0)]);
-        assert_eq!(
-            s.raise("tokyo", &[(1, 30), (2, 9)], &sites, 4),
-            vec![(1, 30), (2, 0)]
-        );
-        assert_eq!(s.raise("tokyo", &[(1, 80)], &sites, 4), vec![(1, 50)]);
-        assert_eq!(s.raise("tokyo", &[(1, 70), (9, 1)], &sites, 4), vec![]);
+        assert_eq!(s.raise("ny", &[(1, 50)], 4), vec![1]);
+        assert_eq!(s.lowest(1, &sites), 0, "tokyo has not said");
+        assert_eq!(s.raise("tokyo", &[(1, 30), (2, 9)], 4), vec![1, 2]);
+        assert_eq!((s.lowest(1, &sites), s.lowest(2, &sites)), (30, 0));
+        assert_eq!(s.raise("tokyo", &[(1, 80)], 4), vec![1]);
+        assert_eq!(s.lowest(1, &sites), 50);
+        assert_eq!(s.raise("tokyo", &[(1, 70), (9, 1)], 4), Vec::<usize>::new());
+        assert_eq!(s.lowest(1, &[]), 0, "no sites: nothing settles");
         assert_eq!(
             s.summary(),
             vec![("ny".into(), 0, 50), ("tokyo".into(), 0, 80)]

@@ -107,6 +107,9 @@ impl Replicator {
                         w.applied(target, p as usize, seq);
                     }
                 }
+                Entry::TombstonesSettled { hlc, .. } => {
+                    self.ks.settle_tombstones(p as usize, hlc);
+                }
                 Entry::BackupTaken { seq, id, .. } => {
                     if let Ok(id) = std::str::from_utf8(id) {
                         self.ks.backup_taken_replica(p as usize, seq, id);

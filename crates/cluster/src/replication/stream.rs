@@ -21,7 +21,7 @@ const ENTRY_HEADER: usize = 2 + 8 + 4;
 const ACK_LEN: usize = 2 + 8;
 
 // The reserved seq values (node-to-node protocol version 4; 5 added a
-// second word to the snapshot's begin).
+// second word to the snapshot's begin and `TOMBSTONES_SETTLED`).
 const SNAPSHOT_DATA: u64 = 0;
 const SNAPSHOT_BEGIN: u64 = u64::MAX;
 const SNAPSHOT_END: u64 = u64::MAX - 1;
@@ -30,8 +30,9 @@ const BACKUP_TAKEN: u64 = u64::MAX - 3;
 const SNAPSHOT_NEEDED: u64 = u64::MAX - 4;
 const SNAPSHOT_REFUSED: u64 = u64::MAX - 5;
 const TABLE_EPOCH: u64 = u64::MAX - 6;
+const TOMBSTONES_SETTLED: u64 = u64::MAX - 7;
 /// The lowest marker: seqs from here up are never changes' seqs.
-const FIRST_MARKER: u64 = TABLE_EPOCH;
+const FIRST_MARKER: u64 = TOMBSTONES_SETTLED;
 const _: () = assert!(FIRST_MARKER < SNAPSHOT_REFUSED && SNAPSHOT_NEEDED < BACKUP_TAKEN);
 
 /// One entry of the stream a primary sends a replica.
@@ -79,6 +80,10 @@ pub enum Entry<'a> {
         seq: u64,
         target: &'a [u8],
     },
+    /// The primary let go of the partition's tombstones of removals at or
+    /// below `hlc` (see `wan::settled`): the replica does the same, so
+    /// that promoted it holds what the primary held.
+    TombstonesSettled { partition: u16, hlc: u64 },
     /// A backup to storage named `id` copied the partition at `seq`
     /// (queued under the partition lock), so that replicas anchor their
     /// changed-keys sets at the same point. The name is UTF-8 from a
@@ -153,6 +158,7 @@ impl Entry<'_> {
             | Entry::SnapshotData { partition, .. }
             | Entry::SnapshotEnd { partition, .. }
             | Entry::WanApplied { partition, .. }
+            | Entry::TombstonesSettled { partition, .. }
             | Entry::BackupTaken { partition, .. } => partition,
         }
     }
@@ -197,6 +203,9 @@ impl Entry<'_> {
                 seq,
                 target,
             } => named(out, partition, WAN_APPLIED, seq, target),
+            Entry::TombstonesSettled { partition, hlc } => {
+                words(out, partition, TOMBSTONES_SETTLED, &[hlc])
+            }
             Entry::BackupTaken { partition, seq, id } => {
                 named(out, partition, BACKUP_TAKEN, seq, id)
             }
@@ -250,6 +259,13 @@ impl Entry<'_> {
             TABLE_EPOCH => {
                 exactly(1)?;
                 Entry::TableEpoch { epoch: word(0)? }
+            }
+            TOMBSTONES_SETTLED => {
+                exactly(1)?;
+                Entry::TombstonesSettled {
+                    partition,
+                    hlc: word(0)?,
+                }
             }
             WAN_APPLIED => Entry::WanApplied {
                 partition,
@@ -404,7 +420,7 @@ pub(crate) mod tests {
     /// Any entry a primary may send (names and bodies of any bytes).
     pub(crate) fn any_entry() -> impl Strategy<Value = (u8, u16, u64, u64, u64, Vec<u8>)> {
         (
-            0u8..7,
+            0u8..8,
             any::<u16>(),
             1..FIRST_MARKER,
             any::<u64>(),
@@ -443,6 +459,7 @@ pub(crate) mod tests {
                 seq: a,
                 target: body,
             },
+            6 => Entry::TombstonesSettled { partition, hlc: a },
             _ => Entry::BackupTaken {
                 partition,
                 seq: a,

@@ -1,6 +1,10 @@
 //! How far the target has passed each partition, announced so that it can
 //! let tombstones go ([`crate::settled`] says why this is safe).
 //!
+//! The same figures tell this node how far the target applied its log:
+//! a tombstone goes only once every target has the removal
+//! (`Wan::own_settled`).
+//!
 //! Per partition: `prefix`, the highest hlc among the log's entries up to a
 //! seq as far as they were read; `checkpoints`, (seq, that hlc) at the end
 //! of each read not yet applied by the target; `settled`, the hlc of the
@@ -129,14 +133,19 @@ impl Settling {
 }
 
 impl Publisher {
-    /// Every [`ANNOUNCE_EVERY`], tells the target how far it has passed
-    /// the partitions this node leads.
+    /// Every [`ANNOUNCE_EVERY`], tells this node (which lets tombstones
+    /// go once every target applied their removals) and the target how far
+    /// the target has passed the partitions this node leads.
     pub(super) fn announce_settled(&mut self) {
+        let cur = &self.cur;
+        let marks = self.settling.due(|p| cur[p].owned);
+        if marks.is_empty() {
+            return;
+        }
+        self.wan.own_settled(&self.target, &marks);
         let Some(out) = self.out.as_ref() else {
             return;
         };
-        let cur = &self.cur;
-        let marks = self.settling.due(|p| cur[p].owned);
         for chunk in marks.chunks(MARKS_PER_FRAME) {
             if out.tx.send(Frame::Settled(chunk.to_vec())).is_err() {
                 return;

@@ -139,6 +139,15 @@ impl Replicator {
         });
     }
 
+    /// Tells each partition's replicas that the primary let go of its
+    /// tombstones of removals up to the hlc given with it.
+    pub fn share_tombstones_settled(&self, settled: &[(usize, u64)]) {
+        self.queue_markers(settled, |partition, hlc| Entry::TombstonesSettled {
+            partition,
+            hlc,
+        });
+    }
+
     /// Queues the marker `marker` makes of each (partition, seq) for that
     /// partition's replicas, where this node is the primary, taking each
     /// replica's queue once. A replica that fell too far behind does not

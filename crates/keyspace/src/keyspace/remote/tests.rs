@@ -969,7 +969,9 @@ fn flushall_deletes_leave_tombstones_and_backups_get_the_same() {
         }
     }
     assert_eq!(tombstones(&fresh), tombstones(&ks));
-    backup.reset_replica(ks.partition_of(b"a"), (1, 0), 0).unwrap();
+    backup
+        .reset_replica(ks.partition_of(b"a"), (1, 0), 0)
+        .unwrap();
     assert_eq!(floor(&backup, "a"), None);
 }
 
