@@ -37,7 +37,7 @@ pub(super) struct Settling {
     checkpoints: Vec<VecDeque<(u64, u64)>>,
     settled: Vec<u64>,
     announced: Vec<u64>,
-    last_announce: Instant,
+    pub(super) last_announce: Instant,
     last_full: Instant,
 }
 
@@ -156,7 +156,47 @@ impl Publisher {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::Rig;
     use super::*;
+    use bytes::Bytes;
+    use keyspace::{Change, ChangeKind, Version};
+
+    /// A delete made here: its tombstone goes once the target applied it
+    /// (announced, and counted by this node) and the target said it has
+    /// passed it too, not before either.
+    #[test]
+    fn a_delete_settles_once_applied_there_and_passed_by_the_target() {
+        let mut r = Rig::new();
+        let (p, _) = r.write("k", "v");
+        let delete = Change {
+            key: Bytes::from_static(b"k"),
+            version: Version {
+                hlc: 5 << 16,
+                site: 1,
+            },
+            kind: ChangeKind::Delete,
+        };
+        r.ks.apply(delete, 0).unwrap();
+        assert_eq!(r.ks.tombstone_counts().0, 1);
+        let incarnation = r.p.wan.incarnation;
+        // The target passed it, but has not applied the delete yet.
+        r.p.wan.settled("b", &[(p as u16, 9 << 16)], incarnation);
+        assert_eq!(r.ks.tombstone_counts().0, 1, "not applied there yet");
+        r.link_up();
+        r.p.fill();
+        let sent = r.sent();
+        assert_eq!(r.announced(), vec![], "nothing applied yet");
+        for (id, _) in sent {
+            r.ack(id);
+        }
+        assert_eq!(r.announced(), vec![(p as u16, 5 << 16)]);
+        assert_eq!(
+            r.ks.tombstone_counts().0,
+            0,
+            "applied there and passed by it"
+        );
+        assert_eq!(r.announced(), vec![], "announced once");
+    }
 
     /// A read's hlc settles once the target applied through its last
     /// seq, never before; a read ending before what was read already

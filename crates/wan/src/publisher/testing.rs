@@ -110,6 +110,7 @@ impl Rig {
                 partitions: PARTITIONS as u16,
                 site_id: 1,
                 log_retain_bytes: o.log_retain_bytes,
+                tombstone_bytes: 1 << 20,
                 ..Default::default()
             },
             Arc::new(DebugClock::default()),
@@ -217,7 +218,24 @@ impl Rig {
                     let entries = wire::decode_entries(&body, PARTITIONS as u16).unwrap();
                     got.push((id, entries));
                 }
+                Frame::Settled(_) => {}
                 other => panic!("not a batch: {other:?}"),
+            }
+        }
+        got
+    }
+
+    /// The settled marks announced since last asked.
+    pub(super) fn announced(&mut self) -> Vec<(u16, u64)> {
+        self.p.settling.last_announce -= super::settling::ANNOUNCE_EVERY;
+        self.p.announce_settled();
+        let mut got = Vec::new();
+        let Some(rx) = self.rx.as_mut() else {
+            return got;
+        };
+        while let Ok(f) = rx.try_recv() {
+            if let Frame::Settled(marks) = f {
+                got.extend(marks);
             }
         }
         got
