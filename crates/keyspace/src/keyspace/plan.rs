@@ -39,6 +39,15 @@ pub enum Write {
     ZAdd(Vec<(Bytes, f64)>),
     /// Remove members of a set or sorted set; the key goes when it empties.
     Remove(Vec<Bytes>),
+    /// PFADD, PFMERGE: the HyperLogLog `value` the command built, whose
+    /// registers `(index, value)` it raised. Where sites merge (and the key
+    /// holds a plain string or nothing) it is logged as those raises
+    /// (`DeltaOp::HllMax`, against the key's version, or its last removal
+    /// when created); elsewhere as a `Set` of `value` keeping the TTL.
+    Hll {
+        registers: Vec<(u16, u8)>,
+        value: Bytes,
+    },
     /// Set or clear (0) the expiry of an existing key.
     SetExpiry(u64),
     Delete,
@@ -79,12 +88,23 @@ pub(super) struct Planned {
 /// `merging`: the partition merges with other sites (keeps tombstones),
 /// so adding a member already held is logged too: it renews the member's
 /// version, and an add wins over a removal that did not see it.
+/// `removed`: the key's last removal here (its floor, or the version at
+/// which it was last a collection that emptied), for a HyperLogLog made
+/// from nothing.
 pub(super) fn plan(
     old: Option<&Entry>,
     w: Write,
     merge_site: Option<u16>,
+    removed: Option<Version>,
 ) -> Result<Option<Planned>, WriteError> {
     let merging = merge_site.is_some();
+    let w = match w {
+        Write::Hll { registers, value } => match hll_max(old, registers, value, merging, removed) {
+            Ok(planned) => return Ok(planned),
+            Err(w) => w,
+        },
+        w => w,
+    };
     let base = old.map_or(Version::ZERO, |e| e.version);
     let counter = old.and_then(|e| match &e.value {
         Value::Counter(c) => Some(c),
@@ -279,6 +299,8 @@ pub(super) fn plan(
                 saved,
             )
         }
+        // Planned above (as raises, or handed back as a Set).
+        Write::Hll { .. } => return Ok(None),
         Write::Delete => {
             if old.is_none() {
                 return Ok(None);
@@ -328,6 +350,42 @@ fn assign(
             expire_at,
         },
         saved: 0,
+        new_value: None,
+    }))
+}
+
+/// PFADD, PFMERGE where sites merge, on a plain string or nothing: the
+/// raises, against the version of the key's assignment (its version, which
+/// raises keep) or, created, its last removal; nothing when no register
+/// was raised on an existing key. Anything else is handed back as a `Set`
+/// of the whole value keeping the TTL (a counter's: an assignment).
+fn hll_max(
+    old: Option<&Entry>,
+    registers: Vec<(u16, u8)>,
+    value: Bytes,
+    merging: bool,
+    removed: Option<Version>,
+) -> Result<Option<Planned>, Write> {
+    let base = match old {
+        _ if !merging => None,
+        None => Some(removed.unwrap_or_default()),
+        Some(e) if matches!(e.value, Value::Str(_)) => Some(e.version),
+        Some(_) => None,
+    };
+    let Some(base) = base else {
+        return Err(Write::Set {
+            value: Value::Str(value),
+            expire_at: old.map_or(0, |e| e.expire_at),
+        });
+    };
+    if old.is_some() && registers.is_empty() {
+        return Ok(None);
+    }
+    let op = DeltaOp::HllMax { registers };
+    let saved = value.len().saturating_sub(delta::op_payload_len(&op));
+    Ok(Some(Planned {
+        kind: ChangeKind::Delta { base, op },
+        saved,
         new_value: None,
     }))
 }

@@ -41,6 +41,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 mod counters;
+mod hll;
 mod members;
 
 use super::Keyspace;
@@ -295,6 +296,14 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
             op: DeltaOp::Count { .. },
             ..
         } => counters::count(entry, tombs, change),
+        ChangeKind::Delta {
+            op: DeltaOp::HllMax { .. },
+            ..
+        } => hll::max(entry, tombs, change),
+        ChangeKind::Full {
+            value: Value::Str(theirs),
+            ..
+        } if hll::same_assignment(entry, v, theirs) => hll::join(entry, change),
         ChangeKind::Delta {
             op: DeltaOp::HashCount { .. },
             ..
