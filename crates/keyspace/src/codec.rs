@@ -539,7 +539,8 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
             for _ in 0..n {
                 let i = u16::from_le_bytes([r.u8()?, r.u8()?]);
                 let v = r.u8()?;
-                if usize::from(i) >= crate::hll::REGISTERS || v > crate::hll::merge::REGISTER_VALUE_MAX
+                if usize::from(i) >= crate::hll::REGISTERS
+                    || v > crate::hll::merge::REGISTER_VALUE_MAX
                 {
                     return Err(DecodeError::OutOfRange);
                 }

@@ -6,8 +6,8 @@
 //! HyperLogLog sketches", arXiv:1702.01284), with the floating point
 //! operations in Redis's order so that the rounded result is the same.
 
-pub use keyspace::hll::{Histogram, P};
 use keyspace::hll::REGISTERS;
+pub use keyspace::hll::{Histogram, P};
 
 /// Bits left for the run of zeros: a run is at most `Q + 1` long.
 pub const Q: u32 = 64 - P;

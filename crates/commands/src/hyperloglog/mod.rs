@@ -34,8 +34,8 @@ use crate::{CmdError, Ctx};
 use encoding::{cached_cardinality, encoding_of, histogram, merge_into, Encoding, Hll};
 use encoding::{HEADER_LEN, REGISTERS};
 
-pub use keyspace::hll::SPARSE_MAX_BYTES;
 use encoding::HllError;
+pub use keyspace::hll::SPARSE_MAX_BYTES;
 
 impl From<HllError> for CmdError {
     fn from(e: HllError) -> Self {

@@ -99,7 +99,9 @@ mod tests {
 
     #[test]
     fn raising_in_any_order_gives_the_same_bytes() {
-        let raises: Vec<(u16, u8)> = (0..40u16).map(|i| (i * 3 % 17, (i % 5 + 1) as u8)).collect();
+        let raises: Vec<(u16, u8)> = (0..40u16)
+            .map(|i| (i * 3 % 17, (i % 5 + 1) as u8))
+            .collect();
         let empty = Hll::new().into_bytes();
         let forward = raised(&empty, &raises).unwrap().unwrap();
         let mut back = empty.clone();

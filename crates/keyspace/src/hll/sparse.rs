@@ -19,7 +19,7 @@
 //! merge, conversion to dense) requires runs covering exactly the 16384
 //! registers; raising a register only needs a run covering it, as Redis.
 
-use super::{dense_set, HllError, Histogram, HEADER_LEN, REGISTERS};
+use super::{dense_set, Histogram, HllError, HEADER_LEN, REGISTERS};
 
 const XZERO_BIT: u8 = 0x40;
 const VAL_BIT: u8 = 0x80;

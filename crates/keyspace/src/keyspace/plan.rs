@@ -145,8 +145,22 @@ pub(super) fn plan(
                 saved,
             )
         }
+        // A string operation on a HyperLogLog where sites merge: its bytes
+        // at one version differ between sites (raises keep the version),
+        // so it is logged whole, never as a delta against them.
+        Write::Str(op @ (DeltaOp::Splice { .. } | DeltaOp::Patch { .. }))
+            if merging && old.is_some_and(is_hll) =>
+        {
+            let (held, expire_at) = match old {
+                Some(e) => (e.as_str().ok_or(WriteError::WrongType)?, e.expire_at),
+                None => return Ok(None),
+            };
+            let value = Value::Str(delta::apply_string_op(held, &op)?);
+            (ChangeKind::Full { value, expire_at }, 0)
+        }
         Write::Set { value, expire_at } => {
             let delta = match (old, &value) {
+                _ if merging && old.is_some_and(is_hll) => None,
                 (Some(e), Value::Str(new)) if e.expire_at == expire_at => {
                     e.as_str().and_then(|o| delta::diff(o, new))
                 }
@@ -388,6 +402,11 @@ fn hll_max(
         saved,
         new_value: None,
     }))
+}
+
+/// Whether the entry is a string holding a HyperLogLog (its header).
+fn is_hll(e: &Entry) -> bool {
+    matches!(&e.value, Value::Str(b) if crate::hll::encoding_of(b).is_ok())
 }
 
 /// An element operation: it merges onto any version of the key, so no base

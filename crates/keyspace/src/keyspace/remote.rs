@@ -260,8 +260,15 @@ fn resolve(part: &Partition, at: Option<usize>, change: Change) -> (RemoteOutcom
     let v = change.version;
     let key = &change.key;
     let tombs = &part.tombstones;
-    // The key was removed at or after v: everything v wrote is gone.
-    if let Some(floor) = tombs.key(key).filter(|f| *f >= v) {
+    // The key was removed at or after v: everything v wrote is gone. A
+    // whole string at exactly the removal's version is the HyperLogLog
+    // raises made from nothing after it (see hll).
+    let made_at_floor = matches!(&change.kind, ChangeKind::Full { value: Value::Str(b), .. }
+        if crate::hll::encoding_of(b).is_ok());
+    if let Some(floor) = tombs
+        .key(key)
+        .filter(|f| *f > v || (*f == v && !made_at_floor))
+    {
         return (lost(floor, v), None);
     }
     let entry = at.and_then(|i| part.get_index(i)).map(|(_, e)| e);

@@ -83,10 +83,13 @@ pub(super) fn same_assignment(entry: Option<&Entry>, v: crate::Version, theirs: 
 /// Two copies of one assignment: the registers theirs holds higher, logged
 /// as raises of that assignment (at its version).
 pub(super) fn join(entry: Option<&Entry>, change: Change) -> (RemoteOutcome, Option<Change>) {
-    let (Some(Value::Str(mine)), ChangeKind::Full {
-        value: Value::Str(theirs),
-        ..
-    }) = (entry.map(|e| &e.value), &change.kind)
+    let (
+        Some(Value::Str(mine)),
+        ChangeKind::Full {
+            value: Value::Str(theirs),
+            ..
+        },
+    ) = (entry.map(|e| &e.value), &change.kind)
     else {
         return (ConflictLost, None);
     };
