@@ -101,7 +101,7 @@ pub(super) fn plan(
     let w = match w {
         Write::Hll { registers, value } => match hll_max(old, registers, value, merging, removed) {
             Ok(planned) => return Ok(planned),
-            Err(w) => w,
+            Err(w) => *w,
         },
         w => w,
     };
@@ -379,7 +379,7 @@ fn hll_max(
     value: Bytes,
     merging: bool,
     removed: Option<Version>,
-) -> Result<Option<Planned>, Write> {
+) -> Result<Option<Planned>, Box<Write>> {
     let base = match old {
         _ if !merging => None,
         None => Some(removed.unwrap_or_default()),
@@ -387,10 +387,10 @@ fn hll_max(
         Some(_) => None,
     };
     let Some(base) = base else {
-        return Err(Write::Set {
+        return Err(Box::new(Write::Set {
             value: Value::Str(value),
             expire_at: old.map_or(0, |e| e.expire_at),
-        });
+        }));
     };
     if old.is_some() && registers.is_empty() {
         return Ok(None);
