@@ -25,7 +25,7 @@ use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::delta::{self, StringOpError};
 use crate::partition::Partition;
 use crate::tombstones::Coll;
-use crate::value::{CounterValue, Entry, HashValue, Value};
+use crate::value::{CounterValue, Entry, HashValue, Total, Value};
 use crate::version::Version;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -155,13 +155,22 @@ pub fn apply_change_at(
             }
         }
         ChangeKind::Delta {
-            op: DeltaOp::Count { total, .. },
+            op: op @ (DeltaOp::Count { .. } | DeltaOp::FloatCount { .. }),
             ..
-        } => count(part, at, key, *total, change.version)?,
+        } => {
+            if let Some(total) = op.total() {
+                count(part, at, key, total, change.version)?
+            }
+        }
         ChangeKind::Delta {
-            op: DeltaOp::HashCount { field, total, .. },
+            op:
+                op @ (DeltaOp::HashCount { field, .. } | DeltaOp::HashFloatCount { field, .. }),
             ..
-        } => count_field(part, at, key, field, *total, change.version)?,
+        } => {
+            if let Some(total) = op.total() {
+                count_field(part, at, key, field, total, change.version)?
+            }
+        }
         ChangeKind::Delta {
             op: DeltaOp::SetAdd { members },
             ..
@@ -399,7 +408,7 @@ fn count_field(
     at: Option<usize>,
     key: &Bytes,
     field: &Bytes,
-    total: i64,
+    total: Total<'_>,
     version: Version,
 ) -> Result<(), ApplyError> {
     let removal = part
@@ -444,7 +453,7 @@ fn count(
     part: &mut Partition,
     mut at: Option<usize>,
     key: &Bytes,
-    total: i64,
+    total: Total<'_>,
     version: Version,
 ) -> Result<(), ApplyError> {
     at = at.or_else(|| part.index_of(key));

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use crate::tombstones::Coll;
-use crate::value::Value;
+use crate::value::{Total, Value};
 use crate::version::Version;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -55,6 +55,14 @@ pub enum DeltaOp {
     /// An increment of a merging counter in hash field `field` (HINCRBY
     /// where partitions merge with other sites); as `Count`.
     HashCount { field: Bytes, by: i64, total: i64 },
+    /// An INCRBYFLOAT of a merging counter: the running total of the
+    /// INCRBYFLOATs made at the change's site became `total` (a decimal
+    /// text). Applied as the total, as `Count`; float and integer totals
+    /// are kept apart (see `CounterValue`).
+    FloatCount { total: Bytes },
+    /// An HINCRBYFLOAT of a merging counter in hash field `field`; as
+    /// `FloatCount`.
+    HashFloatCount { field: Bytes, total: Bytes },
     /// Add set members; each takes the change's version. Creates the set.
     SetAdd { members: Vec<Bytes> },
     /// Set sorted-set members' scores; each takes the change's version.
@@ -85,12 +93,28 @@ impl DeltaOp {
     /// string or expiry operation).
     pub fn coll(&self) -> Option<Coll> {
         match self {
-            DeltaOp::HashSet { .. } | DeltaOp::HashDel { .. } | DeltaOp::HashCount { .. } => {
-                Some(Coll::Hash)
-            }
+            DeltaOp::HashSet { .. }
+            | DeltaOp::HashDel { .. }
+            | DeltaOp::HashCount { .. }
+            | DeltaOp::HashFloatCount { .. } => Some(Coll::Hash),
             DeltaOp::SetAdd { .. } => Some(Coll::Set),
             DeltaOp::ZAdd { .. } => Some(Coll::ZSet),
             DeltaOp::Remove { coll, .. } => Some(*coll),
+            _ => None,
+        }
+    }
+}
+
+impl DeltaOp {
+    /// The running total a counter increment ships (None: not one).
+    pub fn total(&self) -> Option<Total<'_>> {
+        match self {
+            DeltaOp::Count { total, .. } | DeltaOp::HashCount { total, .. } => {
+                Some(Total::Int(*total))
+            }
+            DeltaOp::FloatCount { total } | DeltaOp::HashFloatCount { total, .. } => {
+                Some(Total::Float(total))
+            }
             _ => None,
         }
     }

@@ -58,6 +58,8 @@ const ZADD: u8 = 7;
 const REMOVE: u8 = 8;
 const COUNT: u8 = 9;
 const HCOUNT: u8 = 10;
+const FCOUNT: u8 = 11;
+const HFCOUNT: u8 = 12;
 
 fn counter_len(c: &CounterValue) -> usize {
     version_len(&c.assigned())
@@ -67,6 +69,7 @@ fn counter_len(c: &CounterValue) -> usize {
         + match c.base() {
             CounterBase::Int(n) => varint128_len(zigzag128(*n)),
             CounterBase::Text(t) => bytes_len(t),
+            CounterBase::Float { text, seen } => bytes_len(text) + bytes_len(seen),
         }
         + varint_len(c.contributions().len() as u64)
         + c.contributions()
@@ -75,20 +78,47 @@ fn counter_len(c: &CounterValue) -> usize {
                 varint_len(x.site as u64) + varint_len(zigzag(x.total)) + version_len(&x.version)
             })
             .sum::<usize>()
+        + match c.floats().len() {
+            0 => 0,
+            n => {
+                varint_len(n as u64)
+                    + c.floats()
+                        .iter()
+                        .map(|x| {
+                            varint_len(x.site as u64)
+                                + bytes_len(&x.total)
+                                + version_len(&x.version)
+                        })
+                        .sum::<usize>()
+            }
+        }
 }
+
+/// In a counter's base tag: per-site float totals follow its integer ones
+/// (older encodings have none, and no such bit).
+pub(crate) const WITH_FLOATS: u8 = 0x10;
 
 fn put_counter(out: &mut impl BufMut, c: &CounterValue) {
     put_version(out, &c.assigned());
     put_version(out, &c.floor());
     put_version(out, &c.expiry());
+    let floats = match c.floats().is_empty() {
+        true => 0,
+        false => WITH_FLOATS,
+    };
     match c.base() {
         CounterBase::Int(n) => {
-            out.put_u8(0);
+            out.put_u8(floats);
             put_varint128(out, zigzag128(*n));
         }
         CounterBase::Text(t) => {
-            out.put_u8(1);
+            out.put_u8(1 | floats);
             put_bytes(out, t);
+        }
+        CounterBase::Float { text, seen } => {
+            out.put_u8(2 | floats);
+            put_bytes(out, text);
+            put_bytes(out, seen);
         }
     }
     put_varint(out, c.contributions().len() as u64);
@@ -96,6 +126,14 @@ fn put_counter(out: &mut impl BufMut, c: &CounterValue) {
         put_varint(out, x.site as u64);
         put_varint(out, zigzag(x.total));
         put_version(out, &x.version);
+    }
+    if floats != 0 {
+        put_varint(out, c.floats().len() as u64);
+        for x in c.floats() {
+            put_varint(out, x.site as u64);
+            put_bytes(out, &x.total);
+            put_version(out, &x.version);
+        }
     }
 }
 
@@ -179,6 +217,8 @@ fn op_len(op: &DeltaOp) -> usize {
         DeltaOp::HashCount { field, by, total } => {
             bytes_len(field) + varint_len(zigzag(*by)) + varint_len(zigzag(*total))
         }
+        DeltaOp::FloatCount { total } => bytes_len(total),
+        DeltaOp::HashFloatCount { field, total } => bytes_len(field) + bytes_len(total),
         DeltaOp::SetAdd { members } => {
             varint_len(members.len() as u64) + members.iter().map(|m| bytes_len(m)).sum::<usize>()
         }
@@ -315,6 +355,15 @@ fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
             put_bytes(out, field);
             put_varint(out, zigzag(*by));
             put_varint(out, zigzag(*total));
+        }
+        DeltaOp::FloatCount { total } => {
+            out.put_u8(FCOUNT);
+            put_bytes(out, total);
+        }
+        DeltaOp::HashFloatCount { field, total } => {
+            out.put_u8(HFCOUNT);
+            put_bytes(out, field);
+            put_bytes(out, total);
         }
         DeltaOp::SetAdd { members } => {
             out.put_u8(SADD);
@@ -488,6 +537,13 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
             field: r.bytes()?,
             by: unzigzag(r.varint()?),
             total: unzigzag(r.varint()?),
+        },
+        FCOUNT => DeltaOp::FloatCount {
+            total: r.float_text()?,
+        },
+        HFCOUNT => DeltaOp::HashFloatCount {
+            field: r.bytes()?,
+            total: r.float_text()?,
         },
         SADD => {
             let n = r.count(1)?;

@@ -28,6 +28,7 @@ pub mod glob;
 mod keyspace;
 pub mod memory_usage;
 pub mod notices;
+pub mod number;
 pub mod partition;
 pub mod partition_bits;
 pub mod partition_log;

@@ -13,7 +13,7 @@ mod counter;
 mod set;
 mod zset;
 
-pub use counter::{Base as CounterBase, Contribution, CounterValue};
+pub use counter::{Base as CounterBase, Contribution, CounterValue, FloatContribution, Total};
 pub use set::SetValue;
 pub use zset::{Key as ZKey, Lex, Member as ZMember, Score, ZSetValue};
 

@@ -6,7 +6,9 @@
 use bytes::{BufMut, Bytes};
 
 use super::DecodeError;
-use crate::value::{copy_packed, copy_pairs, Contribution, CounterBase, CounterValue};
+use crate::value::{
+    copy_packed, copy_pairs, Contribution, CounterBase, CounterValue, FloatContribution,
+};
 use crate::version::Version;
 
 pub(super) fn varint_len(mut n: u64) -> usize {
@@ -128,10 +130,15 @@ impl<'a> Reader<'a> {
         let assigned = self.version()?;
         let floor = self.version()?;
         let expiry = self.version()?;
-        let base = match self.u8()? {
+        let tag = self.u8()?;
+        let base = match tag & !super::WITH_FLOATS {
             0 => CounterBase::Int(unzigzag128(self.varint128()?)),
             1 => CounterBase::Text(self.bytes()?),
-            tag => {
+            2 => CounterBase::Float {
+                text: self.float_text()?,
+                seen: self.float_text()?,
+            },
+            _ => {
                 return Err(DecodeError::BadTag {
                     what: "counter base",
                     tag,
@@ -150,13 +157,38 @@ impl<'a> Reader<'a> {
                 version,
             });
         }
+        let mut floats = Vec::new();
+        if tag & super::WITH_FLOATS != 0 {
+            let n = self.count(3)?;
+            floats.reserve(n);
+            for _ in 0..n {
+                let site = u16::try_from(self.varint()?).map_err(|_| DecodeError::OutOfRange)?;
+                let total = self.float_text()?;
+                let version = self.version()?;
+                floats.push(FloatContribution {
+                    site,
+                    total,
+                    version,
+                });
+            }
+        }
         Ok(CounterValue::from_parts(
             assigned,
             base,
             floor,
             expiry,
             contributions,
+            floats,
         ))
+    }
+
+    /// A byte string that must read as a float (a float counter's total).
+    pub(super) fn float_text(&mut self) -> Result<Bytes, DecodeError> {
+        let b = self.bytes()?;
+        match crate::number::parse_f64(&b) {
+            Some(_) => Ok(b),
+            None => Err(DecodeError::OutOfRange),
+        }
     }
 
     pub(super) fn u32(&mut self) -> Result<u32, DecodeError> {

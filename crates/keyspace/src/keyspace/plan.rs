@@ -8,6 +8,7 @@ use bytes::Bytes;
 use crate::apply::ApplyError;
 use crate::change::{ChangeKind, DeltaOp};
 use crate::delta::{self, StringOpError};
+use crate::number::add_texts;
 use crate::tombstones::Coll;
 use crate::value::{CounterValue, Entry, Value};
 use crate::version::Version;
@@ -23,6 +24,22 @@ pub enum Write {
     /// A string operation (Splice, Patch, IncrBy) on the current string;
     /// on a missing key it applies to "" (or 0 for IncrBy).
     Str(DeltaOp),
+    /// INCRBYFLOAT: add `by` (the float text given) to the string, whose
+    /// new value is `text` (the command checked and printed it). Where
+    /// sites merge it is logged as the site's running total of its
+    /// INCRBYFLOATs (so increments at every site sum), else as a SET of
+    /// `text` keeping `expire_at`.
+    FloatIncr {
+        by: Bytes,
+        text: Bytes,
+        expire_at: u64,
+    },
+    /// HINCRBYFLOAT: as [`Write::FloatIncr`] for hash field `field`.
+    HashFloatIncr {
+        field: Bytes,
+        by: Bytes,
+        text: Bytes,
+    },
     HashSet(Vec<(Bytes, Bytes)>),
     /// HINCRBY: add `by` to field `field`, whose new value is `text` (the
     /// command checked it). Where sites merge it is logged as the site's
@@ -86,6 +103,19 @@ pub(super) fn plan(
 ) -> Result<Option<Planned>, WriteError> {
     let merging = merge_site.is_some();
     let base = old.map_or(Version::ZERO, |e| e.version);
+    // Where sites do not merge a float increment is the value it makes.
+    let w = match w {
+        Write::FloatIncr {
+            text, expire_at, ..
+        } if !merging => Write::Set {
+            value: Value::Str(text),
+            expire_at,
+        },
+        Write::HashFloatIncr { field, text, .. } if !merging => {
+            Write::HashSet(vec![(field, text)])
+        }
+        w => w,
+    };
     let counter = old.and_then(|e| match &e.value {
         Value::Counter(c) => Some(c),
         _ => None,
@@ -124,6 +154,36 @@ pub(super) fn plan(
                 },
                 saved,
             )
+        }
+        // INCRBYFLOAT where sites merge: this site's float total.
+        Write::FloatIncr { by, .. } => {
+            let site = merge_site.unwrap_or_default();
+            let held = match old {
+                Some(e) => Some(e.as_str().ok_or(WriteError::WrongType)?),
+                None => None,
+            };
+            let mine = counter.map_or(Bytes::from_static(b"0"), |c| c.float_total_of(site));
+            let total = add_texts(&mine, &by);
+            let saved = held.map_or(0, |h| h.len().saturating_sub(total.len() + 2));
+            (
+                ChangeKind::Delta {
+                    base: Version::ZERO,
+                    op: DeltaOp::FloatCount { total },
+                },
+                saved,
+            )
+        }
+        Write::HashFloatIncr { field, by, .. } => {
+            let site = merge_site.unwrap_or_default();
+            let hash = match old {
+                Some(e) => Some(e.as_hash().ok_or(WriteError::WrongType)?),
+                None => None,
+            };
+            let mine = hash
+                .and_then(|h| h.counter(&field))
+                .map_or(Bytes::from_static(b"0"), |c| c.float_total_of(site));
+            let total = add_texts(&mine, &by);
+            return element_op(old, DeltaOp::HashFloatCount { field, total });
         }
         Write::Set { value, expire_at } => {
             let delta = match (old, &value) {

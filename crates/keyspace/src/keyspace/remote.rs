@@ -372,11 +372,11 @@ fn resolve(
             ..
         } => members::remove(entry, tombs, change),
         ChangeKind::Delta {
-            op: DeltaOp::Count { .. },
+            op: DeltaOp::Count { .. } | DeltaOp::FloatCount { .. },
             ..
         } => counters::count(entry, tombs, change),
         ChangeKind::Delta {
-            op: DeltaOp::HashCount { .. },
+            op: DeltaOp::HashCount { .. } | DeltaOp::HashFloatCount { .. },
             ..
         } => match entry.filter(|_| hash.is_none()) {
             Some(e) => type_conflict(e, tombs, change),

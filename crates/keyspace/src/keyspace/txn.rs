@@ -148,7 +148,12 @@ impl<'a> Txn<'a> {
                 expire_at: *expire_at,
             },
             Write::Str(_) => Noticed::Str,
-            Write::HashSet(_) | Write::HashIncr { .. } => Noticed::HashSet,
+            Write::FloatIncr { expire_at, .. } => Noticed::Set {
+                expire_at: *expire_at,
+            },
+            Write::HashSet(_) | Write::HashIncr { .. } | Write::HashFloatIncr { .. } => {
+                Noticed::HashSet
+            }
             Write::HashDel(_) => Noticed::HashDel,
             Write::SetAdd(_) | Write::ZAdd(_) => Noticed::Added,
             Write::Remove(_) => Noticed::Removed,
