@@ -1089,6 +1089,10 @@ enum Op {
     HDel(u8, Vec<u8>),
     /// HINCRBY of a field.
     HIncr(u8, u8, i64),
+    /// INCRBYFLOAT by n/4.
+    IncrF(u8, i64),
+    /// HINCRBYFLOAT of a field by n/4.
+    HIncrF(u8, u8, i64),
     SAdd(u8, Vec<u8>),
     ZAdd(u8, Vec<(u8, i8)>),
     /// SREM or ZREM, whichever the key holds.
@@ -1133,6 +1137,8 @@ fn op() -> impl Strategy<Value = Op> {
         (0u8..3, proptest::collection::vec((0u8..4, val), 1..3)).prop_map(|(k, f)| Op::HSet(k, f)),
         (0u8..3, proptest::collection::vec(0u8..4, 1..3)).prop_map(|(k, f)| Op::HDel(k, f)),
         (0u8..3, 0u8..4, -3i64..4).prop_map(|(k, f, n)| Op::HIncr(k, f, n)),
+        (0u8..3, -3i64..4).prop_map(|(k, n)| Op::IncrF(k, n)),
+        (0u8..3, 0u8..4, -3i64..4).prop_map(|(k, f, n)| Op::HIncrF(k, f, n)),
         (
             prop_oneof![Just(0u8), Just(1u8), Just(SET_KEY)],
             proptest::collection::vec(0u8..4, 1..3)
@@ -1173,6 +1179,7 @@ fn run_local(ks: &Keyspace, op: Op) {
         Op::Set(k, ..) | Op::SetSimilar(k, ..) | Op::Append(k, _) | Op::Incr(k, _) => key(*k),
         Op::HSet(k, _) | Op::HDel(k, _) | Op::Del(k) => key(*k),
         Op::SAdd(k, _) | Op::ZAdd(k, _) | Op::Rem(k, _) | Op::HIncr(k, ..) => key(*k),
+        Op::IncrF(k, _) | Op::HIncrF(k, ..) => key(*k),
         Op::Expire(_) => key(3),
     };
     let mut txn = ks.txn([&k[..]], 0);
@@ -1257,6 +1264,51 @@ fn run_local(ks: &Keyspace, op: Op) {
                         field,
                         by: n,
                         text: Bytes::from((c + n).to_string()),
+                    },
+                ),
+                None => Ok(()),
+            }
+        }
+        Op::IncrF(_, n) => {
+            // As INCRBYFLOAT: the value must read as a float.
+            let by = Bytes::from((n as f64 / 4.0).to_string());
+            let held = match txn.get(&k) {
+                Some(e) => e.as_str().cloned(),
+                None => Some(Bytes::from_static(b"0")),
+            };
+            match held.filter(|h| crate::number::parse_f64(h).is_some()) {
+                Some(h) => {
+                    let expire_at = txn.get(&k).map_or(0, |e| e.expire_at);
+                    txn.write(
+                        &k,
+                        Write::FloatIncr {
+                            text: crate::number::add_texts(&h, &by),
+                            by,
+                            expire_at,
+                        },
+                    )
+                }
+                None => Ok(()),
+            }
+        }
+        Op::HIncrF(_, f, n) => {
+            let field = Bytes::from(vec![b'f', f]);
+            let by = Bytes::from((n as f64 / 4.0).to_string());
+            let current = match txn.get(&k) {
+                Some(e) => e
+                    .as_hash()
+                    .and_then(|h| h.get(&field))
+                    .map(|f| f.value.clone())
+                    .unwrap_or_else(|| Bytes::from_static(b"0")),
+                None => Bytes::from_static(b"0"),
+            };
+            match crate::number::parse_f64(&current) {
+                Some(_) => txn.write(
+                    &k,
+                    Write::HashFloatIncr {
+                        field,
+                        text: crate::number::add_texts(&current, &by),
+                        by,
                     },
                 ),
                 None => Ok(()),
@@ -1368,6 +1420,14 @@ fn census(c: &Change, outcome: RemoteOutcome, response: bool) {
             op: DeltaOp::HashCount { .. },
             ..
         } => "hash count",
+        ChangeKind::Delta {
+            op: DeltaOp::FloatCount { .. },
+            ..
+        } => "float count",
+        ChangeKind::Delta {
+            op: DeltaOp::HashFloatCount { .. },
+            ..
+        } => "hash float count",
         ChangeKind::Delta { op, .. } if op.needs_base() => "string delta",
         ChangeKind::Delta {
             op: DeltaOp::SetAdd { .. } | DeltaOp::ZAdd { .. },
@@ -1619,6 +1679,10 @@ fn convergence_runs_reach_every_rule() {
         ("count", "duplicate"),
         ("count", "conflict lost"),
         ("full counter", "applied"),
+        ("float count", "applied"),
+        ("float count", "duplicate"),
+        ("hash float count", "applied"),
+        ("hash float count", "duplicate"),
     ] {
         assert!(census.contains_key(&want), "no {want:?} in {census:#?}");
     }
