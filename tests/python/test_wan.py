@@ -294,6 +294,47 @@ def test_concurrent_float_increments_at_both_sites_sum_exactly(sites):
         a.incr("temp")
 
 
+def test_concurrent_zincrby_at_both_sites_sums_scores_exactly(sites):
+    """ZINCRBY and ZADD INCR of the same members at both sites: scores are
+    the sum of every acknowledged increment; a ZADD is an assignment."""
+    london, newyork = pair(sites)
+    a, b = client(london.nodes[0]), client(newyork.nodes[0])
+    a.zadd("board", {"ann": 10, "bob": 5, "cy": 1})
+    wait_converged([london, newyork], min_keys=1)
+    for site, other in ((london, "newyork"), (newyork, "london")):
+        wan_control(site.nodes[0], "pause", other)
+        wait_state(site.nodes[0], other, "paused")
+    write_pipelined(a, [("ZINCRBY", "board", 1, "ann")] * 300 + [("ZINCRBY", "board", -2, "bob")] * 10
+                    + [("ZADD", "board", "INCR", 4, "dee")] * 25)
+    write_pipelined(b, [("ZINCRBY", "board", 3, "ann")] * 200 + [("ZINCRBY", "board", 7, "bob")]
+                    + [("ZINCRBY", "board", 2, "dee")] * 5)
+    assert a.zscore("board", "ann") == 310 and b.zscore("board", "ann") == 610
+    # New York counts "cy" and assigns it; London's later increment counts.
+    b.zincrby("board", 2, "cy")
+    b.zadd("board", {"cy": 50})
+    time.sleep(0.01)
+    a.zincrby("board", 1, "cy")
+    for site, other in ((london, "newyork"), (newyork, "london")):
+        wan_control(site.nodes[0], "resume", other)
+    wait_drained(newyork, "london")
+    wait_drained(london, "newyork")
+    # bob: 5 - 10 * 2 + 7; dee: 25 * 4 + 5 * 2; cy: 50 + London's 1.
+    want = [(b"bob", -8.0), (b"cy", 51.0), (b"dee", 110.0), (b"ann", 910.0)]
+
+    def both():
+        return (a.zrange("board", 0, -1, withscores=True) == want
+                and b.zrange("board", 0, -1, withscores=True) == want)
+    wait_until(both, timeout=15, message="scores summed at both sites")
+    # They keep counting afterwards; ZADD sets a score on either side.
+    a.zincrby("board", 0.5, "ann")
+    b.zincrby("board", 0.25, "ann")
+    wait_until(lambda: a.zscore("board", "ann") == b.zscore("board", "ann") == 910.75,
+               timeout=15, message="later increments summed")
+    a.zadd("board", {"ann": 1})
+    wait_until(lambda: a.zscore("board", "ann") == b.zscore("board", "ann") == 1, timeout=15,
+               message="a ZADD assigns the score")
+
+
 def test_concurrent_sadd_and_srem_of_the_same_members_end_add_wins_at_both_sites(sites):
     london, newyork = pair(sites)
     a, b = client(london.nodes[0]), client(newyork.nodes[0])

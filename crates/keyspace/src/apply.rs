@@ -25,7 +25,7 @@ use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::delta::{self, StringOpError};
 use crate::partition::Partition;
 use crate::tombstones::Coll;
-use crate::value::{CounterValue, Entry, HashValue, Total, Value};
+use crate::value::{CounterValue, Entry, HashValue, ScoreCounter, Total, Value, ZSetValue};
 use crate::version::Version;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -172,6 +172,10 @@ pub fn apply_change_at(
             }
         }
         ChangeKind::Delta {
+            op: DeltaOp::ZCount { member, total },
+            ..
+        } => count_member(part, at, key, member, *total, change.version)?,
+        ChangeKind::Delta {
             op: DeltaOp::SetAdd { members },
             ..
         } if members.is_empty() => emptied_over(part, key, Coll::Set, change.version),
@@ -208,7 +212,18 @@ pub fn apply_change_at(
             |value, v| {
                 if let Value::ZSet(z) = value {
                     for (m, score) in members {
-                        z.insert(m, *score, v);
+                        match z.counter(m) {
+                            // A score counter: the ZADD is an assignment
+                            // that saw every older increment.
+                            Some(c) => {
+                                let mut c = c.clone();
+                                c.assign_at(*score, v);
+                                z.set_counter(m, c);
+                            }
+                            None => {
+                                z.insert(m, *score, v);
+                            }
+                        }
                     }
                 }
             },
@@ -390,6 +405,13 @@ fn remove_members(
         for (m, upto) in members {
             if e.value.element_version(m).is_some_and(|v| v <= *upto) {
                 e.value.remove_element(m);
+            } else if let Value::ZSet(z) = &mut e.value {
+                // A score counter written since: what the remover saw goes.
+                if let Some(c) = z.counter(m).filter(|c| c.floor() < *upto) {
+                    let mut c = c.clone();
+                    c.prune(*upto);
+                    z.set_counter(m, c);
+                }
             }
         }
         e.version = e.version.max(version);
@@ -434,6 +456,39 @@ fn count_field(
         };
         c.count(version.site, total, version);
         h.set_counter(field, c, held.map_or(version, |v| v.max(version)));
+    })
+}
+
+/// ZINCRBY where sites merge: member `member`'s score state (made from its
+/// plain score, or from nothing above its last removal) takes the change's
+/// site's `total`.
+fn count_member(
+    part: &mut Partition,
+    at: Option<usize>,
+    key: &Bytes,
+    member: &Bytes,
+    total: f64,
+    version: Version,
+) -> Result<(), ApplyError> {
+    let removal = part
+        .tombstones
+        .member(key, Coll::ZSet, member)
+        .max(part.tombstones.key(key))
+        .max(part.tombstones.emptied_other(key, Some(Coll::ZSet)));
+    let empty = Value::ZSet(ZSetValue::new());
+    update_collection(part, at, key, version, empty, |value, version| {
+        let Value::ZSet(z) = value else { return };
+        let mut c = match (z.counter(member), z.get(member)) {
+            (Some(c), _) => c.clone(),
+            (None, Some(m)) => ScoreCounter::from_plain(m.score, m.version),
+            (None, None) => ScoreCounter::from_nothing(),
+        };
+        if let Some(r) = removal {
+            c.prune(r);
+        }
+        if c.count(version.site, total, version) {
+            z.set_counter(member, c);
+        }
     })
 }
 
@@ -583,8 +638,10 @@ fn remove_older(part: &mut Partition, key: &Bytes, version: Version) {
                 for name in e.value.elements_older_than(version) {
                     e.value.remove_element(&name);
                 }
-                if let Value::Hash(h) = &mut e.value {
-                    h.prune_counters(version);
+                match &mut e.value {
+                    Value::Hash(h) => h.prune_counters(version),
+                    Value::ZSet(z) => z.prune_counters(version),
+                    _ => {}
                 }
                 e.value
                     .is_empty_collection()

@@ -65,6 +65,12 @@ pub enum DeltaOp {
     HashFloatCount { field: Bytes, total: Bytes },
     /// Add set members; each takes the change's version. Creates the set.
     SetAdd { members: Vec<Bytes> },
+    /// A ZINCRBY (or ZADD INCR) of member `member` where partitions merge
+    /// with other sites: the running total of the increments of its score
+    /// made at the change's site became `total`. Applied as the total, so
+    /// it counts once however often it arrives; creates the sorted set and
+    /// the member (see `ScoreCounter`).
+    ZCount { member: Bytes, total: f64 },
     /// Set sorted-set members' scores; each takes the change's version.
     /// Creates the sorted set.
     ZAdd { members: Vec<(Bytes, f64)> },
@@ -98,7 +104,7 @@ impl DeltaOp {
             | DeltaOp::HashCount { .. }
             | DeltaOp::HashFloatCount { .. } => Some(Coll::Hash),
             DeltaOp::SetAdd { .. } => Some(Coll::Set),
-            DeltaOp::ZAdd { .. } => Some(Coll::ZSet),
+            DeltaOp::ZAdd { .. } | DeltaOp::ZCount { .. } => Some(Coll::ZSet),
             DeltaOp::Remove { coll, .. } => Some(*coll),
             _ => None,
         }

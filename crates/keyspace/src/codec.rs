@@ -12,7 +12,9 @@ use bytes::BufMut;
 
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::tombstones::Coll;
-use crate::value::{CounterBase, CounterValue, HashValue, SetValue, Value, ZSetValue};
+use crate::value::{
+    CounterBase, CounterValue, HashValue, ScoreCounter, SetValue, Value, ZSetValue,
+};
 use crate::version::Version;
 
 mod wire;
@@ -46,6 +48,8 @@ const ZSET: u8 = 3;
 const COUNTER: u8 = 4;
 /// A hash with counter fields: the fields, then each counter's state.
 const HASH_COUNTERS: u8 = 5;
+/// A sorted set with score states: the members, then each state.
+const ZSET_COUNTERS: u8 = 6;
 
 const SPLICE: u8 = 0;
 const PATCH: u8 = 1;
@@ -60,6 +64,7 @@ const COUNT: u8 = 9;
 const HCOUNT: u8 = 10;
 const FCOUNT: u8 = 11;
 const HFCOUNT: u8 = 12;
+const ZCOUNT: u8 = 13;
 
 fn counter_len(c: &CounterValue) -> usize {
     version_len(&c.assigned())
@@ -183,7 +188,39 @@ pub fn value_len(v: &Value) -> usize {
                 + z.iter()
                     .map(|(m, x)| bytes_len(m) + 8 + version_len(&x.version))
                     .sum::<usize>()
+                + match z.counters().count() {
+                    0 => 0,
+                    n => {
+                        varint_len(n as u64)
+                            + z.counters()
+                                .map(|(m, c)| bytes_len(m) + score_counter_len(c))
+                                .sum::<usize>()
+                    }
+                }
         }
+    }
+}
+
+fn score_counter_len(c: &ScoreCounter) -> usize {
+    version_len(&c.assigned())
+        + 8
+        + version_len(&c.floor())
+        + varint_len(c.contributions().len() as u64)
+        + c.contributions()
+            .iter()
+            .map(|x| varint_len(x.site as u64) + 8 + version_len(&x.version))
+            .sum::<usize>()
+}
+
+fn put_score_counter(out: &mut impl BufMut, c: &ScoreCounter) {
+    put_version(out, &c.assigned());
+    out.put_f64_le(c.assigned_score());
+    put_version(out, &c.floor());
+    put_varint(out, c.contributions().len() as u64);
+    for x in c.contributions() {
+        put_varint(out, x.site as u64);
+        out.put_f64_le(x.total);
+        put_version(out, &x.version);
     }
 }
 
@@ -218,6 +255,7 @@ fn op_len(op: &DeltaOp) -> usize {
             bytes_len(field) + varint_len(zigzag(*by)) + varint_len(zigzag(*total))
         }
         DeltaOp::FloatCount { total } => bytes_len(total),
+        DeltaOp::ZCount { member, .. } => bytes_len(member) + 8,
         DeltaOp::HashFloatCount { field, total } => bytes_len(field) + bytes_len(total),
         DeltaOp::SetAdd { members } => {
             varint_len(members.len() as u64) + members.iter().map(|m| bytes_len(m)).sum::<usize>()
@@ -291,12 +329,20 @@ fn encode_value(v: &Value, out: &mut impl BufMut) {
             }
         }
         Value::ZSet(z) => {
-            out.put_u8(ZSET);
+            let counters = z.counters().count();
+            out.put_u8(if counters == 0 { ZSET } else { ZSET_COUNTERS });
             put_varint(out, z.len() as u64);
             for (m, x) in z.iter() {
                 put_bytes(out, m);
                 out.put_f64_le(x.score);
                 put_version(out, &x.version);
+            }
+            if counters > 0 {
+                put_varint(out, counters as u64);
+                for (m, c) in z.counters() {
+                    put_bytes(out, m);
+                    put_score_counter(out, c);
+                }
             }
         }
     }
@@ -355,6 +401,11 @@ fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
             put_bytes(out, field);
             put_varint(out, zigzag(*by));
             put_varint(out, zigzag(*total));
+        }
+        DeltaOp::ZCount { member, total } => {
+            out.put_u8(ZCOUNT);
+            put_bytes(out, member);
+            out.put_f64_le(*total);
         }
         DeltaOp::FloatCount { total } => {
             out.put_u8(FCOUNT);
@@ -486,11 +537,23 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
             }
             Ok(Value::Set(set))
         }
-        ZSET => {
+        tag @ (ZSET | ZSET_COUNTERS) => {
             let n = r.count(11)?;
             let mut z = ZSetValue::new();
             for (m, (score, v)) in r.members(n, |r| Ok((r.score()?, r.version()?)))? {
                 z.insert(&m, score, v);
+            }
+            if tag == ZSET_COUNTERS {
+                let n = r.count(14)?;
+                for _ in 0..n {
+                    let member = r.bytes()?;
+                    let counter = r.score_counter()?;
+                    // A state is only ever of a member the set holds.
+                    if z.get(&member).is_none() {
+                        return Err(DecodeError::OutOfRange);
+                    }
+                    z.set_counter(&member, counter);
+                }
             }
             Ok(Value::ZSet(z))
         }
@@ -537,6 +600,10 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
             field: r.bytes()?,
             by: unzigzag(r.varint()?),
             total: unzigzag(r.varint()?),
+        },
+        ZCOUNT => DeltaOp::ZCount {
+            member: r.bytes()?,
+            total: r.score()?,
         },
         FCOUNT => DeltaOp::FloatCount {
             total: r.float_text()?,

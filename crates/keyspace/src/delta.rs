@@ -29,6 +29,7 @@ pub fn op_payload_len(op: &DeltaOp) -> usize {
         DeltaOp::Count { .. } => 18,
         DeltaOp::HashCount { field, .. } => 20 + field.len(),
         DeltaOp::FloatCount { total } => 2 + total.len(),
+        DeltaOp::ZCount { member, .. } => 10 + member.len(),
         DeltaOp::HashFloatCount { field, total } => 4 + field.len() + total.len(),
         DeltaOp::SetAdd { members } => members.iter().map(|m| 2 + m.len()).sum(),
         DeltaOp::ZAdd { members } => members.iter().map(|(m, _)| 10 + m.len()).sum(),

@@ -2,7 +2,7 @@
 //! (truncated, mutated) giving errors, never panics.
 
 use super::*;
-use crate::value::{Contribution, FloatContribution};
+use crate::value::{Contribution, FloatContribution, ScoreContribution};
 use bytes::Bytes;
 use proptest::prelude::*;
 
@@ -71,13 +71,38 @@ fn value() -> impl Strategy<Value = Value> {
             }
             Value::Set(set)
         }),
-        proptest::collection::vec((bytes(), score(), version()), 0..4).prop_map(|ms| {
-            let mut z = ZSetValue::new();
-            for (m, score, v) in ms {
-                z.insert(&m, score, v);
-            }
-            Value::ZSet(z)
-        }),
+        (
+            proptest::collection::vec((bytes(), score(), version()), 0..4),
+            proptest::collection::vec(
+                (
+                    0usize..4,
+                    version(),
+                    score(),
+                    version(),
+                    proptest::collection::vec((0u16..5, score(), version()), 0..3)
+                ),
+                0..3
+            )
+        )
+            .prop_map(|(ms, counters)| {
+                let mut z = ZSetValue::new();
+                for (m, score, v) in &ms {
+                    z.insert(m, *score, *v);
+                }
+                for (i, assigned, score, floor, cs) in counters {
+                    let Some((m, ..)) = ms.get(i) else { continue };
+                    let cs = cs
+                        .into_iter()
+                        .map(|(site, total, version)| ScoreContribution {
+                            site,
+                            total,
+                            version,
+                        })
+                        .collect();
+                    z.set_counter(m, ScoreCounter::from_parts(assigned, score, floor, cs));
+                }
+                Value::ZSet(z)
+            }),
     ]
 }
 
@@ -108,6 +133,7 @@ fn op() -> impl Strategy<Value = DeltaOp> {
             total
         }),
         float_text().prop_map(|total| DeltaOp::FloatCount { total }),
+        (bytes(), score()).prop_map(|(member, total)| DeltaOp::ZCount { member, total }),
         (bytes(), float_text()).prop_map(|(field, total)| DeltaOp::HashFloatCount { field, total }),
         proptest::collection::vec(bytes(), 0..4).prop_map(|members| DeltaOp::SetAdd { members }),
         proptest::collection::vec((bytes(), score()), 0..4)

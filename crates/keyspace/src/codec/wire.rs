@@ -8,6 +8,7 @@ use bytes::{BufMut, Bytes};
 use super::DecodeError;
 use crate::value::{
     copy_packed, copy_pairs, Contribution, CounterBase, CounterValue, FloatContribution,
+    ScoreContribution, ScoreCounter,
 };
 use crate::version::Version;
 
@@ -179,6 +180,31 @@ impl<'a> Reader<'a> {
             expiry,
             contributions,
             floats,
+        ))
+    }
+
+    /// A sorted-set member's score state.
+    pub(super) fn score_counter(&mut self) -> Result<ScoreCounter, DecodeError> {
+        let assigned = self.version()?;
+        let score = self.score()?;
+        let floor = self.version()?;
+        let n = self.count(10)?;
+        let mut contributions = Vec::with_capacity(n);
+        for _ in 0..n {
+            let site = u16::try_from(self.varint()?).map_err(|_| DecodeError::OutOfRange)?;
+            let total = self.score()?;
+            let version = self.version()?;
+            contributions.push(ScoreContribution {
+                site,
+                total,
+                version,
+            });
+        }
+        Ok(ScoreCounter::from_parts(
+            assigned,
+            score,
+            floor,
+            contributions,
         ))
     }
 

@@ -54,6 +54,15 @@ pub enum Write {
     SetAdd(Vec<Bytes>),
     /// Set members' scores in the sorted set (made if absent).
     ZAdd(Vec<(Bytes, f64)>),
+    /// ZINCRBY (ZADD INCR): add `by` to member `member`'s score, which
+    /// becomes `score` (the command checked it). Where sites merge it is
+    /// logged as the site's running total of the member's increments (so
+    /// increments at every site sum), else as a ZADD of `score`.
+    ZIncr {
+        member: Bytes,
+        by: f64,
+        score: f64,
+    },
     /// Remove members of a set or sorted set; the key goes when it empties.
     Remove(Vec<Bytes>),
     /// Set or clear (0) the expiry of an existing key.
@@ -67,6 +76,8 @@ pub enum WriteError {
     WrongType,
     #[error(transparent)]
     StringOp(#[from] StringOpError),
+    #[error("ERR resulting score is not a number (NaN)")]
+    NotANumber,
 }
 
 impl From<ApplyError> for WriteError {
@@ -114,6 +125,7 @@ pub(super) fn plan(
         Write::HashFloatIncr { field, text, .. } if !merging => {
             Write::HashSet(vec![(field, text)])
         }
+        Write::ZIncr { member, score, .. } if !merging => Write::ZAdd(vec![(member, score)]),
         w => w,
     };
     let counter = old.and_then(|e| match &e.value {
@@ -172,6 +184,18 @@ pub(super) fn plan(
                 },
                 saved,
             )
+        }
+        Write::ZIncr { member, by, .. } => {
+            let site = merge_site.unwrap_or_default();
+            let z = match old {
+                Some(e) => Some(e.as_zset().ok_or(WriteError::WrongType)?),
+                None => None,
+            };
+            let total = z.and_then(|z| z.counter(&member)).map_or(0.0, |c| c.total_of(site)) + by;
+            if total.is_nan() {
+                return Err(WriteError::NotANumber);
+            }
+            return element_op(old, DeltaOp::ZCount { member, total });
         }
         Write::HashFloatIncr { field, by, .. } => {
             let site = merge_site.unwrap_or_default();

@@ -43,6 +43,7 @@ use bytes::Bytes;
 
 mod counters;
 mod members;
+mod scores;
 
 use super::Keyspace;
 use crate::apply::{apply_change_at, ApplyError};
@@ -375,6 +376,10 @@ fn resolve(
             op: DeltaOp::Count { .. } | DeltaOp::FloatCount { .. },
             ..
         } => counters::count(entry, tombs, change),
+        ChangeKind::Delta {
+            op: DeltaOp::ZCount { .. },
+            ..
+        } => scores::count(entry, tombs, change),
         ChangeKind::Delta {
             op: DeltaOp::HashCount { .. } | DeltaOp::HashFloatCount { .. },
             ..

@@ -155,7 +155,7 @@ impl<'a> Txn<'a> {
                 Noticed::HashSet
             }
             Write::HashDel(_) => Noticed::HashDel,
-            Write::SetAdd(_) | Write::ZAdd(_) => Noticed::Added,
+            Write::SetAdd(_) | Write::ZAdd(_) | Write::ZIncr { .. } => Noticed::Added,
             Write::Remove(_) => Noticed::Removed,
             Write::SetExpiry(at) => Noticed::Expiry(*at),
             Write::Delete => Noticed::Deleted,

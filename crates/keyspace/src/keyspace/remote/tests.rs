@@ -1093,6 +1093,8 @@ enum Op {
     IncrF(u8, i64),
     /// HINCRBYFLOAT of a field by n/4.
     HIncrF(u8, u8, i64),
+    /// ZINCRBY of a member by n/2.
+    ZIncr(u8, u8, i8),
     SAdd(u8, Vec<u8>),
     ZAdd(u8, Vec<(u8, i8)>),
     /// SREM or ZREM, whichever the key holds.
@@ -1150,6 +1152,12 @@ fn op() -> impl Strategy<Value = Op> {
         )
             .prop_map(|(k, m)| Op::ZAdd(k, m)),
         (
+            prop_oneof![Just(0u8), Just(1u8), Just(ZSET_KEY)],
+            0u8..4,
+            -3i8..4
+        )
+            .prop_map(|(k, m, n)| Op::ZIncr(k, m, n)),
+        (
             SET_KEY..ZSET_KEY + 1,
             proptest::collection::vec(0u8..4, 1..3)
         )
@@ -1179,7 +1187,7 @@ fn run_local(ks: &Keyspace, op: Op) {
         Op::Set(k, ..) | Op::SetSimilar(k, ..) | Op::Append(k, _) | Op::Incr(k, _) => key(*k),
         Op::HSet(k, _) | Op::HDel(k, _) | Op::Del(k) => key(*k),
         Op::SAdd(k, _) | Op::ZAdd(k, _) | Op::Rem(k, _) | Op::HIncr(k, ..) => key(*k),
-        Op::IncrF(k, _) | Op::HIncrF(k, ..) => key(*k),
+        Op::IncrF(k, _) | Op::HIncrF(k, ..) | Op::ZIncr(k, ..) => key(*k),
         Op::Expire(_) => key(3),
     };
     let mut txn = ks.txn([&k[..]], 0);
@@ -1314,6 +1322,25 @@ fn run_local(ks: &Keyspace, op: Op) {
                 None => Ok(()),
             }
         }
+        Op::ZIncr(_, m, n) => {
+            let member = Bytes::from(vec![b'm', m]);
+            let by = n as f64 / 2.0;
+            let current = match txn.get(&k) {
+                Some(e) => e.as_zset().map(|z| z.score(&member).unwrap_or(0.0)),
+                None => Some(0.0),
+            };
+            match current {
+                Some(c) => txn.write(
+                    &k,
+                    Write::ZIncr {
+                        member,
+                        by,
+                        score: c + by,
+                    },
+                ),
+                None => Ok(()),
+            }
+        }
         Op::SAdd(_, members) => txn.write(
             &k,
             Write::SetAdd(
@@ -1424,6 +1451,10 @@ fn census(c: &Change, outcome: RemoteOutcome, response: bool) {
             op: DeltaOp::FloatCount { .. },
             ..
         } => "float count",
+        ChangeKind::Delta {
+            op: DeltaOp::ZCount { .. },
+            ..
+        } => "score count",
         ChangeKind::Delta {
             op: DeltaOp::HashFloatCount { .. },
             ..
@@ -1683,6 +1714,9 @@ fn convergence_runs_reach_every_rule() {
         ("float count", "duplicate"),
         ("hash float count", "applied"),
         ("hash float count", "duplicate"),
+        ("score count", "applied"),
+        ("score count", "duplicate"),
+        ("score count", "conflict lost"),
     ] {
         assert!(census.contains_key(&want), "no {want:?} in {census:#?}");
     }
