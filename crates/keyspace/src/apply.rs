@@ -163,8 +163,7 @@ pub fn apply_change_at(
             }
         }
         ChangeKind::Delta {
-            op:
-                op @ (DeltaOp::HashCount { field, .. } | DeltaOp::HashFloatCount { field, .. }),
+            op: op @ (DeltaOp::HashCount { field, .. } | DeltaOp::HashFloatCount { field, .. }),
             ..
         } => {
             if let Some(total) = op.total() {

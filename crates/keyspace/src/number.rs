@@ -74,7 +74,6 @@ pub fn format_f64(v: f64) -> String {
     }
 }
 
-
 /// [`float_sum`] of two texts that each parse as a float ([`parse_f64`];
 /// one that does not counts as 0): the same text at every site.
 pub fn add_texts(a: &[u8], b: &[u8]) -> bytes::Bytes {

@@ -122,9 +122,7 @@ pub(super) fn plan(
             value: Value::Str(text),
             expire_at,
         },
-        Write::HashFloatIncr { field, text, .. } if !merging => {
-            Write::HashSet(vec![(field, text)])
-        }
+        Write::HashFloatIncr { field, text, .. } if !merging => Write::HashSet(vec![(field, text)]),
         Write::ZIncr { member, score, .. } if !merging => Write::ZAdd(vec![(member, score)]),
         w => w,
     };
@@ -191,7 +189,10 @@ pub(super) fn plan(
                 Some(e) => Some(e.as_zset().ok_or(WriteError::WrongType)?),
                 None => None,
             };
-            let total = z.and_then(|z| z.counter(&member)).map_or(0.0, |c| c.total_of(site)) + by;
+            let total = z
+                .and_then(|z| z.counter(&member))
+                .map_or(0.0, |c| c.total_of(site))
+                + by;
             if total.is_nan() {
                 return Err(WriteError::NotANumber);
             }

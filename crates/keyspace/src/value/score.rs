@@ -44,7 +44,10 @@ fn below(v: Version) -> Version {
             hlc: hlc - 1,
             site: u16::MAX,
         },
-        (site, hlc) => Version { hlc, site: site - 1 },
+        (site, hlc) => Version {
+            hlc,
+            site: site - 1,
+        },
     }
 }
 
