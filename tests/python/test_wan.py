@@ -309,11 +309,14 @@ def test_concurrent_zincrby_at_both_sites_sums_scores_exactly(sites):
     write_pipelined(b, [("ZINCRBY", "board", 3, "ann")] * 200 + [("ZINCRBY", "board", 7, "bob")]
                     + [("ZINCRBY", "board", 2, "dee")] * 5)
     assert a.zscore("board", "ann") == 310 and b.zscore("board", "ann") == 610
-    # New York counts "cy" and assigns it; London's later increment counts.
+    # London counts "cy"; then New York counts it too and assigns it, not
+    # having seen London's increment (older by the clock): its own count
+    # is reset, London's is kept.
+    a.zincrby("board", 1, "cy")
+    time.sleep(0.01)
     b.zincrby("board", 2, "cy")
     b.zadd("board", {"cy": 50})
-    time.sleep(0.01)
-    a.zincrby("board", 1, "cy")
+    assert b.zscore("board", "cy") == 50
     for site, other in ((london, "newyork"), (newyork, "london")):
         wan_control(site.nodes[0], "resume", other)
     wait_drained(newyork, "london")

@@ -175,6 +175,10 @@ pub fn apply_change_at(
             ..
         } => count_member(part, at, key, member, *total, change.version)?,
         ChangeKind::Delta {
+            op: DeltaOp::ZAssign { members, counters },
+            ..
+        } => assign_members(part, at, key, members, counters, change.version)?,
+        ChangeKind::Delta {
             op: DeltaOp::SetAdd { members },
             ..
         } if members.is_empty() => emptied_over(part, key, Coll::Set, change.version),
@@ -210,20 +214,7 @@ pub fn apply_change_at(
             Value::ZSet(Default::default()),
             |value, v| {
                 if let Value::ZSet(z) = value {
-                    for (m, score) in members {
-                        match z.counter(m) {
-                            // A score counter: the ZADD is an assignment
-                            // that saw every older increment.
-                            Some(c) => {
-                                let mut c = c.clone();
-                                c.assign_at(*score, v);
-                                z.set_counter(m, c);
-                            }
-                            None => {
-                                z.insert(m, *score, v);
-                            }
-                        }
-                    }
+                    z.assign(members, v);
                 }
             },
         )?,
@@ -487,6 +478,41 @@ fn count_member(
         }
         if c.count(version.site, total, version) {
             z.set_counter(member, c);
+        }
+    })
+}
+
+/// ZADD where sites merge of members some of which are score counters:
+/// `members` as a ZADD, `counters` (each as the writing site held it,
+/// assigned by this write) joined into what is held of them.
+fn assign_members(
+    part: &mut Partition,
+    at: Option<usize>,
+    key: &Bytes,
+    members: &[(Bytes, f64)],
+    counters: &[(Bytes, ScoreCounter)],
+    version: Version,
+) -> Result<(), ApplyError> {
+    let removals: Vec<Option<Version>> = counters
+        .iter()
+        .map(|(m, _)| {
+            part.tombstones
+                .member(key, Coll::ZSet, m)
+                .max(part.tombstones.key(key))
+                .max(part.tombstones.emptied_other(key, Some(Coll::ZSet)))
+        })
+        .collect();
+    let empty = Value::ZSet(ZSetValue::new());
+    update_collection(part, at, key, version, empty, |value, version| {
+        let Value::ZSet(z) = value else { return };
+        z.assign(members, version);
+        for ((m, theirs), removal) in counters.iter().zip(removals) {
+            let mut c = z.state_of(m).unwrap_or_else(ScoreCounter::from_nothing);
+            c.join(theirs);
+            if let Some(r) = removal {
+                c.prune(r);
+            }
+            z.set_counter(m, c);
         }
     })
 }

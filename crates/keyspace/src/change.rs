@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use crate::tombstones::Coll;
-use crate::value::{Total, Value};
+use crate::value::{ScoreCounter, Total, Value};
 use crate::version::Version;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -71,6 +71,15 @@ pub enum DeltaOp {
     /// it counts once however often it arrives; creates the sorted set and
     /// the member (see `ScoreCounter`).
     ZCount { member: Bytes, total: f64 },
+    /// A ZADD where partitions merge with other sites that names members
+    /// ZINCRBY made score counters: `members` as a ZADD, and each counter
+    /// member's state as the writing site held it, assigned by this write
+    /// (its score, and the contributions it had seen: increments made
+    /// concurrently elsewhere are kept). Joined into what is held.
+    ZAssign {
+        members: Vec<(Bytes, f64)>,
+        counters: Vec<(Bytes, ScoreCounter)>,
+    },
     /// Set sorted-set members' scores; each takes the change's version.
     /// Creates the sorted set.
     ZAdd { members: Vec<(Bytes, f64)> },
@@ -104,7 +113,9 @@ impl DeltaOp {
             | DeltaOp::HashCount { .. }
             | DeltaOp::HashFloatCount { .. } => Some(Coll::Hash),
             DeltaOp::SetAdd { .. } => Some(Coll::Set),
-            DeltaOp::ZAdd { .. } | DeltaOp::ZCount { .. } => Some(Coll::ZSet),
+            DeltaOp::ZAdd { .. } | DeltaOp::ZCount { .. } | DeltaOp::ZAssign { .. } => {
+                Some(Coll::ZSet)
+            }
             DeltaOp::Remove { coll, .. } => Some(*coll),
             _ => None,
         }

@@ -65,6 +65,7 @@ const HCOUNT: u8 = 10;
 const FCOUNT: u8 = 11;
 const HFCOUNT: u8 = 12;
 const ZCOUNT: u8 = 13;
+const ZASSIGN: u8 = 14;
 
 fn counter_len(c: &CounterValue) -> usize {
     version_len(&c.assigned())
@@ -203,7 +204,7 @@ pub fn value_len(v: &Value) -> usize {
 
 fn score_counter_len(c: &ScoreCounter) -> usize {
     version_len(&c.assigned())
-        + 8
+        + 16
         + version_len(&c.floor())
         + varint_len(c.contributions().len() as u64)
         + c.contributions()
@@ -215,6 +216,7 @@ fn score_counter_len(c: &ScoreCounter) -> usize {
 fn put_score_counter(out: &mut impl BufMut, c: &ScoreCounter) {
     put_version(out, &c.assigned());
     out.put_f64_le(c.assigned_score());
+    out.put_f64_le(c.seen());
     put_version(out, &c.floor());
     put_varint(out, c.contributions().len() as u64);
     for x in c.contributions() {
@@ -256,6 +258,15 @@ fn op_len(op: &DeltaOp) -> usize {
         }
         DeltaOp::FloatCount { total } => bytes_len(total),
         DeltaOp::ZCount { member, .. } => bytes_len(member) + 8,
+        DeltaOp::ZAssign { members, counters } => {
+            varint_len(members.len() as u64)
+                + members.iter().map(|(m, _)| bytes_len(m) + 8).sum::<usize>()
+                + varint_len(counters.len() as u64)
+                + counters
+                    .iter()
+                    .map(|(m, c)| bytes_len(m) + score_counter_len(c))
+                    .sum::<usize>()
+        }
         DeltaOp::HashFloatCount { field, total } => bytes_len(field) + bytes_len(total),
         DeltaOp::SetAdd { members } => {
             varint_len(members.len() as u64) + members.iter().map(|m| bytes_len(m)).sum::<usize>()
@@ -402,6 +413,19 @@ fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
             put_varint(out, zigzag(*by));
             put_varint(out, zigzag(*total));
         }
+        DeltaOp::ZAssign { members, counters } => {
+            out.put_u8(ZASSIGN);
+            put_varint(out, members.len() as u64);
+            for (m, score) in members {
+                put_bytes(out, m);
+                out.put_f64_le(*score);
+            }
+            put_varint(out, counters.len() as u64);
+            for (m, c) in counters {
+                put_bytes(out, m);
+                put_score_counter(out, c);
+            }
+        }
         DeltaOp::ZCount { member, total } => {
             out.put_u8(ZCOUNT);
             put_bytes(out, member);
@@ -544,7 +568,7 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
                 z.insert(&m, score, v);
             }
             if tag == ZSET_COUNTERS {
-                let n = r.count(14)?;
+                let n = r.count(22)?;
                 for _ in 0..n {
                     let member = r.bytes()?;
                     let counter = r.score_counter()?;
@@ -601,6 +625,16 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
             by: unzigzag(r.varint()?),
             total: unzigzag(r.varint()?),
         },
+        ZASSIGN => {
+            let n = r.count(9)?;
+            let members = r.members(n, Reader::score)?;
+            let n = r.count(22)?;
+            let mut counters = Vec::with_capacity(n);
+            for _ in 0..n {
+                counters.push((r.bytes()?, r.score_counter()?));
+            }
+            DeltaOp::ZAssign { members, counters }
+        }
         ZCOUNT => DeltaOp::ZCount {
             member: r.bytes()?,
             total: r.score()?,

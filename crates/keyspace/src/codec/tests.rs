@@ -78,6 +78,7 @@ fn value() -> impl Strategy<Value = Value> {
                     0usize..4,
                     version(),
                     score(),
+                    score(),
                     version(),
                     proptest::collection::vec((0u16..5, score(), version()), 0..3)
                 ),
@@ -89,7 +90,7 @@ fn value() -> impl Strategy<Value = Value> {
                 for (m, score, v) in &ms {
                     z.insert(m, *score, *v);
                 }
-                for (i, assigned, score, floor, cs) in counters {
+                for (i, assigned, score, seen, floor, cs) in counters {
                     let Some((m, ..)) = ms.get(i) else { continue };
                     let cs = cs
                         .into_iter()
@@ -99,7 +100,10 @@ fn value() -> impl Strategy<Value = Value> {
                             version,
                         })
                         .collect();
-                    z.set_counter(m, ScoreCounter::from_parts(assigned, score, floor, cs));
+                    z.set_counter(
+                        m,
+                        ScoreCounter::from_parts(assigned, score, seen, floor, cs),
+                    );
                 }
                 Value::ZSet(z)
             }),
@@ -134,6 +138,22 @@ fn op() -> impl Strategy<Value = DeltaOp> {
         }),
         float_text().prop_map(|total| DeltaOp::FloatCount { total }),
         (bytes(), score()).prop_map(|(member, total)| DeltaOp::ZCount { member, total }),
+        (
+            proptest::collection::vec((bytes(), score()), 0..3),
+            proptest::collection::vec((bytes(), version(), score(), score(), version()), 0..3)
+        )
+            .prop_map(|(members, cs)| DeltaOp::ZAssign {
+                members,
+                counters: cs
+                    .into_iter()
+                    .map(|(m, assigned, score, seen, floor)| {
+                        (
+                            m,
+                            ScoreCounter::from_parts(assigned, score, seen, floor, Vec::new()),
+                        )
+                    })
+                    .collect(),
+            }),
         (bytes(), float_text()).prop_map(|(field, total)| DeltaOp::HashFloatCount { field, total }),
         proptest::collection::vec(bytes(), 0..4).prop_map(|members| DeltaOp::SetAdd { members }),
         proptest::collection::vec((bytes(), score()), 0..4)

@@ -187,6 +187,7 @@ impl<'a> Reader<'a> {
     pub(super) fn score_counter(&mut self) -> Result<ScoreCounter, DecodeError> {
         let assigned = self.version()?;
         let score = self.score()?;
+        let seen = self.score()?;
         let floor = self.version()?;
         let n = self.count(10)?;
         let mut contributions = Vec::with_capacity(n);
@@ -203,6 +204,7 @@ impl<'a> Reader<'a> {
         Ok(ScoreCounter::from_parts(
             assigned,
             score,
+            seen,
             floor,
             contributions,
         ))

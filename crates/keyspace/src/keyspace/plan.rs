@@ -10,7 +10,7 @@ use crate::change::{ChangeKind, DeltaOp};
 use crate::delta::{self, StringOpError};
 use crate::number::add_texts;
 use crate::tombstones::Coll;
-use crate::value::{CounterValue, Entry, Value};
+use crate::value::{CounterValue, Entry, Value, ZSetValue};
 use crate::version::Version;
 
 /// What a command wants to do to one key; [`Txn::write`](super::Txn::write) makes it a Change.
@@ -335,6 +335,11 @@ pub(super) fn plan(
             if members.is_empty() {
                 return Ok(None);
             }
+            if let (Some(z), true) = (held, merging) {
+                if members.iter().any(|(m, _)| z.counter(m).is_some()) {
+                    return element_op(old, assign_scores(z, members));
+                }
+            }
             return element_op(old, DeltaOp::ZAdd { members });
         }
         Write::Remove(names) => {
@@ -415,6 +420,36 @@ fn assign(
         saved: 0,
         new_value: None,
     }))
+}
+
+/// A ZADD naming members whose scores are counters: those are assigned
+/// (each state as held, with the score; the write's version is stamped
+/// later), the others set as a ZADD. A member named twice takes its last
+/// score.
+fn assign_scores(z: &ZSetValue, members: Vec<(Bytes, f64)>) -> DeltaOp {
+    let mut named = std::collections::HashSet::new();
+    let mut last: Vec<(Bytes, f64)> = members
+        .into_iter()
+        .rev()
+        .filter(|(m, _)| named.insert(m.clone()))
+        .collect();
+    last.reverse();
+    let mut plain = Vec::new();
+    let mut counters = Vec::new();
+    for (m, score) in last {
+        match z.counter(&m) {
+            Some(c) => {
+                let mut c = c.clone();
+                c.assign(score, Version::ZERO);
+                counters.push((m, c));
+            }
+            None => plain.push((m, score)),
+        }
+    }
+    DeltaOp::ZAssign {
+        members: plain,
+        counters,
+    }
 }
 
 /// An element operation: it merges onto any version of the key, so no base

@@ -381,6 +381,10 @@ fn resolve(
             ..
         } => scores::count(entry, tombs, change),
         ChangeKind::Delta {
+            op: DeltaOp::ZAssign { .. },
+            ..
+        } => scores::assign(entry, tombs, change),
+        ChangeKind::Delta {
             op: DeltaOp::HashCount { .. } | DeltaOp::HashFloatCount { .. },
             ..
         } => match entry.filter(|_| hash.is_none()) {

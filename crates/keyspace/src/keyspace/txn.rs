@@ -13,7 +13,7 @@ use smallvec::SmallVec;
 use super::plan::{plan, Planned};
 use super::{Keyspace, Write, WriteError};
 use crate::apply::{apply_change, apply_change_at, apply_owned_at};
-use crate::change::{Change, ChangeKind};
+use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::notices::{self, Notice, Noticed};
 use crate::partition::Partition;
 use crate::value::Entry;
@@ -174,10 +174,16 @@ impl<'a> Txn<'a> {
         let noticed = noticed.map(|what| (what, key.clone()));
         let mut kind = kind;
         let version = self.ks.version();
-        if let ChangeKind::Full { value, .. } = &mut kind {
+        match &mut kind {
             // A value a command built whole (SINTERSTORE, COPY, RESTORE...)
             // is this write's: each element takes its version.
-            value.stamp(version);
+            ChangeKind::Full { value, .. } => value.stamp(version),
+            // The scores a ZADD assigned are this write's.
+            ChangeKind::Delta {
+                op: DeltaOp::ZAssign { counters, .. },
+                ..
+            } => counters.iter_mut().for_each(|(_, c)| c.stamp(version)),
+            _ => {}
         }
         let change = Change { key, version, kind };
         if self.notify {

@@ -6,15 +6,19 @@
 //!
 //! - each site's contribution: the running total of the increments of the
 //!   member made there, with the newest's version;
-//! - the latest assignment (a ZADD of the member) and its version;
+//! - the latest assignment (a ZADD of the member) and its version, with
+//!   the sum of the contributions its site had seen;
 //! - a floor: what is at or below it (an assignment, a site's increments)
 //!   was removed (ZREM observed it, DEL, an overwrite by another type).
 //!
-//! The score is the assignment plus every contribution, added in site
-//! order (the same f64 bits at every site). A ZADD is an assignment that
-//! saw every increment older than itself ([`ScoreCounter::from_plain`],
-//! the rule hash field counters follow): its floor is just below its
-//! version, so increments made after it (by the clock) still count.
+//! The score is the assignment plus what the contributions (added in site
+//! order, the same f64 bits at every site) grew by since it was made: the
+//! assigned score itself while they sum to what it saw. So a ZADD of a
+//! member held as a counter resets what its site had seen, and increments
+//! made concurrently elsewhere are kept (the rule of string counters). A
+//! plain member (never incremented where it was written) meets a counter
+//! as an assignment that saw every increment older than itself
+//! ([`ScoreCounter::from_plain`]: its floor is just below its version).
 
 use smallvec::SmallVec;
 
@@ -32,6 +36,8 @@ pub struct ScoreContribution {
 pub struct ScoreCounter {
     assigned: Version,
     score: f64,
+    /// The sum of the contributions where the assignment was made.
+    seen: f64,
     floor: Version,
     contributions: SmallVec<[ScoreContribution; 2]>,
 }
@@ -58,6 +64,7 @@ impl ScoreCounter {
         ScoreCounter {
             assigned: version,
             score,
+            seen: 0.0,
             floor: below(version),
             contributions: SmallVec::new(),
         }
@@ -68,6 +75,7 @@ impl ScoreCounter {
         ScoreCounter {
             assigned: Version::ZERO,
             score: 0.0,
+            seen: 0.0,
             floor: Version::ZERO,
             contributions: SmallVec::new(),
         }
@@ -77,12 +85,14 @@ impl ScoreCounter {
     pub fn from_parts(
         assigned: Version,
         score: f64,
+        seen: f64,
         floor: Version,
         contributions: Vec<ScoreContribution>,
     ) -> Self {
         let mut c = ScoreCounter {
             assigned,
             score,
+            seen,
             floor,
             contributions: SmallVec::from_vec(contributions),
         };
@@ -98,6 +108,11 @@ impl ScoreCounter {
 
     pub fn assigned_score(&self) -> f64 {
         self.score
+    }
+
+    /// The sum of the contributions the assignment had seen.
+    pub fn seen(&self) -> f64 {
+        self.seen
     }
 
     pub fn floor(&self) -> Version {
@@ -128,14 +143,35 @@ impl ScoreCounter {
     /// The score: the assignment plus every site's total, in site order
     /// (a NaN, from infinities of opposite signs, reads as 0).
     pub fn value(&self) -> f64 {
-        let v = self
-            .contributions
-            .iter()
-            .fold(self.score, |acc, c| acc + c.total);
+        let sum = self.sum();
+        let v = match sum == self.seen {
+            true => self.score,
+            false => self.score + (sum - self.seen),
+        };
         match v.is_nan() {
             true => 0.0,
             false => v,
         }
+    }
+
+    /// Every contribution, added in site order.
+    fn sum(&self) -> f64 {
+        self.contributions.iter().fold(0.0, |acc, c| acc + c.total)
+    }
+
+    /// A ZADD of `score` by this site, which sees every contribution held:
+    /// the score becomes exactly `score`; increments made concurrently at
+    /// other sites will be added to it. Its version is given by
+    /// [`ScoreCounter::stamp`] once known.
+    pub fn assign(&mut self, score: f64, version: Version) {
+        self.assigned = version;
+        self.score = score;
+        self.seen = self.sum();
+    }
+
+    /// Gives the latest assignment the version `v` (the write's).
+    pub fn stamp(&mut self, v: Version) {
+        self.assigned = v;
     }
 
     /// Bytes held, for memory accounting.
@@ -180,6 +216,7 @@ impl ScoreCounter {
         if v >= self.assigned {
             self.assigned = v;
             self.score = score;
+            self.seen = 0.0;
         }
         self.floor = self.floor.max(below(v));
         self.normalize();
@@ -193,6 +230,7 @@ impl ScoreCounter {
         if other.assigned > self.assigned {
             self.assigned = other.assigned;
             self.score = other.score;
+            self.seen = other.seen;
         }
         for c in &other.contributions {
             match self.contributions.iter_mut().find(|x| x.site == c.site) {
@@ -221,6 +259,7 @@ impl ScoreCounter {
     /// written at its assignment's version.
     pub fn is_plain(&self) -> bool {
         self.contributions.is_empty()
+            && self.seen == 0.0
             && self.assigned != Version::ZERO
             && self.floor == below(self.assigned)
     }
@@ -234,6 +273,7 @@ impl ScoreCounter {
         if self.assigned <= self.floor {
             self.assigned = Version::ZERO;
             self.score = 0.0;
+            self.seen = 0.0;
         }
         let floor = self.floor;
         self.contributions.retain(|c| c.version > floor);
@@ -264,10 +304,28 @@ mod tests {
         assert_eq!(x.value(), 16.0);
     }
 
+    #[test]
+    fn an_assignment_keeps_the_increments_it_had_not_seen() {
+        // Site 1 counts to 5; site 2 saw 3 of them and assigns 100, while
+        // site 1 adds 2 more (older by the clock than the assignment).
+        let mut a = ScoreCounter::from_nothing();
+        a.count(1, 3.0, v(2, 1));
+        let mut b = a.clone();
+        a.count(1, 5.0, v(3, 1));
+        b.assign(100.0, v(4, 2));
+        assert_eq!(b.value(), 100.0);
+        let (mut x, mut y) = (a.clone(), b.clone());
+        x.join(&b);
+        y.join(&a);
+        assert_eq!(x, y);
+        assert_eq!(x.value(), 102.0);
+    }
+
     #[derive(Clone, Debug)]
     enum Op {
         Incr(u16, i8),
         Assign(u16, i8),
+        Plain(u16, i8),
         Remove(u16),
     }
 
@@ -279,6 +337,7 @@ mod tests {
         fn joins_converge_and_sum(ops in proptest::collection::vec(
             prop_oneof![(0u16..3, -5i8..6).prop_map(|(s, n)| Op::Incr(s, n)),
                         (0u16..3, -9i8..9).prop_map(|(s, n)| Op::Assign(s, n)),
+                        (0u16..3, -9i8..9).prop_map(|(s, n)| Op::Plain(s, n)),
                         (0u16..3).prop_map(Op::Remove)], 1..40),
             joins in proptest::collection::vec((0usize..3, 0usize..3), 0..40)) {
             let mut sites: Vec<ScoreCounter> = (0..3).map(|_| ScoreCounter::from_nothing()).collect();
@@ -296,6 +355,10 @@ mod tests {
                         sum += n as f64;
                     }
                     Op::Assign(s, n) => {
+                        sites[s as usize].assign(n as f64, v(clock, s));
+                        reset = true;
+                    }
+                    Op::Plain(s, n) => {
                         let mut fresh = ScoreCounter::from_plain(n as f64, v(clock, s));
                         fresh.join(&sites[s as usize]);
                         sites[s as usize] = fresh;

@@ -255,6 +255,34 @@ impl ZSetValue {
         self.counter_states.as_ref()?.get(member)
     }
 
+    /// The state of `member` as a counter (a plain member: its score
+    /// assigned at its version, having seen every older increment).
+    pub fn state_of(&self, member: &[u8]) -> Option<ScoreCounter> {
+        match self.counter(member) {
+            Some(c) => Some(c.clone()),
+            None => self
+                .get(member)
+                .map(|m| ScoreCounter::from_plain(m.score, m.version)),
+        }
+    }
+
+    /// ZADD of members at `version`: a member held as a counter takes the
+    /// score as an assignment that saw every older increment.
+    pub fn assign(&mut self, members: &[(Bytes, f64)], version: Version) {
+        for (m, score) in members {
+            match self.counter(m) {
+                Some(c) => {
+                    let mut c = c.clone();
+                    c.assign_at(*score, version);
+                    self.set_counter(m, c);
+                }
+                None => {
+                    self.insert(m, *score, version);
+                }
+            }
+        }
+    }
+
     /// Every score state, in no order.
     pub fn counters(&self) -> impl Iterator<Item = (&Bytes, &ScoreCounter)> {
         self.counter_states.iter().flat_map(|m| m.iter())

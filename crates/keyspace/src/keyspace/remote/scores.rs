@@ -16,17 +16,6 @@ use crate::version::Version;
 
 use RemoteOutcome::*;
 
-/// The state of member `name` of `z` as a counter (a plain member: its
-/// score assigned at its version, having seen every older increment).
-pub(crate) fn member_state(z: &ZSetValue, name: &[u8]) -> Option<ScoreCounter> {
-    match z.counter(name) {
-        Some(c) => Some(c.clone()),
-        None => z
-            .get(name)
-            .map(|m| ScoreCounter::from_plain(m.score, m.version)),
-    }
-}
-
 /// The newest removal of member `name` of `key` here: its tombstone (the
 /// version the removal observed) or the key's floor.
 pub(crate) fn removal(tombs: &Tombstones, key: &[u8], name: &[u8]) -> Option<Version> {
@@ -76,6 +65,87 @@ pub(super) fn count(
     }
 }
 
+/// A ZADD from another site naming members that were score counters
+/// there: the plain members as a ZADD (joined into a counter held here),
+/// each counter's state joined into what is held of the member. What
+/// changes something here is applied and logged.
+pub(super) fn assign(
+    entry: Option<&Entry>,
+    tombs: &Tombstones,
+    change: Change,
+) -> (RemoteOutcome, Option<Change>) {
+    let v = change.version;
+    if let Some(e) = entry.filter(|e| e.value.coll() != Some(Coll::ZSet)) {
+        return type_conflict(e, tombs, change);
+    }
+    let z = entry.and_then(|e| match &e.value {
+        Value::ZSet(z) => Some(z),
+        _ => None,
+    });
+    let Change { key, kind, .. } = change;
+    let ChangeKind::Delta {
+        base,
+        op: DeltaOp::ZAssign { members, counters },
+    } = kind
+    else {
+        unreachable!("a score assignment")
+    };
+    let mut seen = false;
+    let mut plain = Vec::new();
+    for (m, score) in members {
+        let wins = match z.filter(|z| z.counter(&m).is_some()) {
+            Some(z) => assign_changes(z, tombs, &key, &m, score, v) == Some(true),
+            None => {
+                let here = z
+                    .and_then(|z| z.version_of(&m))
+                    .max(tombs.member(&key, Coll::ZSet, &m));
+                !here.is_some_and(|h| h >= v)
+            }
+        };
+        match wins {
+            true => plain.push((m, score)),
+            false => seen |= z.and_then(|z| z.version_of(&m)) == Some(v),
+        }
+    }
+    let mut joined = Vec::new();
+    for (m, theirs) in counters {
+        let removal = removal(tombs, &key, &m);
+        let mut before = z
+            .and_then(|z| z.state_of(&m))
+            .unwrap_or_else(ScoreCounter::from_nothing);
+        if let Some(r) = removal {
+            before.prune(r);
+        }
+        let mut after = before.clone();
+        after.join(&theirs);
+        if let Some(r) = removal {
+            after.prune(r);
+        }
+        match after != before {
+            true => joined.push((m, theirs)),
+            false => seen |= z.and_then(|z| z.version_of(&m)) == Some(v),
+        }
+    }
+    if plain.is_empty() && joined.is_empty() {
+        return (if seen { Duplicate } else { ConflictLost }, None);
+    }
+    let kind = ChangeKind::Delta {
+        base,
+        op: DeltaOp::ZAssign {
+            members: plain,
+            counters: joined,
+        },
+    };
+    (
+        Applied,
+        Some(Change {
+            key,
+            version: v,
+            kind,
+        }),
+    )
+}
+
 /// Whether a ZADD of `name` at `v` from another site changes the state of
 /// a member held as a counter (joined as an assignment that saw every
 /// older increment); None: the member is not a counter here.
@@ -105,7 +175,7 @@ pub(super) fn join_member(
     removal: Option<Version>,
 ) -> bool {
     let before = merged.clone();
-    let mut state = match (member_state(merged, name), member_state(incoming, name)) {
+    let mut state = match (merged.state_of(name), incoming.state_of(name)) {
         (Some(mut mine), Some(theirs)) => {
             mine.join(&theirs);
             mine

@@ -1456,6 +1456,10 @@ fn census(c: &Change, outcome: RemoteOutcome, response: bool) {
             ..
         } => "score count",
         ChangeKind::Delta {
+            op: DeltaOp::ZAssign { .. },
+            ..
+        } => "score assign",
+        ChangeKind::Delta {
             op: DeltaOp::HashFloatCount { .. },
             ..
         } => "hash float count",
@@ -1717,6 +1721,7 @@ fn convergence_runs_reach_every_rule() {
         ("score count", "applied"),
         ("score count", "duplicate"),
         ("score count", "conflict lost"),
+        ("score assign", "applied"),
     ] {
         assert!(census.contains_key(&want), "no {want:?} in {census:#?}");
     }
