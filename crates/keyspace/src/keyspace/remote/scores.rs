@@ -99,7 +99,7 @@ pub(super) fn assign(
                 let here = z
                     .and_then(|z| z.version_of(&m))
                     .max(tombs.member(&key, Coll::ZSet, &m));
-                !here.is_some_and(|h| h >= v)
+                here.is_none_or(|h| h < v)
             }
         };
         match wins {
