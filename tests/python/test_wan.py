@@ -364,6 +364,55 @@ def test_concurrent_sadd_and_srem_of_the_same_members_end_add_wins_at_both_sites
     assert wait_converged([london, newyork])[b"tags"] == ("set", (b"blue", b"red", b"yellow"), -1)
 
 
+def test_concurrent_pfadd_at_both_sites_merge_register_by_register(sites):
+    """PFADD of disjoint elements to one key at both sites, concurrently:
+    both end with the same bytes, counting the union (the registers a
+    local PFADD of every element gives)."""
+    london, newyork = pair(sites)
+    a, b = client(london.nodes[0]), client(newyork.nodes[0])
+    a.pfadd("visitors", "seed")
+    wait_converged([london, newyork], min_keys=1)
+    for site, other in ((london, "newyork"), (newyork, "london")):
+        wan_control(site.nodes[0], "pause", other)
+        wait_state(site.nodes[0], other, "paused")
+    left = [f"a-{i}" for i in range(3000)]
+    right = [f"b-{i}" for i in range(3000)]
+    for i in range(0, len(left), 100):
+        a.pfadd("visitors", *left[i:i + 100])
+        b.pfadd("visitors", *right[i:i + 100])
+    b.pfadd("small", "x", "y")
+    a.pfadd("small", "z")
+    for site, other in ((london, "newyork"), (newyork, "london")):
+        wan_control(site.nodes[0], "resume", other)
+    wait_drained(newyork, "london")
+    wait_drained(london, "newyork")
+    # The union, PFADDed locally in one go, has the same registers.
+    a.pfadd("union", "seed", *left, *right)
+    a.pfadd("union-small", "x", "y", "z")
+    want = a.pfcount("union")
+    wait_until(lambda: a.get("visitors") == b.get("visitors") and a.get("small") == b.get("small"),
+               timeout=15, message="the same bytes at both sites")
+    assert a.pfcount("visitors") == b.pfcount("visitors") == want
+    assert a.pfcount("small") == b.pfcount("small") == a.pfcount("union-small") == 3
+    assert a.execute_command("PFDEBUG", "GETREG", "visitors") == \
+        a.execute_command("PFDEBUG", "GETREG", "union")
+
+    # A raise keeps the key's version; WATCH still sees it (and not a
+    # PFADD that raised nothing).
+    w = client(london.nodes[0]).pipeline(transaction=True)
+    w.watch("visitors")
+    assert b.pfadd("visitors", "seed") == 0
+    w.multi()
+    w.get("visitors")
+    assert w.execute()[0] == a.get("visitors")
+    w.watch("visitors")
+    assert a.pfadd("visitors", "something-new-1", "something-new-2") == 1
+    w.multi()
+    w.get("visitors")
+    with pytest.raises(redis.WatchError):
+        w.execute()
+
+
 # -- 3 -------------------------------------------------------------------------
 
 def cluster_client(site):

@@ -23,6 +23,7 @@ use bytes::Bytes;
 
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::delta::{self, StringOpError};
+use crate::hll;
 use crate::partition::Partition;
 use crate::tombstones::Coll;
 use crate::value::{CounterValue, Entry, HashValue, ScoreCounter, Total, Value, ZSetValue};
@@ -222,6 +223,10 @@ pub fn apply_change_at(
             op: DeltaOp::Remove { coll, members },
             ..
         } => remove_members(part, key, *coll, members, change.version),
+        ChangeKind::Delta {
+            base,
+            op: DeltaOp::HllMax { registers },
+        } => hll_max(part, at, key, *base, registers)?,
         ChangeKind::Delta {
             op: DeltaOp::SetExpiry(expire_at),
             ..
@@ -520,7 +525,7 @@ fn assign_members(
 /// The newest removal of `key` a counter made there starts above: its
 /// floor, or the version at which it was last a collection that emptied
 /// (a write of another type, which overwrote what was older).
-fn removed_at(part: &Partition, key: &[u8]) -> Option<Version> {
+pub(crate) fn removed_at(part: &Partition, key: &[u8]) -> Option<Version> {
     part.tombstones
         .key(key)
         .max(part.tombstones.emptied_other(key, None))
@@ -569,6 +574,46 @@ fn count(
         }
         e.version = e.version.max(version);
     });
+    Ok(())
+}
+
+/// PFADD, PFMERGE where sites merge: the registers raised on the
+/// HyperLogLog the key holds, rewritten in the canonical layout
+/// (`hll::merge`); the key keeps its version (that of the assignment the
+/// raises apply to, see `DeltaOp::HllMax`) and time to live. A missing key
+/// is created at `base` (its last removal where it was made). Another
+/// value, or a string that is not a HyperLogLog, is WRONGTYPE (remote
+/// resolution only lets raises of the same assignment through).
+fn hll_max(
+    part: &mut Partition,
+    mut at: Option<usize>,
+    key: &Bytes,
+    base: Version,
+    registers: &[(u16, u8)],
+) -> Result<(), ApplyError> {
+    at = at.or_else(|| part.index_of(key));
+    let raised = match held(part, at, key) {
+        None => {
+            let value = hll::merge::created(registers).map_err(|_| ApplyError::WrongType)?;
+            part.put(
+                key.clone(),
+                Entry {
+                    value: Value::Str(Bytes::from(value)),
+                    version: base,
+                    expire_at: 0,
+                },
+            );
+            return Ok(());
+        }
+        Some(Entry {
+            value: Value::Str(held),
+            ..
+        }) => hll::merge::raised(held, registers).map_err(|_| ApplyError::WrongType)?,
+        Some(_) => return Err(ApplyError::WrongType),
+    };
+    if let Some(value) = raised {
+        update_held(part, at, key, |e| e.value = Value::Str(Bytes::from(value)));
+    }
     Ok(())
 }
 

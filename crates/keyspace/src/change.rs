@@ -92,6 +92,13 @@ pub enum DeltaOp {
         coll: Coll,
         members: Vec<(Bytes, Version)>,
     },
+    /// Raise registers of the HyperLogLog the key holds (PFADD, PFMERGE
+    /// where partitions merge with other sites): `(index, value)`, only
+    /// those the write raised. `base` is the version of the write that
+    /// assigned the HyperLogLog (the key's version, which raises keep; or
+    /// the key's last removal when PFADD created it): the raise applies to
+    /// that assignment only. Idempotent and commutative (see `crate::hll::merge`).
+    HllMax { registers: Vec<(u16, u8)> },
 }
 
 impl DeltaOp {

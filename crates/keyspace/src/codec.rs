@@ -66,6 +66,8 @@ const FCOUNT: u8 = 11;
 const HFCOUNT: u8 = 12;
 const ZCOUNT: u8 = 13;
 const ZASSIGN: u8 = 14;
+/// Tags 15..=19 are left for other ops.
+const HLLMAX: u8 = 20;
 
 fn counter_len(c: &CounterValue) -> usize {
     version_len(&c.assigned())
@@ -275,6 +277,7 @@ fn op_len(op: &DeltaOp) -> usize {
             varint_len(members.len() as u64)
                 + members.iter().map(|(m, _)| bytes_len(m) + 8).sum::<usize>()
         }
+        DeltaOp::HllMax { registers } => varint_len(registers.len() as u64) + 3 * registers.len(),
         DeltaOp::Remove { members, .. } => {
             1 + varint_len(members.len() as u64)
                 + members
@@ -453,6 +456,14 @@ fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
             for (m, score) in members {
                 put_bytes(out, m);
                 out.put_f64_le(*score);
+            }
+        }
+        DeltaOp::HllMax { registers } => {
+            out.put_u8(HLLMAX);
+            put_varint(out, registers.len() as u64);
+            for (i, v) in registers {
+                out.put_u16_le(*i);
+                out.put_u8(*v);
             }
         }
         DeltaOp::Remove { coll, members } => {
@@ -675,6 +686,24 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
                 coll,
                 members: r.members(n, Reader::version)?,
             }
+        }
+        HLLMAX => {
+            let n = r.count(3)?;
+            if n > crate::hll::REGISTERS {
+                return Err(DecodeError::OutOfRange);
+            }
+            let mut registers = Vec::with_capacity(n);
+            for _ in 0..n {
+                let i = u16::from_le_bytes([r.u8()?, r.u8()?]);
+                let v = r.u8()?;
+                if usize::from(i) >= crate::hll::REGISTERS
+                    || v > crate::hll::merge::REGISTER_VALUE_MAX
+                {
+                    return Err(DecodeError::OutOfRange);
+                }
+                registers.push((i, v));
+            }
+            DeltaOp::HllMax { registers }
         }
         tag => return Err(DecodeError::BadTag { what: "delta", tag }),
     })

@@ -25,6 +25,7 @@ pub mod codec;
 pub mod delta;
 pub mod encodings;
 pub mod glob;
+pub mod hll;
 mod keyspace;
 pub mod memory_usage;
 pub mod notices;

@@ -5,7 +5,9 @@
 //! Redis. EXEC holds the node's exec gate exclusively, so no other client's
 //! command runs between the queued ones. WATCH remembers each key's version
 //! (every write gives a key a new version, deletion and expiry remove it),
-//! so EXEC aborts exactly when a watched key changed.
+//! so EXEC aborts exactly when a watched key changed. A HyperLogLog where
+//! partitions merge with other sites keeps its version while PFADD raises
+//! its registers (`keyspace::hll`): for those the bytes' hash is kept too.
 
 use bytes::Bytes;
 use commands::{CmdError, CommandSpec, Flags};
@@ -19,7 +21,7 @@ pub struct TxState {
     pub queued: Option<Vec<(&'static CommandSpec, Vec<Bytes>)>>,
     /// An error happened while queueing.
     pub dirty: bool,
-    pub watched: Vec<(Bytes, Option<Version>)>,
+    pub watched: Vec<(Bytes, Option<(Version, u64)>)>,
 }
 
 impl TxState {
@@ -63,7 +65,7 @@ pub fn watch(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         return Err(CmdError::other("ERR WATCH inside MULTI is not allowed"));
     }
     for key in &a[1..] {
-        let version = s.node.ks.txn([&key[..]], s.id).get(key).map(|e| e.version);
+        let version = s.node.ks.txn([&key[..]], s.id).get(key).map(stamp);
         s.tx.watched.push((Bytes::copy_from_slice(key), version));
     }
     out.simple("OK");
@@ -114,7 +116,7 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
         }
     }
     let changed = watched.iter().any(|(key, version)| {
-        let now = node.ks.txn([&key[..]], s.id).get(key).map(|e| e.version);
+        let now = node.ks.txn([&key[..]], s.id).get(key).map(stamp);
         now != *version
     });
     if changed {
@@ -132,4 +134,16 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
     s.in_exec = false;
     s.caching = None;
     Ok(())
+}
+
+/// What tells a watched key's value changed: its version, and for a
+/// HyperLogLog (whose raises keep the version) a hash of its bytes.
+fn stamp(e: &keyspace::Entry) -> (Version, u64) {
+    let hash = match &e.value {
+        keyspace::Value::Str(b) if keyspace::hll::encoding_of(b).is_ok() => {
+            ahash::RandomState::with_seeds(1, 2, 3, 4).hash_one(&b[..])
+        }
+        _ => 0,
+    };
+    (e.version, hash)
 }

@@ -6,19 +6,15 @@
 //! HyperLogLog sketches", arXiv:1702.01284), with the floating point
 //! operations in Redis's order so that the rounded result is the same.
 
-use super::encoding::REGISTERS;
+use keyspace::hll::REGISTERS;
+pub use keyspace::hll::{Histogram, P};
 
-/// Bits of the hash that address a register.
-pub const P: u32 = 14;
 /// Bits left for the run of zeros: a run is at most `Q + 1` long.
 pub const Q: u32 = 64 - P;
 /// Redis's seed for element hashes.
 const SEED: u64 = 0xadc8_3b19;
 /// 0.5 / ln(2), the limit of the bias correction as m grows.
 const ALPHA_INF: f64 = 0.721_347_520_444_481_7;
-
-/// How many registers hold each value (index: the value, 0..=63).
-pub type Histogram = [u32; 64];
 
 /// MurmurHash64A as Redis has it: 8-byte blocks read little-endian on every
 /// architecture, the tail mixed in byte by byte.

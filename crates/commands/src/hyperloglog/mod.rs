@@ -3,11 +3,14 @@
 //! Redis 7's estimator (`estimator`), so a value moves between Redis and
 //! deltagrid as a plain string (GET there, SET here) and counts the same.
 //!
-//! Writes hand the new bytes to the write path as a `Set` keeping the
-//! key's time to live; it logs them as a patch or splice of the bytes that
-//! changed when that is small (a dense PFADD changes a register or two and
-//! the header's cache byte), so across sites a HyperLogLog merges as any
-//! string does: the last writer wins.
+//! The encoding itself (header, dense registers, sparse opcodes, and the
+//! register-wise merge) is `keyspace::hll`: the keyspace applies merges.
+//!
+//! PFADD and PFMERGE hand the write path the registers they raised with the
+//! new bytes (`Write::Hll`): where sites merge it logs the raises (merged
+//! register by register, see `keyspace::hll::merge`), elsewhere a `Set`
+//! keeping the TTL, logged as a patch or splice of the bytes that changed
+//! when that is small. PFDEBUG's conversions are whole-value `Set`s.
 //!
 //! One difference from Redis: PFCOUNT does not write the cardinality it
 //! computed back into the header's cache. PFCOUNT is a read (it runs on
@@ -16,14 +19,14 @@
 //! one site could undo an addition made on another. A cache that is valid
 //! (in a value copied from Redis) is used as Redis uses it.
 
-mod encoding;
 mod estimator;
 mod selftest;
-mod sparse;
 #[cfg(test)]
 mod tests;
 
 use bytes::Bytes;
+use keyspace::hll as encoding;
+use keyspace::hll::sparse;
 use keyspace::{Txn, Value, Write};
 
 use crate::args::is;
@@ -31,9 +34,35 @@ use crate::{CmdError, Ctx};
 use encoding::{cached_cardinality, encoding_of, histogram, merge_into, Encoding, Hll};
 use encoding::{HEADER_LEN, REGISTERS};
 
-/// Redis's `hll-sparse-max-bytes`: a sparse body that would grow past this
-/// turns dense. Fixed here (CONFIG SET accepts only this value).
-pub const SPARSE_MAX_BYTES: usize = 3000;
+use encoding::HllError;
+pub use keyspace::hll::SPARSE_MAX_BYTES;
+
+impl From<HllError> for CmdError {
+    fn from(e: HllError) -> Self {
+        match e {
+            HllError::NotHll => {
+                CmdError::other("WRONGTYPE Key is not a valid HyperLogLog string value.")
+            }
+            HllError::Corrupted => CmdError::other("INVALIDOBJ Corrupted HLL object detected"),
+        }
+    }
+}
+
+/// Adding an element: raising the register its hash picks.
+pub(crate) trait AddElement {
+    /// Adds `element`: the register and value raised, if one grew. A
+    /// sparse body grows past `sparse_max` bytes, or needs a value over
+    /// 32, by turning dense.
+    fn add(&mut self, element: &[u8], sparse_max: usize) -> Result<Option<(u16, u8)>, HllError>;
+}
+
+impl AddElement for Hll {
+    fn add(&mut self, element: &[u8], sparse_max: usize) -> Result<Option<(u16, u8)>, HllError> {
+        let (index, count) = estimator::register_and_count(element);
+        let grew = self.raise(index, count, sparse_max)?;
+        Ok(grew.then_some((index as u16, count)))
+    }
+}
 
 /// The string at `key` (None: missing) with its expiry.
 fn string_at(txn: &mut Txn, key: &[u8]) -> Result<Option<(Bytes, u64)>, CmdError> {
@@ -58,24 +87,46 @@ fn store(txn: &mut Txn, key: &[u8], hll: Hll, expire_at: u64) -> Result<(), CmdE
     Ok(())
 }
 
+/// Stores a HyperLogLog whose registers `raised` grew: where sites merge,
+/// as those raises (merged register by register), else as `store` does.
+fn store_raised(
+    txn: &mut Txn,
+    key: &[u8],
+    hll: Hll,
+    raised: Vec<(u16, u8)>,
+) -> Result<(), CmdError> {
+    txn.write(
+        key,
+        Write::Hll {
+            registers: raised,
+            value: Bytes::from(hll.into_bytes()),
+        },
+    )?;
+    Ok(())
+}
+
 /// `PFADD key [element ...]`: 1 if a register changed (or the key was
 /// created), else 0.
 pub fn pfadd(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let key = a[1];
     let mut txn = ctx.ks.txn([key], ctx.client_id);
-    let (mut hll, expire_at, mut updated) = match txn.get(key) {
-        None => (Hll::new(), 0, true),
+    let (mut hll, mut updated) = match txn.get(key) {
+        None => (Hll::new(), true),
         Some(e) => {
             let value = e.as_str().ok_or(CmdError::WrongType)?;
-            (Hll::from_value(value)?, e.expire_at, false)
+            (Hll::from_value(value)?, false)
         }
     };
+    let mut raised = Vec::new();
     for element in &a[2..] {
-        updated |= hll.add(element, SPARSE_MAX_BYTES)?;
+        if let Some(r) = hll.add(element, SPARSE_MAX_BYTES)? {
+            raised.push(r);
+            updated = true;
+        }
     }
     if updated {
         hll.invalidate_cache();
-        store(&mut txn, key, hll, expire_at)?;
+        store_raised(&mut txn, key, hll, raised)?;
     }
     drop(txn);
     ctx.out.int(i64::from(updated));
@@ -133,21 +184,22 @@ pub fn pfmerge(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         any_dense |= enc == Encoding::Dense;
         merge_into(&mut max, value, enc)?;
     }
-    let (mut hll, expire_at) = match string_at(&mut txn, dest)? {
-        None => (Hll::new(), 0),
-        Some((value, expire_at)) => (Hll::from_value(&value)?, expire_at),
+    let mut hll = match string_at(&mut txn, dest)? {
+        None => Hll::new(),
+        Some((value, _)) => Hll::from_value(&value)?,
     };
     // A dense input makes the result dense at once (no conversion later).
     if any_dense {
         hll.make_dense()?;
     }
+    let mut raised = Vec::new();
     for (index, &m) in max.iter().enumerate() {
-        if m != 0 {
-            hll.raise(index, m, SPARSE_MAX_BYTES)?;
+        if m != 0 && hll.raise(index, m, SPARSE_MAX_BYTES)? {
+            raised.push((index as u16, m));
         }
     }
     hll.invalidate_cache();
-    store(&mut txn, dest, hll, expire_at)?;
+    store_raised(&mut txn, dest, hll, raised)?;
     drop(txn);
     ctx.out.simple("OK");
     Ok(())

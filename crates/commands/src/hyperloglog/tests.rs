@@ -9,7 +9,7 @@ use super::encoding::{
 };
 use super::estimator::{estimate, raw_histogram, register_and_count};
 use super::sparse::{self, describe};
-use super::SPARSE_MAX_BYTES;
+use super::{AddElement, SPARSE_MAX_BYTES};
 
 /// `PFADD k item-0 .. item-(n-1)` then `PFCOUNT k` on redis-server 7.0.15
 /// (sparse up to 1500, dense from 2000).

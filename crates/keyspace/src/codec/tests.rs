@@ -166,6 +166,8 @@ fn op() -> impl Strategy<Value = DeltaOp> {
                 coll: if z { Coll::ZSet } else { Coll::Set },
                 members
             }),
+        proptest::collection::vec((0u16..16384, 0u8..64), 0..6)
+            .prop_map(|registers| DeltaOp::HllMax { registers }),
     ]
 }
 

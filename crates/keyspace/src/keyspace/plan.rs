@@ -65,6 +65,15 @@ pub enum Write {
     },
     /// Remove members of a set or sorted set; the key goes when it empties.
     Remove(Vec<Bytes>),
+    /// PFADD, PFMERGE: the HyperLogLog `value` the command built, whose
+    /// registers `(index, value)` it raised. Where sites merge (and the key
+    /// holds a plain string or nothing) it is logged as those raises
+    /// (`DeltaOp::HllMax`, against the key's version, or its last removal
+    /// when created); elsewhere as a `Set` of `value` keeping the TTL.
+    Hll {
+        registers: Vec<(u16, u8)>,
+        value: Bytes,
+    },
     /// Set or clear (0) the expiry of an existing key.
     SetExpiry(u64),
     Delete,
@@ -107,12 +116,23 @@ pub(super) struct Planned {
 /// `merging`: the partition merges with other sites (keeps tombstones),
 /// so adding a member already held is logged too: it renews the member's
 /// version, and an add wins over a removal that did not see it.
+/// `removed`: the key's last removal here (its floor, or the version at
+/// which it was last a collection that emptied), for a HyperLogLog made
+/// from nothing.
 pub(super) fn plan(
     old: Option<&Entry>,
     w: Write,
     merge_site: Option<u16>,
+    removed: Option<Version>,
 ) -> Result<Option<Planned>, WriteError> {
     let merging = merge_site.is_some();
+    let w = match w {
+        Write::Hll { registers, value } => match hll_max(old, registers, value, merging, removed) {
+            Ok(planned) => return Ok(planned),
+            Err(w) => *w,
+        },
+        w => w,
+    };
     let base = old.map_or(Version::ZERO, |e| e.version);
     // Where sites do not merge a float increment is the value it makes.
     let w = match w {
@@ -210,8 +230,22 @@ pub(super) fn plan(
             let total = add_texts(&mine, &by);
             return element_op(old, DeltaOp::HashFloatCount { field, total });
         }
+        // A string operation on a HyperLogLog where sites merge: its bytes
+        // at one version differ between sites (raises keep the version),
+        // so it is logged whole, never as a delta against them.
+        Write::Str(op @ (DeltaOp::Splice { .. } | DeltaOp::Patch { .. }))
+            if merging && old.is_some_and(is_hll) =>
+        {
+            let (held, expire_at) = match old {
+                Some(e) => (e.as_str().ok_or(WriteError::WrongType)?, e.expire_at),
+                None => return Ok(None),
+            };
+            let value = Value::Str(delta::apply_string_op(held, &op)?);
+            (ChangeKind::Full { value, expire_at }, 0)
+        }
         Write::Set { value, expire_at } => {
             let delta = match (old, &value) {
+                _ if merging && old.is_some_and(is_hll) => None,
                 (Some(e), Value::Str(new)) if e.expire_at == expire_at => {
                     e.as_str().and_then(|o| delta::diff(o, new))
                 }
@@ -369,6 +403,8 @@ pub(super) fn plan(
                 saved,
             )
         }
+        // Planned above (as raises, or handed back as a Set).
+        Write::Hll { .. } => return Ok(None),
         Write::Delete => {
             if old.is_none() {
                 return Ok(None);
@@ -450,6 +486,47 @@ fn assign_scores(z: &ZSetValue, members: Vec<(Bytes, f64)>) -> DeltaOp {
         members: plain,
         counters,
     }
+}
+
+/// PFADD, PFMERGE where sites merge, on a plain string or nothing: the
+/// raises, against the version of the key's assignment (its version, which
+/// raises keep) or, created, its last removal; nothing when no register
+/// was raised on an existing key. Anything else is handed back as a `Set`
+/// of the whole value keeping the TTL (a counter's: an assignment).
+fn hll_max(
+    old: Option<&Entry>,
+    registers: Vec<(u16, u8)>,
+    value: Bytes,
+    merging: bool,
+    removed: Option<Version>,
+) -> Result<Option<Planned>, Box<Write>> {
+    let base = match old {
+        _ if !merging => None,
+        None => Some(removed.unwrap_or_default()),
+        Some(e) if matches!(e.value, Value::Str(_)) => Some(e.version),
+        Some(_) => None,
+    };
+    let Some(base) = base else {
+        return Err(Box::new(Write::Set {
+            value: Value::Str(value),
+            expire_at: old.map_or(0, |e| e.expire_at),
+        }));
+    };
+    if old.is_some() && registers.is_empty() {
+        return Ok(None);
+    }
+    let op = DeltaOp::HllMax { registers };
+    let saved = value.len().saturating_sub(delta::op_payload_len(&op));
+    Ok(Some(Planned {
+        kind: ChangeKind::Delta { base, op },
+        saved,
+        new_value: None,
+    }))
+}
+
+/// Whether the entry is a string holding a HyperLogLog (its header).
+fn is_hll(e: &Entry) -> bool {
+    matches!(&e.value, Value::Str(b) if crate::hll::encoding_of(b).is_ok())
 }
 
 /// An element operation: it merges onto any version of the key, so no base

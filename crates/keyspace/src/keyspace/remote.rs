@@ -42,6 +42,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 mod counters;
+mod hll;
 mod members;
 mod scores;
 
@@ -290,6 +291,18 @@ fn settled_away(settled: u64, entry: Option<&Entry>, change: &mut Change) -> boo
     if settled == 0 || matches!(change.kind, ChangeKind::Delete | ChangeKind::Expire) {
         return false;
     }
+    // A HyperLogLog keeps the version of its assignment (or of the removal
+    // it was made after, or none) while its registers rise: an old version
+    // says nothing of what is new in it.
+    if let ChangeKind::Full {
+        value: Value::Str(b),
+        ..
+    } = &change.kind
+    {
+        if crate::hll::encoding_of(b).is_ok() {
+            return false;
+        }
+    }
     if entry.is_none() && change.version.hlc <= settled {
         return true;
     }
@@ -336,8 +349,15 @@ fn resolve(
 ) -> (RemoteOutcome, Option<Change>) {
     let v = change.version;
     let tombs = &part.tombstones;
-    // The key was removed at or after v: everything v wrote is gone.
-    if let Some(floor) = tombs.key(&change.key).filter(|f| *f >= v) {
+    // The key was removed at or after v: everything v wrote is gone. A
+    // whole string at exactly the removal's version is the HyperLogLog
+    // raises made from nothing after it (see hll).
+    let made_at_floor = matches!(&change.kind, ChangeKind::Full { value: Value::Str(b), .. }
+        if crate::hll::encoding_of(b).is_ok());
+    if let Some(floor) = tombs
+        .key(&change.key)
+        .filter(|f| *f > v || (*f == v && !made_at_floor))
+    {
         return (lost(floor, v), None);
     }
     let entry = at.and_then(|i| part.get_index(i)).map(|(_, e)| e);
@@ -384,6 +404,14 @@ fn resolve(
             op: DeltaOp::ZAssign { .. },
             ..
         } => scores::assign(entry, tombs, change),
+        ChangeKind::Delta {
+            op: DeltaOp::HllMax { .. },
+            ..
+        } => hll::max(entry, tombs, change),
+        ChangeKind::Full {
+            value: Value::Str(theirs),
+            ..
+        } if hll::same_assignment(entry, v, theirs) => hll::join(entry, change),
         ChangeKind::Delta {
             op: DeltaOp::HashCount { .. } | DeltaOp::HashFloatCount { .. },
             ..

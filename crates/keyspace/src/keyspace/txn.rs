@@ -147,7 +147,7 @@ impl<'a> Txn<'a> {
             Write::Set { expire_at, .. } => Noticed::Set {
                 expire_at: *expire_at,
             },
-            Write::Str(_) => Noticed::Str,
+            Write::Str(_) | Write::Hll { .. } => Noticed::Str,
             Write::FloatIncr { expire_at, .. } => Noticed::Set {
                 expire_at: *expire_at,
             },
@@ -161,11 +161,21 @@ impl<'a> Txn<'a> {
             Write::Delete => Noticed::Deleted,
         });
         let created = old.is_none();
+        // Only a HyperLogLog made from nothing needs the key's last removal.
+        let removed = match (&w, old) {
+            (Write::Hll { .. }, None) => crate::apply::removed_at(part, key),
+            _ => None,
+        };
         let Some(Planned {
             kind,
             saved,
             new_value,
-        }) = plan(old, w, part.tombstones.enabled().then_some(self.ks.site()))?
+        }) = plan(
+            old,
+            w,
+            part.tombstones.enabled().then_some(self.ks.site()),
+            removed,
+        )?
         else {
             return Ok(());
         };

@@ -16,22 +16,29 @@
 //! checked as it is walked (every walk stops at its end and reports a body
 //! that does not cover exactly 16384 registers).
 
-use super::estimator::{self, Histogram};
-use super::sparse;
-use crate::CmdError;
+pub mod merge;
+pub mod sparse;
+
+/// Register index bits (Redis's HLL_P): 2^14 registers.
+pub const P: u32 = 14;
+/// Per register value, how many of the 64 registers hold it.
+pub type Histogram = [u32; 64];
+/// Redis's `hll-sparse-max-bytes`: a sparse HyperLogLog that would grow
+/// past this many bytes turns dense. Fixed (CONFIG SET accepts only this).
+pub const SPARSE_MAX_BYTES: usize = 3000;
 
 pub const HEADER_LEN: usize = 16;
-pub const REGISTERS: usize = 1 << estimator::P;
+pub const REGISTERS: usize = 1 << P;
 /// Bits per dense register: enough for a run of up to 63.
 pub const REGISTER_BITS: usize = 6;
 const REGISTER_MAX: u32 = (1 << REGISTER_BITS) - 1;
 /// The exact length of a dense HyperLogLog.
 pub const DENSE_LEN: usize = HEADER_LEN + (REGISTERS * REGISTER_BITS).div_ceil(8);
 const MAGIC: &[u8; 4] = b"HYLL";
-const ENCODING_AT: usize = 4;
+pub(crate) const ENCODING_AT: usize = 4;
 const CARD_AT: usize = 8;
 /// The bit of byte 15 that marks the cached cardinality stale.
-const STALE: u8 = 0x80;
+pub(crate) const STALE: u8 = 0x80;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Encoding {
@@ -57,17 +64,6 @@ pub enum HllError {
     NotHll,
     /// The header is fine but the sparse body is not.
     Corrupted,
-}
-
-impl From<HllError> for CmdError {
-    fn from(e: HllError) -> Self {
-        match e {
-            HllError::NotHll => {
-                CmdError::other("WRONGTYPE Key is not a valid HyperLogLog string value.")
-            }
-            HllError::Corrupted => CmdError::other("INVALIDOBJ Corrupted HLL object detected"),
-        }
-    }
 }
 
 /// The encoding of `bytes` if its header is a HyperLogLog's (Redis's
@@ -204,13 +200,6 @@ impl Hll {
     /// Marks the cached cardinality stale.
     pub fn invalidate_cache(&mut self) {
         self.bytes[HEADER_LEN - 1] |= STALE;
-    }
-
-    /// Adds `element`: whether a register grew. A sparse body grows past
-    /// `sparse_max` bytes, or needs a value over 32, by turning dense.
-    pub fn add(&mut self, element: &[u8], sparse_max: usize) -> Result<bool, HllError> {
-        let (index, count) = estimator::register_and_count(element);
-        self.raise(index, count, sparse_max)
     }
 
     /// Raises register `index` to `count` if it is lower: whether it was.

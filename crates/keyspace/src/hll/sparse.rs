@@ -19,8 +19,7 @@
 //! merge, conversion to dense) requires runs covering exactly the 16384
 //! registers; raising a register only needs a run covering it, as Redis.
 
-use super::encoding::{dense_set, HllError, HEADER_LEN, REGISTERS};
-use super::estimator::Histogram;
+use super::{dense_set, Histogram, HllError, HEADER_LEN, REGISTERS};
 
 const XZERO_BIT: u8 = 0x40;
 const VAL_BIT: u8 = 0x80;
@@ -293,4 +292,32 @@ fn merge_vals(hll: &mut Vec<u8>, mut at: usize) {
         }
         at += 1;
     }
+}
+
+/// The canonical sparse body of `regs` (one register per byte, 16384 of
+/// them): zero runs as ZERO/XZERO, equal values as VAL runs of up to four,
+/// left to right. None when a register is over 32 (sparse cannot hold it).
+/// The same registers always give the same bytes, whatever order they were
+/// raised in (Redis's in-place raises do not: see [`raise`]).
+pub fn encode(regs: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < regs.len() {
+        let v = regs[i];
+        let run = regs[i..].iter().take_while(|&&r| r == v).count();
+        if v == 0 {
+            push_zeros(&mut out, run);
+        } else if v > VAL_MAX_VALUE {
+            return None;
+        } else {
+            let mut left = run;
+            while left > 0 {
+                let len = left.min(VAL_MAX_LEN);
+                out.push(val_byte(v, len));
+                left -= len;
+            }
+        }
+        i += run;
+    }
+    Some(out)
 }
