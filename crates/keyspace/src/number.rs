@@ -75,9 +75,12 @@ pub fn format_f64(v: f64) -> String {
 }
 
 /// [`float_sum`] of two texts that each parse as a float ([`parse_f64`];
-/// one that does not counts as 0): the same text at every site.
+/// one that does not counts as 0): the same text at every site. Never
+/// NaN (infinities of opposite signs add to 0), so the text always reads
+/// back as a float.
 pub fn add_texts(a: &[u8], b: &[u8]) -> bytes::Bytes {
     let fallback = parse_f64(a).unwrap_or(0.0) + parse_f64(b).unwrap_or(0.0);
+    let fallback = if fallback.is_nan() { 0.0 } else { fallback };
     bytes::Bytes::from(float_sum(a, b, fallback))
 }
 
@@ -97,6 +100,7 @@ pub fn negate_text(x: &[u8]) -> bytes::Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     #[test]
     fn prints_like_redis() {
@@ -126,6 +130,19 @@ mod tests {
         assert_eq!(sum("5.0e3", "200"), "5200");
         assert_eq!(sum("0", "1e-20"), "0");
         assert_eq!(sum("1e30", "1"), format_f64(1e30));
+    }
+
+    #[test]
+    fn added_texts_read_back_as_floats() {
+        assert_eq!(add_texts(b"0.1", b"0.2"), Bytes::from_static(b"0.3"));
+        assert_eq!(add_texts(b"10", b"-0.5"), Bytes::from_static(b"9.5"));
+        assert_eq!(add_texts(b"inf", b"-inf"), Bytes::from_static(b"0"));
+        assert_eq!(add_texts(b"inf", b"1"), Bytes::from_static(b"inf"));
+        assert_eq!(negate_text(b"-2.5"), Bytes::from_static(b"2.5"));
+        assert_eq!(
+            add_texts(b"7", &negate_text(b"7")),
+            Bytes::from_static(b"0")
+        );
     }
 
     #[test]

@@ -166,7 +166,11 @@ impl ScoreCounter {
     pub fn assign(&mut self, score: f64, version: Version) {
         self.assigned = version;
         self.score = score;
-        self.seen = self.sum();
+        // Never NaN (infinities of opposite signs): states must encode.
+        self.seen = match self.sum() {
+            s if s.is_nan() => 0.0,
+            s => s,
+        };
     }
 
     /// Gives the latest assignment the version `v` (the write's).
