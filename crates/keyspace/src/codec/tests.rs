@@ -2,7 +2,9 @@
 //! (truncated, mutated) giving errors, never panics.
 
 use super::*;
-use crate::value::{Contribution, FloatContribution, ScoreContribution};
+use crate::value::{
+    Contribution, CounterBase, CounterValue, FloatContribution, ScoreContribution, ScoreCounter,
+};
 use bytes::Bytes;
 use proptest::prelude::*;
 

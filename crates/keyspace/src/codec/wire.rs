@@ -132,7 +132,7 @@ impl<'a> Reader<'a> {
         let floor = self.version()?;
         let expiry = self.version()?;
         let tag = self.u8()?;
-        let base = match tag & !super::WITH_FLOATS {
+        let base = match tag & !super::states::WITH_FLOATS {
             0 => CounterBase::Int(unzigzag128(self.varint128()?)),
             1 => CounterBase::Text(self.bytes()?),
             2 => CounterBase::Float {
@@ -159,7 +159,7 @@ impl<'a> Reader<'a> {
             });
         }
         let mut floats = Vec::new();
-        if tag & super::WITH_FLOATS != 0 {
+        if tag & super::states::WITH_FLOATS != 0 {
             let n = self.count(3)?;
             floats.reserve(n);
             for _ in 0..n {
