@@ -247,6 +247,97 @@ def test_concurrent_increments_at_both_sites_sum_exactly(sites):
     wait_until(lambda: b.get("hits") == b"4008x", timeout=15, message="an APPEND is an assignment")
 
 
+def test_concurrent_float_increments_at_both_sites_sum_exactly(sites):
+    """INCRBYFLOAT of strings and HINCRBYFLOAT of hash fields: each site's
+    increments are kept, added in decimal as INCRBYFLOAT prints them."""
+    london, newyork = pair(sites)
+    a, b = client(london.nodes[0]), client(newyork.nodes[0])
+    a.set("temp", 10)
+    a.set("ratio", "1.5")
+    wait_converged([london, newyork], min_keys=2)
+    for site, other in ((london, "newyork"), (newyork, "london")):
+        wan_control(site.nodes[0], "pause", other)
+        wait_state(site.nodes[0], other, "paused")
+    write_pipelined(a, [("INCRBYFLOAT", "temp", "0.1")] * 300 + [("INCRBY", "temp", 2)]
+                    + [("HINCRBYFLOAT", "prices", "tea", "0.25")] * 200
+                    + [("INCRBYFLOAT", "ratio", "-0.5")])
+    write_pipelined(b, [("INCRBYFLOAT", "temp", "1.5")] * 100
+                    + [("HINCRBYFLOAT", "prices", "tea", "-0.05")] * 100
+                    + [("HINCRBYFLOAT", "prices", "milk", "1e-3")] * 10)
+    # What each site acknowledged is exactly what Redis would reply.
+    assert a.get("temp") == b"42" and b.get("temp") == b"160"
+    assert a.hget("prices", "tea") == b"50" and b.hget("prices", "tea") == b"-5"
+    # New York counts "ratio" too, then assigns it without having seen
+    # London's increment: its own count is reset, London's is kept.
+    b.incrbyfloat("ratio", "0.25")
+    b.set("ratio", "7.25")
+    assert b.incrbyfloat("ratio", "0.5") == 7.75
+    for site, other in ((london, "newyork"), (newyork, "london")):
+        wan_control(site.nodes[0], "resume", other)
+    wait_drained(newyork, "london")
+    wait_drained(london, "newyork")
+    want = {b"temp": b"192"}
+    wait_until(lambda: all(a.get(k) == v and b.get(k) == v for k, v in want.items()), timeout=15,
+               message="float counters summed at both sites")
+    fields = {b"tea": b"45", b"milk": b"0.01"}
+    wait_until(lambda: a.hgetall("prices") == fields and b.hgetall("prices") == fields,
+               timeout=15, message="hash field float counters summed at both sites")
+    # 7.25 + New York's 0.5 + London's concurrent -0.5.
+    wait_until(lambda: a.get("ratio") == b.get("ratio") == b"7.25", timeout=15,
+               message="an assignment keeps the increments it had not seen")
+    # They keep counting afterwards; an integer INCR on a non-integer fails.
+    a.incrbyfloat("temp", "0.5")
+    b.incrbyfloat("temp", "0.25")
+    wait_until(lambda: a.get("temp") == b"192.75" and b.get("temp") == b"192.75", timeout=15,
+               message="later increments summed")
+    with pytest.raises(redis.ResponseError, match="not an integer"):
+        a.incr("temp")
+
+
+def test_concurrent_zincrby_at_both_sites_sums_scores_exactly(sites):
+    """ZINCRBY and ZADD INCR of the same members at both sites: scores are
+    the sum of every acknowledged increment; a ZADD is an assignment."""
+    london, newyork = pair(sites)
+    a, b = client(london.nodes[0]), client(newyork.nodes[0])
+    a.zadd("board", {"ann": 10, "bob": 5, "cy": 1})
+    wait_converged([london, newyork], min_keys=1)
+    for site, other in ((london, "newyork"), (newyork, "london")):
+        wan_control(site.nodes[0], "pause", other)
+        wait_state(site.nodes[0], other, "paused")
+    write_pipelined(a, [("ZINCRBY", "board", 1, "ann")] * 300 + [("ZINCRBY", "board", -2, "bob")] * 10
+                    + [("ZADD", "board", "INCR", 4, "dee")] * 25)
+    write_pipelined(b, [("ZINCRBY", "board", 3, "ann")] * 200 + [("ZINCRBY", "board", 7, "bob")]
+                    + [("ZINCRBY", "board", 2, "dee")] * 5)
+    assert a.zscore("board", "ann") == 310 and b.zscore("board", "ann") == 610
+    # London counts "cy"; then New York counts it too and assigns it, not
+    # having seen London's increment (older by the clock): its own count
+    # is reset, London's is kept.
+    a.zincrby("board", 1, "cy")
+    time.sleep(0.01)
+    b.zincrby("board", 2, "cy")
+    b.zadd("board", {"cy": 50})
+    assert b.zscore("board", "cy") == 50
+    for site, other in ((london, "newyork"), (newyork, "london")):
+        wan_control(site.nodes[0], "resume", other)
+    wait_drained(newyork, "london")
+    wait_drained(london, "newyork")
+    # bob: 5 - 10 * 2 + 7; dee: 25 * 4 + 5 * 2; cy: 50 + London's 1.
+    want = [(b"bob", -8.0), (b"cy", 51.0), (b"dee", 110.0), (b"ann", 910.0)]
+
+    def both():
+        return (a.zrange("board", 0, -1, withscores=True) == want
+                and b.zrange("board", 0, -1, withscores=True) == want)
+    wait_until(both, timeout=15, message="scores summed at both sites")
+    # They keep counting afterwards; ZADD sets a score on either side.
+    a.zincrby("board", 0.5, "ann")
+    b.zincrby("board", 0.25, "ann")
+    wait_until(lambda: a.zscore("board", "ann") == b.zscore("board", "ann") == 910.75,
+               timeout=15, message="later increments summed")
+    a.zadd("board", {"ann": 1})
+    wait_until(lambda: a.zscore("board", "ann") == b.zscore("board", "ann") == 1, timeout=15,
+               message="a ZADD assigns the score")
+
+
 def test_concurrent_sadd_and_srem_of_the_same_members_end_add_wins_at_both_sites(sites):
     london, newyork = pair(sites)
     a, b = client(london.nodes[0]), client(newyork.nodes[0])

@@ -5,7 +5,8 @@ both sites hold the same contents (digest of every key, value and TTL),
 and every write a client got an acknowledgement for is there at both,
 including the fields both sites wrote into the same hashes and the
 deletes, the members both sites added to the same sets and sorted sets,
-and every increment of the counters both sites increment (they must sum).
+and every increment of the counters both sites increment (they must sum:
+INCR, INCRBYFLOAT and ZINCRBY of the same members).
 Both sites also overwrite parts of the same strings, so deltas meet other
 bases and full values are asked for while nodes die.
 
@@ -52,6 +53,7 @@ class Writer(threading.Thread):
         self.fields = {}    # (hash, field) -> value
         self.members = {}   # (set or sorted set, member) -> score (None: a set)
         self.increments = {}  # counter -> [acknowledged, attempted]
+        self.score_increments = {}  # (sorted set, member) -> [acknowledged, attempted]
         self.unknown = set()  # keys a failed DEL may or may not have removed
         self.missed = []    # keys a DEL did not find though their SET was acknowledged
         self.acked = 0
@@ -85,11 +87,23 @@ class Writer(threading.Thread):
             key, m = f"shared:z{i % SHARED_SETS}", f"{self.prefix}:{i}"
             rc.zadd(key, {m: i})
             self.members[(key, m)] = float(i)
-        elif op == 8:
-            # Counters both sites increment: they must sum.
-            counts = self.increments.setdefault(f"shared:c{i % SHARED_COUNTERS}", [0, 0])
+        elif op == 8 and (i // 9) % 3 == 2:
+            # Scores both sites increment: they must sum.
+            key = f"shared:zc{i % SHARED_COUNTERS}"
+            counts = self.score_increments.setdefault((key, "m"), [0, 0])
             counts[1] += 1
-            rc.incr(f"shared:c{i % SHARED_COUNTERS}")
+            rc.zincrby(key, 1, "m")
+            counts[0] += 1
+        elif op == 8:
+            # Counters both sites increment (INCR, INCRBYFLOAT by 1): they
+            # must sum.
+            key = f"shared:c{i % SHARED_COUNTERS}"
+            counts = self.increments.setdefault(key, [0, 0])
+            counts[1] += 1
+            if (i // 9) % 3 == 0:
+                rc.incr(key)
+            else:
+                rc.incrbyfloat(key, 1)
             counts[0] += 1
         elif op == 5:
             # Both sites overwrite parts of the same strings: a delta often
@@ -252,6 +266,12 @@ def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tm
             value = int(contents.get(key.encode(), (None, b"0"))[1])
             if not acked_n <= value <= tried_n:
                 lost.append((key, "counter", acked_n, value, tried_n))
+        for key, m in {k for w in ws for k in w.score_increments}:
+            acked_n = sum(w.score_increments.get((key, m), [0, 0])[0] for w in ws)
+            tried_n = sum(w.score_increments.get((key, m), [0, 0])[1] for w in ws)
+            score = dict(contents.get(key.encode(), (None, ()))[1]).get(m.encode(), 0.0)
+            if not acked_n <= score <= tried_n:
+                lost.append((key, m, "score", acked_n, score, tried_n))
         acked = sum(len(w.values) + len(w.deleted) + len(w.fields) + len(w.members) for w in ws)
         assert acked > 1000, f"too few writes to judge: {acked} (errors {errors})"
         assert not lost, f"{len(lost)} of {acked} acknowledged writes missing or wrong, e.g. {lost[:5]}"

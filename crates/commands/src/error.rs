@@ -133,6 +133,7 @@ impl From<WriteError> for CmdError {
             WriteError::StringOp(StringOpError::OutOfRange | StringOpError::NotAStringOp) => {
                 CmdError::Syntax
             }
+            WriteError::NotANumber => CmdError::other("ERR resulting score is not a number (NaN)"),
         }
     }
 }

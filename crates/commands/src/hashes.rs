@@ -225,7 +225,24 @@ pub fn hincrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         return Err(CmdError::NanOrInfinity);
     }
     let text = Bytes::from(float_sum(&current_text, a[3], new));
-    txn.write(a[1], Write::HashSet(vec![(owned(a[2]), text.clone())]))?;
+    // Where sites merge, logged as this site's running total of the
+    // field's HINCRBYFLOATs; the reply is the value stored.
+    txn.write(
+        a[1],
+        Write::HashFloatIncr {
+            field: owned(a[2]),
+            by: owned(a[3]),
+            text: text.clone(),
+        },
+    )?;
+    let text = match txn
+        .get(a[1])
+        .and_then(|e| e.as_hash())
+        .and_then(|h| h.get(a[2]))
+    {
+        Some(f) => f.value.clone(),
+        None => text,
+    };
     drop(txn);
     ctx.out.bulk(&text);
     Ok(())

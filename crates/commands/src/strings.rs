@@ -382,14 +382,20 @@ pub fn incrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         return Err(CmdError::NanOrInfinity);
     }
     let text = Bytes::from(float_sum(&current_text, a[2], new));
-    // Logged as the new value: float text is not reproducible from an op.
+    // Logged as the new value, or where sites merge as this site's running
+    // total of its INCRBYFLOATs; the reply is the value stored.
     txn.write(
         a[1],
-        Write::Set {
-            value: Value::Str(text.clone()),
+        Write::FloatIncr {
+            by: owned(a[2]),
+            text: text.clone(),
             expire_at,
         },
     )?;
+    let text = match txn.get(a[1]).and_then(|e| e.as_str()) {
+        Some(stored) => Bytes::copy_from_slice(stored),
+        None => text,
+    };
     drop(txn);
     ctx.out.bulk(&text);
     Ok(())

@@ -26,7 +26,7 @@ use crate::delta::{self, StringOpError};
 use crate::hll;
 use crate::partition::Partition;
 use crate::tombstones::Coll;
-use crate::value::{CounterValue, Entry, HashValue, Value};
+use crate::value::{CounterValue, Entry, HashValue, ScoreCounter, Total, Value, ZSetValue};
 use crate::version::Version;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -156,13 +156,29 @@ pub fn apply_change_at(
             }
         }
         ChangeKind::Delta {
-            op: DeltaOp::Count { total, .. },
+            op: op @ (DeltaOp::Count { .. } | DeltaOp::FloatCount { .. }),
             ..
-        } => count(part, at, key, *total, change.version)?,
+        } => {
+            if let Some(total) = op.total() {
+                count(part, at, key, total, change.version)?
+            }
+        }
         ChangeKind::Delta {
-            op: DeltaOp::HashCount { field, total, .. },
+            op: op @ (DeltaOp::HashCount { field, .. } | DeltaOp::HashFloatCount { field, .. }),
             ..
-        } => count_field(part, at, key, field, *total, change.version)?,
+        } => {
+            if let Some(total) = op.total() {
+                count_field(part, at, key, field, total, change.version)?
+            }
+        }
+        ChangeKind::Delta {
+            op: DeltaOp::ZCount { member, total },
+            ..
+        } => count_member(part, at, key, member, *total, change.version)?,
+        ChangeKind::Delta {
+            op: DeltaOp::ZAssign { members, counters },
+            ..
+        } => assign_members(part, at, key, members, counters, change.version)?,
         ChangeKind::Delta {
             op: DeltaOp::SetAdd { members },
             ..
@@ -199,9 +215,7 @@ pub fn apply_change_at(
             Value::ZSet(Default::default()),
             |value, v| {
                 if let Value::ZSet(z) = value {
-                    for (m, score) in members {
-                        z.insert(m, *score, v);
-                    }
+                    z.assign(members, v);
                 }
             },
         )?,
@@ -386,6 +400,13 @@ fn remove_members(
         for (m, upto) in members {
             if e.value.element_version(m).is_some_and(|v| v <= *upto) {
                 e.value.remove_element(m);
+            } else if let Value::ZSet(z) = &mut e.value {
+                // A score counter written since: what the remover saw goes.
+                if let Some(c) = z.counter(m).filter(|c| c.floor() < *upto) {
+                    let mut c = c.clone();
+                    c.prune(*upto);
+                    z.set_counter(m, c);
+                }
             }
         }
         e.version = e.version.max(version);
@@ -404,7 +425,7 @@ fn count_field(
     at: Option<usize>,
     key: &Bytes,
     field: &Bytes,
-    total: i64,
+    total: Total<'_>,
     version: Version,
 ) -> Result<(), ApplyError> {
     let removal = part
@@ -433,6 +454,74 @@ fn count_field(
     })
 }
 
+/// ZINCRBY where sites merge: member `member`'s score state (made from its
+/// plain score, or from nothing above its last removal) takes the change's
+/// site's `total`.
+fn count_member(
+    part: &mut Partition,
+    at: Option<usize>,
+    key: &Bytes,
+    member: &Bytes,
+    total: f64,
+    version: Version,
+) -> Result<(), ApplyError> {
+    let removal = part
+        .tombstones
+        .member(key, Coll::ZSet, member)
+        .max(part.tombstones.key(key))
+        .max(part.tombstones.emptied_other(key, Some(Coll::ZSet)));
+    let empty = Value::ZSet(ZSetValue::new());
+    update_collection(part, at, key, version, empty, |value, version| {
+        let Value::ZSet(z) = value else { return };
+        let mut c = match (z.counter(member), z.get(member)) {
+            (Some(c), _) => c.clone(),
+            (None, Some(m)) => ScoreCounter::from_plain(m.score, m.version),
+            (None, None) => ScoreCounter::from_nothing(),
+        };
+        if let Some(r) = removal {
+            c.prune(r);
+        }
+        if c.count(version.site, total, version) {
+            z.set_counter(member, c);
+        }
+    })
+}
+
+/// ZADD where sites merge of members some of which are score counters:
+/// `members` as a ZADD, `counters` (each as the writing site held it,
+/// assigned by this write) joined into what is held of them.
+fn assign_members(
+    part: &mut Partition,
+    at: Option<usize>,
+    key: &Bytes,
+    members: &[(Bytes, f64)],
+    counters: &[(Bytes, ScoreCounter)],
+    version: Version,
+) -> Result<(), ApplyError> {
+    let removals: Vec<Option<Version>> = counters
+        .iter()
+        .map(|(m, _)| {
+            part.tombstones
+                .member(key, Coll::ZSet, m)
+                .max(part.tombstones.key(key))
+                .max(part.tombstones.emptied_other(key, Some(Coll::ZSet)))
+        })
+        .collect();
+    let empty = Value::ZSet(ZSetValue::new());
+    update_collection(part, at, key, version, empty, |value, version| {
+        let Value::ZSet(z) = value else { return };
+        z.assign(members, version);
+        for ((m, theirs), removal) in counters.iter().zip(removals) {
+            let mut c = z.state_of(m).unwrap_or_else(ScoreCounter::from_nothing);
+            c.join(theirs);
+            if let Some(r) = removal {
+                c.prune(r);
+            }
+            z.set_counter(m, c);
+        }
+    })
+}
+
 /// The newest removal of `key` a counter made there starts above: its
 /// floor, or the version at which it was last a collection that emptied
 /// (a write of another type, which overwrote what was older).
@@ -449,7 +538,7 @@ fn count(
     part: &mut Partition,
     mut at: Option<usize>,
     key: &Bytes,
-    total: i64,
+    total: Total<'_>,
     version: Version,
 ) -> Result<(), ApplyError> {
     at = at.or_else(|| part.index_of(key));
@@ -619,8 +708,10 @@ fn remove_older(part: &mut Partition, key: &Bytes, version: Version) {
                 for name in e.value.elements_older_than(version) {
                     e.value.remove_element(&name);
                 }
-                if let Value::Hash(h) = &mut e.value {
-                    h.prune_counters(version);
+                match &mut e.value {
+                    Value::Hash(h) => h.prune_counters(version),
+                    Value::ZSet(z) => z.prune_counters(version),
+                    _ => {}
                 }
                 e.value
                     .is_empty_collection()

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use crate::tombstones::Coll;
-use crate::value::Value;
+use crate::value::{ScoreCounter, Total, Value};
 use crate::version::Version;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -55,8 +55,31 @@ pub enum DeltaOp {
     /// An increment of a merging counter in hash field `field` (HINCRBY
     /// where partitions merge with other sites); as `Count`.
     HashCount { field: Bytes, by: i64, total: i64 },
+    /// An INCRBYFLOAT of a merging counter: the running total of the
+    /// INCRBYFLOATs made at the change's site became `total` (a decimal
+    /// text). Applied as the total, as `Count`; float and integer totals
+    /// are kept apart (see `CounterValue`).
+    FloatCount { total: Bytes },
+    /// An HINCRBYFLOAT of a merging counter in hash field `field`; as
+    /// `FloatCount`.
+    HashFloatCount { field: Bytes, total: Bytes },
     /// Add set members; each takes the change's version. Creates the set.
     SetAdd { members: Vec<Bytes> },
+    /// A ZINCRBY (or ZADD INCR) of member `member` where partitions merge
+    /// with other sites: the running total of the increments of its score
+    /// made at the change's site became `total`. Applied as the total, so
+    /// it counts once however often it arrives; creates the sorted set and
+    /// the member (see `ScoreCounter`).
+    ZCount { member: Bytes, total: f64 },
+    /// A ZADD where partitions merge with other sites that names members
+    /// ZINCRBY made score counters: `members` as a ZADD, and each counter
+    /// member's state as the writing site held it, assigned by this write
+    /// (its score, and the contributions it had seen: increments made
+    /// concurrently elsewhere are kept). Joined into what is held.
+    ZAssign {
+        members: Vec<(Bytes, f64)>,
+        counters: Vec<(Bytes, ScoreCounter)>,
+    },
     /// Set sorted-set members' scores; each takes the change's version.
     /// Creates the sorted set.
     ZAdd { members: Vec<(Bytes, f64)> },
@@ -92,12 +115,30 @@ impl DeltaOp {
     /// string or expiry operation).
     pub fn coll(&self) -> Option<Coll> {
         match self {
-            DeltaOp::HashSet { .. } | DeltaOp::HashDel { .. } | DeltaOp::HashCount { .. } => {
-                Some(Coll::Hash)
-            }
+            DeltaOp::HashSet { .. }
+            | DeltaOp::HashDel { .. }
+            | DeltaOp::HashCount { .. }
+            | DeltaOp::HashFloatCount { .. } => Some(Coll::Hash),
             DeltaOp::SetAdd { .. } => Some(Coll::Set),
-            DeltaOp::ZAdd { .. } => Some(Coll::ZSet),
+            DeltaOp::ZAdd { .. } | DeltaOp::ZCount { .. } | DeltaOp::ZAssign { .. } => {
+                Some(Coll::ZSet)
+            }
             DeltaOp::Remove { coll, .. } => Some(*coll),
+            _ => None,
+        }
+    }
+}
+
+impl DeltaOp {
+    /// The running total a counter increment ships (None: not one).
+    pub fn total(&self) -> Option<Total<'_>> {
+        match self {
+            DeltaOp::Count { total, .. } | DeltaOp::HashCount { total, .. } => {
+                Some(Total::Int(*total))
+            }
+            DeltaOp::FloatCount { total } | DeltaOp::HashFloatCount { total, .. } => {
+                Some(Total::Float(total))
+            }
             _ => None,
         }
     }

@@ -12,14 +12,16 @@ use bytes::BufMut;
 
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::tombstones::Coll;
-use crate::value::{CounterBase, CounterValue, HashValue, SetValue, Value, ZSetValue};
+use crate::value::{HashValue, SetValue, Value, ZSetValue};
 use crate::version::Version;
 
+mod states;
 mod wire;
 
+use states::{counter_len, put_counter, put_score_counter, score_counter_len};
 use wire::{
-    bytes_len, put_bytes, put_varint, put_varint128, put_version, unzigzag, varint128_len,
-    varint_len, version_len, zigzag, zigzag128, Reader,
+    bytes_len, put_bytes, put_varint, put_version, unzigzag, varint_len, version_len, zigzag,
+    Reader,
 };
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -46,6 +48,8 @@ const ZSET: u8 = 3;
 const COUNTER: u8 = 4;
 /// A hash with counter fields: the fields, then each counter's state.
 const HASH_COUNTERS: u8 = 5;
+/// A sorted set with score states: the members, then each state.
+const ZSET_COUNTERS: u8 = 6;
 
 const SPLICE: u8 = 0;
 const PATCH: u8 = 1;
@@ -58,48 +62,12 @@ const ZADD: u8 = 7;
 const REMOVE: u8 = 8;
 const COUNT: u8 = 9;
 const HCOUNT: u8 = 10;
-/// Tags 11..=19 are left for other ops.
+const FCOUNT: u8 = 11;
+const HFCOUNT: u8 = 12;
+const ZCOUNT: u8 = 13;
+const ZASSIGN: u8 = 14;
+/// Tags 15..=19 are left for other ops.
 const HLLMAX: u8 = 20;
-
-fn counter_len(c: &CounterValue) -> usize {
-    version_len(&c.assigned())
-        + version_len(&c.floor())
-        + version_len(&c.expiry())
-        + 1
-        + match c.base() {
-            CounterBase::Int(n) => varint128_len(zigzag128(*n)),
-            CounterBase::Text(t) => bytes_len(t),
-        }
-        + varint_len(c.contributions().len() as u64)
-        + c.contributions()
-            .iter()
-            .map(|x| {
-                varint_len(x.site as u64) + varint_len(zigzag(x.total)) + version_len(&x.version)
-            })
-            .sum::<usize>()
-}
-
-fn put_counter(out: &mut impl BufMut, c: &CounterValue) {
-    put_version(out, &c.assigned());
-    put_version(out, &c.floor());
-    put_version(out, &c.expiry());
-    match c.base() {
-        CounterBase::Int(n) => {
-            out.put_u8(0);
-            put_varint128(out, zigzag128(*n));
-        }
-        CounterBase::Text(t) => {
-            out.put_u8(1);
-            put_bytes(out, t);
-        }
-    }
-    put_varint(out, c.contributions().len() as u64);
-    for x in c.contributions() {
-        put_varint(out, x.site as u64);
-        put_varint(out, zigzag(x.total));
-        put_version(out, &x.version);
-    }
-}
 
 /// Exact length of [`encode`]'s output, computed without encoding.
 pub fn encoded_len(c: &Change) -> usize {
@@ -147,6 +115,15 @@ pub fn value_len(v: &Value) -> usize {
                 + z.iter()
                     .map(|(m, x)| bytes_len(m) + 8 + version_len(&x.version))
                     .sum::<usize>()
+                + match z.counters().count() {
+                    0 => 0,
+                    n => {
+                        varint_len(n as u64)
+                            + z.counters()
+                                .map(|(m, c)| bytes_len(m) + score_counter_len(c))
+                                .sum::<usize>()
+                    }
+                }
         }
     }
 }
@@ -181,6 +158,18 @@ fn op_len(op: &DeltaOp) -> usize {
         DeltaOp::HashCount { field, by, total } => {
             bytes_len(field) + varint_len(zigzag(*by)) + varint_len(zigzag(*total))
         }
+        DeltaOp::FloatCount { total } => bytes_len(total),
+        DeltaOp::ZCount { member, .. } => bytes_len(member) + 8,
+        DeltaOp::ZAssign { members, counters } => {
+            varint_len(members.len() as u64)
+                + members.iter().map(|(m, _)| bytes_len(m) + 8).sum::<usize>()
+                + varint_len(counters.len() as u64)
+                + counters
+                    .iter()
+                    .map(|(m, c)| bytes_len(m) + score_counter_len(c))
+                    .sum::<usize>()
+        }
+        DeltaOp::HashFloatCount { field, total } => bytes_len(field) + bytes_len(total),
         DeltaOp::SetAdd { members } => {
             varint_len(members.len() as u64) + members.iter().map(|m| bytes_len(m)).sum::<usize>()
         }
@@ -254,12 +243,20 @@ fn encode_value(v: &Value, out: &mut impl BufMut) {
             }
         }
         Value::ZSet(z) => {
-            out.put_u8(ZSET);
+            let counters = z.counters().count();
+            out.put_u8(if counters == 0 { ZSET } else { ZSET_COUNTERS });
             put_varint(out, z.len() as u64);
             for (m, x) in z.iter() {
                 put_bytes(out, m);
                 out.put_f64_le(x.score);
                 put_version(out, &x.version);
+            }
+            if counters > 0 {
+                put_varint(out, counters as u64);
+                for (m, c) in z.counters() {
+                    put_bytes(out, m);
+                    put_score_counter(out, c);
+                }
             }
         }
     }
@@ -318,6 +315,33 @@ fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
             put_bytes(out, field);
             put_varint(out, zigzag(*by));
             put_varint(out, zigzag(*total));
+        }
+        DeltaOp::ZAssign { members, counters } => {
+            out.put_u8(ZASSIGN);
+            put_varint(out, members.len() as u64);
+            for (m, score) in members {
+                put_bytes(out, m);
+                out.put_f64_le(*score);
+            }
+            put_varint(out, counters.len() as u64);
+            for (m, c) in counters {
+                put_bytes(out, m);
+                put_score_counter(out, c);
+            }
+        }
+        DeltaOp::ZCount { member, total } => {
+            out.put_u8(ZCOUNT);
+            put_bytes(out, member);
+            out.put_f64_le(*total);
+        }
+        DeltaOp::FloatCount { total } => {
+            out.put_u8(FCOUNT);
+            put_bytes(out, total);
+        }
+        DeltaOp::HashFloatCount { field, total } => {
+            out.put_u8(HFCOUNT);
+            put_bytes(out, field);
+            put_bytes(out, total);
         }
         DeltaOp::SetAdd { members } => {
             out.put_u8(SADD);
@@ -448,11 +472,23 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
             }
             Ok(Value::Set(set))
         }
-        ZSET => {
+        tag @ (ZSET | ZSET_COUNTERS) => {
             let n = r.count(11)?;
             let mut z = ZSetValue::new();
             for (m, (score, v)) in r.members(n, |r| Ok((r.score()?, r.version()?)))? {
                 z.insert(&m, score, v);
+            }
+            if tag == ZSET_COUNTERS {
+                let n = r.count(22)?;
+                for _ in 0..n {
+                    let member = r.bytes()?;
+                    let counter = r.score_counter()?;
+                    // A state is only ever of a member the set holds.
+                    if z.get(&member).is_none() {
+                        return Err(DecodeError::OutOfRange);
+                    }
+                    z.set_counter(&member, counter);
+                }
             }
             Ok(Value::ZSet(z))
         }
@@ -499,6 +535,27 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
             field: r.bytes()?,
             by: unzigzag(r.varint()?),
             total: unzigzag(r.varint()?),
+        },
+        ZASSIGN => {
+            let n = r.count(9)?;
+            let members = r.members(n, Reader::score)?;
+            let n = r.count(22)?;
+            let mut counters = Vec::with_capacity(n);
+            for _ in 0..n {
+                counters.push((r.bytes()?, r.score_counter()?));
+            }
+            DeltaOp::ZAssign { members, counters }
+        }
+        ZCOUNT => DeltaOp::ZCount {
+            member: r.bytes()?,
+            total: r.score()?,
+        },
+        FCOUNT => DeltaOp::FloatCount {
+            total: r.float_text()?,
+        },
+        HFCOUNT => DeltaOp::HashFloatCount {
+            field: r.bytes()?,
+            total: r.float_text()?,
         },
         SADD => {
             let n = r.count(1)?;

@@ -28,6 +28,16 @@ pub fn op_payload_len(op: &DeltaOp) -> usize {
         DeltaOp::SetExpiry(_) => 9,
         DeltaOp::Count { .. } => 18,
         DeltaOp::HashCount { field, .. } => 20 + field.len(),
+        DeltaOp::FloatCount { total } => 2 + total.len(),
+        DeltaOp::ZCount { member, .. } => 10 + member.len(),
+        DeltaOp::ZAssign { members, counters } => {
+            members.iter().map(|(m, _)| 10 + m.len()).sum::<usize>()
+                + counters
+                    .iter()
+                    .map(|(m, c)| 40 + m.len() + 12 * c.contributions().len())
+                    .sum::<usize>()
+        }
+        DeltaOp::HashFloatCount { field, total } => 4 + field.len() + total.len(),
         DeltaOp::SetAdd { members } => members.iter().map(|m| 2 + m.len()).sum(),
         DeltaOp::ZAdd { members } => members.iter().map(|(m, _)| 10 + m.len()).sum(),
         DeltaOp::Remove { members, .. } => members.iter().map(|(m, _)| 12 + m.len()).sum(),

@@ -29,6 +29,7 @@ pub mod hll;
 mod keyspace;
 pub mod memory_usage;
 pub mod notices;
+pub mod number;
 pub mod partition;
 pub mod partition_bits;
 pub mod partition_log;

@@ -66,6 +66,7 @@ pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
             z.payload_len()
                 + z.capacity() * (map_element::<Bytes, ZMember>() + INDEX_SLOT)
                 + z.len() * size_of::<ZKey>()
+                + z.counters_len()
         }
     };
     in_map + in_expiry_index + value

@@ -10,10 +10,12 @@ use crate::tombstones::Coll;
 use crate::version::Version;
 
 mod counter;
+mod score;
 mod set;
 mod zset;
 
-pub use counter::{Base as CounterBase, Contribution, CounterValue};
+pub use counter::{Base as CounterBase, Contribution, CounterValue, FloatContribution, Total};
+pub use score::{ScoreContribution, ScoreCounter};
 pub use set::SetValue;
 pub use zset::{Key as ZKey, Lex, Member as ZMember, Score, ZSetValue};
 
@@ -436,7 +438,7 @@ impl Entry {
         let fields = match &self.value {
             Value::Hash(h) => h.len() * FIELD_OVERHEAD,
             Value::Set(s) => s.len() * FIELD_OVERHEAD,
-            Value::ZSet(z) => z.len() * ZSET_MEMBER_OVERHEAD,
+            Value::ZSet(z) => z.len() * ZSET_MEMBER_OVERHEAD + z.counters_len(),
             Value::Counter(c) => c.state_len(),
             Value::Str(_) => 0,
         };

@@ -71,6 +71,7 @@ pub fn zadd(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     for p in rest.chunks_exact(2) {
         pairs.push((args::float(p[0])?, p[1]));
     }
+    let incr_by = pairs.first().map_or(0.0, |(by, _)| *by);
     let key = a[1];
     let mut txn = ctx.ks.txn([key], ctx.client_id);
     let z = zset_of(&mut txn, key)?;
@@ -130,8 +131,18 @@ pub fn zadd(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
             }
         }
     }
-    if !changes.is_empty() {
-        txn.write(key, Write::ZAdd(changes))?;
+    match (f.incr, changes.pop()) {
+        // One member: an increment (summed across sites where they merge).
+        (true, Some((member, score))) => {
+            let by = incr_by;
+            txn.write(key, Write::ZIncr { member, by, score })?;
+            last_score = stored_score(&mut txn, key, a[a.len() - 1]).unwrap_or(last_score);
+        }
+        (_, Some(last)) => {
+            changes.push(last);
+            txn.write(key, Write::ZAdd(changes))?;
+        }
+        (_, None) => {}
     }
     drop(txn);
     if f.incr {
@@ -156,10 +167,25 @@ pub fn zincrby(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     if new.is_nan() {
         return Err(err("ERR resulting score is not a number (NaN)"));
     }
-    txn.write(key, Write::ZAdd(vec![(owned(a[3]), new)]))?;
+    // Where sites merge, logged as this site's running total of the
+    // member's increments; the reply is the score stored.
+    txn.write(
+        key,
+        Write::ZIncr {
+            member: owned(a[3]),
+            by,
+            score: new,
+        },
+    )?;
+    let new = stored_score(&mut txn, key, a[3]).unwrap_or(new);
     drop(txn);
     ctx.out.double(new);
     Ok(())
+}
+
+/// `member`'s score as the keyspace holds it after a write.
+fn stored_score(txn: &mut keyspace::Txn<'_>, key: &[u8], member: &[u8]) -> Option<f64> {
+    txn.get(key)?.as_zset()?.score(member)
 }
 
 pub fn zrem(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {

@@ -2,9 +2,16 @@
 //! (truncated, mutated) giving errors, never panics.
 
 use super::*;
-use crate::value::Contribution;
+use crate::value::{
+    Contribution, CounterBase, CounterValue, FloatContribution, ScoreContribution, ScoreCounter,
+};
 use bytes::Bytes;
 use proptest::prelude::*;
+
+/// A float as INCRBYFLOAT prints it (what a float total holds).
+fn float_text() -> impl Strategy<Value = Bytes> {
+    (-1e6f64..1e6).prop_map(|f| Bytes::from(f.to_string()))
+}
 
 fn bytes() -> impl Strategy<Value = Bytes> {
     proptest::collection::vec(any::<u8>(), 0..12).prop_map(Bytes::from)
@@ -29,13 +36,24 @@ fn value() -> impl Strategy<Value = Value> {
             version(),
             any::<i64>(),
             proptest::option::of(bytes()),
-            proptest::collection::vec((0u16..5, any::<i64>(), version()), 0..3)
+            proptest::collection::vec((0u16..5, any::<i64>(), version()), 0..3),
+            proptest::option::of((float_text(), float_text())),
+            proptest::collection::vec((0u16..5, float_text(), version()), 0..3),
         )
-            .prop_map(|(assigned, floor, n, text, cs)| {
-                let base = match text {
-                    Some(t) => CounterBase::Text(t),
-                    None => CounterBase::Int(n as i128 * 3),
+            .prop_map(|(assigned, floor, n, text, cs, float, fs)| {
+                let base = match (text, float) {
+                    (_, Some((text, seen))) => CounterBase::Float { text, seen },
+                    (Some(t), None) => CounterBase::Text(t),
+                    (None, None) => CounterBase::Int(n as i128 * 3),
                 };
+                let fs = fs
+                    .into_iter()
+                    .map(|(site, total, version)| FloatContribution {
+                        site,
+                        total,
+                        version,
+                    })
+                    .collect();
                 let cs = cs
                     .into_iter()
                     .map(|(site, total, version)| Contribution {
@@ -44,7 +62,9 @@ fn value() -> impl Strategy<Value = Value> {
                         version,
                     })
                     .collect();
-                Value::Counter(CounterValue::from_parts(assigned, base, floor, floor, cs))
+                Value::Counter(CounterValue::from_parts(
+                    assigned, base, floor, floor, cs, fs,
+                ))
             }),
         proptest::collection::vec((bytes(), version()), 0..4).prop_map(|ms| {
             let mut set = SetValue::new();
@@ -53,13 +73,42 @@ fn value() -> impl Strategy<Value = Value> {
             }
             Value::Set(set)
         }),
-        proptest::collection::vec((bytes(), score(), version()), 0..4).prop_map(|ms| {
-            let mut z = ZSetValue::new();
-            for (m, score, v) in ms {
-                z.insert(&m, score, v);
-            }
-            Value::ZSet(z)
-        }),
+        (
+            proptest::collection::vec((bytes(), score(), version()), 0..4),
+            proptest::collection::vec(
+                (
+                    0usize..4,
+                    version(),
+                    score(),
+                    score(),
+                    version(),
+                    proptest::collection::vec((0u16..5, score(), version()), 0..3)
+                ),
+                0..3
+            )
+        )
+            .prop_map(|(ms, counters)| {
+                let mut z = ZSetValue::new();
+                for (m, score, v) in &ms {
+                    z.insert(m, *score, *v);
+                }
+                for (i, assigned, score, seen, floor, cs) in counters {
+                    let Some((m, ..)) = ms.get(i) else { continue };
+                    let cs = cs
+                        .into_iter()
+                        .map(|(site, total, version)| ScoreContribution {
+                            site,
+                            total,
+                            version,
+                        })
+                        .collect();
+                    z.set_counter(
+                        m,
+                        ScoreCounter::from_parts(assigned, score, seen, floor, cs),
+                    );
+                }
+                Value::ZSet(z)
+            }),
     ]
 }
 
@@ -89,6 +138,25 @@ fn op() -> impl Strategy<Value = DeltaOp> {
             by,
             total
         }),
+        float_text().prop_map(|total| DeltaOp::FloatCount { total }),
+        (bytes(), score()).prop_map(|(member, total)| DeltaOp::ZCount { member, total }),
+        (
+            proptest::collection::vec((bytes(), score()), 0..3),
+            proptest::collection::vec((bytes(), version(), score(), score(), version()), 0..3)
+        )
+            .prop_map(|(members, cs)| DeltaOp::ZAssign {
+                members,
+                counters: cs
+                    .into_iter()
+                    .map(|(m, assigned, score, seen, floor)| {
+                        (
+                            m,
+                            ScoreCounter::from_parts(assigned, score, seen, floor, Vec::new()),
+                        )
+                    })
+                    .collect(),
+            }),
+        (bytes(), float_text()).prop_map(|(field, total)| DeltaOp::HashFloatCount { field, total }),
         proptest::collection::vec(bytes(), 0..4).prop_map(|members| DeltaOp::SetAdd { members }),
         proptest::collection::vec((bytes(), score()), 0..4)
             .prop_map(|members| DeltaOp::ZAdd { members }),

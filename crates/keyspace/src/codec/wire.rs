@@ -6,7 +6,10 @@
 use bytes::{BufMut, Bytes};
 
 use super::DecodeError;
-use crate::value::{copy_packed, copy_pairs, Contribution, CounterBase, CounterValue};
+use crate::value::{
+    copy_packed, copy_pairs, Contribution, CounterBase, CounterValue, FloatContribution,
+    ScoreContribution, ScoreCounter,
+};
 use crate::version::Version;
 
 pub(super) fn varint_len(mut n: u64) -> usize {
@@ -128,10 +131,15 @@ impl<'a> Reader<'a> {
         let assigned = self.version()?;
         let floor = self.version()?;
         let expiry = self.version()?;
-        let base = match self.u8()? {
+        let tag = self.u8()?;
+        let base = match tag & !super::states::WITH_FLOATS {
             0 => CounterBase::Int(unzigzag128(self.varint128()?)),
             1 => CounterBase::Text(self.bytes()?),
-            tag => {
+            2 => CounterBase::Float {
+                text: self.float_text()?,
+                seen: self.float_text()?,
+            },
+            _ => {
                 return Err(DecodeError::BadTag {
                     what: "counter base",
                     tag,
@@ -150,13 +158,65 @@ impl<'a> Reader<'a> {
                 version,
             });
         }
+        let mut floats = Vec::new();
+        if tag & super::states::WITH_FLOATS != 0 {
+            let n = self.count(3)?;
+            floats.reserve(n);
+            for _ in 0..n {
+                let site = u16::try_from(self.varint()?).map_err(|_| DecodeError::OutOfRange)?;
+                let total = self.float_text()?;
+                let version = self.version()?;
+                floats.push(FloatContribution {
+                    site,
+                    total,
+                    version,
+                });
+            }
+        }
         Ok(CounterValue::from_parts(
             assigned,
             base,
             floor,
             expiry,
             contributions,
+            floats,
         ))
+    }
+
+    /// A sorted-set member's score state.
+    pub(super) fn score_counter(&mut self) -> Result<ScoreCounter, DecodeError> {
+        let assigned = self.version()?;
+        let score = self.score()?;
+        let seen = self.score()?;
+        let floor = self.version()?;
+        let n = self.count(10)?;
+        let mut contributions = Vec::with_capacity(n);
+        for _ in 0..n {
+            let site = u16::try_from(self.varint()?).map_err(|_| DecodeError::OutOfRange)?;
+            let total = self.score()?;
+            let version = self.version()?;
+            contributions.push(ScoreContribution {
+                site,
+                total,
+                version,
+            });
+        }
+        Ok(ScoreCounter::from_parts(
+            assigned,
+            score,
+            seen,
+            floor,
+            contributions,
+        ))
+    }
+
+    /// A byte string that must read as a float (a float counter's total).
+    pub(super) fn float_text(&mut self) -> Result<Bytes, DecodeError> {
+        let b = self.bytes()?;
+        match crate::number::parse_f64(&b) {
+            Some(_) => Ok(b),
+            None => Err(DecodeError::OutOfRange),
+        }
     }
 
     pub(super) fn u32(&mut self) -> Result<u32, DecodeError> {

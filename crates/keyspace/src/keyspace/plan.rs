@@ -8,8 +8,9 @@ use bytes::Bytes;
 use crate::apply::ApplyError;
 use crate::change::{ChangeKind, DeltaOp};
 use crate::delta::{self, StringOpError};
+use crate::number::add_texts;
 use crate::tombstones::Coll;
-use crate::value::{CounterValue, Entry, Value};
+use crate::value::{CounterValue, Entry, Value, ZSetValue};
 use crate::version::Version;
 
 /// What a command wants to do to one key; [`Txn::write`](super::Txn::write) makes it a Change.
@@ -23,6 +24,22 @@ pub enum Write {
     /// A string operation (Splice, Patch, IncrBy) on the current string;
     /// on a missing key it applies to "" (or 0 for IncrBy).
     Str(DeltaOp),
+    /// INCRBYFLOAT: add `by` (the float text given) to the string, whose
+    /// new value is `text` (the command checked and printed it). Where
+    /// sites merge it is logged as the site's running total of its
+    /// INCRBYFLOATs (so increments at every site sum), else as a SET of
+    /// `text` keeping `expire_at`.
+    FloatIncr {
+        by: Bytes,
+        text: Bytes,
+        expire_at: u64,
+    },
+    /// HINCRBYFLOAT: as [`Write::FloatIncr`] for hash field `field`.
+    HashFloatIncr {
+        field: Bytes,
+        by: Bytes,
+        text: Bytes,
+    },
     HashSet(Vec<(Bytes, Bytes)>),
     /// HINCRBY: add `by` to field `field`, whose new value is `text` (the
     /// command checked it). Where sites merge it is logged as the site's
@@ -37,6 +54,15 @@ pub enum Write {
     SetAdd(Vec<Bytes>),
     /// Set members' scores in the sorted set (made if absent).
     ZAdd(Vec<(Bytes, f64)>),
+    /// ZINCRBY (ZADD INCR): add `by` to member `member`'s score, which
+    /// becomes `score` (the command checked it). Where sites merge it is
+    /// logged as the site's running total of the member's increments (so
+    /// increments at every site sum), else as a ZADD of `score`.
+    ZIncr {
+        member: Bytes,
+        by: f64,
+        score: f64,
+    },
     /// Remove members of a set or sorted set; the key goes when it empties.
     Remove(Vec<Bytes>),
     /// PFADD, PFMERGE: the HyperLogLog `value` the command built, whose
@@ -59,6 +85,8 @@ pub enum WriteError {
     WrongType,
     #[error(transparent)]
     StringOp(#[from] StringOpError),
+    #[error("ERR resulting score is not a number (NaN)")]
+    NotANumber,
 }
 
 impl From<ApplyError> for WriteError {
@@ -106,6 +134,18 @@ pub(super) fn plan(
         w => w,
     };
     let base = old.map_or(Version::ZERO, |e| e.version);
+    // Where sites do not merge a float increment is the value it makes.
+    let w = match w {
+        Write::FloatIncr {
+            text, expire_at, ..
+        } if !merging => Write::Set {
+            value: Value::Str(text),
+            expire_at,
+        },
+        Write::HashFloatIncr { field, text, .. } if !merging => Write::HashSet(vec![(field, text)]),
+        Write::ZIncr { member, score, .. } if !merging => Write::ZAdd(vec![(member, score)]),
+        w => w,
+    };
     let counter = old.and_then(|e| match &e.value {
         Value::Counter(c) => Some(c),
         _ => None,
@@ -144,6 +184,51 @@ pub(super) fn plan(
                 },
                 saved,
             )
+        }
+        // INCRBYFLOAT where sites merge: this site's float total.
+        Write::FloatIncr { by, .. } => {
+            let site = merge_site.unwrap_or_default();
+            let held = match old {
+                Some(e) => Some(e.as_str().ok_or(WriteError::WrongType)?),
+                None => None,
+            };
+            let mine = counter.map_or(Bytes::from_static(b"0"), |c| c.float_total_of(site));
+            let total = add_texts(&mine, &by);
+            let saved = held.map_or(0, |h| h.len().saturating_sub(total.len() + 2));
+            (
+                ChangeKind::Delta {
+                    base: Version::ZERO,
+                    op: DeltaOp::FloatCount { total },
+                },
+                saved,
+            )
+        }
+        Write::ZIncr { member, by, .. } => {
+            let site = merge_site.unwrap_or_default();
+            let z = match old {
+                Some(e) => Some(e.as_zset().ok_or(WriteError::WrongType)?),
+                None => None,
+            };
+            let total = z
+                .and_then(|z| z.counter(&member))
+                .map_or(0.0, |c| c.total_of(site))
+                + by;
+            if total.is_nan() {
+                return Err(WriteError::NotANumber);
+            }
+            return element_op(old, DeltaOp::ZCount { member, total });
+        }
+        Write::HashFloatIncr { field, by, .. } => {
+            let site = merge_site.unwrap_or_default();
+            let hash = match old {
+                Some(e) => Some(e.as_hash().ok_or(WriteError::WrongType)?),
+                None => None,
+            };
+            let mine = hash
+                .and_then(|h| h.counter(&field))
+                .map_or(Bytes::from_static(b"0"), |c| c.float_total_of(site));
+            let total = add_texts(&mine, &by);
+            return element_op(old, DeltaOp::HashFloatCount { field, total });
         }
         // A string operation on a HyperLogLog where sites merge: its bytes
         // at one version differ between sites (raises keep the version),
@@ -284,6 +369,11 @@ pub(super) fn plan(
             if members.is_empty() {
                 return Ok(None);
             }
+            if let (Some(z), true) = (held, merging) {
+                if members.iter().any(|(m, _)| z.counter(m).is_some()) {
+                    return element_op(old, assign_scores(z, members));
+                }
+            }
             return element_op(old, DeltaOp::ZAdd { members });
         }
         Write::Remove(names) => {
@@ -366,6 +456,36 @@ fn assign(
         saved: 0,
         new_value: None,
     }))
+}
+
+/// A ZADD naming members whose scores are counters: those are assigned
+/// (each state as held, with the score; the write's version is stamped
+/// later), the others set as a ZADD. A member named twice takes its last
+/// score.
+fn assign_scores(z: &ZSetValue, members: Vec<(Bytes, f64)>) -> DeltaOp {
+    let mut named = std::collections::HashSet::new();
+    let mut last: Vec<(Bytes, f64)> = members
+        .into_iter()
+        .rev()
+        .filter(|(m, _)| named.insert(m.clone()))
+        .collect();
+    last.reverse();
+    let mut plain = Vec::new();
+    let mut counters = Vec::new();
+    for (m, score) in last {
+        match z.counter(&m) {
+            Some(c) => {
+                let mut c = c.clone();
+                c.assign(score, Version::ZERO);
+                counters.push((m, c));
+            }
+            None => plain.push((m, score)),
+        }
+    }
+    DeltaOp::ZAssign {
+        members: plain,
+        counters,
+    }
 }
 
 /// PFADD, PFMERGE where sites merge, on a plain string or nothing: the

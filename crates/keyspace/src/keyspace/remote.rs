@@ -44,6 +44,7 @@ use bytes::Bytes;
 mod counters;
 mod hll;
 mod members;
+mod scores;
 
 use super::Keyspace;
 use crate::apply::{apply_change_at, ApplyError};
@@ -392,9 +393,17 @@ fn resolve(
             ..
         } => members::remove(entry, tombs, change),
         ChangeKind::Delta {
-            op: DeltaOp::Count { .. },
+            op: DeltaOp::Count { .. } | DeltaOp::FloatCount { .. },
             ..
         } => counters::count(entry, tombs, change),
+        ChangeKind::Delta {
+            op: DeltaOp::ZCount { .. },
+            ..
+        } => scores::count(entry, tombs, change),
+        ChangeKind::Delta {
+            op: DeltaOp::ZAssign { .. },
+            ..
+        } => scores::assign(entry, tombs, change),
         ChangeKind::Delta {
             op: DeltaOp::HllMax { .. },
             ..
@@ -404,7 +413,7 @@ fn resolve(
             ..
         } if hll::same_assignment(entry, v, theirs) => hll::join(entry, change),
         ChangeKind::Delta {
-            op: DeltaOp::HashCount { .. },
+            op: DeltaOp::HashCount { .. } | DeltaOp::HashFloatCount { .. },
             ..
         } => match entry.filter(|_| hash.is_none()) {
             Some(e) => type_conflict(e, tombs, change),

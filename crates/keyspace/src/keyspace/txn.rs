@@ -13,7 +13,7 @@ use smallvec::SmallVec;
 use super::plan::{plan, Planned};
 use super::{Keyspace, Write, WriteError};
 use crate::apply::{apply_change, apply_change_at, apply_owned_at};
-use crate::change::{Change, ChangeKind};
+use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::notices::{self, Notice, Noticed};
 use crate::partition::Partition;
 use crate::value::Entry;
@@ -148,9 +148,14 @@ impl<'a> Txn<'a> {
                 expire_at: *expire_at,
             },
             Write::Str(_) | Write::Hll { .. } => Noticed::Str,
-            Write::HashSet(_) | Write::HashIncr { .. } => Noticed::HashSet,
+            Write::FloatIncr { expire_at, .. } => Noticed::Set {
+                expire_at: *expire_at,
+            },
+            Write::HashSet(_) | Write::HashIncr { .. } | Write::HashFloatIncr { .. } => {
+                Noticed::HashSet
+            }
             Write::HashDel(_) => Noticed::HashDel,
-            Write::SetAdd(_) | Write::ZAdd(_) => Noticed::Added,
+            Write::SetAdd(_) | Write::ZAdd(_) | Write::ZIncr { .. } => Noticed::Added,
             Write::Remove(_) => Noticed::Removed,
             Write::SetExpiry(at) => Noticed::Expiry(*at),
             Write::Delete => Noticed::Deleted,
@@ -179,10 +184,16 @@ impl<'a> Txn<'a> {
         let noticed = noticed.map(|what| (what, key.clone()));
         let mut kind = kind;
         let version = self.ks.version();
-        if let ChangeKind::Full { value, .. } = &mut kind {
+        match &mut kind {
             // A value a command built whole (SINTERSTORE, COPY, RESTORE...)
             // is this write's: each element takes its version.
-            value.stamp(version);
+            ChangeKind::Full { value, .. } => value.stamp(version),
+            // The scores a ZADD assigned are this write's.
+            ChangeKind::Delta {
+                op: DeltaOp::ZAssign { counters, .. },
+                ..
+            } => counters.iter_mut().for_each(|(_, c)| c.stamp(version)),
+            _ => {}
         }
         let change = Change { key, version, kind };
         if self.notify {

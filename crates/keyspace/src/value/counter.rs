@@ -23,10 +23,22 @@
 //! A plain string (one written where no increment was held) meets a
 //! counter as an assignment that saw every increment older than itself
 //! (its floor is its version): the last-writer-wins rule strings follow.
+//!
+//! INCRBYFLOAT keeps its own per-site running totals beside the integer
+//! ones ([`FloatContribution`], decimal texts): a site's float total moves
+//! only by its own INCRBYFLOATs, so the two kinds of totals never order
+//! against each other. Once a float total is held the value is a float:
+//! the base, the integer totals and each float total in site order,
+//! added as decimal texts ([`crate::number::add_texts`]), so every site
+//! computes the same text. An integer counter and a float increment thus
+//! combine by addition (INCRBYFLOAT on "10" gives "10.5"; an INCR made
+//! concurrently at another site is added too), and an INCR on a value that
+//! reads as a non-integer fails as in Redis.
 
 use bytes::Bytes;
 use smallvec::SmallVec;
 
+use crate::number::{add_texts, negate_text, parse_f64};
 use crate::version::Version;
 
 /// One site's increments: their running total and the newest's version.
@@ -37,13 +49,35 @@ pub struct Contribution {
     pub version: Version,
 }
 
+/// One site's INCRBYFLOAT increments: their running total (a decimal
+/// text, as INCRBYFLOAT prints) and the newest's version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FloatContribution {
+    pub site: u16,
+    pub total: Bytes,
+    pub version: Version,
+}
+
+/// A site's running total, as an increment ships it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Total<'a> {
+    /// Of INCR, INCRBY, DECR, DECRBY, HINCRBY.
+    Int(i64),
+    /// Of INCRBYFLOAT, HINCRBYFLOAT.
+    Float(&'a Bytes),
+}
+
 /// What the latest assignment set.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Base {
     /// An integer, less the contributions its site had seen.
     Int(i128),
-    /// Not an integer: the value is this text.
+    /// Not a number: the value is this text.
     Text(Bytes),
+    /// A float (or an integer written over float totals): `text`, when the
+    /// contributions add up to `seen` (their sum where it was assigned);
+    /// else `text` plus what they added since.
+    Float { text: Bytes, seen: Bytes },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,6 +90,8 @@ pub struct CounterValue {
     /// states meet.
     expiry: Version,
     contributions: SmallVec<[Contribution; 2]>,
+    /// Per-site INCRBYFLOAT totals, by site (none: an integer counter).
+    floats: Vec<FloatContribution>,
     /// The value as reads see it.
     text: Bytes,
 }
@@ -73,6 +109,10 @@ impl CounterValue {
     pub fn from_plain(text: Bytes, version: Version) -> Self {
         let base = match parse(&text) {
             Some(n) => Base::Int(n),
+            None if parse_f64(&text).is_some() => Base::Float {
+                text: text.clone(),
+                seen: Bytes::from_static(b"0"),
+            },
             None => Base::Text(text.clone()),
         };
         CounterValue {
@@ -81,6 +121,7 @@ impl CounterValue {
             floor: version,
             expiry: version,
             contributions: SmallVec::new(),
+            floats: Vec::new(),
             text,
         }
     }
@@ -93,6 +134,7 @@ impl CounterValue {
             floor: Version::ZERO,
             expiry: Version::ZERO,
             contributions: SmallVec::new(),
+            floats: Vec::new(),
             text: Bytes::from_static(b"0"),
         }
     }
@@ -104,6 +146,7 @@ impl CounterValue {
         floor: Version,
         expiry: Version,
         contributions: Vec<Contribution>,
+        floats: Vec<FloatContribution>,
     ) -> Self {
         let mut c = CounterValue {
             assigned,
@@ -111,10 +154,13 @@ impl CounterValue {
             floor,
             expiry,
             contributions: SmallVec::from_vec(contributions),
+            floats,
             text: Bytes::new(),
         };
         c.contributions.sort_by_key(|x| x.site);
         c.contributions.dedup_by_key(|x| x.site);
+        c.floats.sort_by_key(|x| x.site);
+        c.floats.dedup_by_key(|x| x.site);
         c.normalize();
         c
     }
@@ -157,35 +203,90 @@ impl CounterValue {
         self.contributions.iter().find(|c| c.site == site)
     }
 
+    pub fn floats(&self) -> &[FloatContribution] {
+        &self.floats
+    }
+
+    /// Site `site`'s INCRBYFLOAT total ("0" before its first).
+    pub fn float_total_of(&self, site: u16) -> Bytes {
+        self.floats
+            .iter()
+            .find(|c| c.site == site)
+            .map_or(Bytes::from_static(b"0"), |c| c.total.clone())
+    }
+
+    /// The version of the newest increment of site `site` held, of the
+    /// kind (integer or float) `float` says.
+    pub fn held(&self, site: u16, float: bool) -> Option<Version> {
+        match float {
+            false => self.contribution(site).map(|c| c.version),
+            true => self
+                .floats
+                .iter()
+                .find(|c| c.site == site)
+                .map(|c| c.version),
+        }
+    }
+
     /// Bytes held beyond the text, for memory accounting.
     pub fn state_len(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.contributions.len().saturating_sub(2) * std::mem::size_of::<Contribution>()
+            + self
+                .floats
+                .iter()
+                .map(|c| std::mem::size_of::<FloatContribution>() + c.total.len())
+                .sum::<usize>()
+            + match &self.base {
+                Base::Int(_) => 0,
+                Base::Text(t) => t.len(),
+                Base::Float { text, seen } => text.len() + seen.len(),
+            }
     }
 
     /// Site `site`'s total became `total` at `version`; false when what is
     /// held of that site is as new (nothing changes).
-    pub fn count(&mut self, site: u16, total: i64, version: Version) -> bool {
+    pub fn count(&mut self, site: u16, total: Total<'_>, version: Version) -> bool {
         if version < self.floor {
             return false;
         }
-        match self.contributions.iter_mut().find(|c| c.site == site) {
-            Some(c) if c.version >= version => return false,
-            Some(c) => {
-                c.total = total;
-                c.version = version;
-            }
-            None => {
-                let at = self.contributions.partition_point(|c| c.site < site);
-                self.contributions.insert(
-                    at,
-                    Contribution {
-                        site,
-                        total,
-                        version,
-                    },
-                );
-            }
+        match total {
+            Total::Int(total) => match self.contributions.iter_mut().find(|c| c.site == site) {
+                Some(c) if c.version >= version => return false,
+                Some(c) => {
+                    c.total = total;
+                    c.version = version;
+                }
+                None => {
+                    let at = self.contributions.partition_point(|c| c.site < site);
+                    self.contributions.insert(
+                        at,
+                        Contribution {
+                            site,
+                            total,
+                            version,
+                        },
+                    );
+                }
+            },
+            Total::Float(total) => match self.floats.iter_mut().find(|c| c.site == site) {
+                Some(c) if c.version >= version => return false,
+                Some(c) => {
+                    c.total = total.clone();
+                    c.version = version;
+                }
+                None => {
+                    let at = self.floats.partition_point(|c| c.site < site);
+                    self.floats.insert(
+                        at,
+                        FloatContribution {
+                            site,
+                            total: total.clone(),
+                            version,
+                        },
+                    );
+                }
+            },
         }
         self.render();
         true
@@ -197,7 +298,15 @@ impl CounterValue {
         self.assigned = version;
         self.expiry = self.expiry.max(version);
         self.base = match parse(&text) {
-            Some(n) => Base::Int(n - self.sum()),
+            Some(n) if self.floats.is_empty() => Base::Int(n - self.sum()),
+            Some(_) => Base::Float {
+                seen: self.float_sum(),
+                text,
+            },
+            None if parse_f64(&text).is_some() => Base::Float {
+                seen: self.float_sum(),
+                text,
+            },
             None => Base::Text(text),
         };
         self.render();
@@ -241,6 +350,20 @@ impl CounterValue {
                 }
             }
         }
+        for c in &other.floats {
+            match self.floats.iter_mut().find(|x| x.site == c.site) {
+                Some(x) if x.version >= c.version => {}
+                Some(x) => {
+                    *x = c.clone();
+                    changed = true;
+                }
+                None => {
+                    let at = self.floats.partition_point(|x| x.site < c.site);
+                    self.floats.insert(at, c.clone());
+                    changed = true;
+                }
+            }
+        }
         if changed {
             self.normalize();
         }
@@ -251,7 +374,7 @@ impl CounterValue {
     /// assignment's version ([`CounterValue::from_plain`] of it): then a
     /// plain string at that version is the same value.
     pub fn is_plain(&self) -> bool {
-        self.contributions.is_empty() && self.floor == self.assigned
+        self.contributions.is_empty() && self.floats.is_empty() && self.floor == self.assigned
     }
 
     /// Whether a removal (or an overwrite by another type) at `v` is news
@@ -282,6 +405,7 @@ impl CounterValue {
         }
         let floor = self.floor;
         self.contributions.retain(|c| c.version >= floor);
+        self.floats.retain(|c| c.version >= floor);
         self.render();
     }
 
@@ -289,10 +413,28 @@ impl CounterValue {
         self.contributions.iter().map(|c| c.total as i128).sum()
     }
 
+    /// Every contribution added up as a decimal text: the integer totals,
+    /// then each float total in site order (the same text at every site).
+    fn float_sum(&self) -> Bytes {
+        self.floats
+            .iter()
+            .fold(Bytes::from(self.sum().to_string()), |acc, c| {
+                add_texts(&acc, &c.total)
+            })
+    }
+
     fn render(&mut self) {
         self.text = match &self.base {
-            Base::Int(b) => Bytes::from(format!("{}", b + self.sum())),
+            Base::Int(b) if self.floats.is_empty() => Bytes::from(format!("{}", b + self.sum())),
+            Base::Int(b) => add_texts(b.to_string().as_bytes(), &self.float_sum()),
             Base::Text(t) => t.clone(),
+            Base::Float { text, seen } => {
+                let now = self.float_sum();
+                match now == *seen {
+                    true => text.clone(),
+                    false => add_texts(text, &add_texts(&now, &negate_text(seen))),
+                }
+            }
         };
     }
 }
@@ -311,9 +453,9 @@ mod tests {
         // Site 1 counts to 5; site 2 saw 3 of them and SETs 100, while site 1
         // adds 2 more.
         let mut a = CounterValue::from_nothing();
-        a.count(1, 3, v(2, 1));
+        a.count(1, Total::Int(3), v(2, 1));
         let mut b = a.clone();
-        a.count(1, 5, v(4, 1));
+        a.count(1, Total::Int(5), v(4, 1));
         b.assign(Bytes::from_static(b"100"), v(3, 2));
         assert_eq!(b.text(), &Bytes::from_static(b"100"));
         let (mut x, mut y) = (a.clone(), b.clone());
@@ -326,18 +468,40 @@ mod tests {
     #[test]
     fn a_text_assignment_shows_as_itself() {
         let mut a = CounterValue::from_plain(Bytes::from_static(b"7"), v(1, 1));
-        a.count(2, 4, v(2, 2));
+        a.count(2, Total::Int(4), v(2, 2));
         assert_eq!(a.text(), &Bytes::from_static(b"11"));
         a.assign(Bytes::from_static(b"seven"), v(3, 1));
-        a.count(2, 9, v(4, 2));
+        a.count(2, Total::Int(9), v(4, 2));
         assert_eq!(a.text(), &Bytes::from_static(b"seven"));
         a.assign(Bytes::from_static(b"1"), v(5, 1));
-        a.count(2, 10, v(6, 2));
+        a.count(2, Total::Int(10), v(6, 2));
         assert_eq!(a.text(), &Bytes::from_static(b"2"));
+    }
+
+    #[test]
+    fn float_totals_add_to_the_integer_value() {
+        let t = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let mut a = CounterValue::from_plain(t("10"), v(1, 1));
+        a.count(2, Total::Float(&t("0.5")), v(2, 2));
+        assert_eq!(a.text(), &t("10.5"));
+        a.count(1, Total::Int(3), v(3, 1));
+        assert_eq!(a.text(), &t("13.5"));
+        a.count(2, Total::Float(&t("0.6")), v(4, 2));
+        assert_eq!(a.text(), &t("13.6"));
+        // An assignment reads back as written; what is added later counts.
+        a.assign(t("0.1"), v(5, 1));
+        assert_eq!(a.text(), &t("0.1"));
+        a.count(2, Total::Float(&t("0.8")), v(6, 2));
+        assert_eq!(a.text(), &t("0.3"));
+        a.assign(t("7"), v(7, 1));
+        assert_eq!(a.text(), &t("7"));
+        a.count(1, Total::Int(4), v(8, 1));
+        assert_eq!(a.text(), &t("8"));
     }
 
     #[derive(Clone, Debug)]
     enum Op {
+        IncrF(u16, i64),
         Incr(u16, i64),
         Set(u16, i64),
         Del(u16),
@@ -350,6 +514,7 @@ mod tests {
         #[test]
         fn joins_converge_and_sum(ops in proptest::collection::vec(
             prop_oneof![(0u16..3, -5i64..6).prop_map(|(s, n)| Op::Incr(s, n)),
+                        (0u16..3, -9i64..9).prop_map(|(s, n)| Op::IncrF(s, n)),
                         (0u16..3, -9i64..9).prop_map(|(s, n)| Op::Set(s, n)),
                         (0u16..3).prop_map(Op::Del)], 1..40),
             joins in proptest::collection::vec((0usize..3, 0usize..3), 0..40)) {
@@ -357,6 +522,7 @@ mod tests {
                 (0..3).map(|_| CounterValue::from_nothing()).collect();
             let mut clock = 0u64;
             let mut sum = 0i64;
+            let mut fsum = 0f64;
             let mut assigned = false;
             let mut joins = joins.into_iter();
             for op in ops {
@@ -365,8 +531,15 @@ mod tests {
                     Op::Incr(s, n) => {
                         let site = &mut sites[s as usize];
                         let total = site.total_of(s) + n;
-                        site.count(s, total, v(clock, s));
+                        site.count(s, Total::Int(total), v(clock, s));
                         sum += n;
+                    }
+                    Op::IncrF(s, n) => {
+                        let site = &mut sites[s as usize];
+                        let by = Bytes::from((n as f64 / 4.0).to_string());
+                        let total = add_texts(&site.float_total_of(s), &by);
+                        site.count(s, Total::Float(&total), v(clock, s));
+                        fsum += n as f64 / 4.0;
                     }
                     Op::Set(s, n) => {
                         sites[s as usize].assign(Bytes::from(n.to_string()), v(clock, s));
@@ -393,7 +566,8 @@ mod tests {
             prop_assert_eq!(&sites[0], &sites[1]);
             prop_assert_eq!(&sites[1], &sites[2]);
             if !assigned {
-                prop_assert_eq!(sites[0].text(), &Bytes::from(sum.to_string()));
+                let value = parse_f64(sites[0].text()).unwrap_or(f64::NAN);
+                prop_assert_eq!(value, sum as f64 + fsum);
             }
         }
     }

@@ -14,6 +14,7 @@ use std::cmp::Ordering;
 use bytes::Bytes;
 use indexmap::IndexMap;
 
+use super::score::ScoreCounter;
 use crate::version::Version;
 
 /// Members kept in a sorted vector; one more moves the order to a tree.
@@ -138,13 +139,25 @@ pub struct ZSetValue {
     members: IndexMap<Bytes, Member, ahash::RandomState>,
     order: Order,
     payload: usize,
+    /// The members ZINCRBY made merging counters (only where partitions
+    /// merge with other sites): member -> its score's state, whose value
+    /// is the member's score.
+    counter_states: Option<Box<CounterMap>>,
 }
+
+type CounterMap = IndexMap<Bytes, ScoreCounter, ahash::RandomState>;
 
 impl PartialEq for ZSetValue {
     /// Equal when they hold the same members with the same scores and
-    /// versions.
+    /// versions (and score states).
     fn eq(&self, other: &Self) -> bool {
-        self.members.len() == other.members.len()
+        let counters_eq = match (&self.counter_states, &other.counter_states) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.len() == b.len() && a.iter().all(|(k, c)| b.get(k) == Some(c)),
+            (Some(a), None) | (None, Some(a)) => a.is_empty(),
+        };
+        counters_eq
+            && self.members.len() == other.members.len()
             && self
                 .members
                 .iter()
@@ -228,14 +241,113 @@ impl ZSetValue {
         }
     }
 
-    /// Gives every member the version `v`.
+    /// Gives every member the version `v`: a value built whole, each
+    /// score assigned (no score state is kept).
     pub fn stamp(&mut self, v: Version) {
+        self.counter_states = None;
         for x in self.members.values_mut() {
             x.version = v;
         }
     }
 
+    /// The score state of `member`, if ZINCRBY made it one.
+    pub fn counter(&self, member: &[u8]) -> Option<&ScoreCounter> {
+        self.counter_states.as_ref()?.get(member)
+    }
+
+    /// The state of `member` as a counter (a plain member: its score
+    /// assigned at its version, having seen every older increment).
+    pub fn state_of(&self, member: &[u8]) -> Option<ScoreCounter> {
+        match self.counter(member) {
+            Some(c) => Some(c.clone()),
+            None => self
+                .get(member)
+                .map(|m| ScoreCounter::from_plain(m.score, m.version)),
+        }
+    }
+
+    /// ZADD of members at `version`: a member held as a counter takes the
+    /// score as an assignment that saw every older increment.
+    pub fn assign(&mut self, members: &[(Bytes, f64)], version: Version) {
+        for (m, score) in members {
+            match self.counter(m) {
+                Some(c) => {
+                    let mut c = c.clone();
+                    c.assign_at(*score, version);
+                    self.set_counter(m, c);
+                }
+                None => {
+                    self.insert(m, *score, version);
+                }
+            }
+        }
+    }
+
+    /// Every score state, in no order.
+    pub fn counters(&self) -> impl Iterator<Item = (&Bytes, &ScoreCounter)> {
+        self.counter_states.iter().flat_map(|m| m.iter())
+    }
+
+    /// `member`'s score is plain again (ZADD assigned it).
+    pub fn drop_counter(&mut self, member: &[u8]) {
+        if let Some(m) = &mut self.counter_states {
+            m.swap_remove(member);
+            if m.is_empty() {
+                self.counter_states = None;
+            }
+        }
+    }
+
+    /// `member` takes the state `c`, at the version of the newest write
+    /// it holds: plain when it says no more than its assignment, removed
+    /// when nothing is left of it.
+    pub fn set_counter(&mut self, member: &Bytes, c: ScoreCounter) {
+        if c.is_empty() {
+            self.remove(member);
+            return;
+        }
+        let (score, version) = match c.is_plain() {
+            true => (c.assigned_score(), c.assigned()),
+            false => (c.value(), c.version()),
+        };
+        self.insert(member, score, version);
+        if let Some(m) = self.members.get_mut(member.as_ref()) {
+            m.version = version;
+        }
+        match c.is_plain() {
+            true => self.drop_counter(member),
+            false => {
+                self.counter_states
+                    .get_or_insert_with(Default::default)
+                    .insert(member.clone(), c);
+            }
+        }
+    }
+
+    /// Removes what of the score states is at or below `v` (a delete or
+    /// an overwrite of the key at `v` that these members outlived).
+    pub fn prune_counters(&mut self, v: Version) {
+        let names: Vec<Bytes> = self
+            .counters()
+            .filter(|(_, c)| c.floor() < v)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in names {
+            if let Some(c) = self.counter(&n) {
+                let mut c = c.clone();
+                c.prune(v);
+                self.set_counter(&n, c);
+            }
+        }
+    }
+
+    /// Bytes the score states take, for memory accounting.
+    pub fn counters_len(&self) -> usize {
+        self.counters().map(|(k, c)| k.len() + c.state_len()).sum()
+    }
+
     pub fn remove(&mut self, member: &[u8]) -> bool {
+        self.drop_counter(member);
         match self.members.swap_remove_entry(member) {
             Some((m, x)) => {
                 self.payload -= m.len() + 8;

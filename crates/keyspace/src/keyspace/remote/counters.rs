@@ -113,13 +113,13 @@ pub(super) fn count(
     change: Change,
 ) -> (RemoteOutcome, Option<Change>) {
     let v = change.version;
-    debug_assert!(matches!(
+    let float = matches!(
         change.kind,
         ChangeKind::Delta {
-            op: DeltaOp::Count { .. },
+            op: DeltaOp::FloatCount { .. },
             ..
         }
-    ));
+    );
     match entry {
         // The key was a collection after v: this string write lost to it.
         None if tombs
@@ -134,8 +134,8 @@ pub(super) fn count(
             false => (NeedFull, None),
         },
         Some(e) => match &e.value {
-            Value::Counter(c) => match c.contribution(v.site) {
-                Some(held) if held.version >= v => (lost(held.version, v), None),
+            Value::Counter(c) => match c.held(v.site, float) {
+                Some(held) if held >= v => (lost(held, v), None),
                 _ if v < c.floor() => (ConflictLost, None),
                 _ => (Applied, Some(change)),
             },
@@ -155,12 +155,16 @@ pub(super) fn count_field(
     change: Change,
 ) -> (RemoteOutcome, Option<Change>) {
     let v = change.version;
-    let ChangeKind::Delta {
-        op: DeltaOp::HashCount { field, .. },
-        ..
-    } = &change.kind
-    else {
-        unreachable!("a field increment")
+    let (field, float) = match &change.kind {
+        ChangeKind::Delta {
+            op: DeltaOp::HashCount { field, .. },
+            ..
+        } => (field, false),
+        ChangeKind::Delta {
+            op: DeltaOp::HashFloatCount { field, .. },
+            ..
+        } => (field, true),
+        _ => unreachable!("a field increment"),
     };
     if let Some(t) = tombs.field(&change.key, field).filter(|t| *t >= v) {
         return (lost(t, v), None);
@@ -169,8 +173,8 @@ pub(super) fn count_field(
         hash.and_then(|h| h.counter(field)),
         hash.and_then(|h| h.get(field)),
     ) {
-        (Some(c), _) => match c.contribution(v.site) {
-            Some(held) if held.version >= v => (lost(held.version, v), None),
+        (Some(c), _) => match c.held(v.site, float) {
+            Some(held) if held >= v => (lost(held, v), None),
             _ if v < c.floor() => (ConflictLost, None),
             _ => (Applied, Some(change)),
         },

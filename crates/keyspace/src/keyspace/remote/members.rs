@@ -8,8 +8,9 @@
 //!   observed (an observed remove), not its own: an add the remover had
 //!   not seen is newer than that and stays. So a concurrent add wins over
 //!   a remove, and the sites agree whatever the order the changes arrive.
-//! - Sorted-set scores are last writer wins per member (ZINCRBY is logged
-//!   as the score it gave).
+//! - Sorted-set scores are last writer wins per member (a ZADD), except
+//!   where ZINCRBY made a member's score a counter: then increments sum
+//!   and a ZADD is an assignment joined into it (see `scores`).
 //! - A key of another type: the newer write decides (a newer one here
 //!   makes the change lose; an older one is replaced by the sender's full
 //!   value, asked for with `NeedFull`).
@@ -18,7 +19,7 @@
 
 use bytes::Bytes;
 
-use super::{emptied_at, lost, type_conflict, winners, RemoteOutcome};
+use super::{emptied_at, lost, scores, type_conflict, winners, RemoteOutcome};
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::tombstones::{Coll, Tombstones};
 use crate::value::{Entry, Value};
@@ -96,11 +97,36 @@ pub(super) fn add(
         coll,
     };
     match op {
-        DeltaOp::SetAdd { members } => {
-            added.winners(members, |m| m, |members| DeltaOp::SetAdd { members })
-        }
+        DeltaOp::SetAdd { members } => added.winners(
+            members,
+            |m| m,
+            |_| None,
+            |members| DeltaOp::SetAdd { members },
+        ),
         DeltaOp::ZAdd { members } => {
-            added.winners(members, |(m, _)| m, |members| DeltaOp::ZAdd { members })
+            // A member named twice takes its last score.
+            let mut named = std::collections::HashSet::new();
+            let mut members: Vec<(Bytes, f64)> = members
+                .into_iter()
+                .rev()
+                .filter(|(m, _)| named.insert(m.clone()))
+                .collect();
+            members.reverse();
+            let z = entry.and_then(|e| match &e.value {
+                Value::ZSet(z) => Some(z),
+                _ => None,
+            });
+            let key = added.key.clone();
+            added.winners(
+                members,
+                |(m, _)| m,
+                // A member whose score is a counter here: the assignment
+                // is joined into it, and wins when that changes it.
+                |(m, score)| {
+                    z.and_then(|z| scores::assign_changes(z, tombs, &key, m, *score, version))
+                },
+                |members| DeltaOp::ZAdd { members },
+            )
         }
         _ => unreachable!("not an add"),
     }
@@ -120,19 +146,25 @@ impl Added<'_> {
     /// The members that win (newer than what is held of them and their
     /// tombstone), as the add to apply and log: the whole add when all
     /// do. None: a duplicate (a member at exactly this version) or lost.
+    /// `joined` decides a member that is joined rather than compared by
+    /// version (Some(true): it changes what is held).
     fn winners<T>(
         self,
         members: Vec<T>,
         name: impl Fn(&T) -> &Bytes,
+        joined: impl Fn(&T) -> Option<bool>,
         op: impl FnOnce(Vec<T>) -> DeltaOp,
     ) -> (RemoteOutcome, Option<Change>) {
         let v = self.version;
         let mut seen = false;
         let mut wins = Vec::with_capacity(members.len());
         for m in members {
-            match here(self.entry, self.tombs, &self.key, self.coll, name(&m)) {
-                Some(h) if h >= v => seen |= h == v,
-                _ => wins.push(m),
+            let here = here(self.entry, self.tombs, &self.key, self.coll, name(&m));
+            match (joined(&m), here) {
+                (Some(true), _) => wins.push(m),
+                (Some(false), h) => seen |= h == Some(v),
+                (None, Some(h)) if h >= v => seen |= h == v,
+                (None, _) => wins.push(m),
             }
         }
         if wins.is_empty() {
@@ -176,7 +208,16 @@ pub(super) fn remove(
     let mut seen = false;
     let mut doomed = Vec::new();
     for (m, upto) in members {
+        let counter_floor = entry.and_then(|e| match &e.value {
+            Value::ZSet(z) => z.counter(m).map(|c| c.floor()),
+            _ => None,
+        });
         match entry.and_then(|e| e.value.element_version(m)) {
+            // A score counter written since: what of it the remover saw
+            // goes (see apply_change).
+            Some(held) if held > *upto && counter_floor.is_some_and(|f| f < *upto) => {
+                doomed.push((m.clone(), *upto))
+            }
             // Added again after what the remover saw: the add wins.
             Some(held) if held > *upto => seen = true,
             Some(_) => doomed.push((m.clone(), *upto)),
@@ -248,12 +289,19 @@ pub(super) fn full(
     // written: it overwrote the element.
     let other_kind = tombs.emptied_other(key, Some(coll));
     for (name, mv) in element_versions(incoming) {
-        let removed = tombs
+        let removal = tombs
             .member(key, coll, &name)
             .max(tombs.key(key))
             .max(overwritten)
-            .max(other_kind)
-            .is_some_and(|t| t >= mv);
+            .max(other_kind);
+        if let (Value::ZSet(to), Value::ZSet(from)) = (&mut merged, incoming) {
+            if to.counter(&name).is_some() || from.counter(&name).is_some() {
+                // A score counter on either side: joined (see scores).
+                changed |= scores::join_member(to, from, &name, removal);
+                continue;
+            }
+        }
+        let removed = removal.is_some_and(|t| t >= mv);
         let newer_here = merged.element_version(&name).is_some_and(|h| h >= mv);
         if !removed && !newer_here {
             copy_element(&mut merged, incoming, &name);

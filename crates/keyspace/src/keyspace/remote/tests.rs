@@ -1089,6 +1089,12 @@ enum Op {
     HDel(u8, Vec<u8>),
     /// HINCRBY of a field.
     HIncr(u8, u8, i64),
+    /// INCRBYFLOAT by n/4.
+    IncrF(u8, i64),
+    /// HINCRBYFLOAT of a field by n/4.
+    HIncrF(u8, u8, i64),
+    /// ZINCRBY of a member by n/2.
+    ZIncr(u8, u8, i8),
     SAdd(u8, Vec<u8>),
     ZAdd(u8, Vec<(u8, i8)>),
     /// SREM or ZREM, whichever the key holds.
@@ -1144,6 +1150,8 @@ fn op() -> impl Strategy<Value = Op> {
         (0u8..3, proptest::collection::vec((0u8..4, val), 1..3)).prop_map(|(k, f)| Op::HSet(k, f)),
         (0u8..3, proptest::collection::vec(0u8..4, 1..3)).prop_map(|(k, f)| Op::HDel(k, f)),
         (0u8..3, 0u8..4, -3i64..4).prop_map(|(k, f, n)| Op::HIncr(k, f, n)),
+        (0u8..3, -3i64..4).prop_map(|(k, n)| Op::IncrF(k, n)),
+        (0u8..3, 0u8..4, -3i64..4).prop_map(|(k, f, n)| Op::HIncrF(k, f, n)),
         (
             prop_oneof![Just(0u8), Just(1u8), Just(SET_KEY)],
             proptest::collection::vec(0u8..4, 1..3)
@@ -1154,6 +1162,12 @@ fn op() -> impl Strategy<Value = Op> {
             proptest::collection::vec((0u8..4, -2i8..3), 1..3)
         )
             .prop_map(|(k, m)| Op::ZAdd(k, m)),
+        (
+            prop_oneof![Just(0u8), Just(1u8), Just(ZSET_KEY)],
+            0u8..4,
+            -3i8..4
+        )
+            .prop_map(|(k, m, n)| Op::ZIncr(k, m, n)),
         (
             SET_KEY..ZSET_KEY + 1,
             proptest::collection::vec(0u8..4, 1..3)
@@ -1190,6 +1204,7 @@ fn run_local(ks: &Keyspace, op: Op) {
         Op::Set(k, ..) | Op::SetSimilar(k, ..) | Op::Append(k, _) | Op::Incr(k, _) => key(*k),
         Op::HSet(k, _) | Op::HDel(k, _) | Op::Del(k) => key(*k),
         Op::SAdd(k, _) | Op::ZAdd(k, _) | Op::Rem(k, _) | Op::HIncr(k, ..) => key(*k),
+        Op::IncrF(k, _) | Op::HIncrF(k, ..) | Op::ZIncr(k, ..) => key(*k),
         Op::PfAdd(k, _) | Op::PfMerge(k, _) => key(*k),
         Op::Expire(_) => key(3),
     };
@@ -1290,6 +1305,70 @@ fn run_local(ks: &Keyspace, op: Op) {
                         field,
                         by: n,
                         text: Bytes::from((c + n).to_string()),
+                    },
+                ),
+                None => Ok(()),
+            }
+        }
+        Op::IncrF(_, n) => {
+            // As INCRBYFLOAT: the value must read as a float.
+            let by = Bytes::from((n as f64 / 4.0).to_string());
+            let held = match txn.get(&k) {
+                Some(e) => e.as_str().cloned(),
+                None => Some(Bytes::from_static(b"0")),
+            };
+            match held.filter(|h| crate::number::parse_f64(h).is_some()) {
+                Some(h) => {
+                    let expire_at = txn.get(&k).map_or(0, |e| e.expire_at);
+                    txn.write(
+                        &k,
+                        Write::FloatIncr {
+                            text: crate::number::add_texts(&h, &by),
+                            by,
+                            expire_at,
+                        },
+                    )
+                }
+                None => Ok(()),
+            }
+        }
+        Op::HIncrF(_, f, n) => {
+            let field = Bytes::from(vec![b'f', f]);
+            let by = Bytes::from((n as f64 / 4.0).to_string());
+            let current = match txn.get(&k) {
+                Some(e) => e
+                    .as_hash()
+                    .and_then(|h| h.get(&field))
+                    .map(|f| f.value.clone())
+                    .unwrap_or_else(|| Bytes::from_static(b"0")),
+                None => Bytes::from_static(b"0"),
+            };
+            match crate::number::parse_f64(&current) {
+                Some(_) => txn.write(
+                    &k,
+                    Write::HashFloatIncr {
+                        field,
+                        text: crate::number::add_texts(&current, &by),
+                        by,
+                    },
+                ),
+                None => Ok(()),
+            }
+        }
+        Op::ZIncr(_, m, n) => {
+            let member = Bytes::from(vec![b'm', m]);
+            let by = n as f64 / 2.0;
+            let current = match txn.get(&k) {
+                Some(e) => e.as_zset().map(|z| z.score(&member).unwrap_or(0.0)),
+                None => Some(0.0),
+            };
+            match current {
+                Some(c) => txn.write(
+                    &k,
+                    Write::ZIncr {
+                        member,
+                        by,
+                        score: c + by,
                     },
                 ),
                 None => Ok(()),
@@ -1434,6 +1513,22 @@ fn census(c: &Change, outcome: RemoteOutcome, response: bool) {
             op: DeltaOp::HashCount { .. },
             ..
         } => "hash count",
+        ChangeKind::Delta {
+            op: DeltaOp::FloatCount { .. },
+            ..
+        } => "float count",
+        ChangeKind::Delta {
+            op: DeltaOp::ZCount { .. },
+            ..
+        } => "score count",
+        ChangeKind::Delta {
+            op: DeltaOp::ZAssign { .. },
+            ..
+        } => "score assign",
+        ChangeKind::Delta {
+            op: DeltaOp::HashFloatCount { .. },
+            ..
+        } => "hash float count",
         ChangeKind::Delta { op, .. } if op.needs_base() => "string delta",
         ChangeKind::Delta {
             op: DeltaOp::HllMax { .. },
@@ -1689,6 +1784,14 @@ fn convergence_runs_reach_every_rule() {
         ("count", "duplicate"),
         ("count", "conflict lost"),
         ("full counter", "applied"),
+        ("float count", "applied"),
+        ("float count", "duplicate"),
+        ("hash float count", "applied"),
+        ("hash float count", "duplicate"),
+        ("score count", "applied"),
+        ("score count", "duplicate"),
+        ("score count", "conflict lost"),
+        ("score assign", "applied"),
         ("hll max", "applied"),
         ("hll max", "duplicate"),
         ("hll max", "conflict lost"),
