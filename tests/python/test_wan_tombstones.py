@@ -111,6 +111,9 @@ def test_a_site_away_past_an_hour_comes_back_and_nothing_deleted_returns(pair):
     wait_until(lambda: source_status(london.nodes[0], "newyork")["events_received"] >= 4, timeout=15,
                message="New York's held-back writes reached London")
     wait_drained(newyork, "london")
+    # And London's later removals have reached New York: they leave up to
+    # 50 ms after the deletes before them (the small-batch hold).
+    wait_drained(london, "newyork")
     for r in (a, b):
         assert r.exists("user", "doc") == 0
         assert r.smembers("tags") == {b"x"}
