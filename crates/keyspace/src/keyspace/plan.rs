@@ -450,7 +450,7 @@ fn assign(
     c.assign(text, Version::ZERO);
     Ok(Ok(Planned {
         kind: ChangeKind::Full {
-            value: Value::Counter(c),
+            value: Value::Counter(Box::new(c)),
             expire_at,
         },
         saved: 0,
