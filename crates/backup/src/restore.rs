@@ -390,9 +390,9 @@ async fn delete(node: &Node, keys: &[Bytes]) -> Result<(), Error> {
 }
 
 fn clear_partition(node: &Node, p: usize) {
-    let keys: Vec<Bytes> = node
-        .ks
-        .with_partition(p, |part, _| part.iter().map(|(k, _)| k.clone()).collect());
+    let keys: Vec<Bytes> = node.ks.with_partition(p, |part, _| {
+        part.iter().map(|(k, _)| k.to_bytes()).collect()
+    });
     for key in keys {
         let _ = node.ks.txn([&key[..]], 0).write(&key, Write::Delete);
     }

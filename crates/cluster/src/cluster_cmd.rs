@@ -107,7 +107,7 @@ fn keys_in_slot(c: &Cluster, ks: &Keyspace, slot: u16, max: usize) -> Vec<Bytes>
         part.iter()
             .filter(|(k, e)| !e.is_expired(now) && key_slot(k) == slot)
             .take(max)
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| k.to_bytes())
             .collect()
     })
 }

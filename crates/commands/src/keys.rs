@@ -267,7 +267,7 @@ pub fn scan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
                     .as_deref()
                     .is_none_or(|t| t == e.value.type_name());
                 if live && pattern_ok && type_ok {
-                    keys.push(k.clone());
+                    keys.push(k.to_bytes());
                 }
             }
         });
@@ -292,7 +292,7 @@ pub fn keys(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
             keys.extend(
                 part.iter()
                     .filter(|(k, e)| !e.is_expired(now) && (all || glob_match(pattern, k)))
-                    .map(|(k, _)| k.clone()),
+                    .map(|(k, _)| k.to_bytes()),
             );
         });
     }

@@ -62,7 +62,7 @@ pub fn apply_change_at(
 ) -> Result<(), ApplyError> {
     let key = &change.key;
     debug_assert!(
-        at.is_none_or(|i| part.get_index(i).is_some_and(|(k, _)| k == key)),
+        at.is_none_or(|i| part.get_index(i).is_some_and(|(k, _)| k[..] == key[..])),
         "index of another key"
     );
     match &change.kind {
@@ -315,7 +315,7 @@ fn put_full(
         Some(i) => {
             part.update_at(i, |e| *e = entry);
         }
-        None => part.put(key.clone(), entry),
+        None => part.put(key, entry),
     }
 }
 
@@ -360,7 +360,7 @@ fn update_collection(
             let coll = empty.coll().unwrap_or(Coll::Set);
             let version = created(part, key, coll, version);
             part.put(
-                key.clone(),
+                key,
                 Entry {
                     value: empty,
                     version,
@@ -552,7 +552,7 @@ fn count(
             counter.prune_older(floor);
         }
         part.put(
-            key.clone(),
+            key,
             Entry {
                 value: Value::Counter(Box::new(counter)),
                 version,
@@ -596,7 +596,7 @@ fn hll_max(
         None => {
             let value = hll::merge::created(registers).map_err(|_| ApplyError::WrongType)?;
             part.put(
-                key.clone(),
+                key,
                 Entry {
                     value: Value::Str(Bytes::from(value)),
                     version: base,

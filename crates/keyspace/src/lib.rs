@@ -27,6 +27,7 @@ pub mod encodings;
 pub mod glob;
 pub mod hll;
 mod keyspace;
+pub mod map_key;
 pub mod memory_usage;
 pub mod notices;
 pub mod number;
@@ -48,6 +49,7 @@ pub use keyspace::{
     LogListener, PartitionCopy, RemoteOutcome, ReplicaError, ReplicationSink, Txn, Write,
     WriteError,
 };
+pub use map_key::MapKey;
 pub use partition::Partition;
 pub use partition_bits::PartitionBits;
 pub use partition_log::PartitionLog;

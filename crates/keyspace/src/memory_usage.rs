@@ -4,10 +4,11 @@
 //!
 //! It counts, as the allocator is asked for them (the bytes
 //! `used_memory` counts, without the allocator's own rounding):
-//! - the key's bytes, and its slot in the partition's map (`EntryMap`: one
-//!   element of the map's entries vector, which holds the key's hash, the
-//!   key's `Bytes` handle and the [`Entry`] inline, whose version and
-//!   expiry are fields; and one slot of the map's index table);
+//! - the key's slot in the partition's map (`EntryMap`: one element of the
+//!   map's entries vector, which holds the key's hash, the key (a
+//!   [`MapKey`]: its bytes inline up to 22, else in a block of their own,
+//!   counted) and the [`Entry`] inline, whose version and expiry are
+//!   fields; and one slot of the map's index table);
 //! - its element in the partition's expiry index, when it has a time to live;
 //! - a string's bytes; for every other value, its boxed struct (the
 //!   map's [`Entry`] holds a pointer to it);
@@ -27,6 +28,7 @@ use std::mem::{size_of, size_of_val};
 
 use bytes::Bytes;
 
+use crate::map_key::{self, MapKey};
 use crate::value::{Entry, Field, Value, ZKey, ZMember};
 use crate::version::Version;
 
@@ -43,9 +45,14 @@ const fn map_element<K, V>() -> usize {
 /// Bytes `key` and `entry` take in their partition (see the module docs
 /// for what is counted).
 pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
-    let in_map = key.len() + map_element::<Bytes, Entry>() + INDEX_SLOT;
+    let key_block = if key.len() > map_key::INLINE {
+        key.len()
+    } else {
+        0
+    };
+    let in_map = key_block + map_element::<MapKey, Entry>() + INDEX_SLOT;
     let in_expiry_index = if entry.expire_at != 0 {
-        size_of::<(u64, Bytes)>()
+        size_of::<(u64, MapKey)>() + key_block
     } else {
         0
     };
@@ -99,8 +106,11 @@ mod tests {
         let small = entry_usage(b"key", &entry(string(3), 0));
         let big = entry_usage(b"key", &entry(string(1003), 0));
         assert_eq!(big - small, 1000);
-        // The key counts, byte for byte.
-        assert_eq!(entry_usage(b"key!", &entry(string(3), 0)), small + 1);
+        // A short key is inline in its map slot; a long one counts byte for
+        // byte.
+        assert_eq!(entry_usage(b"key!", &entry(string(3), 0)), small);
+        let long = [b'k'; map_key::INLINE + 1];
+        assert_eq!(entry_usage(&long, &entry(string(3), 0)), small + long.len());
         // The entry, its map slot and the key's handle: more than the bytes.
         assert!(small > size_of::<Entry>() + 6, "{small}");
         assert!(small < 512, "{small}");
@@ -110,7 +120,7 @@ mod tests {
     fn a_time_to_live_adds_its_expiry_index_element() {
         let plain = entry_usage(b"k", &entry(string(10), 0));
         let expiring = entry_usage(b"k", &entry(string(10), 1_000));
-        assert_eq!(expiring - plain, size_of::<(u64, Bytes)>());
+        assert_eq!(expiring - plain, size_of::<(u64, MapKey)>());
     }
 
     #[test]

@@ -9,13 +9,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use indexmap::IndexMap;
 
+use crate::map_key::{self, MapKey};
 use crate::partition_bits::PartitionBits;
 use crate::partition_log::PartitionLog;
 use crate::stats::ChangeStats;
 use crate::tombstones::Tombstones;
 use crate::value::Entry;
 
-pub type EntryMap = IndexMap<Bytes, Entry, ahash::RandomState>;
+pub type EntryMap = IndexMap<MapKey, Entry, ahash::RandomState>;
 
 /// Where a backup copy's latest changes came from. A seq the copy already
 /// holds may be sent again by the node that sent it (the same batch
@@ -55,7 +56,7 @@ pub struct Partition {
     /// Removed keys and hash fields (disabled unless WAN needs them).
     pub tombstones: Tombstones,
     /// (expire_at, key) for every key with a time to live.
-    expires: BTreeSet<(u64, Bytes)>,
+    expires: BTreeSet<(u64, MapKey)>,
     /// Told when `expires` stops being empty.
     expiring: Option<Arc<PartitionBits>>,
     /// The last seq the log held when this copy last became the primary's
@@ -134,7 +135,7 @@ impl Partition {
         self.map.get_index_of(key)
     }
 
-    pub fn get_index(&self, i: usize) -> Option<(&Bytes, &Entry)> {
+    pub fn get_index(&self, i: usize) -> Option<(&MapKey, &Entry)> {
         self.map.get_index(i)
     }
 
@@ -154,7 +155,7 @@ impl Partition {
         self.footprint
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Entry)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&MapKey, &Entry)> {
         self.map.iter()
     }
 
@@ -164,13 +165,20 @@ impl Partition {
             .iter()
             .take_while(|(at, _)| *at <= now_ms)
             .take(max)
-            .map(|(_, k)| k.clone())
+            .map(|(_, k)| k.to_bytes())
             .collect()
     }
 
     /// Stores `entry` under `key`, replacing what it held (one lookup).
-    pub(crate) fn put(&mut self, key: Bytes, entry: Entry) {
-        match self.map.entry(key) {
+    pub(crate) fn put(&mut self, key: &[u8], entry: Entry) {
+        // A long key held already is found without copying it first.
+        if key.len() > map_key::INLINE {
+            if let Some(i) = self.map.get_index_of(key) {
+                self.update_at(i, |e| *e = entry);
+                return;
+            }
+        }
+        match self.map.entry(MapKey::new(key)) {
             indexmap::map::Entry::Occupied(held) => {
                 let i = held.index();
                 self.update_at(i, |e| *e = entry);
@@ -225,7 +233,7 @@ impl Partition {
         Some(r)
     }
 
-    fn index_expiry(&mut self, at: u64, key: Bytes) {
+    fn index_expiry(&mut self, at: u64, key: MapKey) {
         if self.expires.is_empty() {
             if let Some(e) = &self.expiring {
                 e.insert(self.id as usize);
@@ -234,7 +242,7 @@ impl Partition {
         self.expires.insert((at, key));
     }
 
-    fn forget(&mut self, key: &Bytes, old: &Entry) {
+    fn forget(&mut self, key: &MapKey, old: &Entry) {
         self.footprint -= old.footprint(key.len());
         if old.expire_at != 0 {
             self.expires.remove(&(old.expire_at, key.clone()));
@@ -245,6 +253,6 @@ impl Partition {
     pub(crate) fn drain_keys(&mut self) -> Vec<Bytes> {
         self.expires.clear();
         self.footprint = 0;
-        self.map.drain(..).map(|(k, _)| k).collect()
+        self.map.drain(..).map(|(k, _)| k.to_bytes()).collect()
     }
 }

@@ -348,7 +348,10 @@ fn answer(primary: &Replicator, replica: &Replicator, batch: Bytes) -> Vec<Ack> 
 
 fn contents(r: &Replicator, p: usize) -> Vec<(Bytes, Version)> {
     r.ks.with_partition(p, |part, _| {
-        let mut keys: Vec<_> = part.iter().map(|(k, e)| (k.clone(), e.version)).collect();
+        let mut keys: Vec<_> = part
+            .iter()
+            .map(|(k, e)| (k.to_bytes(), e.version))
+            .collect();
         keys.sort();
         keys
     })

@@ -41,11 +41,11 @@ impl Keyspace {
         let now = self.now_ms();
         let mut part = self.parts[p].lock();
         let seq = part.log.next_seq() - 1;
-        let live = |key: &Bytes, part: &crate::partition::Partition| {
+        let live = |key: &[u8], part: &crate::partition::Partition| {
             part.get(key)
                 .filter(|e| !e.is_expired(now))
                 .map(|e| Change {
-                    key: key.clone(),
+                    key: Bytes::copy_from_slice(key),
                     version: e.version,
                     kind: ChangeKind::Full {
                         value: e.value.clone(),

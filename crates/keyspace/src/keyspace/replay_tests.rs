@@ -168,7 +168,7 @@ fn state(ks: &Keyspace) -> BTreeMap<Bytes, Entry> {
     for p in 0..ks.partitions() as usize {
         ks.with_partition(p, |part, _| {
             for (k, e) in part.iter() {
-                out.insert(k.clone(), e.clone());
+                out.insert(k.to_bytes(), e.clone());
             }
         });
     }

@@ -146,10 +146,7 @@ impl<'a> Txn<'a> {
             }
         }
         let part = &mut self.guards[s].1;
-        let (stored_key, old) = match index.and_then(|i| part.get_index(i)) {
-            Some((k, e)) => (Some(k.clone()), Some(e)),
-            None => (None, None),
-        };
+        let old = index.and_then(|i| part.get_index(i)).map(|(_, e)| e);
         let noticed = self.ks.notices.load(Ordering::Relaxed).then_some(match &w {
             Write::Set { expire_at, .. } => Noticed::Set {
                 expire_at: *expire_at,
@@ -186,8 +183,7 @@ impl<'a> Txn<'a> {
         else {
             return Ok(());
         };
-        // An existing key's bytes are shared, not copied, into the change.
-        let key = stored_key.unwrap_or_else(|| Bytes::copy_from_slice(key));
+        let key = Bytes::copy_from_slice(key);
         let noticed = noticed.map(|what| (what, key.clone()));
         let mut kind = kind;
         let version = self.ks.version();

@@ -149,7 +149,7 @@ impl Replicator {
             // Entries, then tombstones (so older writes from other sites
             // keep losing on the new copy).
             let entries = part.iter().map(|(key, e)| Change {
-                key: key.clone(),
+                key: key.to_bytes(),
                 version: e.version,
                 kind: keyspace::ChangeKind::Full {
                     value: e.value.clone(),

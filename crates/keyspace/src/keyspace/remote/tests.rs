@@ -1057,7 +1057,7 @@ fn state(ks: &Keyspace) -> BTreeMap<Bytes, Entry> {
     let mut out = BTreeMap::new();
     for p in 0..ks.partitions() as usize {
         ks.with_partition(p, |part, _| {
-            out.extend(part.iter().map(|(k, e)| (k.clone(), e.clone())))
+            out.extend(part.iter().map(|(k, e)| (k.to_bytes(), e.clone())))
         });
     }
     out

@@ -113,7 +113,7 @@ impl Partition {
         let held = self
             .iter()
             .filter(|(_, e)| !e.is_expired(now_ms))
-            .map(|(k, _)| k.clone());
+            .map(|(k, _)| k.to_bytes());
         let gone = self
             .tombstones
             .keys()
