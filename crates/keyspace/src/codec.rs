@@ -68,6 +68,8 @@ const ZCOUNT: u8 = 13;
 const ZASSIGN: u8 = 14;
 /// Tags 15..=19 are left for other ops.
 const HLLMAX: u8 = 20;
+/// Tag 21 is left for other ops.
+const BITSOR: u8 = 22;
 
 /// Exact length of [`encode`]'s output, computed without encoding.
 pub fn encoded_len(c: &Change) -> usize {
@@ -178,6 +180,7 @@ fn op_len(op: &DeltaOp) -> usize {
                 + members.iter().map(|(m, _)| bytes_len(m) + 8).sum::<usize>()
         }
         DeltaOp::HllMax { registers } => varint_len(registers.len() as u64) + 3 * registers.len(),
+        DeltaOp::BitsOr { bytes } => varint_len(bytes.len() as u64) + 5 * bytes.len(),
         DeltaOp::Remove { members, .. } => {
             1 + varint_len(members.len() as u64)
                 + members
@@ -364,6 +367,14 @@ fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
             for (i, v) in registers {
                 out.put_u16_le(*i);
                 out.put_u8(*v);
+            }
+        }
+        DeltaOp::BitsOr { bytes } => {
+            out.put_u8(BITSOR);
+            put_varint(out, bytes.len() as u64);
+            for (i, m) in bytes {
+                out.put_u32_le(*i);
+                out.put_u8(*m);
             }
         }
         DeltaOp::Remove { coll, members } => {
@@ -604,6 +615,20 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
                 registers.push((i, v));
             }
             DeltaOp::HllMax { registers }
+        }
+        BITSOR => {
+            // `count` bounds the allocation by the bytes left.
+            let n = r.count(5)?;
+            let mut bytes = Vec::with_capacity(n);
+            for _ in 0..n {
+                let i = u32::from_le_bytes([r.u8()?, r.u8()?, r.u8()?, r.u8()?]);
+                let m = r.u8()?;
+                if i as usize >= crate::bits::MAX_LEN {
+                    return Err(DecodeError::OutOfRange);
+                }
+                bytes.push((i, m));
+            }
+            DeltaOp::BitsOr { bytes }
         }
         tag => return Err(DecodeError::BadTag { what: "delta", tag }),
     })

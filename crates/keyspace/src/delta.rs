@@ -42,6 +42,7 @@ pub fn op_payload_len(op: &DeltaOp) -> usize {
         DeltaOp::ZAdd { members } => members.iter().map(|(m, _)| 10 + m.len()).sum(),
         DeltaOp::Remove { members, .. } => members.iter().map(|(m, _)| 12 + m.len()).sum(),
         DeltaOp::HllMax { registers } => 2 + 3 * registers.len(),
+        DeltaOp::BitsOr { bytes } => 2 + 5 * bytes.len(),
     }
 }
 

@@ -170,6 +170,8 @@ fn op() -> impl Strategy<Value = DeltaOp> {
             }),
         proptest::collection::vec((0u16..16384, 0u8..64), 0..6)
             .prop_map(|registers| DeltaOp::HllMax { registers }),
+        proptest::collection::vec((0u32..(crate::bits::MAX_LEN as u32), any::<u8>()), 0..6)
+            .prop_map(|bytes| DeltaOp::BitsOr { bytes }),
     ]
 }
 
@@ -286,4 +288,18 @@ fn forged_counts_allocate_nothing() {
     let mut buf = vec![0, 0, 0, DELTA, 0, 0, HSET];
     put_varint(&mut buf, 1 << 60);
     assert_eq!(decode(&Bytes::from(buf)), Err(DecodeError::Truncated));
+}
+
+#[test]
+fn forged_bit_raises_are_refused() {
+    // A count past the bytes left allocates nothing.
+    let mut buf = vec![0, 0, 0, DELTA, 0, 0, BITSOR];
+    put_varint(&mut buf, 1 << 60);
+    assert_eq!(decode(&Bytes::from(buf)), Err(DecodeError::Truncated));
+    // A byte index past the longest string.
+    let mut buf = vec![0, 0, 0, DELTA, 0, 0, BITSOR];
+    put_varint(&mut buf, 1);
+    buf.extend_from_slice(&(crate::bits::MAX_LEN as u32).to_le_bytes());
+    buf.push(1);
+    assert_eq!(decode(&Bytes::from(buf)), Err(DecodeError::OutOfRange));
 }

@@ -74,6 +74,16 @@ pub enum Write {
         registers: Vec<(u16, u8)>,
         value: Bytes,
     },
+    /// SETBIT 1 that sets a bit that was 0: byte `index` ORed with `mask`.
+    /// Where sites merge and the key holds a string (not a HyperLogLog),
+    /// it is logged as that raise (`DeltaOp::BitsOr`, against the key's
+    /// version, which it keeps); elsewhere (a key created or converted,
+    /// a HyperLogLog) as `splice`, the same write as a string operation.
+    Bits {
+        index: u32,
+        mask: u8,
+        splice: DeltaOp,
+    },
     /// Set or clear (0) the expiry of an existing key.
     SetExpiry(u64),
     Delete,
@@ -130,6 +140,27 @@ pub(super) fn plan(
         Write::Hll { registers, value } => match hll_max(old, registers, value, merging, removed) {
             Ok(planned) => return Ok(planned),
             Err(w) => *w,
+        },
+        Write::Bits {
+            index,
+            mask,
+            splice,
+        } => match old {
+            Some(e) if merging && matches!(e.value, Value::Str(_)) && !is_hll(e) => {
+                let op = DeltaOp::BitsOr {
+                    bytes: vec![(index, mask)],
+                };
+                let saved = e.value.payload_len().saturating_sub(delta::op_payload_len(&op));
+                return Ok(Some(Planned {
+                    kind: ChangeKind::Delta {
+                        base: e.version,
+                        op,
+                    },
+                    saved,
+                    new_value: None,
+                }));
+            }
+            _ => Write::Str(splice),
         },
         w => w,
     };
@@ -404,7 +435,7 @@ pub(super) fn plan(
             )
         }
         // Planned above (as raises, or handed back as a Set).
-        Write::Hll { .. } => return Ok(None),
+        Write::Hll { .. } | Write::Bits { .. } => return Ok(None),
         Write::Delete => {
             if old.is_none() {
                 return Ok(None);

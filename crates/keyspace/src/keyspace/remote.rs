@@ -40,7 +40,7 @@
 use bytes::Bytes;
 
 mod counters;
-mod hll;
+mod raises;
 mod members;
 mod scores;
 mod whole;
@@ -167,7 +167,7 @@ fn resolve(
     let tombs = &part.tombstones;
     // The key was removed at or after v: everything v wrote is gone. A
     // whole string at exactly the removal's version is the HyperLogLog
-    // raises made from nothing after it (see hll).
+    // raises made from nothing after it (see raises).
     let made_at_floor = matches!(&change.kind, ChangeKind::Full { value: Value::Str(b), .. }
         if crate::hll::encoding_of(b).is_ok());
     if let Some(floor) = tombs
@@ -221,13 +221,13 @@ fn resolve(
             ..
         } => scores::assign(entry, tombs, change),
         ChangeKind::Delta {
-            op: DeltaOp::HllMax { .. },
+            op: DeltaOp::HllMax { .. } | DeltaOp::BitsOr { .. },
             ..
-        } => hll::max(entry, tombs, change),
+        } => raises::max(entry, tombs, change),
         ChangeKind::Full {
             value: Value::Str(theirs),
             ..
-        } if hll::same_assignment(entry, v, theirs) => hll::join(entry, change),
+        } if raises::same_assignment(entry, v, theirs) => raises::join(entry, change),
         ChangeKind::Delta {
             op: DeltaOp::HashCount { .. } | DeltaOp::HashFloatCount { .. },
             ..
