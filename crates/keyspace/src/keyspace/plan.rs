@@ -261,11 +261,13 @@ pub(super) fn plan(
             let total = add_texts(&mine, &by);
             return element_op(old, DeltaOp::HashFloatCount { field, total });
         }
-        // A string operation on a HyperLogLog where sites merge: its bytes
-        // at one version differ between sites (raises keep the version),
-        // so it is logged whole, never as a delta against them.
+        // A string operation on a string where sites merge: its bytes at
+        // one version may differ between sites (raises of a HyperLogLog's
+        // registers or of a bitmap's bits keep the version, and any string
+        // may be a bitmap), so it is logged whole, never as a delta
+        // against them.
         Write::Str(op @ (DeltaOp::Splice { .. } | DeltaOp::Patch { .. }))
-            if merging && old.is_some_and(is_hll) =>
+            if merging && old.is_some_and(is_str) =>
         {
             let (held, expire_at) = match old {
                 Some(e) => (e.as_str().ok_or(WriteError::WrongType)?, e.expire_at),
@@ -276,7 +278,7 @@ pub(super) fn plan(
         }
         Write::Set { value, expire_at } => {
             let delta = match (old, &value) {
-                _ if merging && old.is_some_and(is_hll) => None,
+                _ if merging && old.is_some_and(is_str) => None,
                 (Some(e), Value::Str(new)) if e.expire_at == expire_at => {
                     e.as_str().and_then(|o| delta::diff(o, new))
                 }
@@ -553,6 +555,12 @@ fn hll_max(
         saved,
         new_value: None,
     }))
+}
+
+/// Whether the entry is a string (which raises may have changed at its
+/// version where sites merge).
+fn is_str(e: &Entry) -> bool {
+    matches!(e.value, Value::Str(_))
 }
 
 /// Whether the entry is a string holding a HyperLogLog (its header).
