@@ -137,12 +137,6 @@ impl DeltaOp {
 }
 
 impl DeltaOp {
-    /// Whether this raises a string's assignment in place (`HllMax`,
-    /// `BitsOr`): against its version, which it keeps.
-    pub fn is_raise(&self) -> bool {
-        matches!(self, DeltaOp::HllMax { .. } | DeltaOp::BitsOr { .. })
-    }
-
     /// A raise applied to the string `held` (None: nothing changes), or,
     /// nothing held, the string it makes from nothing. Err: not a raise, or
     /// one that does not apply (a register raise on a string that is not a

@@ -144,9 +144,7 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
 /// string (whose raises keep the version) a hash of its bytes.
 fn stamp(e: &keyspace::Entry) -> (Version, u64) {
     let hash = match &e.value {
-        keyspace::Value::Str(b) => {
-            ahash::RandomState::with_seeds(1, 2, 3, 4).hash_one(&b[..])
-        }
+        keyspace::Value::Str(b) => ahash::RandomState::with_seeds(1, 2, 3, 4).hash_one(&b[..]),
         _ => 0,
     };
     (e.version, hash)

@@ -150,7 +150,10 @@ pub(super) fn plan(
                 let op = DeltaOp::BitsOr {
                     bytes: vec![(index, mask)],
                 };
-                let saved = e.value.payload_len().saturating_sub(delta::op_payload_len(&op));
+                let saved = e
+                    .value
+                    .payload_len()
+                    .saturating_sub(delta::op_payload_len(&op));
                 return Ok(Some(Planned {
                     kind: ChangeKind::Delta {
                         base: e.version,

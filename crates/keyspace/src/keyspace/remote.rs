@@ -40,8 +40,8 @@
 use bytes::Bytes;
 
 mod counters;
-mod raises;
 mod members;
+mod raises;
 mod scores;
 mod whole;
 

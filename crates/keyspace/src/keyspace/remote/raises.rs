@@ -69,9 +69,7 @@ pub(super) fn same_assignment(entry: Option<&Entry>, v: crate::Version, theirs: 
             value: Value::Str(mine),
             version,
             ..
-        }) => {
-            *version == v && mine != theirs
-        }
+        }) => *version == v && mine != theirs,
         _ => false,
     }
 }
@@ -113,10 +111,7 @@ pub(super) fn join(entry: Option<&Entry>, change: Change) -> (RemoteOutcome, Opt
         Some(Change {
             key: change.key,
             version: v,
-            kind: ChangeKind::Delta {
-                base: v,
-                op,
-            },
+            kind: ChangeKind::Delta { base: v, op },
         }),
     )
 }
