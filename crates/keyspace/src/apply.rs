@@ -71,7 +71,11 @@ pub fn apply_change_at(
         ChangeKind::Delete | ChangeKind::Expire => remove_older(part, key, change.version),
         ChangeKind::Delta {
             base,
-            op: op @ (DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_)),
+            op:
+                op @ (DeltaOp::Splice { .. }
+                | DeltaOp::Patch { .. }
+                | DeltaOp::IncrBy(_)
+                | DeltaOp::Checked { .. }),
         } => {
             // One lookup at most; the closure checks before it changes
             // anything.

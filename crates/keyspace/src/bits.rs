@@ -58,6 +58,12 @@ pub fn missing(mine: &[u8], theirs: &[u8]) -> Vec<(u32, u8)> {
     masks
 }
 
+/// The hash a string delta made where sites merge carries of the bytes it
+/// was made on (`DeltaOp::Checked`): xxh3, the same at every site and build.
+pub fn bytes_hash(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(bytes)
+}
+
 /// A raise's index past the longest string.
 #[derive(Debug, PartialEq, Eq)]
 pub struct TooLong;

@@ -106,6 +106,12 @@ pub enum DeltaOp {
     /// which raises keep), as `HllMax`. Idempotent and commutative (see
     /// `crate::bits`).
     BitsOr { bytes: Vec<(u32, u8)> },
+    /// A string operation (`Splice` or `Patch`) made where sites merge,
+    /// with the hash of the bytes it was made on (`crate::bits::bytes_hash`):
+    /// raises keep a string's version, so its bytes at one version may
+    /// differ between sites; a receiver applies it only to the same bytes
+    /// and otherwise asks for the full value.
+    Checked { base_hash: u64, op: Box<DeltaOp> },
 }
 
 impl DeltaOp {
@@ -114,7 +120,10 @@ impl DeltaOp {
     pub fn needs_base(&self) -> bool {
         matches!(
             self,
-            DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_)
+            DeltaOp::Splice { .. }
+                | DeltaOp::Patch { .. }
+                | DeltaOp::IncrBy(_)
+                | DeltaOp::Checked { .. }
         )
     }
 

@@ -264,13 +264,11 @@ pub(super) fn plan(
             let total = add_texts(&mine, &by);
             return element_op(old, DeltaOp::HashFloatCount { field, total });
         }
-        // A string operation on a string where sites merge: its bytes at
-        // one version may differ between sites (raises of a HyperLogLog's
-        // registers or of a bitmap's bits keep the version, and any string
-        // may be a bitmap), so it is logged whole, never as a delta
-        // against them.
+        // A string operation on a HyperLogLog where sites merge: its bytes
+        // at one version differ between sites (raises keep the version),
+        // so it is logged whole, never as a delta against them.
         Write::Str(op @ (DeltaOp::Splice { .. } | DeltaOp::Patch { .. }))
-            if merging && old.is_some_and(is_str) =>
+            if merging && old.is_some_and(is_hll) =>
         {
             let (held, expire_at) = match old {
                 Some(e) => (e.as_str().ok_or(WriteError::WrongType)?, e.expire_at),
@@ -281,10 +279,10 @@ pub(super) fn plan(
         }
         Write::Set { value, expire_at } => {
             let delta = match (old, &value) {
-                _ if merging && old.is_some_and(is_str) => None,
-                (Some(e), Value::Str(new)) if e.expire_at == expire_at => {
-                    e.as_str().and_then(|o| delta::diff(o, new))
-                }
+                _ if merging && old.is_some_and(is_hll) => None,
+                (Some(e), Value::Str(new)) if e.expire_at == expire_at => e
+                    .as_str()
+                    .and_then(|o| delta::diff(o, new).map(|op| checked(merging, o, op))),
                 _ => None,
             };
             return Ok(Some(match delta {
@@ -308,6 +306,7 @@ pub(super) fn plan(
         Write::Str(op) => match old {
             Some(e) => {
                 let held = e.as_str().ok_or(WriteError::WrongType)?;
+                let op = checked(merging, held, op);
                 // A failing op (overflow...) fails in apply_change, which
                 // changes nothing, so nothing is logged either.
                 let saved = held.len().saturating_sub(delta::op_payload_len(&op));
@@ -560,10 +559,17 @@ fn hll_max(
     }))
 }
 
-/// Whether the entry is a string (which raises may have changed at its
-/// version where sites merge).
-fn is_str(e: &Entry) -> bool {
-    matches!(e.value, Value::Str(_))
+/// A splice or patch of `held` where sites merge, with the hash of the
+/// bytes it is made on (`DeltaOp::Checked`: raises keep a string's
+/// version, so a receiver must check it holds the same bytes); else as is.
+fn checked(merging: bool, held: &[u8], op: DeltaOp) -> DeltaOp {
+    match op {
+        DeltaOp::Splice { .. } | DeltaOp::Patch { .. } if merging => DeltaOp::Checked {
+            base_hash: crate::bits::bytes_hash(held),
+            op: Box::new(op),
+        },
+        op => op,
+    }
 }
 
 /// Whether the entry is a string holding a HyperLogLog (its header).

@@ -324,6 +324,7 @@ fn resolve(
             op:
                 op @ (DeltaOp::Splice { .. }
                 | DeltaOp::Patch { .. }
+                | DeltaOp::Checked { .. }
                 | DeltaOp::IncrBy(_)
                 | DeltaOp::SetExpiry(_)),
         } => match entry {
@@ -353,7 +354,17 @@ fn resolve(
                 _ => (NeedFull, None),
             },
             Some(e) if e.version > v => (ConflictLost, None),
-            Some(e) if e.version == *base => (Applied, Some(change)),
+            // A string delta made on other bytes of the same version (raised
+            // here or there): the sender's full value.
+            Some(e) if e.version == *base => match op {
+                DeltaOp::Checked { base_hash, .. }
+                    if e.as_str()
+                        .is_none_or(|b| crate::bits::bytes_hash(b) != *base_hash) =>
+                {
+                    (NeedFull, None)
+                }
+                _ => (Applied, Some(change)),
+            },
             Some(_) => (NeedFull, None),
         },
         ChangeKind::Delta {
