@@ -527,6 +527,57 @@ fn a_string_delta_on_a_wrong_base_needs_the_full_value_which_then_applies() {
 }
 
 #[test]
+fn setbit_raises_merge_by_or_and_a_delta_on_raised_bytes_needs_the_full_value() {
+    let a = keyspace(1);
+    let bb = keyspace(2);
+    let v1 = local_set(&a, "s", "\x00\x00");
+    for c in log_of(&a, "s") {
+        assert_eq!(apply(&bb, &c), Applied);
+    }
+    // SETBIT 1 at both sites on the same assignment: raises of v1.
+    for (ks, offset) in [(&a, 0u32), (&bb, 17)] {
+        let mut txn = ks.txn([&b"s"[..]], 0);
+        set_bit(&mut txn, b"s", offset, true).unwrap();
+    }
+    let raise_a = log_of(&a, "s").pop().unwrap();
+    let raise_b = log_of(&bb, "s").pop().unwrap();
+    assert!(
+        matches!(raise_a.kind, ChangeKind::Delta { base, op: DeltaOp::BitsOr { .. } } if base == v1)
+    );
+    assert_eq!(apply(&bb, &raise_a), Applied);
+    assert_eq!(apply(&bb, &raise_a), Duplicate);
+    assert_eq!(apply(&a, &raise_b), Applied);
+    assert_eq!(string(&a, "s"), Some(Bytes::from_static(b"\x80\x00\x40")));
+    assert_eq!(string(&a, "s"), string(&bb, "s"));
+    assert_eq!(entry(&a, "s").map(|e| e.version), Some(v1));
+    // A third site raised too (bit 9), unseen by a: a's SETBIT 0 is a
+    // delta on bytes the third site does not hold at v1.
+    let c = keyspace(3);
+    assert_eq!(apply(&c, &log_of(&a, "s")[0]), Applied);
+    let mut txn = c.txn([&b"s"[..]], 0);
+    set_bit(&mut txn, b"s", 9, true).unwrap();
+    drop(txn);
+    let mut txn = a.txn([&b"s"[..]], 0);
+    set_bit(&mut txn, b"s", 0, false).unwrap();
+    drop(txn);
+    let clear = log_of(&a, "s").pop().unwrap();
+    assert!(matches!(
+        clear.kind,
+        ChangeKind::Delta {
+            op: DeltaOp::Checked { .. },
+            ..
+        }
+    ));
+    assert_eq!(apply(&bb, &clear), Applied);
+    assert_eq!(apply(&c, &clear), NeedFull);
+    for f in a.full_changes(b"s") {
+        assert_eq!(apply(&c, &f), Applied);
+    }
+    assert_eq!(string(&c, "s"), string(&a, "s"));
+    assert_eq!(string(&bb, "s"), string(&a, "s"));
+}
+
+#[test]
 fn a_string_write_against_a_hash_removes_older_fields_and_wins_only_over_older() {
     let ks = keyspace(1);
     local_hset(&ks, "h", &[("a", "1")]);
