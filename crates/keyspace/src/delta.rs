@@ -42,6 +42,8 @@ pub fn op_payload_len(op: &DeltaOp) -> usize {
         DeltaOp::ZAdd { members } => members.iter().map(|(m, _)| 10 + m.len()).sum(),
         DeltaOp::Remove { members, .. } => members.iter().map(|(m, _)| 12 + m.len()).sum(),
         DeltaOp::HllMax { registers } => 2 + 3 * registers.len(),
+        DeltaOp::BitsOr { bytes } => 2 + 5 * bytes.len(),
+        DeltaOp::Checked { op, .. } => 8 + op_payload_len(op),
     }
 }
 
@@ -218,6 +220,9 @@ pub fn apply_string_op(old: &[u8], op: &DeltaOp) -> Result<Bytes, StringOpError>
                 out.extend_from_slice(&old[end..]);
             }
             Ok(out.freeze())
+        }
+        DeltaOp::Checked { op, .. } if !matches!(**op, DeltaOp::Checked { .. }) => {
+            apply_string_op(old, op)
         }
         DeltaOp::Patch { ranges } => {
             let mut out = BytesMut::from(old);

@@ -170,6 +170,18 @@ fn op() -> impl Strategy<Value = DeltaOp> {
             }),
         proptest::collection::vec((0u16..16384, 0u8..64), 0..6)
             .prop_map(|registers| DeltaOp::HllMax { registers }),
+        proptest::collection::vec((0u32..(crate::bits::MAX_LEN as u32), any::<u8>()), 0..6)
+            .prop_map(|bytes| DeltaOp::BitsOr { bytes }),
+        (any::<u64>(), bytes(), 0u32..100).prop_map(|(base_hash, insert, offset)| {
+            DeltaOp::Checked {
+                base_hash,
+                op: Box::new(DeltaOp::Splice {
+                    offset,
+                    remove: 1,
+                    insert,
+                }),
+            }
+        }),
     ]
 }
 
@@ -286,4 +298,30 @@ fn forged_counts_allocate_nothing() {
     let mut buf = vec![0, 0, 0, DELTA, 0, 0, HSET];
     put_varint(&mut buf, 1 << 60);
     assert_eq!(decode(&Bytes::from(buf)), Err(DecodeError::Truncated));
+}
+
+#[test]
+fn forged_bit_raises_are_refused() {
+    // A count past the bytes left allocates nothing.
+    let mut buf = vec![0, 0, 0, DELTA, 0, 0, BITSOR];
+    put_varint(&mut buf, 1 << 60);
+    assert_eq!(decode(&Bytes::from(buf)), Err(DecodeError::Truncated));
+    // A byte index past the longest string.
+    let mut buf = vec![0, 0, 0, DELTA, 0, 0, BITSOR];
+    put_varint(&mut buf, 1);
+    buf.extend_from_slice(&(crate::bits::MAX_LEN as u32).to_le_bytes());
+    buf.push(1);
+    assert_eq!(decode(&Bytes::from(buf)), Err(DecodeError::OutOfRange));
+}
+
+#[test]
+fn a_checked_delta_holds_only_a_splice_or_a_patch() {
+    // CHECKED around CHECKED: refused, not decoded recursively.
+    let mut buf = vec![0, 0, 0, DELTA, 0, 0, CHECKED];
+    buf.extend_from_slice(&7u64.to_le_bytes());
+    buf.push(CHECKED);
+    assert!(matches!(
+        decode(&Bytes::from(buf)),
+        Err(DecodeError::BadTag { .. })
+    ));
 }
