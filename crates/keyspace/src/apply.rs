@@ -69,6 +69,18 @@ pub fn apply_change_at(
             put_full(part, at, key, value.clone(), change.version, *expire_at)
         }
         ChangeKind::Delete | ChangeKind::Expire => remove_older(part, key, change.version),
+        // Plain or checked (the check is the remote resolution's): an
+        // expiry merges onto any version of the key.
+        ChangeKind::Delta { op, .. } if op.expiry().is_some() => {
+            let expire_at = op.expiry().unwrap_or_default();
+            update_held(part, at, key, |e| {
+                e.expire_at = expire_at;
+                e.version = e.version.max(change.version);
+                if let Value::Counter(c) = &mut e.value {
+                    c.expiry_set(change.version);
+                }
+            });
+        }
         ChangeKind::Delta {
             base,
             op:
@@ -231,17 +243,9 @@ pub fn apply_change_at(
             op: op @ (DeltaOp::HllMax { .. } | DeltaOp::BitsOr { .. }),
         } => raise(part, at, key, *base, op)?,
         ChangeKind::Delta {
-            op: DeltaOp::SetExpiry(expire_at),
+            op: DeltaOp::SetExpiry(_),
             ..
-        } => {
-            update_held(part, at, key, |e| {
-                e.expire_at = *expire_at;
-                e.version = e.version.max(change.version);
-                if let Value::Counter(c) = &mut e.value {
-                    c.expiry_set(change.version);
-                }
-            });
-        }
+        } => unreachable!("an expiry is applied above"),
     }
     Ok(())
 }

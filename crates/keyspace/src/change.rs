@@ -106,11 +106,12 @@ pub enum DeltaOp {
     /// which raises keep), as `HllMax`. Idempotent and commutative (see
     /// `crate::bits`).
     BitsOr { bytes: Vec<(u32, u8)> },
-    /// A string operation (`Splice` or `Patch`) made where sites merge,
-    /// with the hash of the bytes it was made on (`crate::bits::bytes_hash`):
-    /// raises keep a string's version, so its bytes at one version may
-    /// differ between sites; a receiver applies it only to the same bytes
-    /// and otherwise asks for the full value.
+    /// A string operation (`Splice` or `Patch`), or the `SetExpiry` of a
+    /// string, made where sites merge, with the hash of the bytes it was
+    /// made on (`crate::bits::bytes_hash`): raises keep a string's
+    /// version, so its bytes at one version may differ between sites; a
+    /// receiver applies it only to the same bytes and otherwise asks for
+    /// the full value. Never nested (the decoder refuses it).
     Checked { base_hash: u64, op: Box<DeltaOp> },
 }
 
@@ -118,13 +119,23 @@ impl DeltaOp {
     /// String operations only make sense on the exact base value; hash field
     /// and expiry operations merge onto any version of the key.
     pub fn needs_base(&self) -> bool {
-        matches!(
-            self,
-            DeltaOp::Splice { .. }
-                | DeltaOp::Patch { .. }
-                | DeltaOp::IncrBy(_)
-                | DeltaOp::Checked { .. }
-        )
+        match self {
+            DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_) => true,
+            DeltaOp::Checked { op, .. } => !matches!(**op, DeltaOp::SetExpiry(_)),
+            _ => false,
+        }
+    }
+
+    /// The expiry a `SetExpiry`, plain or checked, sets (None: another op).
+    pub fn expiry(&self) -> Option<u64> {
+        match self {
+            DeltaOp::SetExpiry(at) => Some(*at),
+            DeltaOp::Checked { op, .. } => match **op {
+                DeltaOp::SetExpiry(at) => Some(at),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// The kind of collection an element operation is about (None: a

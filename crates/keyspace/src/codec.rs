@@ -69,7 +69,11 @@ const ZASSIGN: u8 = 14;
 /// Tags 15..=19 are left for other ops.
 const HLLMAX: u8 = 20;
 /// Tag 21 is left for other ops.
+/// A count, then per raise a byte index (4 bytes, little-endian, under
+/// `bits::MAX_LEN`) and a mask.
 const BITSOR: u8 = 22;
+/// The base's hash (8 bytes, little-endian), then a splice, a patch or an
+/// expiry (never another checked op).
 const CHECKED: u8 = 23;
 
 /// Exact length of [`encode`]'s output, computed without encoding.
@@ -629,32 +633,22 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
                 *b = r.u8()?;
             }
             let base_hash = u64::from_le_bytes(h);
-            // Only a splice or a patch inside (no nesting: no recursion
-            // on outside bytes).
-            let op = match r.u8()? {
-                SPLICE => DeltaOp::Splice {
-                    offset: r.u32()?,
-                    remove: r.u32()?,
-                    insert: r.bytes()?,
-                },
-                PATCH => {
-                    let n = r.count(2)?;
-                    let mut ranges = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        ranges.push((r.u32()?, r.bytes()?));
-                    }
-                    DeltaOp::Patch { ranges }
-                }
-                tag => {
+            // Only a splice, a patch or an expiry inside, decoded by their
+            // own arms: no nesting, so no recursion deeper than one level
+            // on outside bytes.
+            match r.buf.get(r.pos) {
+                Some(&(SPLICE | PATCH | SETEXPIRY)) => {}
+                Some(&tag) => {
                     return Err(DecodeError::BadTag {
                         what: "checked delta",
                         tag,
                     })
                 }
-            };
+                None => return Err(DecodeError::Truncated),
+            }
             DeltaOp::Checked {
                 base_hash,
-                op: Box::new(op),
+                op: Box::new(decode_op(r)?),
             }
         }
         BITSOR => {

@@ -430,13 +430,13 @@ pub(super) fn plan(
         Write::SetExpiry(at) => {
             let Some(e) = old else { return Ok(None) };
             let saved = e.value.payload_len();
-            (
-                ChangeKind::Delta {
-                    base,
-                    op: DeltaOp::SetExpiry(at),
-                },
-                saved,
-            )
+            let op = match &e.value {
+                // It gives the key a new version: a site holding other
+                // bytes at the old one (raised) must take this site's.
+                Value::Str(held) => checked(merging, held, DeltaOp::SetExpiry(at)),
+                _ => DeltaOp::SetExpiry(at),
+            };
+            (ChangeKind::Delta { base, op }, saved)
         }
         // Planned above (as raises, or handed back as a Set).
         Write::Hll { .. } | Write::Bits { .. } => return Ok(None),
@@ -559,15 +559,17 @@ fn hll_max(
     }))
 }
 
-/// A splice or patch of `held` where sites merge, with the hash of the
-/// bytes it is made on (`DeltaOp::Checked`: raises keep a string's
+/// A splice, patch or expiry of `held` where sites merge, with the hash of
+/// the bytes it is made on (`DeltaOp::Checked`: raises keep a string's
 /// version, so a receiver must check it holds the same bytes); else as is.
 fn checked(merging: bool, held: &[u8], op: DeltaOp) -> DeltaOp {
     match op {
-        DeltaOp::Splice { .. } | DeltaOp::Patch { .. } if merging => DeltaOp::Checked {
-            base_hash: crate::bits::bytes_hash(held),
-            op: Box::new(op),
-        },
+        DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::SetExpiry(_) if merging => {
+            DeltaOp::Checked {
+                base_hash: crate::bits::bytes_hash(held),
+                op: Box::new(op),
+            }
+        }
         op => op,
     }
 }

@@ -578,6 +578,43 @@ fn setbit_raises_merge_by_or_and_a_delta_on_raised_bytes_needs_the_full_value() 
 }
 
 #[test]
+fn an_expire_racing_a_setbit_raise_elsewhere_ends_the_same_at_both_sites() {
+    // EXPIRE gives the key a new version; a SETBIT 1 made concurrently at
+    // the other site raised the old one there. Unchecked, the expiry
+    // applied on the raised bytes while the raise lost at the EXPIRE's
+    // site: the two held other bytes at one version for good.
+    let a = keyspace(1);
+    let b = keyspace(2);
+    local_set(&a, "s", "\x00");
+    for c in log_of(&a, "s") {
+        assert_eq!(apply(&b, &c), Applied);
+    }
+    let mut txn = a.txn([&b"s"[..]], 0);
+    txn.write(b"s", Write::SetExpiry(u64::MAX / 2)).unwrap();
+    drop(txn);
+    let mut txn = b.txn([&b"s"[..]], 0);
+    set_bit(&mut txn, b"s", 3, true).unwrap();
+    drop(txn);
+    let expire = log_of(&a, "s").pop().unwrap();
+    let raise = log_of(&b, "s").pop().unwrap();
+    assert!(matches!(
+        &expire.kind,
+        ChangeKind::Delta { op: DeltaOp::Checked { op, .. }, .. } if matches!(**op, DeltaOp::SetExpiry(_))
+    ));
+    assert_eq!(apply(&a, &raise), ConflictLost);
+    assert_eq!(apply(&b, &expire), NeedFull);
+    for f in a.full_changes(b"s") {
+        assert_eq!(apply(&b, &f), Applied);
+    }
+    assert_eq!(entry(&a, "s"), entry(&b, "s"));
+    // On the same bytes the checked expiry applies as a plain one.
+    let c = keyspace(3);
+    assert_eq!(apply(&c, &log_of(&a, "s")[0]), Applied);
+    assert_eq!(apply(&c, &expire), Applied);
+    assert_eq!(entry(&c, "s"), entry(&a, "s"));
+}
+
+#[test]
 fn a_string_write_against_a_hash_removes_older_fields_and_wins_only_over_older() {
     let ks = keyspace(1);
     local_hset(&ks, "h", &[("a", "1")]);
@@ -1158,10 +1195,11 @@ enum Op {
     /// SETBIT key offset 1 (true) or 0, as the command does it.
     SetBit(u8, u32, bool),
     /// EXPIRE (far in the future) or PERSIST of key 3, which only ever
-    /// holds a string: an expiry has no version of its own, so EXPIRE on a
-    /// key whose type the sites contest is out of scope (see the remote
-    /// module's docs).
-    Expire(bool),
+    /// holds a string, or of a bitmap key (8, 9: strings or nothing, their
+    /// SETBIT 1s raise the version EXPIRE replaces): an expiry has no
+    /// version of its own, so EXPIRE on a key whose type the sites contest
+    /// is out of scope (see the remote module's docs).
+    Expire(u8, bool),
 }
 
 #[derive(Debug, Clone)]
@@ -1244,7 +1282,7 @@ fn op() -> impl Strategy<Value = Op> {
         )
             .prop_map(|(k, r)| Op::PfAdd(k, r)),
         (hll_key(), hll_key()).prop_map(|(d, s)| Op::PfMerge(d, s)),
-        any::<bool>().prop_map(Op::Expire),
+        (prop_oneof![Just(3u8), bit_key()], any::<bool>()).prop_map(|(k, p)| Op::Expire(k, p)),
     ]
 }
 
@@ -1270,7 +1308,7 @@ fn run_local(ks: &Keyspace, op: Op) {
         Op::SAdd(k, _) | Op::ZAdd(k, _) | Op::Rem(k, _) | Op::HIncr(k, ..) => key(*k),
         Op::IncrF(k, _) | Op::HIncrF(k, ..) | Op::ZIncr(k, ..) => key(*k),
         Op::PfAdd(k, _) | Op::PfMerge(k, _) | Op::SetBit(k, ..) => key(*k),
-        Op::Expire(_) => key(3),
+        Op::Expire(k, _) => key(*k),
     };
     if let Op::PfMerge(_, src) = &op {
         let src = key(*src);
@@ -1471,7 +1509,7 @@ fn run_local(ks: &Keyspace, op: Op) {
             Ok(())
         }
         Op::PfMerge(..) => Ok(()),
-        Op::Expire(persist) => txn.write(
+        Op::Expire(_, persist) => txn.write(
             &k,
             Write::SetExpiry(if persist { 0 } else { now + 86_400_000 }),
         ),
