@@ -615,6 +615,42 @@ fn an_expire_racing_a_setbit_raise_elsewhere_ends_the_same_at_both_sites() {
 }
 
 #[test]
+fn forged_string_ops_past_the_longest_string_change_nothing() {
+    let ks = keyspace(1);
+    let v1 = local_set(&ks, "s", "ab");
+    let logged = log_of(&ks, "s").len();
+    let past = crate::bits::MAX_LEN as u32;
+    // A checked splice on the right bytes, far past the end: an error.
+    let splice = delta(
+        "s",
+        v1,
+        DeltaOp::Checked {
+            base_hash: crate::bits::bytes_hash(b"ab"),
+            op: Box::new(DeltaOp::Splice {
+                offset: u32::MAX,
+                remove: 0,
+                insert: Bytes::from_static(b"x"),
+            }),
+        },
+        remote_version(&ks, 0),
+    );
+    assert!(ks.apply_remote(splice, 0).is_err());
+    // A raise past the longest string (the decoder refuses it too).
+    let raise = delta(
+        "s",
+        v1,
+        DeltaOp::BitsOr {
+            bytes: vec![(past, 1)],
+        },
+        remote_version(&ks, 0),
+    );
+    assert_eq!(apply(&ks, &raise), ConflictLost);
+    assert_eq!(string(&ks, "s"), Some(Bytes::from_static(b"ab")));
+    assert_eq!(entry(&ks, "s").map(|e| e.version), Some(v1));
+    assert_eq!(log_of(&ks, "s").len(), logged);
+}
+
+#[test]
 fn a_string_write_against_a_hash_removes_older_fields_and_wins_only_over_older() {
     let ks = keyspace(1);
     local_hset(&ks, "h", &[("a", "1")]);
