@@ -5,10 +5,11 @@
 //! register by register (both HyperLogLogs) or bit by bit (else), so
 //! concurrent raises at any sites end with the same bytes whatever the
 //! order or duplication of arrival. One set of rules for both kinds: only
-//! what a raise does to the bytes differs ([`DeltaOp::raised`]). Against anything else the assignment decides as a string write
-//! at its version does (the newer write decides the key's type): a raise
-//! made on an older assignment than the one held (or than the key's last
-//! removal) is lost; one made on a newer one asks for the sender's value.
+//! what a raise does to the bytes differs ([`DeltaOp::raised`]). Against
+//! anything else the assignment decides as a string write at its version
+//! does (the newer write decides the key's type): a raise made on an
+//! older assignment than the one held (or than the key's last removal) is
+//! lost; one made on a newer one asks for the sender's value.
 
 use std::cmp::Ordering;
 
