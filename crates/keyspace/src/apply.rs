@@ -25,7 +25,7 @@ use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::delta::{self, StringOpError};
 use crate::partition::Partition;
 use crate::tombstones::Coll;
-use crate::value::{CounterValue, Entry, HashValue, ScoreCounter, Total, Value, ZSetValue};
+use crate::value::{CounterValue, Entry, ScoreCounter, Total, Value};
 use crate::version::Version;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -334,7 +334,7 @@ fn set_fields<N: std::borrow::Borrow<Bytes>>(
     fields: impl Iterator<Item = (N, Bytes)>,
     version: Version,
 ) -> Result<(), ApplyError> {
-    let empty = Value::Hash(HashValue::new());
+    let empty = Value::Hash(Box::default());
     update_collection(part, at, key, version, empty, |value, version| {
         if let Value::Hash(h) = value {
             for (f, v) in fields {
@@ -439,7 +439,7 @@ fn count_field(
         .tombstones
         .field_or_key(key, field)
         .max(part.tombstones.emptied_other(key, Some(Coll::Hash)));
-    let empty = Value::Hash(HashValue::new());
+    let empty = Value::Hash(Box::default());
     update_collection(part, at, key, version, empty, |value, version| {
         let Value::Hash(h) = value else { return };
         let held = h.get(field).map(|f| f.version);
@@ -477,7 +477,7 @@ fn count_member(
         .member(key, Coll::ZSet, member)
         .max(part.tombstones.key(key))
         .max(part.tombstones.emptied_other(key, Some(Coll::ZSet)));
-    let empty = Value::ZSet(ZSetValue::new());
+    let empty = Value::ZSet(Box::default());
     update_collection(part, at, key, version, empty, |value, version| {
         let Value::ZSet(z) = value else { return };
         let mut c = match (z.counter(member), z.get(member)) {
@@ -514,7 +514,7 @@ fn assign_members(
                 .max(part.tombstones.emptied_other(key, Some(Coll::ZSet)))
         })
         .collect();
-    let empty = Value::ZSet(ZSetValue::new());
+    let empty = Value::ZSet(Box::default());
     update_collection(part, at, key, version, empty, |value, version| {
         let Value::ZSet(z) = value else { return };
         z.assign(members, version);
@@ -561,7 +561,7 @@ fn count(
         part.put(
             key.clone(),
             Entry {
-                value: Value::Counter(counter),
+                value: Value::Counter(Box::new(counter)),
                 version,
                 expire_at: 0,
             },
@@ -574,7 +574,7 @@ fn count(
                 // Written after the increment: it saw it.
                 return;
             }
-            e.value = Value::Counter(CounterValue::from_plain(text.clone(), e.version));
+            e.value = Value::Counter(Box::new(CounterValue::from_plain(text.clone(), e.version)));
         }
         if let Value::Counter(c) = &mut e.value {
             c.count(version.site, total, version);

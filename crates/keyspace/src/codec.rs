@@ -466,7 +466,7 @@ pub fn head(buf: &[u8]) -> Result<Head<'_>, DecodeError> {
 fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
     match r.u8()? {
         STR => Ok(Value::Str(r.bytes()?)),
-        COUNTER => Ok(Value::Counter(r.counter()?)),
+        COUNTER => Ok(Value::Counter(Box::new(r.counter()?))),
         tag @ (HASH | HASH_COUNTERS) => {
             let n = r.count(4)?;
             let (fields, versions) = r.pairs(n, true)?;
@@ -484,7 +484,7 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
                     h.set_counter(&field, counter, version);
                 }
             }
-            Ok(Value::Hash(h))
+            Ok(Value::Hash(Box::new(h)))
         }
         SET => {
             let n = r.count(3)?;
@@ -492,7 +492,7 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
             for (m, v) in r.members(n, Reader::version)? {
                 set.add(&m, v);
             }
-            Ok(Value::Set(set))
+            Ok(Value::Set(Box::new(set)))
         }
         tag @ (ZSET | ZSET_COUNTERS) => {
             let n = r.count(11)?;
@@ -512,7 +512,7 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
                     z.set_counter(&member, counter);
                 }
             }
-            Ok(Value::ZSet(z))
+            Ok(Value::ZSet(Box::new(z)))
         }
         tag => Err(DecodeError::BadTag { what: "value", tag }),
     }

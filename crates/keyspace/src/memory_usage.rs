@@ -9,7 +9,8 @@
 //!   key's `Bytes` handle and the [`Entry`] inline, whose version and
 //!   expiry are fields; and one slot of the map's index table);
 //! - its element in the partition's expiry index, when it has a time to live;
-//! - a string's bytes;
+//! - a string's bytes; for every other value, its boxed struct (the
+//!   map's [`Entry`] holds a pointer to it);
 //! - a hash's field names and values, and for every field the map has room
 //!   for (its capacity, used or not) an element of its entries vector (hash,
 //!   name handle, value handle, field version) and a slot of its index;
@@ -22,7 +23,7 @@
 //! fields packed into one buffer), copies of the key or value held by the
 //! partition log for replication and WAN, and tombstones.
 
-use std::mem::size_of;
+use std::mem::{size_of, size_of_val};
 
 use bytes::Bytes;
 
@@ -51,19 +52,23 @@ pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
     let value = match &entry.value {
         Value::Str(b) => b.len(),
         // The text and the state kept to merge it across sites.
-        Value::Counter(c) => c.text().len() + c.state_len(),
+        Value::Counter(c) => size_of_val(&**c) + c.text().len() + c.state_len(),
         Value::Hash(h) => {
-            h.payload_len()
+            size_of_val(&**h)
+                + h.payload_len()
                 + h.capacity() * (map_element::<Bytes, Field>() + INDEX_SLOT)
                 + h.counters_len()
         }
         Value::Set(s) => {
-            s.payload_len() + s.capacity() * (map_element::<Bytes, Version>() + INDEX_SLOT)
+            size_of_val(&**s)
+                + s.payload_len()
+                + s.capacity() * (map_element::<Bytes, Version>() + INDEX_SLOT)
         }
         // The member map as a set's, plus each member's place in the order
         // (its score and a second handle of its name).
         Value::ZSet(z) => {
-            z.payload_len()
+            size_of_val(&**z)
+                + z.payload_len()
                 + z.capacity() * (map_element::<Bytes, ZMember>() + INDEX_SLOT)
                 + z.len() * size_of::<ZKey>()
                 + z.counters_len()
@@ -111,12 +116,12 @@ mod tests {
     #[test]
     fn a_hash_costs_its_payload_and_every_field_slot() {
         let mut h = HashValue::new();
-        let empty = entry_usage(b"h", &entry(Value::Hash(h.clone()), 0));
+        let empty = entry_usage(b"h", &entry(Value::Hash(Box::new(h.clone())), 0));
         for i in 0..100u32 {
             let name = Bytes::from(format!("field:{i}"));
             h.set(name, Bytes::from(vec![b'v'; 20]), Version::ZERO);
         }
-        let full = entry_usage(b"h", &entry(Value::Hash(h.clone()), 0));
+        let full = entry_usage(b"h", &entry(Value::Hash(Box::new(h.clone())), 0));
         let per_field = map_element::<Bytes, Field>() + INDEX_SLOT;
         assert_eq!(full - empty, h.payload_len() + h.capacity() * per_field);
         assert!(h.capacity() >= 100);

@@ -76,14 +76,17 @@ where
 
 pub type FieldMap = IndexMap<Bytes, Field, ahash::RandomState>;
 
+/// A key's value. Every variant but a plain string is boxed, so that a
+/// value (and the [`Entry`] in every partition map slot) is as small as a
+/// string's: 288 bytes per entry unboxed, 64 boxed.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Str(Bytes),
     /// A string that merges increments across sites (see [`CounterValue`]).
-    Counter(CounterValue),
-    Hash(HashValue),
-    Set(SetValue),
-    ZSet(ZSetValue),
+    Counter(Box<CounterValue>),
+    Hash(Box<HashValue>),
+    Set(Box<SetValue>),
+    ZSet(Box<ZSetValue>),
 }
 
 impl Value {

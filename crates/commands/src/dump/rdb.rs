@@ -339,14 +339,14 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
             for _ in 0..n {
                 add_member(&mut s, r.bytes()?)?;
             }
-            Value::Set(s)
+            Value::Set(Box::new(s))
         }
         T_SET_INTSET => {
             let mut s = SetValue::new();
             for i in intset::decode(&r.string()?)? {
                 add_member(&mut s, Elem::Int(i).to_bytes())?;
             }
-            Value::Set(s)
+            Value::Set(Box::new(s))
         }
         T_SET_LISTPACK => {
             let blob = r.string()?;
@@ -354,7 +354,7 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
             for e in listpack::decode(&blob)? {
                 add_member(&mut s, e.to_bytes())?;
             }
-            Value::Set(s)
+            Value::Set(Box::new(s))
         }
         T_HASH => {
             let n = r.count(2)?;
@@ -365,7 +365,7 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
                     return Err(Malformed);
                 }
             }
-            Value::Hash(h)
+            Value::Hash(Box::new(h))
         }
         t @ (T_HASH_ZIPLIST | T_HASH_LISTPACK) => {
             let blob = r.string()?;
@@ -376,7 +376,7 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
                     return Err(Malformed);
                 }
             }
-            Value::Hash(h)
+            Value::Hash(Box::new(h))
         }
         t @ (T_ZSET | T_ZSET_2) => {
             let n = r.count(if t == T_ZSET { 2 } else { 9 })?;
@@ -392,7 +392,7 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
                     return Err(Malformed);
                 }
             }
-            Value::ZSet(z)
+            Value::ZSet(Box::new(z))
         }
         t @ (T_ZSET_ZIPLIST | T_ZSET_LISTPACK) => {
             let blob = r.string()?;
@@ -403,7 +403,7 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
                     return Err(Malformed);
                 }
             }
-            Value::ZSet(z)
+            Value::ZSet(Box::new(z))
         }
         _ => return Err(Malformed),
     };

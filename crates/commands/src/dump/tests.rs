@@ -33,7 +33,7 @@ fn set_of(ms: &[&str]) -> Value {
     for m in ms {
         s.add(&b(m), V);
     }
-    Value::Set(s)
+    Value::Set(Box::new(s))
 }
 
 #[test]
@@ -61,7 +61,7 @@ fn reads_payloads_redis_wrote() {
         .unwrap();
     let mut want = HashValue::new();
     want.set(b("f"), b("v"), V);
-    assert_eq!(h, Value::Hash(want));
+    assert_eq!(h, Value::Hash(Box::new(want)));
     let z = restore(b"\x11\x14\x14\x00\x00\x00\x04\x00\x81a\x02\x831.5\x04\x81b\x02\x02\x01\xff\n\x00\xfa\x02\xb4%\xaf\x18\x87c").unwrap();
     let Value::ZSet(z) = z else {
         panic!("not a zset")
@@ -190,14 +190,14 @@ fn value() -> impl Strategy<Value = Value> {
             for (f, v) in fs {
                 h.set(f, v, V);
             }
-            Value::Hash(h)
+            Value::Hash(Box::new(h))
         }),
         many(40).prop_map(|ms| {
             let mut s = SetValue::new();
             for m in ms {
                 s.add(&m, V);
             }
-            Value::Set(s)
+            Value::Set(Box::new(s))
         }),
         // Enough integers to go past the intset limit.
         proptest::collection::vec(any::<i64>(), 1..700).prop_map(|ns| {
@@ -205,14 +205,14 @@ fn value() -> impl Strategy<Value = Value> {
             for n in ns {
                 s.add(&Bytes::from(n.to_string()), V);
             }
-            Value::Set(s)
+            Value::Set(Box::new(s))
         }),
         proptest::collection::vec((member(), score()), 1..200).prop_map(|ms| {
             let mut z = ZSetValue::new();
             for (m, s) in ms {
                 z.insert(&m, s, V);
             }
-            Value::ZSet(z)
+            Value::ZSet(Box::new(z))
         }),
     ]
 }

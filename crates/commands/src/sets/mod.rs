@@ -240,7 +240,7 @@ fn store(txn: &mut Txn, dst: &[u8], members: Vec<Bytes>) -> Result<usize, CmdErr
     txn.write(
         dst,
         Write::Set {
-            value: Value::Set(set),
+            value: Value::Set(Box::new(set)),
             expire_at: 0,
         },
     )?;

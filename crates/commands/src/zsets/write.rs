@@ -163,9 +163,18 @@ pub fn zincrby(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let key = a[1];
     let mut txn = ctx.ks.txn([key], ctx.client_id);
     let z = zset_of(&mut txn, key)?;
-    let new = z.and_then(|z| z.score(a[3])).unwrap_or(0.0) + by;
+    let held = z.and_then(|z| z.score(a[3]));
+    let new = held.unwrap_or(0.0) + by;
     if new.is_nan() {
         return Err(err("ERR resulting score is not a number (NaN)"));
+    }
+    // A score the increment leaves as it was (by 0, or too small to
+    // change it) is no write, as in Redis; where sites merge it is one
+    // (this site's total is logged).
+    if held.is_some_and(|h| same_score(h, new)) && !txn.merges(key) {
+        drop(txn);
+        ctx.out.double(new);
+        return Ok(());
     }
     // Where sites merge, logged as this site's running total of the
     // member's increments; the reply is the score stored.
@@ -183,8 +192,18 @@ pub fn zincrby(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// `member`'s score as the keyspace holds it after a write.
+/// Whether a score written over `held` leaves it as it was (-0 and 0 differ).
+fn same_score(held: f64, new: f64) -> bool {
+    held == new && held.is_sign_negative() == new.is_sign_negative()
+}
+
+/// `member`'s score as the keyspace holds it after an increment: where
+/// sites merge, the other sites' totals are added to what the command
+/// computed; elsewhere it is what the command computed (no lookup).
 fn stored_score(txn: &mut keyspace::Txn<'_>, key: &[u8], member: &[u8]) -> Option<f64> {
+    if !txn.merges(key) {
+        return None;
+    }
     txn.get(key)?.as_zset()?.score(member)
 }
 

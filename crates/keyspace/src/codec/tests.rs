@@ -29,7 +29,7 @@ fn value() -> impl Strategy<Value = Value> {
             for (f, v, ver) in fs {
                 h.set(f, v, ver);
             }
-            Value::Hash(h)
+            Value::Hash(Box::new(h))
         }),
         (
             version(),
@@ -62,16 +62,16 @@ fn value() -> impl Strategy<Value = Value> {
                         version,
                     })
                     .collect();
-                Value::Counter(CounterValue::from_parts(
+                Value::Counter(Box::new(CounterValue::from_parts(
                     assigned, base, floor, floor, cs, fs,
-                ))
+                )))
             }),
         proptest::collection::vec((bytes(), version()), 0..4).prop_map(|ms| {
             let mut set = SetValue::new();
             for (m, v) in ms {
                 set.add(&m, v);
             }
-            Value::Set(set)
+            Value::Set(Box::new(set))
         }),
         (
             proptest::collection::vec((bytes(), score(), version()), 0..4),
@@ -107,7 +107,7 @@ fn value() -> impl Strategy<Value = Value> {
                         ScoreCounter::from_parts(assigned, score, seen, floor, cs),
                     );
                 }
-                Value::ZSet(z)
+                Value::ZSet(Box::new(z))
             }),
     ]
 }

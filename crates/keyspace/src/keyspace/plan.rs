@@ -55,7 +55,8 @@ pub enum Write {
     /// Set members' scores in the sorted set (made if absent).
     ZAdd(Vec<(Bytes, f64)>),
     /// ZINCRBY (ZADD INCR): add `by` to member `member`'s score, which
-    /// becomes `score` (the command checked it). Where sites merge it is
+    /// becomes `score` (the command checked it, and writes only a score
+    /// that changes, or any where sites merge). Where sites merge it is
     /// logged as the site's running total of the member's increments (so
     /// increments at every site sum), else as a ZADD of `score`.
     ZIncr {
@@ -177,7 +178,18 @@ pub(super) fn plan(
             expire_at,
         },
         Write::HashFloatIncr { field, text, .. } if !merging => Write::HashSet(vec![(field, text)]),
-        Write::ZIncr { member, score, .. } if !merging => Write::ZAdd(vec![(member, score)]),
+        // The command wrote it because the score changes: no second lookup.
+        Write::ZIncr { member, score, .. } if !merging => {
+            if old.is_some_and(|e| e.as_zset().is_none()) {
+                return Err(WriteError::WrongType);
+            }
+            return element_op(
+                old,
+                DeltaOp::ZAdd {
+                    members: vec![(member, score)],
+                },
+            );
+        }
         w => w,
     };
     let counter = old.and_then(|e| match &e.value {
@@ -485,7 +497,7 @@ fn assign(
     c.assign(text, Version::ZERO);
     Ok(Ok(Planned {
         kind: ChangeKind::Full {
-            value: Value::Counter(c),
+            value: Value::Counter(Box::new(c)),
             expire_at,
         },
         saved: 0,

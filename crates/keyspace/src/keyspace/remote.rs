@@ -307,7 +307,7 @@ fn resolve(
                 };
             }
             let kind = ChangeKind::Full {
-                value: Value::Hash(merged),
+                value: Value::Hash(Box::new(merged)),
                 expire_at,
             };
             (

@@ -69,6 +69,13 @@ impl<'a> Txn<'a> {
         self.now
     }
 
+    /// Whether writes of `key` merge with other sites' (WAN is on): an
+    /// increment may then store more than the command computed, as the
+    /// other sites' contributions are added.
+    pub fn merges(&self, key: &[u8]) -> bool {
+        self.guards[self.slot(key)].1.tombstones.enabled()
+    }
+
     pub fn keyspace(&self) -> &'a Keyspace {
         self.ks
     }

@@ -25,7 +25,7 @@ pub(super) fn meets(entry: Option<&Entry>, incoming: &Value) -> bool {
 /// The state of a string value written at `version`, as a counter.
 fn as_counter(value: &Value, version: crate::Version) -> Option<CounterValue> {
     match value {
-        Value::Counter(c) => Some(c.clone()),
+        Value::Counter(c) => Some((**c).clone()),
         Value::Str(t) => Some(CounterValue::from_plain(t.clone(), version)),
         _ => None,
     }
@@ -98,7 +98,7 @@ pub(super) fn join(
                 // does (whichever way round the two met).
                 value: match merged.is_plain() && merged.assigned() == version {
                     true => Value::Str(merged.text().clone()),
-                    false => Value::Counter(merged),
+                    false => Value::Counter(Box::new(merged)),
                 },
                 expire_at,
             },
