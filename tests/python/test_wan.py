@@ -480,6 +480,58 @@ def test_concurrent_pfadd_at_both_sites_merge_register_by_register(sites):
         w.execute()
 
 
+def test_concurrent_setbit_at_both_sites_merge_by_or(sites):
+    """SETBIT 1 of disjoint offsets to one bitmap at both sites,
+    concurrently: both end with the same bytes (as long as the longest
+    offset makes it) and count the union; a SETBIT 0 is an assignment that
+    wins over SETBIT 1s made concurrently at the other site."""
+    london, newyork = pair(sites)
+    a, b = client(london.nodes[0]), client(newyork.nodes[0])
+    a.setbit("bits", 0, 1)
+    a.setbit("cleared", 3, 1)
+    wait_converged([london, newyork], min_keys=2)
+    for site, other in ((london, "newyork"), (newyork, "london")):
+        wan_control(site.nodes[0], "pause", other)
+        wait_state(site.nodes[0], other, "paused")
+    left = list(range(2, 4000, 7))
+    right = list(range(5, 9000, 11))
+    for i in range(max(len(left), len(right))):
+        if i < len(left):
+            a.setbit("bits", left[i], 1)
+        if i < len(right):
+            b.setbit("bits", right[i], 1)
+    b.setbit("cleared", 40, 1)
+    a.setbit("cleared", 3, 0)
+    for site, other in ((london, "newyork"), (newyork, "london")):
+        wan_control(site.nodes[0], "resume", other)
+    wait_drained(newyork, "london")
+    wait_drained(london, "newyork")
+    for o in [0, *left, *right]:
+        a.setbit("union", o, 1)
+    wait_until(lambda: a.get("bits") == b.get("bits") and a.get("cleared") == b.get("cleared"),
+               timeout=15, message="the same bytes at both sites")
+    assert a.get("bits") == a.get("union")
+    assert a.bitcount("bits") == b.bitcount("bits") == len({0, *left, *right})
+    # The SETBIT 0 assigned the whole string: the concurrent
+    # SETBIT 1 at the other site is lost.
+    assert a.get("cleared") == b"\x00"
+
+    # A raise keeps the key's version; WATCH still sees it (and not a
+    # SETBIT that changed nothing).
+    w = client(london.nodes[0]).pipeline(transaction=True)
+    w.watch("bits")
+    assert b.setbit("bits", 0, 1) == 1
+    w.multi()
+    w.get("bits")
+    assert w.execute()[0] == a.get("bits")
+    w.watch("bits")
+    assert a.setbit("bits", 1, 1) == 0
+    w.multi()
+    w.get("bits")
+    with pytest.raises(redis.WatchError):
+        w.execute()
+
+
 # -- 3 -------------------------------------------------------------------------
 
 def cluster_client(site):

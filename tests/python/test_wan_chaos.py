@@ -8,7 +8,11 @@ deletes, the members both sites added to the same sets and sorted sets,
 and every increment of the counters both sites increment (they must sum:
 INCR, INCRBYFLOAT and ZINCRBY of the same members).
 Both sites also overwrite parts of the same strings, so deltas meet other
-bases and full values are asked for while nodes die.
+bases and full values are asked for while nodes die. Both set bits of the
+same bitmaps (SETBIT 1, which merges by OR: every acknowledged bit must
+be set at both), and set and clear bits of other shared bitmaps (SETBIT
+0 is an assignment: only convergence is checked there). BITFIELD does
+not merge and is left out.
 
 `CHAOS_ROUNDS` (default 4: two kills per site) and `CHAOS_SEED` make it
 longer or another sequence: `CHAOS_ROUNDS=40 pytest test_wan_chaos.py`;
@@ -33,13 +37,15 @@ SHARED_HASHES = 16
 SHARED_STRINGS = 8
 SHARED_SETS = 8
 SHARED_COUNTERS = 4
+SHARED_BITMAPS = 4
 
 
 class Writer(threading.Thread):
     """Writes through a cluster client of one site until stopped: unique
     keys (SET), fields of hashes the other site writes too (HSET), deletes
-    of keys it set before (DEL), and parts of strings the other site
-    overwrites too (SETRANGE). Remembers what was acknowledged;
+    of keys it set before (DEL), parts of strings the other site
+    overwrites too (SETRANGE), and bits of bitmaps the other site sets
+    (and clears) too (SETBIT). Remembers what was acknowledged;
     an operation that failed has an unknown outcome and is left out."""
 
     def __init__(self, site, prefix, seed):
@@ -54,6 +60,7 @@ class Writer(threading.Thread):
         self.members = {}   # (set or sorted set, member) -> score (None: a set)
         self.increments = {}  # counter -> [acknowledged, attempted]
         self.score_increments = {}  # (sorted set, member) -> [acknowledged, attempted]
+        self.bits = set()   # (bitmap, offset) of acknowledged SETBIT 1s on the bitmaps only ever raised
         self.unknown = set()  # keys a failed DEL may or may not have removed
         self.missed = []    # keys a DEL did not find though their SET was acknowledged
         self.acked = 0
@@ -120,6 +127,17 @@ class Writer(threading.Thread):
                 self.missed.append(key)  # its SET was acknowledged
             self.deleted.add(key)
             self.unknown.discard(key)
+        elif op == 2 and (i // 9) % 2 == 0:
+            # Bitmaps both sites set bits of: those only ever SETBIT 1
+            # (created before the writers start, so that the SETBITs are
+            # raises of one assignment) keep every acknowledged bit; on the
+            # others SETBIT 0 clears too (only convergence is checked).
+            if (i // 18) % 2 == 0:
+                key, offset = f"shared:b{i % SHARED_BITMAPS}", self.rng.randrange(2048)
+                rc.setbit(key, offset, 1)
+                self.bits.add((key, offset))
+            else:
+                rc.setbit(f"shared:bx{i % SHARED_BITMAPS}", self.rng.randrange(256), self.rng.randrange(2))
         elif op == 3:
             h, f, v = f"shared:{i % SHARED_HASHES}", f"{self.prefix}:{i}", f"v{i}"
             rc.hset(h, f, v)
@@ -199,6 +217,13 @@ def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tm
     try:
         for site in sites:
             site.start()
+        # The bitmaps only ever raised exist at every site first: SETBIT 1
+        # creating a key is an assignment (one of two concurrent ones wins).
+        first = RedisCluster(host="127.0.0.1", port=sites[0].live[0].port, socket_timeout=8)
+        for n in range(SHARED_BITMAPS):
+            first.set(f"shared:b{n}", b"\x00")
+        first.close()
+        wait_converged(sites, timeout=60, min_keys=SHARED_BITMAPS)
         who = [(sites[0], "lon0"), (sites[0], "lon1")] + [(site, f"{p}0") for site, (_, p) in zip(sites[1:], names[1:])]
         with writers(who, seed) as ws:
             def progress(site):
@@ -258,6 +283,10 @@ def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tm
                 if kind == "zset" and (m.encode(), score) in held:
                     continue
                 lost.append((key, m, score))
+            for key, offset in w.bits:
+                held = contents.get(key.encode(), (None, b""))[1]
+                if not (offset // 8 < len(held) and held[offset // 8] >> (7 - offset % 8) & 1):
+                    lost.append((key, "bit", offset))
         # Counters: every acknowledged increment of every writer, at most
         # the attempted ones (a reply lost to a kill may have applied).
         for key in {k for w in ws for k in w.increments}:
@@ -272,8 +301,9 @@ def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tm
             score = dict(contents.get(key.encode(), (None, ()))[1]).get(m.encode(), 0.0)
             if not acked_n <= score <= tried_n:
                 lost.append((key, m, "score", acked_n, score, tried_n))
-        acked = sum(len(w.values) + len(w.deleted) + len(w.fields) + len(w.members) for w in ws)
+        acked = sum(len(w.values) + len(w.deleted) + len(w.fields) + len(w.members) + len(w.bits) for w in ws)
         assert acked > 1000, f"too few writes to judge: {acked} (errors {errors})"
+        assert all(w.bits for w in ws), "a writer set no bit of the shared bitmaps"
         assert not lost, f"{len(lost)} of {acked} acknowledged writes missing or wrong, e.g. {lost[:5]}"
         # The shared strings made sites ask for full values (counters of
         # the nodes that were not restarted since).

@@ -1,9 +1,10 @@
 //! SETBIT and GETBIT on strings, as Redis: bit 0 is the most significant
 //! bit of the first byte; a SETBIT past the end grows the string with zero
-//! bytes. A SETBIT is logged as a one-byte splice of the string, so across
-//! sites concurrent SETBITs merge as strings do (the last writer of the
-//! key wins: a splice on another base asks for the whole value); per-bit
-//! merging would need a keyspace op. A SETBIT that changes nothing (the
+//! bytes. A SETBIT 1 that sets a bit is a `Write::Bits`: where sites merge
+//! it is logged as a raise of the string's assignment (`DeltaOp::BitsOr`),
+//! so concurrent SETBIT 1s at several sites merge by OR; elsewhere, and
+//! for SETBIT 0 (an assignment: the last writer of the key wins), it is a
+//! one-byte splice of the string. A SETBIT that changes nothing (the
 //! bit already so, the string long enough) writes nothing, as in Redis:
 //! no change logged, no event. The offset error is shared with BITFIELD.
 
@@ -59,14 +60,22 @@ pub fn setbit(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         return Ok(());
     }
     // Past the end the splice pads with zero bytes up to `byte`.
-    txn.write(
-        a[1],
-        Write::Str(DeltaOp::Splice {
-            offset: byte as u32,
-            remove: u32::from(byte < s.len()),
-            insert: Bytes::copy_from_slice(&[now]),
-        }),
-    )?;
+    let splice = DeltaOp::Splice {
+        offset: byte as u32,
+        remove: u32::from(byte < s.len()),
+        insert: Bytes::copy_from_slice(&[now]),
+    };
+    // A bit set from 0 is a raise where sites merge (see `Write::Bits`).
+    let w = if on && was & mask == 0 {
+        Write::Bits {
+            index: byte as u32,
+            mask,
+            splice,
+        }
+    } else {
+        Write::Str(splice)
+    };
+    txn.write(a[1], w)?;
     drop(txn);
     ctx.out.int(old);
     Ok(())

@@ -23,7 +23,6 @@ use bytes::Bytes;
 
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::delta::{self, StringOpError};
-use crate::hll;
 use crate::partition::Partition;
 use crate::tombstones::Coll;
 use crate::value::{CounterValue, Entry, ScoreCounter, Total, Value};
@@ -70,9 +69,25 @@ pub fn apply_change_at(
             put_full(part, at, key, value.clone(), change.version, *expire_at)
         }
         ChangeKind::Delete | ChangeKind::Expire => remove_older(part, key, change.version),
+        // Plain or checked (the check is the remote resolution's): an
+        // expiry merges onto any version of the key.
+        ChangeKind::Delta { op, .. } if op.expiry().is_some() => {
+            let expire_at = op.expiry().unwrap_or_default();
+            update_held(part, at, key, |e| {
+                e.expire_at = expire_at;
+                e.version = e.version.max(change.version);
+                if let Value::Counter(c) = &mut e.value {
+                    c.expiry_set(change.version);
+                }
+            });
+        }
         ChangeKind::Delta {
             base,
-            op: op @ (DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_)),
+            op:
+                op @ (DeltaOp::Splice { .. }
+                | DeltaOp::Patch { .. }
+                | DeltaOp::IncrBy(_)
+                | DeltaOp::Checked { .. }),
         } => {
             // One lookup at most; the closure checks before it changes
             // anything.
@@ -225,20 +240,12 @@ pub fn apply_change_at(
         } => remove_members(part, key, *coll, members, change.version),
         ChangeKind::Delta {
             base,
-            op: DeltaOp::HllMax { registers },
-        } => hll_max(part, at, key, *base, registers)?,
+            op: op @ (DeltaOp::HllMax { .. } | DeltaOp::BitsOr { .. }),
+        } => raise(part, at, key, *base, op)?,
         ChangeKind::Delta {
-            op: DeltaOp::SetExpiry(expire_at),
+            op: DeltaOp::SetExpiry(_),
             ..
-        } => {
-            update_held(part, at, key, |e| {
-                e.expire_at = *expire_at;
-                e.version = e.version.max(change.version);
-                if let Value::Counter(c) = &mut e.value {
-                    c.expiry_set(change.version);
-                }
-            });
-        }
+        } => unreachable!("an expiry is applied above"),
     }
     Ok(())
 }
@@ -577,24 +584,28 @@ fn count(
     Ok(())
 }
 
-/// PFADD, PFMERGE where sites merge: the registers raised on the
-/// HyperLogLog the key holds, rewritten in the canonical layout
-/// (`hll::merge`); the key keeps its version (that of the assignment the
-/// raises apply to, see `DeltaOp::HllMax`) and time to live. A missing key
-/// is created at `base` (its last removal where it was made). Another
-/// value, or a string that is not a HyperLogLog, is WRONGTYPE (remote
-/// resolution only lets raises of the same assignment through).
-fn hll_max(
+/// A raise of the string the key holds where sites merge (PFADD, PFMERGE:
+/// registers raised, rewritten in the canonical layout, see `hll::merge`;
+/// SETBIT 1: bits ORed in, see `crate::bits`); the key keeps its version
+/// (that of the assignment the raises apply to, see `DeltaOp::HllMax`)
+/// and time to live. A missing key is created at `base` (its last removal
+/// where it was made). Another value, or a string the raise does not
+/// apply to, is WRONGTYPE (remote resolution only lets raises of the same
+/// assignment through).
+fn raise(
     part: &mut Partition,
     mut at: Option<usize>,
     key: &Bytes,
     base: Version,
-    registers: &[(u16, u8)],
+    op: &DeltaOp,
 ) -> Result<(), ApplyError> {
     at = at.or_else(|| part.index_of(key));
     let raised = match held(part, at, key) {
         None => {
-            let value = hll::merge::created(registers).map_err(|_| ApplyError::WrongType)?;
+            let value = op
+                .raised(None)
+                .map_err(|_| ApplyError::WrongType)?
+                .unwrap_or_default();
             part.put(
                 key,
                 Entry {
@@ -608,7 +619,7 @@ fn hll_max(
         Some(Entry {
             value: Value::Str(held),
             ..
-        }) => hll::merge::raised(held, registers).map_err(|_| ApplyError::WrongType)?,
+        }) => op.raised(Some(held)).map_err(|_| ApplyError::WrongType)?,
         Some(_) => return Err(ApplyError::WrongType),
     };
     if let Some(value) = raised {

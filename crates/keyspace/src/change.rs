@@ -99,16 +99,43 @@ pub enum DeltaOp {
     /// the key's last removal when PFADD created it): the raise applies to
     /// that assignment only. Idempotent and commutative (see `crate::hll::merge`).
     HllMax { registers: Vec<(u16, u8)> },
+    /// Set bits of the string the key holds (SETBIT 1 where partitions
+    /// merge with other sites): `(byte index, mask)` ORed in, the string
+    /// grown with zero bytes up to the index first. Against `base`, the
+    /// version of the write that assigned the string (the key's version,
+    /// which raises keep), as `HllMax`. Idempotent and commutative (see
+    /// `crate::bits`).
+    BitsOr { bytes: Vec<(u32, u8)> },
+    /// A string operation (`Splice` or `Patch`), or the `SetExpiry` of a
+    /// string, made where sites merge, with the hash of the bytes it was
+    /// made on (`crate::bits::bytes_hash`): raises keep a string's
+    /// version, so its bytes at one version may differ between sites; a
+    /// receiver applies it only to the same bytes and otherwise asks for
+    /// the full value. Never nested (the decoder refuses it).
+    Checked { base_hash: u64, op: Box<DeltaOp> },
 }
 
 impl DeltaOp {
     /// String operations only make sense on the exact base value; hash field
     /// and expiry operations merge onto any version of the key.
     pub fn needs_base(&self) -> bool {
-        matches!(
-            self,
-            DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_)
-        )
+        match self {
+            DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_) => true,
+            DeltaOp::Checked { op, .. } => !matches!(**op, DeltaOp::SetExpiry(_)),
+            _ => false,
+        }
+    }
+
+    /// The expiry a `SetExpiry`, plain or checked, sets (None: another op).
+    pub fn expiry(&self) -> Option<u64> {
+        match self {
+            DeltaOp::SetExpiry(at) => Some(*at),
+            DeltaOp::Checked { op, .. } => match **op {
+                DeltaOp::SetExpiry(at) => Some(at),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// The kind of collection an element operation is about (None: a
@@ -128,6 +155,35 @@ impl DeltaOp {
         }
     }
 }
+
+impl DeltaOp {
+    /// A raise applied to the string `held` (None: nothing changes), or,
+    /// nothing held, the string it makes from nothing. Err: not a raise, or
+    /// one that does not apply (a register raise on a string that is not a
+    /// HyperLogLog, a byte index past the longest string).
+    pub fn raised(&self, held: Option<&[u8]>) -> Result<Option<Vec<u8>>, NotRaisable> {
+        match (self, held) {
+            (DeltaOp::HllMax { registers }, None) => crate::hll::merge::created(registers)
+                .map(Some)
+                .map_err(|_| NotRaisable),
+            (DeltaOp::HllMax { registers }, Some(b)) => {
+                crate::hll::merge::raised(b, registers).map_err(|_| NotRaisable)
+            }
+            (DeltaOp::BitsOr { bytes }, held) => {
+                match crate::bits::ored(held.unwrap_or_default(), bytes) {
+                    Ok(None) if held.is_none() => Ok(Some(Vec::new())),
+                    Ok(r) => Ok(r),
+                    Err(_) => Err(NotRaisable),
+                }
+            }
+            _ => Err(NotRaisable),
+        }
+    }
+}
+
+/// A raise that does not apply to the string held (see [`DeltaOp::raised`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct NotRaisable;
 
 impl DeltaOp {
     /// The running total a counter increment ships (None: not one).

@@ -68,6 +68,13 @@ const ZCOUNT: u8 = 13;
 const ZASSIGN: u8 = 14;
 /// Tags 15..=19 are left for other ops.
 const HLLMAX: u8 = 20;
+/// Tag 21 is left for other ops.
+/// A count, then per raise a byte index (4 bytes, little-endian, under
+/// `bits::MAX_LEN`) and a mask.
+const BITSOR: u8 = 22;
+/// The base's hash (8 bytes, little-endian), then a splice, a patch or an
+/// expiry (never another checked op).
+const CHECKED: u8 = 23;
 
 /// Exact length of [`encode`]'s output, computed without encoding.
 pub fn encoded_len(c: &Change) -> usize {
@@ -178,6 +185,8 @@ fn op_len(op: &DeltaOp) -> usize {
                 + members.iter().map(|(m, _)| bytes_len(m) + 8).sum::<usize>()
         }
         DeltaOp::HllMax { registers } => varint_len(registers.len() as u64) + 3 * registers.len(),
+        DeltaOp::BitsOr { bytes } => varint_len(bytes.len() as u64) + 5 * bytes.len(),
+        DeltaOp::Checked { op, .. } => 8 + op_len(op),
         DeltaOp::Remove { members, .. } => {
             1 + varint_len(members.len() as u64)
                 + members
@@ -364,6 +373,19 @@ fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
             for (i, v) in registers {
                 out.put_u16_le(*i);
                 out.put_u8(*v);
+            }
+        }
+        DeltaOp::Checked { base_hash, op } => {
+            out.put_u8(CHECKED);
+            out.put_u64_le(*base_hash);
+            encode_op(op, out);
+        }
+        DeltaOp::BitsOr { bytes } => {
+            out.put_u8(BITSOR);
+            put_varint(out, bytes.len() as u64);
+            for (i, m) in bytes {
+                out.put_u32_le(*i);
+                out.put_u8(*m);
             }
         }
         DeltaOp::Remove { coll, members } => {
@@ -604,6 +626,44 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
                 registers.push((i, v));
             }
             DeltaOp::HllMax { registers }
+        }
+        CHECKED => {
+            let mut h = [0u8; 8];
+            for b in &mut h {
+                *b = r.u8()?;
+            }
+            let base_hash = u64::from_le_bytes(h);
+            // Only a splice, a patch or an expiry inside, decoded by their
+            // own arms: no nesting, so no recursion deeper than one level
+            // on outside bytes.
+            match r.buf.get(r.pos) {
+                Some(&(SPLICE | PATCH | SETEXPIRY)) => {}
+                Some(&tag) => {
+                    return Err(DecodeError::BadTag {
+                        what: "checked delta",
+                        tag,
+                    })
+                }
+                None => return Err(DecodeError::Truncated),
+            }
+            DeltaOp::Checked {
+                base_hash,
+                op: Box::new(decode_op(r)?),
+            }
+        }
+        BITSOR => {
+            // `count` bounds the allocation by the bytes left.
+            let n = r.count(5)?;
+            let mut bytes = Vec::with_capacity(n);
+            for _ in 0..n {
+                let i = u32::from_le_bytes([r.u8()?, r.u8()?, r.u8()?, r.u8()?]);
+                let m = r.u8()?;
+                if i as usize >= crate::bits::MAX_LEN {
+                    return Err(DecodeError::OutOfRange);
+                }
+                bytes.push((i, m));
+            }
+            DeltaOp::BitsOr { bytes }
         }
         tag => return Err(DecodeError::BadTag { what: "delta", tag }),
     })

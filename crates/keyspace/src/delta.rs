@@ -42,6 +42,8 @@ pub fn op_payload_len(op: &DeltaOp) -> usize {
         DeltaOp::ZAdd { members } => members.iter().map(|(m, _)| 10 + m.len()).sum(),
         DeltaOp::Remove { members, .. } => members.iter().map(|(m, _)| 12 + m.len()).sum(),
         DeltaOp::HllMax { registers } => 2 + 3 * registers.len(),
+        DeltaOp::BitsOr { bytes } => 2 + 5 * bytes.len(),
+        DeltaOp::Checked { op, .. } => 8 + op_payload_len(op),
     }
 }
 
@@ -210,6 +212,11 @@ pub fn apply_string_op(old: &[u8], op: &DeltaOp) -> Result<Bytes, StringOpError>
             if end > old.len().max(offset) {
                 return Err(StringOpError::OutOfRange);
             }
+            // Never past the longest string (a peer's splice far past the
+            // end would otherwise allocate the gap).
+            if old.len().max(offset) - remove + insert.len() > crate::bits::MAX_LEN {
+                return Err(StringOpError::OutOfRange);
+            }
             let mut out = BytesMut::with_capacity(old.len().max(offset) - remove + insert.len());
             out.extend_from_slice(&old[..offset.min(old.len())]);
             out.resize(offset, 0);
@@ -218,6 +225,9 @@ pub fn apply_string_op(old: &[u8], op: &DeltaOp) -> Result<Bytes, StringOpError>
                 out.extend_from_slice(&old[end..]);
             }
             Ok(out.freeze())
+        }
+        DeltaOp::Checked { op, .. } if !matches!(**op, DeltaOp::Checked { .. }) => {
+            apply_string_op(old, op)
         }
         DeltaOp::Patch { ranges } => {
             let mut out = BytesMut::from(old);
@@ -301,6 +311,24 @@ pub fn itoa_bytes(n: i64) -> Vec<u8> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_splice_past_the_longest_string_is_refused() {
+        let far = DeltaOp::Splice {
+            offset: u32::MAX,
+            remove: 0,
+            insert: Bytes::from_static(b"x"),
+        };
+        assert_eq!(apply_string_op(b"ab", &far), Err(StringOpError::OutOfRange));
+        let checked = DeltaOp::Checked {
+            base_hash: 0,
+            op: Box::new(far),
+        };
+        assert_eq!(
+            apply_string_op(b"ab", &checked),
+            Err(StringOpError::OutOfRange)
+        );
+    }
 
     #[test]
     fn twelve_changed_bytes_in_ten_kilobytes_make_a_small_delta() {

@@ -18,6 +18,7 @@
 //! write arriving later.
 
 pub mod apply;
+pub mod bits;
 pub mod change;
 pub mod changed_keys;
 pub mod clock;

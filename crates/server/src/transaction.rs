@@ -5,9 +5,13 @@
 //! Redis. EXEC holds the node's exec gate exclusively, so no other client's
 //! command runs between the queued ones. WATCH remembers each key's version
 //! (every write gives a key a new version, deletion and expiry remove it),
-//! so EXEC aborts exactly when a watched key changed. A HyperLogLog where
+//! so EXEC aborts exactly when a watched key changed. A string where
 //! partitions merge with other sites keeps its version while PFADD raises
-//! its registers (`keyspace::hll`): for those the bytes' hash is kept too.
+//! its registers or SETBIT 1 sets its bits (`DeltaOp::HllMax`, `BitsOr`):
+//! for every string the bytes' hash is kept too. Any string may be a
+//! bitmap (there is no type), so all are hashed, at WATCH and at EXEC: a
+//! cost linear in the watched string's length (a fast hash, the order of
+//! a GET of it), and no memory per key.
 
 use bytes::Bytes;
 use commands::{CmdError, CommandSpec, Flags};
@@ -137,12 +141,10 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
 }
 
 /// What tells a watched key's value changed: its version, and for a
-/// HyperLogLog (whose raises keep the version) a hash of its bytes.
+/// string (whose raises keep the version) a hash of its bytes.
 fn stamp(e: &keyspace::Entry) -> (Version, u64) {
     let hash = match &e.value {
-        keyspace::Value::Str(b) if keyspace::hll::encoding_of(b).is_ok() => {
-            ahash::RandomState::with_seeds(1, 2, 3, 4).hash_one(&b[..])
-        }
+        keyspace::Value::Str(b) => ahash::RandomState::with_seeds(1, 2, 3, 4).hash_one(&b[..]),
         _ => 0,
     };
     (e.version, hash)

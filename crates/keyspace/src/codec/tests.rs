@@ -170,6 +170,27 @@ fn op() -> impl Strategy<Value = DeltaOp> {
             }),
         proptest::collection::vec((0u16..16384, 0u8..64), 0..6)
             .prop_map(|registers| DeltaOp::HllMax { registers }),
+        proptest::collection::vec((0u32..(crate::bits::MAX_LEN as u32), any::<u8>()), 0..6)
+            .prop_map(|bytes| DeltaOp::BitsOr { bytes }),
+        (
+            any::<u64>(),
+            prop_oneof![
+                (bytes(), 0u32..100, 0u32..3).prop_map(|(insert, offset, remove)| {
+                    DeltaOp::Splice {
+                        offset,
+                        remove,
+                        insert,
+                    }
+                }),
+                proptest::collection::vec((any::<u32>(), bytes()), 0..3)
+                    .prop_map(|ranges| DeltaOp::Patch { ranges }),
+                any::<u64>().prop_map(DeltaOp::SetExpiry),
+            ]
+        )
+            .prop_map(|(base_hash, op)| DeltaOp::Checked {
+                base_hash,
+                op: Box::new(op),
+            }),
     ]
 }
 
@@ -273,6 +294,32 @@ proptest! {
         let _ = head(&out);
     }
 
+    /// Forged bodies of the raise and checked ops (tags 20..=23 behind a
+    /// delta's header): an error, or an op within its bounds (no index
+    /// past the longest string, no checked op inside a checked op).
+    #[test]
+    fn forged_raise_and_checked_bodies_are_bounded(
+        tag in 20u8..24, body in proptest::collection::vec(any::<u8>(), 0..64)
+    ) {
+        let mut buf = vec![0, 0, 0, DELTA, 0, 0, tag];
+        buf.extend_from_slice(&body);
+        if let Ok((Change { kind: ChangeKind::Delta { op, .. }, .. }, _)) = decode(&buf) {
+            match op {
+                DeltaOp::BitsOr { bytes } => prop_assert!(
+                    bytes.iter().all(|(i, _)| (*i as usize) < crate::bits::MAX_LEN)
+                ),
+                DeltaOp::Checked { op, .. } => {
+                    let inner_ok = matches!(
+                        *op,
+                        DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::SetExpiry(_)
+                    );
+                    prop_assert!(inner_ok, "checked around {:?}", op);
+                }
+                _ => {}
+            }
+        }
+    }
+
     #[test]
     fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..256)) {
         let _ = decode(&data);
@@ -285,5 +332,39 @@ fn forged_counts_allocate_nothing() {
     // key "", version 0/0, Delta base 0/0, HSET with 2^60 fields.
     let mut buf = vec![0, 0, 0, DELTA, 0, 0, HSET];
     put_varint(&mut buf, 1 << 60);
+    assert_eq!(decode(&Bytes::from(buf)), Err(DecodeError::Truncated));
+}
+
+#[test]
+fn forged_bit_raises_are_refused() {
+    // A count past the bytes left allocates nothing.
+    let mut buf = vec![0, 0, 0, DELTA, 0, 0, BITSOR];
+    put_varint(&mut buf, 1 << 60);
+    assert_eq!(decode(&Bytes::from(buf)), Err(DecodeError::Truncated));
+    // A byte index past the longest string.
+    let mut buf = vec![0, 0, 0, DELTA, 0, 0, BITSOR];
+    put_varint(&mut buf, 1);
+    buf.extend_from_slice(&(crate::bits::MAX_LEN as u32).to_le_bytes());
+    buf.push(1);
+    assert_eq!(decode(&Bytes::from(buf)), Err(DecodeError::OutOfRange));
+}
+
+#[test]
+fn a_checked_delta_holds_only_a_splice_a_patch_or_an_expiry() {
+    // CHECKED around CHECKED, or around a raise: refused, not decoded
+    // recursively.
+    for inner in [CHECKED, BITSOR, HLLMAX, INCRBY] {
+        let mut buf = vec![0, 0, 0, DELTA, 0, 0, CHECKED];
+        buf.extend_from_slice(&7u64.to_le_bytes());
+        buf.push(inner);
+        buf.extend_from_slice(&[0; 16]);
+        assert!(matches!(
+            decode(&Bytes::from(buf)),
+            Err(DecodeError::BadTag { .. })
+        ));
+    }
+    // Nothing after the hash.
+    let mut buf = vec![0, 0, 0, DELTA, 0, 0, CHECKED];
+    buf.extend_from_slice(&7u64.to_le_bytes());
     assert_eq!(decode(&Bytes::from(buf)), Err(DecodeError::Truncated));
 }

@@ -75,6 +75,16 @@ pub enum Write {
         registers: Vec<(u16, u8)>,
         value: Bytes,
     },
+    /// SETBIT 1 that sets a bit that was 0: byte `index` ORed with `mask`.
+    /// Where sites merge and the key holds a string (not a HyperLogLog),
+    /// it is logged as that raise (`DeltaOp::BitsOr`, against the key's
+    /// version, which it keeps); elsewhere (a key created or converted,
+    /// a HyperLogLog) as `splice`, the same write as a string operation.
+    Bits {
+        index: u32,
+        mask: u8,
+        splice: DeltaOp,
+    },
     /// Set or clear (0) the expiry of an existing key.
     SetExpiry(u64),
     Delete,
@@ -131,6 +141,30 @@ pub(super) fn plan(
         Write::Hll { registers, value } => match hll_max(old, registers, value, merging, removed) {
             Ok(planned) => return Ok(planned),
             Err(w) => *w,
+        },
+        Write::Bits {
+            index,
+            mask,
+            splice,
+        } => match old {
+            Some(e) if merging && matches!(e.value, Value::Str(_)) && !is_hll(e) => {
+                let op = DeltaOp::BitsOr {
+                    bytes: vec![(index, mask)],
+                };
+                let saved = e
+                    .value
+                    .payload_len()
+                    .saturating_sub(delta::op_payload_len(&op));
+                return Ok(Some(Planned {
+                    kind: ChangeKind::Delta {
+                        base: e.version,
+                        op,
+                    },
+                    saved,
+                    new_value: None,
+                }));
+            }
+            _ => Write::Str(splice),
         },
         w => w,
     };
@@ -258,9 +292,9 @@ pub(super) fn plan(
         Write::Set { value, expire_at } => {
             let delta = match (old, &value) {
                 _ if merging && old.is_some_and(is_hll) => None,
-                (Some(e), Value::Str(new)) if e.expire_at == expire_at => {
-                    e.as_str().and_then(|o| delta::diff(o, new))
-                }
+                (Some(e), Value::Str(new)) if e.expire_at == expire_at => e
+                    .as_str()
+                    .and_then(|o| delta::diff(o, new).map(|op| checked(merging, o, op))),
                 _ => None,
             };
             return Ok(Some(match delta {
@@ -284,6 +318,7 @@ pub(super) fn plan(
         Write::Str(op) => match old {
             Some(e) => {
                 let held = e.as_str().ok_or(WriteError::WrongType)?;
+                let op = checked(merging, held, op);
                 // A failing op (overflow...) fails in apply_change, which
                 // changes nothing, so nothing is logged either.
                 let saved = held.len().saturating_sub(delta::op_payload_len(&op));
@@ -407,16 +442,16 @@ pub(super) fn plan(
         Write::SetExpiry(at) => {
             let Some(e) = old else { return Ok(None) };
             let saved = e.value.payload_len();
-            (
-                ChangeKind::Delta {
-                    base,
-                    op: DeltaOp::SetExpiry(at),
-                },
-                saved,
-            )
+            let op = match &e.value {
+                // It gives the key a new version: a site holding other
+                // bytes at the old one (raised) must take this site's.
+                Value::Str(held) => checked(merging, held, DeltaOp::SetExpiry(at)),
+                _ => DeltaOp::SetExpiry(at),
+            };
+            (ChangeKind::Delta { base, op }, saved)
         }
         // Planned above (as raises, or handed back as a Set).
-        Write::Hll { .. } => return Ok(None),
+        Write::Hll { .. } | Write::Bits { .. } => return Ok(None),
         Write::Delete => {
             if old.is_none() {
                 return Ok(None);
@@ -534,6 +569,21 @@ fn hll_max(
         saved,
         new_value: None,
     }))
+}
+
+/// A splice, patch or expiry of `held` where sites merge, with the hash of
+/// the bytes it is made on (`DeltaOp::Checked`: raises keep a string's
+/// version, so a receiver must check it holds the same bytes); else as is.
+fn checked(merging: bool, held: &[u8], op: DeltaOp) -> DeltaOp {
+    match op {
+        DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::SetExpiry(_) if merging => {
+            DeltaOp::Checked {
+                base_hash: crate::bits::bytes_hash(held),
+                op: Box::new(op),
+            }
+        }
+        op => op,
+    }
 }
 
 /// Whether the entry is a string holding a HyperLogLog (its header).

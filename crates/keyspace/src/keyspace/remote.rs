@@ -40,8 +40,8 @@
 use bytes::Bytes;
 
 mod counters;
-mod hll;
 mod members;
+mod raises;
 mod scores;
 mod whole;
 
@@ -167,7 +167,7 @@ fn resolve(
     let tombs = &part.tombstones;
     // The key was removed at or after v: everything v wrote is gone. A
     // whole string at exactly the removal's version is the HyperLogLog
-    // raises made from nothing after it (see hll).
+    // raises made from nothing after it (see raises).
     let made_at_floor = matches!(&change.kind, ChangeKind::Full { value: Value::Str(b), .. }
         if crate::hll::encoding_of(b).is_ok());
     if let Some(floor) = tombs
@@ -221,13 +221,13 @@ fn resolve(
             ..
         } => scores::assign(entry, tombs, change),
         ChangeKind::Delta {
-            op: DeltaOp::HllMax { .. },
+            op: DeltaOp::HllMax { .. } | DeltaOp::BitsOr { .. },
             ..
-        } => hll::max(entry, tombs, change),
+        } => raises::max(entry, tombs, change),
         ChangeKind::Full {
             value: Value::Str(theirs),
             ..
-        } if hll::same_assignment(entry, v, theirs) => hll::join(entry, change),
+        } if raises::same_assignment(entry, v, theirs) => raises::join(entry, change),
         ChangeKind::Delta {
             op: DeltaOp::HashCount { .. } | DeltaOp::HashFloatCount { .. },
             ..
@@ -324,6 +324,7 @@ fn resolve(
             op:
                 op @ (DeltaOp::Splice { .. }
                 | DeltaOp::Patch { .. }
+                | DeltaOp::Checked { .. }
                 | DeltaOp::IncrBy(_)
                 | DeltaOp::SetExpiry(_)),
         } => match entry {
@@ -353,7 +354,17 @@ fn resolve(
                 _ => (NeedFull, None),
             },
             Some(e) if e.version > v => (ConflictLost, None),
-            Some(e) if e.version == *base => (Applied, Some(change)),
+            // A string delta made on other bytes of the same version (raised
+            // here or there): the sender's full value.
+            Some(e) if e.version == *base => match op {
+                DeltaOp::Checked { base_hash, .. }
+                    if e.as_str()
+                        .is_none_or(|b| crate::bits::bytes_hash(b) != *base_hash) =>
+                {
+                    (NeedFull, None)
+                }
+                _ => (Applied, Some(change)),
+            },
             Some(_) => (NeedFull, None),
         },
         ChangeKind::Delta {

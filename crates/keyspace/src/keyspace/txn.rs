@@ -151,7 +151,7 @@ impl<'a> Txn<'a> {
             Write::Set { expire_at, .. } => Noticed::Set {
                 expire_at: *expire_at,
             },
-            Write::Str(_) | Write::Hll { .. } => Noticed::Str,
+            Write::Str(_) | Write::Hll { .. } | Write::Bits { .. } => Noticed::Str,
             Write::FloatIncr { expire_at, .. } => Noticed::Set {
                 expire_at: *expire_at,
             },

@@ -527,6 +527,130 @@ fn a_string_delta_on_a_wrong_base_needs_the_full_value_which_then_applies() {
 }
 
 #[test]
+fn setbit_raises_merge_by_or_and_a_delta_on_raised_bytes_needs_the_full_value() {
+    let a = keyspace(1);
+    let bb = keyspace(2);
+    let v1 = local_set(&a, "s", "\x00\x00");
+    for c in log_of(&a, "s") {
+        assert_eq!(apply(&bb, &c), Applied);
+    }
+    // SETBIT 1 at both sites on the same assignment: raises of v1.
+    for (ks, offset) in [(&a, 0u32), (&bb, 17)] {
+        let mut txn = ks.txn([&b"s"[..]], 0);
+        set_bit(&mut txn, b"s", offset, true).unwrap();
+    }
+    let raise_a = log_of(&a, "s").pop().unwrap();
+    let raise_b = log_of(&bb, "s").pop().unwrap();
+    assert!(
+        matches!(raise_a.kind, ChangeKind::Delta { base, op: DeltaOp::BitsOr { .. } } if base == v1)
+    );
+    assert_eq!(apply(&bb, &raise_a), Applied);
+    assert_eq!(apply(&bb, &raise_a), Duplicate);
+    assert_eq!(apply(&a, &raise_b), Applied);
+    assert_eq!(string(&a, "s"), Some(Bytes::from_static(b"\x80\x00\x40")));
+    assert_eq!(string(&a, "s"), string(&bb, "s"));
+    assert_eq!(entry(&a, "s").map(|e| e.version), Some(v1));
+    // A third site raised too (bit 9), unseen by a: a's SETBIT 0 is a
+    // delta on bytes the third site does not hold at v1.
+    let c = keyspace(3);
+    assert_eq!(apply(&c, &log_of(&a, "s")[0]), Applied);
+    let mut txn = c.txn([&b"s"[..]], 0);
+    set_bit(&mut txn, b"s", 9, true).unwrap();
+    drop(txn);
+    let mut txn = a.txn([&b"s"[..]], 0);
+    set_bit(&mut txn, b"s", 0, false).unwrap();
+    drop(txn);
+    let clear = log_of(&a, "s").pop().unwrap();
+    assert!(matches!(
+        clear.kind,
+        ChangeKind::Delta {
+            op: DeltaOp::Checked { .. },
+            ..
+        }
+    ));
+    assert_eq!(apply(&bb, &clear), Applied);
+    assert_eq!(apply(&c, &clear), NeedFull);
+    for f in a.full_changes(b"s") {
+        assert_eq!(apply(&c, &f), Applied);
+    }
+    assert_eq!(string(&c, "s"), string(&a, "s"));
+    assert_eq!(string(&bb, "s"), string(&a, "s"));
+}
+
+#[test]
+fn an_expire_racing_a_setbit_raise_elsewhere_ends_the_same_at_both_sites() {
+    // EXPIRE gives the key a new version; a SETBIT 1 made concurrently at
+    // the other site raised the old one there. Unchecked, the expiry
+    // applied on the raised bytes while the raise lost at the EXPIRE's
+    // site: the two held other bytes at one version for good.
+    let a = keyspace(1);
+    let b = keyspace(2);
+    local_set(&a, "s", "\x00");
+    for c in log_of(&a, "s") {
+        assert_eq!(apply(&b, &c), Applied);
+    }
+    let mut txn = a.txn([&b"s"[..]], 0);
+    txn.write(b"s", Write::SetExpiry(u64::MAX / 2)).unwrap();
+    drop(txn);
+    let mut txn = b.txn([&b"s"[..]], 0);
+    set_bit(&mut txn, b"s", 3, true).unwrap();
+    drop(txn);
+    let expire = log_of(&a, "s").pop().unwrap();
+    let raise = log_of(&b, "s").pop().unwrap();
+    assert!(matches!(
+        &expire.kind,
+        ChangeKind::Delta { op: DeltaOp::Checked { op, .. }, .. } if matches!(**op, DeltaOp::SetExpiry(_))
+    ));
+    assert_eq!(apply(&a, &raise), ConflictLost);
+    assert_eq!(apply(&b, &expire), NeedFull);
+    for f in a.full_changes(b"s") {
+        assert_eq!(apply(&b, &f), Applied);
+    }
+    assert_eq!(entry(&a, "s"), entry(&b, "s"));
+    // On the same bytes the checked expiry applies as a plain one.
+    let c = keyspace(3);
+    assert_eq!(apply(&c, &log_of(&a, "s")[0]), Applied);
+    assert_eq!(apply(&c, &expire), Applied);
+    assert_eq!(entry(&c, "s"), entry(&a, "s"));
+}
+
+#[test]
+fn forged_string_ops_past_the_longest_string_change_nothing() {
+    let ks = keyspace(1);
+    let v1 = local_set(&ks, "s", "ab");
+    let logged = log_of(&ks, "s").len();
+    let past = crate::bits::MAX_LEN as u32;
+    // A checked splice on the right bytes, far past the end: an error.
+    let splice = delta(
+        "s",
+        v1,
+        DeltaOp::Checked {
+            base_hash: crate::bits::bytes_hash(b"ab"),
+            op: Box::new(DeltaOp::Splice {
+                offset: u32::MAX,
+                remove: 0,
+                insert: Bytes::from_static(b"x"),
+            }),
+        },
+        remote_version(&ks, 0),
+    );
+    assert!(ks.apply_remote(splice, 0).is_err());
+    // A raise past the longest string (the decoder refuses it too).
+    let raise = delta(
+        "s",
+        v1,
+        DeltaOp::BitsOr {
+            bytes: vec![(past, 1)],
+        },
+        remote_version(&ks, 0),
+    );
+    assert_eq!(apply(&ks, &raise), ConflictLost);
+    assert_eq!(string(&ks, "s"), Some(Bytes::from_static(b"ab")));
+    assert_eq!(entry(&ks, "s").map(|e| e.version), Some(v1));
+    assert_eq!(log_of(&ks, "s").len(), logged);
+}
+
+#[test]
 fn a_string_write_against_a_hash_removes_older_fields_and_wins_only_over_older() {
     let ks = keyspace(1);
     local_hset(&ks, "h", &[("a", "1")]);
@@ -1104,11 +1228,14 @@ enum Op {
     PfAdd(u8, Vec<(u16, u8)>),
     /// PFMERGE dest src.
     PfMerge(u8, u8),
+    /// SETBIT key offset 1 (true) or 0, as the command does it.
+    SetBit(u8, u32, bool),
     /// EXPIRE (far in the future) or PERSIST of key 3, which only ever
-    /// holds a string: an expiry has no version of its own, so EXPIRE on a
-    /// key whose type the sites contest is out of scope (see the remote
-    /// module's docs).
-    Expire(bool),
+    /// holds a string, or of a bitmap key (8, 9: strings or nothing, their
+    /// SETBIT 1s raise the version EXPIRE replaces): an expiry has no
+    /// version of its own, so EXPIRE on a key whose type the sites contest
+    /// is out of scope (see the remote module's docs).
+    Expire(u8, bool),
 }
 
 #[derive(Debug, Clone)]
@@ -1137,6 +1264,12 @@ const ZSET_KEY: u8 = 5;
 /// key is a known limit (docs/data-types.md).
 fn hll_key() -> impl Strategy<Value = u8> {
     prop_oneof![Just(6u8), Just(7u8)]
+}
+
+/// Bitmaps are written to keys 8 and 9, contested by SETBIT 1 (merged by
+/// OR), SETBIT 0 (an assignment) and DEL.
+fn bit_key() -> impl Strategy<Value = u8> {
+    prop_oneof![Just(8u8), Just(9u8)]
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -1174,13 +1307,18 @@ fn op() -> impl Strategy<Value = Op> {
         )
             .prop_map(|(k, m)| Op::Rem(k, m)),
         (0u8..8).prop_map(Op::Del),
+        (bit_key(), 0u32..40, 0u8..5).prop_map(|(k, o, b)| match b {
+            0 => Op::Del(k),
+            1 => Op::SetBit(k, o, false),
+            _ => Op::SetBit(k, o, true),
+        }),
         (
             hll_key(),
             proptest::collection::vec((0u16..48, 1u8..40), 0..4)
         )
             .prop_map(|(k, r)| Op::PfAdd(k, r)),
         (hll_key(), hll_key()).prop_map(|(d, s)| Op::PfMerge(d, s)),
-        any::<bool>().prop_map(Op::Expire),
+        (prop_oneof![Just(3u8), bit_key()], any::<bool>()).prop_map(|(k, p)| Op::Expire(k, p)),
     ]
 }
 
@@ -1205,8 +1343,8 @@ fn run_local(ks: &Keyspace, op: Op) {
         Op::HSet(k, _) | Op::HDel(k, _) | Op::Del(k) => key(*k),
         Op::SAdd(k, _) | Op::ZAdd(k, _) | Op::Rem(k, _) | Op::HIncr(k, ..) => key(*k),
         Op::IncrF(k, _) | Op::HIncrF(k, ..) | Op::ZIncr(k, ..) => key(*k),
-        Op::PfAdd(k, _) | Op::PfMerge(k, _) => key(*k),
-        Op::Expire(_) => key(3),
+        Op::PfAdd(k, _) | Op::PfMerge(k, _) | Op::SetBit(k, ..) => key(*k),
+        Op::Expire(k, _) => key(*k),
     };
     if let Op::PfMerge(_, src) = &op {
         let src = key(*src);
@@ -1407,11 +1545,45 @@ fn run_local(ks: &Keyspace, op: Op) {
             Ok(())
         }
         Op::PfMerge(..) => Ok(()),
-        Op::Expire(persist) => txn.write(
+        Op::Expire(_, persist) => txn.write(
             &k,
             Write::SetExpiry(if persist { 0 } else { now + 86_400_000 }),
         ),
+        Op::SetBit(_, offset, on) => set_bit(&mut txn, &k, offset, on),
     };
+}
+
+/// SETBIT as the command does it (`commands::bits::setbit`).
+fn set_bit(txn: &mut crate::Txn, k: &[u8], offset: u32, on: bool) -> Result<(), crate::WriteError> {
+    let s = match txn.get(k) {
+        None => Bytes::new(),
+        Some(e) => match e.as_str() {
+            Some(s) => s.clone(),
+            None => return Ok(()),
+        },
+    };
+    let byte = (offset / 8) as usize;
+    let mask = 1u8 << (7 - offset % 8);
+    let was = s.get(byte).copied().unwrap_or(0);
+    let now = if on { was | mask } else { was & !mask };
+    if now == was && byte < s.len() {
+        return Ok(());
+    }
+    let splice = DeltaOp::Splice {
+        offset: byte as u32,
+        remove: u32::from(byte < s.len()),
+        insert: Bytes::copy_from_slice(&[now]),
+    };
+    let w = if on && was & mask == 0 {
+        Write::Bits {
+            index: byte as u32,
+            mask,
+            splice,
+        }
+    } else {
+        Write::Str(splice)
+    };
+    txn.write(k, w)
 }
 
 /// PFADD/PFMERGE as the commands do it: the registers raised on the
@@ -1534,6 +1706,10 @@ fn census(c: &Change, outcome: RemoteOutcome, response: bool) {
             op: DeltaOp::HllMax { .. },
             ..
         } => "hll max",
+        ChangeKind::Delta {
+            op: DeltaOp::BitsOr { .. },
+            ..
+        } => "bits or",
         ChangeKind::Delta {
             op: DeltaOp::SetAdd { .. } | DeltaOp::ZAdd { .. },
             ..
@@ -1744,7 +1920,7 @@ proptest! {
 fn convergence_runs_reach_every_rule() {
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     let strategy = (proptest::collection::vec(action(2), 1..120), 0u64..100);
-    for _ in 0..1000 {
+    for _ in 0..1500 {
         let (actions, skew) = strategy.new_tree(&mut runner).unwrap().current();
         converge(actions, &[0, skew]).unwrap();
     }
@@ -1756,9 +1932,6 @@ fn convergence_runs_reach_every_rule() {
         ("full string", "applied"),
         ("full string", "conflict lost"),
         ("full string", "duplicate"),
-        ("string delta", "applied"),
-        ("string delta", "need full"),
-        ("string delta", "conflict lost"),
         ("hset", "applied"),
         ("hset", "conflict lost"),
         ("hset", "duplicate"),
@@ -1768,6 +1941,9 @@ fn convergence_runs_reach_every_rule() {
         ("delete", "applied"),
         ("delete", "conflict lost"),
         ("delete", "duplicate"),
+        ("string delta", "applied"),
+        ("string delta", "need full"),
+        ("string delta", "conflict lost"),
         ("expiry", "applied"),
         ("expiry", "need full"),
         ("resent full string", "applied"),
@@ -1795,6 +1971,9 @@ fn convergence_runs_reach_every_rule() {
         ("hll max", "applied"),
         ("hll max", "duplicate"),
         ("hll max", "conflict lost"),
+        ("bits or", "applied"),
+        ("bits or", "duplicate"),
+        ("bits or", "conflict lost"),
     ] {
         assert!(census.contains_key(&want), "no {want:?} in {census:#?}");
     }

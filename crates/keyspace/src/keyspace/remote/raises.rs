@@ -1,12 +1,15 @@
-//! HyperLogLogs from another site: raises (`DeltaOp::HllMax`) apply to the
-//! assignment they were made on (the key's version, which raises keep),
-//! and two copies of one assignment meet register by register, so
-//! concurrent PFADDs and PFMERGEs at any sites end with the same registers
-//! (and, canonical, the same bytes) whatever the order or duplication of
-//! arrival. Against anything else the assignment decides as a string write
-//! at its version does (the newer write decides the key's type): a raise
-//! made on an older assignment than the one held (or than the key's last
-//! removal) is lost; one made on a newer one asks for the sender's value.
+//! Raises of a string from another site: HyperLogLog registers
+//! (`DeltaOp::HllMax`, PFADD, PFMERGE) and bits (`DeltaOp::BitsOr`,
+//! SETBIT 1) apply to the assignment they were made on (the key's
+//! version, which raises keep), and two copies of one assignment meet
+//! register by register (both HyperLogLogs) or bit by bit (else), so
+//! concurrent raises at any sites end with the same bytes whatever the
+//! order or duplication of arrival. One set of rules for both kinds: only
+//! what a raise does to the bytes differs ([`DeltaOp::raised`]). Against
+//! anything else the assignment decides as a string write at its version
+//! does (the newer write decides the key's type): a raise made on an
+//! older assignment than the one held (or than the key's last removal) is
+//! lost; one made on a newer one asks for the sender's value.
 
 use std::cmp::Ordering;
 
@@ -14,7 +17,7 @@ use bytes::Bytes;
 
 use super::RemoteOutcome;
 use crate::change::{Change, ChangeKind, DeltaOp};
-use crate::hll::{encoding_of, merge};
+use crate::hll::merge;
 use crate::tombstones::Tombstones;
 use crate::value::{Entry, Value};
 
@@ -26,11 +29,7 @@ pub(super) fn max(
     tombs: &Tombstones,
     change: Change,
 ) -> (RemoteOutcome, Option<Change>) {
-    let ChangeKind::Delta {
-        base,
-        op: DeltaOp::HllMax { registers },
-    } = &change.kind
-    else {
+    let ChangeKind::Delta { base, op } = &change.kind else {
         return (ConflictLost, None);
     };
     let key = &change.key;
@@ -48,10 +47,11 @@ pub(super) fn max(
         Ordering::Less => (NeedFull, None),
         Ordering::Equal => match entry.map(|e| &e.value) {
             None => (Applied, Some(change)),
-            Some(Value::Str(bytes)) => match merge::raised(bytes, registers) {
+            Some(Value::Str(bytes)) => match op.raised(Some(bytes)) {
                 Ok(Some(_)) => (Applied, Some(change)),
                 Ok(None) => (Duplicate, None),
-                // Not a HyperLogLog: at this version it never was one.
+                // Registers of a string that is not a HyperLogLog: at this
+                // version it never was one.
                 Err(_) => (ConflictLost, None),
             },
             // Versions are unique: another value at the raises' base is not
@@ -62,26 +62,22 @@ pub(super) fn max(
 }
 
 /// Whether a whole string `theirs` at version `v` is another copy of the
-/// HyperLogLog assignment held (same version, both HyperLogLogs, other
-/// bytes): then the two meet register by register ([`join`]).
+/// string assignment held (same version, other bytes: versions are unique,
+/// so they differ by raises): then the two meet ([`join`]).
 pub(super) fn same_assignment(entry: Option<&Entry>, v: crate::Version, theirs: &Bytes) -> bool {
     match entry {
         Some(Entry {
             value: Value::Str(mine),
             version,
             ..
-        }) => {
-            *version == v
-                && mine != theirs
-                && encoding_of(mine).is_ok()
-                && encoding_of(theirs).is_ok()
-        }
+        }) => *version == v && mine != theirs,
         _ => false,
     }
 }
 
-/// Two copies of one assignment: the registers theirs holds higher, logged
-/// as raises of that assignment (at its version).
+/// Two copies of one assignment: the registers theirs holds higher (both
+/// HyperLogLogs), else the bits theirs has set that mine lacks, logged as
+/// raises of that assignment (at its version).
 pub(super) fn join(entry: Option<&Entry>, change: Change) -> (RemoteOutcome, Option<Change>) {
     let (
         Some(Value::Str(mine)),
@@ -93,15 +89,21 @@ pub(super) fn join(entry: Option<&Entry>, change: Change) -> (RemoteOutcome, Opt
     else {
         return (ConflictLost, None);
     };
-    let (Ok(mine), Ok(theirs)) = (merge::registers(mine), merge::registers(theirs)) else {
-        return (ConflictLost, None);
+    let op = match (merge::registers(mine), merge::registers(theirs)) {
+        (Ok(mine), Ok(theirs)) => DeltaOp::HllMax {
+            registers: (0u16..)
+                .zip(mine.iter().zip(&theirs))
+                .filter(|(_, (m, t))| t > m)
+                .map(|(i, (_, t))| (i, *t))
+                .collect(),
+        },
+        _ => DeltaOp::BitsOr {
+            bytes: crate::bits::missing(mine, theirs),
+        },
     };
-    let registers: Vec<(u16, u8)> = (0u16..)
-        .zip(mine.iter().zip(&theirs))
-        .filter(|(_, (m, t))| t > m)
-        .map(|(i, (_, t))| (i, *t))
-        .collect();
-    if registers.is_empty() {
+    if matches!(&op, DeltaOp::HllMax { registers } if registers.is_empty())
+        || matches!(&op, DeltaOp::BitsOr { bytes } if bytes.is_empty())
+    {
         return (Duplicate, None);
     }
     let v = change.version;
@@ -110,10 +112,7 @@ pub(super) fn join(entry: Option<&Entry>, change: Change) -> (RemoteOutcome, Opt
         Some(Change {
             key: change.key,
             version: v,
-            kind: ChangeKind::Delta {
-                base: v,
-                op: DeltaOp::HllMax { registers },
-            },
+            kind: ChangeKind::Delta { base: v, op },
         }),
     )
 }
