@@ -6,10 +6,11 @@
 //! for SETBIT 0 (an assignment: the last writer of the key wins), it is a
 //! one-byte splice of the string. A SETBIT that changes nothing (the
 //! bit already so, the string long enough) writes nothing, as in Redis:
-//! no change logged, no event. The offset error is shared with BITFIELD.
+//! no change logged, no event (the write is `keyspace::bits::setbit_write`,
+//! which the keyspace's convergence property also uses). The offset error
+//! is shared with BITFIELD.
 
 use bytes::Bytes;
-use keyspace::{DeltaOp, Write};
 
 use crate::{args, CmdError, Ctx, MAX_STRING};
 
@@ -50,32 +51,10 @@ pub fn setbit(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
     let s = current(&mut txn, a[1])?;
     let old = bit_at(&s, offset);
-    let byte = offset / 8;
-    let mask = 1u8 << (7 - offset % 8);
-    let was = s.get(byte).copied().unwrap_or(0);
-    let now = if on { was | mask } else { was & !mask };
-    if now == was && byte < s.len() {
-        drop(txn);
-        ctx.out.int(old);
-        return Ok(());
-    }
-    // Past the end the splice pads with zero bytes up to `byte`.
-    let splice = DeltaOp::Splice {
-        offset: byte as u32,
-        remove: u32::from(byte < s.len()),
-        insert: Bytes::copy_from_slice(&[now]),
-    };
     // A bit set from 0 is a raise where sites merge (see `Write::Bits`).
-    let w = if on && was & mask == 0 {
-        Write::Bits {
-            index: byte as u32,
-            mask,
-            splice,
-        }
-    } else {
-        Write::Str(splice)
-    };
-    txn.write(a[1], w)?;
+    if let Some(w) = keyspace::bits::setbit_write(&s, offset, on) {
+        txn.write(a[1], w)?;
+    }
     drop(txn);
     ctx.out.int(old);
     Ok(())

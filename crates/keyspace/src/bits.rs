@@ -5,6 +5,40 @@
 //! SETBIT does, so the string ends as long at every site (the longest of
 //! its assignment and of the raises applied to it).
 
+use bytes::Bytes;
+
+use crate::change::DeltaOp;
+use crate::keyspace::Write;
+
+/// What SETBIT of `offset` to `on` writes over the string `held` (empty
+/// when missing): None when it changes nothing (the bit already so, the
+/// string long enough), as in Redis; a bit set from 0 is a `Write::Bits`
+/// (a raise where sites merge), anything else a one-byte splice (past the
+/// end it pads with zero bytes up to the byte).
+pub fn setbit_write(held: &[u8], offset: usize, on: bool) -> Option<Write> {
+    let byte = offset / 8;
+    let mask = 1u8 << (7 - offset % 8);
+    let was = held.get(byte).copied().unwrap_or(0);
+    let now = if on { was | mask } else { was & !mask };
+    if now == was && byte < held.len() {
+        return None;
+    }
+    let splice = DeltaOp::Splice {
+        offset: byte as u32,
+        remove: u32::from(byte < held.len()),
+        insert: Bytes::copy_from_slice(&[now]),
+    };
+    Some(if on && was & mask == 0 {
+        Write::Bits {
+            index: byte as u32,
+            mask,
+            splice,
+        }
+    } else {
+        Write::Str(splice)
+    })
+}
+
 /// The longest string a raise may make (Redis's 512 MiB limit of strings,
 /// which SETBIT's offsets respect): a decoder refuses byte indexes past it.
 pub const MAX_LEN: usize = 512 * 1024 * 1024;

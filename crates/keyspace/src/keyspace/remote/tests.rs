@@ -1562,28 +1562,10 @@ fn set_bit(txn: &mut crate::Txn, k: &[u8], offset: u32, on: bool) -> Result<(), 
             None => return Ok(()),
         },
     };
-    let byte = (offset / 8) as usize;
-    let mask = 1u8 << (7 - offset % 8);
-    let was = s.get(byte).copied().unwrap_or(0);
-    let now = if on { was | mask } else { was & !mask };
-    if now == was && byte < s.len() {
-        return Ok(());
+    match crate::bits::setbit_write(&s, offset as usize, on) {
+        Some(w) => txn.write(k, w),
+        None => Ok(()),
     }
-    let splice = DeltaOp::Splice {
-        offset: byte as u32,
-        remove: u32::from(byte < s.len()),
-        insert: Bytes::copy_from_slice(&[now]),
-    };
-    let w = if on && was & mask == 0 {
-        Write::Bits {
-            index: byte as u32,
-            mask,
-            splice,
-        }
-    } else {
-        Write::Str(splice)
-    };
-    txn.write(k, w)
 }
 
 /// PFADD/PFMERGE as the commands do it: the registers raised on the
