@@ -7,8 +7,9 @@
 //! turns a hashtable back into a listpack; here a hash that shrinks reads
 //! as a listpack again). `OBJECT IDLETIME` and `FREQ` are left out: no
 //! access time or frequency is kept, and a made-up number would mislead.
-//! `MEMORY DOCTOR`, `STATS` and `PURGE` are left out too: they would
-//! report or do what this node does not measure or do.
+//! `MEMORY PURGE` hands the allocator's free memory back to the system
+//! (`keyspace::memory::purge`). `MEMORY DOCTOR` and `STATS` are left out:
+//! they would report what this node does not measure.
 
 use keyspace::memory_usage::entry_usage;
 use keyspace::{Keyspace, Value};
@@ -149,6 +150,11 @@ pub fn memory(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
                 None => ctx.out.null(),
             }
         }
+        "purge" => {
+            check_arity(a.len() == 2, "memory|purge")?;
+            keyspace::memory::purge();
+            ctx.out.simple("OK");
+        }
         "malloc-stats" => {
             check_arity(a.len() == 2, "memory|malloc-stats")?;
             ctx.out
@@ -162,6 +168,8 @@ pub fn memory(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
                 &[
                     "MALLOC-STATS",
                     "    Return internal statistics report from the memory allocator.",
+                    "PURGE",
+                    "    Attempt to purge dirty pages for reclamation by the allocator.",
                     "USAGE <key> [SAMPLES <count>]",
                     "    Return memory in bytes used by <key> and its value. Nested values are",
                     "    sampled up to <count> times (default: 5, 0 means sample all).",

@@ -279,6 +279,7 @@ impl Keyspace {
         if let Some(o) = self.observer.get() {
             o.flushed(origin);
         }
+        crate::memory::purge();
     }
 
     fn version(&self) -> Version {

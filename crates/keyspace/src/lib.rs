@@ -29,6 +29,7 @@ pub mod glob;
 pub mod hll;
 mod keyspace;
 pub mod map_key;
+pub mod memory;
 pub mod memory_usage;
 pub mod notices;
 pub mod number;

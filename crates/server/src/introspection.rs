@@ -135,7 +135,7 @@ const SUBCOMMANDS: [(&str, &[&str]); 6] = [
             "sleep",
         ],
     ),
-    ("memory", &["help", "malloc-stats", "usage"]),
+    ("memory", &["help", "malloc-stats", "purge", "usage"]),
     ("object", &["encoding", "help", "refcount"]),
 ];
 
