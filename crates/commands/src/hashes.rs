@@ -268,7 +268,7 @@ pub fn hscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         let fields = h
             .into_iter()
             .flat_map(|h| h.iter())
-            .map(|(f, v)| (f, &v.value));
+            .map(|(f, v)| (&f[..], &v.value));
         let (next, page) = sampling::scan_page(fields, cursor, &opts, one_shot);
         ctx.out.array(2);
         ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());

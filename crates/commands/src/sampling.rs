@@ -8,7 +8,6 @@
 //! costs one pass over the collection. A small collection (what Redis keeps
 //! in a listpack or intset) comes back whole with cursor 0, as in Redis.
 
-use bytes::Bytes;
 use rand::Rng;
 
 use crate::args::ScanOpts;
@@ -27,12 +26,12 @@ pub fn scan_order(name: &[u8]) -> u64 {
 /// next cursor and the page, filtered by MATCH. `whole`: the collection is
 /// small and is returned in one page.
 pub fn scan_page<'a, T>(
-    items: impl Iterator<Item = (&'a Bytes, T)>,
+    items: impl Iterator<Item = (&'a [u8], T)>,
     cursor: u64,
     opts: &ScanOpts,
     whole: bool,
-) -> (u64, Vec<(&'a Bytes, T)>) {
-    let mut page: Vec<(u64, &Bytes, T)> = items
+) -> (u64, Vec<(&'a [u8], T)>) {
+    let mut page: Vec<(u64, &[u8], T)> = items
         .map(|(name, t)| (scan_order(name), name, t))
         .filter(|(o, _, _)| whole || *o >= cursor)
         .collect();

@@ -15,8 +15,10 @@
 //! - a hash's field names and values, and for every field the map has room
 //!   for (its capacity, used or not) an element of its entries vector (hash,
 //!   name handle, value handle, field version) and a slot of its index;
-//!   a set's members likewise (name handle and version per element);
-//!   a sorted set's as a set's plus, per member, its place in the order.
+//!   a set's members likewise (a [`MapKey`] and a version per element,
+//!   the member's bytes only past 22);
+//!   a sorted set's likewise (a `Bytes` handle per member, its bytes, score
+//!   and version) plus, per member, its place in the order.
 //!
 //! It does not count: the spare room of the partition's own map (shared by
 //! all its keys), the shared headers `Bytes` allocate when a buffer is
@@ -42,14 +44,19 @@ const fn map_element<K, V>() -> usize {
     size_of::<usize>() + size_of::<K>() + size_of::<V>()
 }
 
+/// The heap block a [`MapKey`] of these bytes has: none up to 22 bytes.
+fn block_of(bytes: &[u8]) -> usize {
+    if bytes.len() > map_key::INLINE {
+        bytes.len()
+    } else {
+        0
+    }
+}
+
 /// Bytes `key` and `entry` take in their partition (see the module docs
 /// for what is counted).
 pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
-    let key_block = if key.len() > map_key::INLINE {
-        key.len()
-    } else {
-        0
-    };
+    let key_block = block_of(key);
     let in_map = key_block + map_element::<MapKey, Entry>() + INDEX_SLOT;
     let in_expiry_index = if entry.expire_at != 0 {
         size_of::<(u64, MapKey)>() + key_block
@@ -66,10 +73,11 @@ pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
                 + h.capacity() * (map_element::<Bytes, Field>() + INDEX_SLOT)
                 + h.counters_len()
         }
+        // Members as keys are held: inline up to 22 bytes.
         Value::Set(s) => {
             size_of_val(&**s)
-                + s.payload_len()
-                + s.capacity() * (map_element::<Bytes, Version>() + INDEX_SLOT)
+                + s.members().map(|m| block_of(m)).sum::<usize>()
+                + s.capacity() * (map_element::<MapKey, Version>() + INDEX_SLOT)
         }
         // The member map as a set's, plus each member's place in the order
         // (its score and a second handle of its name).

@@ -193,7 +193,7 @@ impl Value {
             Value::Set(s) => s
                 .iter()
                 .filter(|(_, v)| older(*v))
-                .map(|(n, _)| n.clone())
+                .map(|(n, _)| n.to_bytes())
                 .collect(),
             Value::ZSet(z) => z
                 .iter()

@@ -154,7 +154,7 @@ pub fn spop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
             let mut rng = rand::thread_rng();
             rand::seq::index::sample(&mut rng, s.len(), n)
                 .into_iter()
-                .filter_map(|i| s.get_index(i).map(|(m, _)| m.clone()))
+                .filter_map(|i| s.get_index(i).map(|(m, _)| m.to_bytes()))
                 .collect()
         }
         None => Vec::new(),
@@ -213,7 +213,10 @@ pub fn sscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         // A small set is returned whole with cursor 0, as Redis does for an
         // intset or listpack.
         let one_shot = s.is_none_or(|s| ctx.ks.encodings().set_encoding(s) != "hashtable");
-        let members = s.into_iter().flat_map(SetValue::members).map(|m| (m, ()));
+        let members = s
+            .into_iter()
+            .flat_map(SetValue::members)
+            .map(|m| (&m[..], ()));
         let (next, page) = sampling::scan_page(members, cursor, &opts, one_shot);
         ctx.out.array(2);
         ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());

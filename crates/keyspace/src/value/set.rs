@@ -1,13 +1,14 @@
 //! A set's members. Each member carries the version of the write that last
 //! added it: a removal from another site takes only the adds it observed
 //! (an observed-remove set), so an add concurrent with a remove wins.
+//! Members are held as [`MapKey`]s: up to 22 bytes inline, no heap block.
 
-use bytes::Bytes;
 use indexmap::IndexMap;
 
+use crate::map_key::MapKey;
 use crate::version::Version;
 
-type MemberMap = IndexMap<Bytes, Version, ahash::RandomState>;
+type MemberMap = IndexMap<MapKey, Version, ahash::RandomState>;
 
 #[derive(Clone, Debug, Default)]
 pub struct SetValue {
@@ -59,31 +60,31 @@ impl SetValue {
         self.members.get(member).copied()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, Version)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&MapKey, Version)> {
         self.members.iter().map(|(m, v)| (m, *v))
     }
 
-    pub fn members(&self) -> impl Iterator<Item = &Bytes> {
+    pub fn members(&self) -> impl Iterator<Item = &MapKey> {
         self.members.keys()
     }
 
     /// The member at position `i` (an arbitrary but stable order between
     /// writes): what SRANDMEMBER and SPOP draw from.
-    pub fn get_index(&self, i: usize) -> Option<(&Bytes, Version)> {
+    pub fn get_index(&self, i: usize) -> Option<(&MapKey, Version)> {
         self.members.get_index(i).map(|(m, v)| (m, *v))
     }
 
     /// Adds `member` at `version` (a member already held takes the newer
     /// of the two versions); true when it is new.
-    pub fn add(&mut self, member: &Bytes, version: Version) -> bool {
-        match self.members.get_mut(member.as_ref()) {
+    pub fn add(&mut self, member: &[u8], version: Version) -> bool {
+        match self.members.get_mut(member) {
             Some(v) => {
                 *v = (*v).max(version);
                 false
             }
             None => {
                 self.payload += member.len();
-                self.members.insert(member.clone(), version);
+                self.members.insert(MapKey::new(member), version);
                 true
             }
         }
@@ -113,7 +114,7 @@ impl SetValue {
 
     /// The length of the longest member.
     pub fn longest(&self) -> usize {
-        self.members.keys().map(Bytes::len).max().unwrap_or(0)
+        self.members.keys().map(|m| m.len()).max().unwrap_or(0)
     }
 }
 

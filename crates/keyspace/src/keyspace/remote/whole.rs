@@ -175,7 +175,7 @@ pub(super) fn settled_away(settled: u64, entry: Option<&Entry>, change: &mut Cha
     let held = entry
         .map(|e| &e.value)
         .filter(|h| h.coll().is_some() && h.coll() == value.coll());
-    let lacked = |name: &Bytes, version: Version| {
+    let lacked = |name: &[u8], version: Version| {
         version.hlc <= settled && held.is_none_or(|h| h.element_version(name).is_none())
     };
     let gone: Vec<Bytes> = match &*value {
@@ -187,7 +187,7 @@ pub(super) fn settled_away(settled: u64, entry: Option<&Entry>, change: &mut Cha
         Value::Set(s) => s
             .iter()
             .filter(|(n, v)| lacked(n, *v))
-            .map(|(n, _)| n.clone())
+            .map(|(n, _)| n.to_bytes())
             .collect(),
         Value::ZSet(z) => z
             .iter()
