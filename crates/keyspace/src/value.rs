@@ -499,3 +499,20 @@ mod tests {
         assert!(copy_packed(std::iter::empty::<&[u8]>()).is_empty());
     }
 }
+
+/// What the merge states' property tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// Every site joins every other site's state, twice over (so joins of
+    /// joins arrive too): states that merge as they should are then equal.
+    pub(crate) fn join_everywhere<T: Clone>(sites: &mut [T], join: impl Fn(&mut T, &T) -> bool) {
+        for _ in 0..2 {
+            for a in 0..sites.len() {
+                for b in 0..sites.len() {
+                    let other = sites[b].clone();
+                    join(&mut sites[a], &other);
+                }
+            }
+        }
+    }
+}

@@ -379,14 +379,7 @@ mod tests {
                     sites[a].join(&other);
                 }
             }
-            for _ in 0..2 {
-                for a in 0..3 {
-                    for b in 0..3 {
-                        let other = sites[b].clone();
-                        sites[a].join(&other);
-                    }
-                }
-            }
+            crate::value::testing::join_everywhere(&mut sites, ScoreCounter::join);
             prop_assert_eq!(&sites[0], &sites[1]);
             prop_assert_eq!(&sites[1], &sites[2]);
             if !reset {
