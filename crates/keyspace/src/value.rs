@@ -17,7 +17,7 @@ mod zset;
 pub use counter::{Base as CounterBase, Contribution, CounterValue, FloatContribution, Total};
 pub use score::{ScoreContribution, ScoreCounter};
 pub use set::SetValue;
-pub use zset::{Key as ZKey, Lex, Member as ZMember, Score, ZSetValue};
+pub use zset::{same_score, Key as ZKey, Lex, Member as ZMember, Score, ZSetValue};
 
 /// Parts that together take at most this many bytes are copied into one
 /// allocation by [`copy_packed`].

@@ -171,7 +171,7 @@ pub fn zincrby(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     // A score the increment leaves as it was (by 0, or too small to
     // change it) is no write, as in Redis; where sites merge it is one
     // (this site's total is logged).
-    if held.is_some_and(|h| same_score(h, new)) && !txn.merges(key) {
+    if held.is_some_and(|h| keyspace::value::same_score(h, new)) && !txn.merges(key) {
         drop(txn);
         ctx.out.double(new);
         return Ok(());
@@ -190,11 +190,6 @@ pub fn zincrby(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     drop(txn);
     ctx.out.double(new);
     Ok(())
-}
-
-/// Whether a score written over `held` leaves it as it was (-0 and 0 differ).
-fn same_score(held: f64, new: f64) -> bool {
-    held == new && held.is_sign_negative() == new.is_sign_negative()
 }
 
 /// `member`'s score as the keyspace holds it after an increment: where

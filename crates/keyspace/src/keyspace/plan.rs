@@ -408,10 +408,8 @@ pub(super) fn plan(
                 None => None,
             };
             if let (Some(z), false) = (held, merging) {
-                members.retain(|(m, s)| {
-                    z.score(m)
-                        .is_none_or(|h| h != *s || h.is_sign_negative() != s.is_sign_negative())
-                });
+                members
+                    .retain(|(m, s)| z.score(m).is_none_or(|h| !crate::value::same_score(h, *s)));
             }
             if members.is_empty() {
                 return Ok(None);

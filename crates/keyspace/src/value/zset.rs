@@ -41,6 +41,12 @@ impl Ord for Score {
     }
 }
 
+/// Whether a score written over `held` leaves it as it was (-0 and 0
+/// differ, as Redis prints them).
+pub fn same_score(held: f64, new: f64) -> bool {
+    held == new && held.is_sign_negative() == new.is_sign_negative()
+}
+
 /// Where a member sorts among those of one score; `Min` and `Max` are
 /// bounds below and above every member.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -222,8 +228,7 @@ impl ZSetValue {
         match self.members.get_mut(member.as_ref()) {
             Some(held) => {
                 held.version = held.version.max(version);
-                if held.score != score || held.score.is_sign_negative() != score.is_sign_negative()
-                {
+                if !same_score(held.score, score) {
                     let old = Key::member(held.score, member);
                     held.score = score;
                     self.order.remove(&old);
