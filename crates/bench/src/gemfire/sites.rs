@@ -72,6 +72,14 @@ fn free_ports(ip: IpAddr, n: usize) -> anyhow::Result<Vec<u16>> {
             break;
         }
         let port = rand::Rng::gen_range(&mut rng, 10_000..low);
+        // A port already held on `ip` would bind again on loopback below:
+        // the same port twice (listen = cluster_listen, CI stop 48).
+        if held
+            .iter()
+            .any(|l| l.local_addr().map(|a| a.port()).ok() == Some(port))
+        {
+            continue;
+        }
         if let Ok(l) = TcpListener::bind((ip, port))
             .or_else(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, port)))
         {
