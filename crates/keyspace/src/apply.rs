@@ -69,6 +69,11 @@ pub fn apply_change_at(
             put_full(part, at, key, value.clone(), change.version, *expire_at)
         }
         ChangeKind::Delete | ChangeKind::Expire => remove_older(part, key, change.version),
+        // The primary's decision, whatever the version held: no
+        // tombstone (the key was not deleted; other sites keep it).
+        ChangeKind::Evict => {
+            part.remove(key);
+        }
         // Plain or checked (the check is the remote resolution's): an
         // expiry merges onto any version of the key.
         ChangeKind::Delta { op, .. } if op.expiry().is_some() => {
@@ -313,11 +318,7 @@ fn put_full(
             version = created(part, key, coll, version);
         }
     }
-    let entry = Entry {
-        value,
-        version,
-        expire_at,
-    };
+    let entry = Entry::new(value, version, expire_at);
     match at {
         Some(i) => {
             part.update_at(i, |e| *e = entry);
@@ -366,14 +367,7 @@ fn update_collection(
             // its version.
             let coll = empty.coll().unwrap_or(Coll::Set);
             let version = created(part, key, coll, version);
-            part.put(
-                key,
-                Entry {
-                    value: empty,
-                    version,
-                    expire_at: 0,
-                },
-            );
+            part.put(key, Entry::new(empty, version, 0));
             at = None;
         }
     }
@@ -560,11 +554,7 @@ fn count(
         }
         part.put(
             key,
-            Entry {
-                value: Value::Counter(Box::new(counter)),
-                version,
-                expire_at: 0,
-            },
+            Entry::new(Value::Counter(Box::new(counter)), version, 0),
         );
         at = None;
     }
@@ -606,14 +596,7 @@ fn raise(
                 .raised(None)
                 .map_err(|_| ApplyError::WrongType)?
                 .unwrap_or_default();
-            part.put(
-                key,
-                Entry {
-                    value: Value::Str(Bytes::from(value)),
-                    version: base,
-                    expire_at: 0,
-                },
-            );
+            part.put(key, Entry::new(Value::Str(Bytes::from(value)), base, 0));
             return Ok(());
         }
         Some(Entry {

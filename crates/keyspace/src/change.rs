@@ -26,6 +26,10 @@ pub enum ChangeKind {
     Delete,
     /// Removed because its time to live ran out.
     Expire,
+    /// Removed by eviction (`maxmemory-policy`): a local decision, applied
+    /// by the site's replicas (they evict what their primary evicts) and
+    /// never shipped to other sites, which keep the key.
+    Evict,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -200,10 +204,21 @@ impl DeltaOp {
     }
 }
 
+impl Change {
+    /// Whether a WAN publisher of `site` ships this change: made at that
+    /// site (another site's change is not shipped back) and not an
+    /// eviction (a local decision: the other sites keep the key).
+    pub fn ships_from(&self, site: u16) -> bool {
+        self.version.site == site && !matches!(self.kind, ChangeKind::Evict)
+    }
+}
+
 impl ChangeKind {
-    pub const NAMES: [&'static str; 4] = ["full", "delta", "delete", "expire"];
+    pub const NAMES: [&'static str; 5] = ["full", "delta", "delete", "expire", "evict"];
     /// [`ChangeKind::index`] of a `Delta`.
     pub const DELTA_INDEX: usize = 1;
+    /// [`ChangeKind::index`] of an `Evict`.
+    pub const EVICT_INDEX: usize = 4;
 
     /// Index into [`ChangeKind::NAMES`], for per-kind counters.
     pub fn index(&self) -> usize {
@@ -212,6 +227,7 @@ impl ChangeKind {
             ChangeKind::Delta { .. } => 1,
             ChangeKind::Delete => 2,
             ChangeKind::Expire => 3,
+            ChangeKind::Evict => 4,
         }
     }
 

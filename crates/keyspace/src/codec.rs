@@ -40,6 +40,7 @@ const FULL: u8 = 0;
 const DELTA: u8 = 1;
 const DELETE: u8 = 2;
 const EXPIRE: u8 = 3;
+const EVICT: u8 = 4;
 
 const STR: u8 = 0;
 const HASH: u8 = 1;
@@ -84,7 +85,7 @@ pub fn encoded_len(c: &Change) -> usize {
         + match &c.kind {
             ChangeKind::Full { value, expire_at } => value_len(value) + varint_len(*expire_at),
             ChangeKind::Delta { base, op } => version_len(base) + op_len(op),
-            ChangeKind::Delete | ChangeKind::Expire => 0,
+            ChangeKind::Delete | ChangeKind::Expire | ChangeKind::Evict => 0,
         }
 }
 
@@ -213,6 +214,7 @@ pub fn encode(c: &Change, out: &mut impl BufMut) {
         }
         ChangeKind::Delete => out.put_u8(DELETE),
         ChangeKind::Expire => out.put_u8(EXPIRE),
+        ChangeKind::Evict => out.put_u8(EVICT),
     }
 }
 
@@ -423,6 +425,7 @@ pub fn decode(buf: &[u8]) -> Result<(Change, usize), DecodeError> {
         }
         DELETE => ChangeKind::Delete,
         EXPIRE => ChangeKind::Expire,
+        EVICT => ChangeKind::Evict,
         tag => {
             return Err(DecodeError::BadTag {
                 what: "change",
@@ -443,6 +446,14 @@ pub struct Head<'a> {
     pub kind: usize,
 }
 
+impl Head<'_> {
+    /// Whether a WAN publisher of `site` ships this change (see
+    /// [`Change::ships_from`]).
+    pub fn ships_from(&self, site: u16) -> bool {
+        self.version.site == site && self.kind != ChangeKind::EVICT_INDEX
+    }
+}
+
 /// Reads the [`Head`] of the change encoded at the front of `buf`.
 pub fn head(buf: &[u8]) -> Result<Head<'_>, DecodeError> {
     let mut r = Reader { buf, pos: 0 };
@@ -453,6 +464,7 @@ pub fn head(buf: &[u8]) -> Result<Head<'_>, DecodeError> {
         DELTA => 1,
         DELETE => 2,
         EXPIRE => 3,
+        EVICT => 4,
         tag => {
             return Err(DecodeError::BadTag {
                 what: "change",

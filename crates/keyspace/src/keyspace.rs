@@ -34,6 +34,7 @@ use crate::stats::ChangeStats;
 use crate::version::{Hlc, Version};
 
 mod backup_copy;
+mod evict;
 mod expiry;
 mod log_marks;
 mod mirror;
@@ -47,6 +48,7 @@ mod replica_role;
 mod txn;
 
 pub use backup_copy::PartitionCopy;
+pub use evict::Policy;
 pub use mirror::ReplicaError;
 pub use observers::{last_written, take_written, ChangeObserver, LogListener, ReplicationSink};
 pub use plan::{Write, WriteError};
@@ -135,6 +137,7 @@ pub struct Keyspace {
     /// Keyspace notifications are on: writes leave [`crate::notices`].
     notices: std::sync::atomic::AtomicBool,
     encodings: crate::encodings::Encodings,
+    evictor: evict::Evictor,
 }
 
 impl Keyspace {
@@ -176,6 +179,7 @@ impl Keyspace {
             expiring,
             notices: Default::default(),
             encodings: Default::default(),
+            evictor: Default::default(),
         }
     }
 

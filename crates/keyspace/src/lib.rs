@@ -17,6 +17,7 @@
 //! primaries and backups alike, so that a delete never loses to an older
 //! write arriving later.
 
+pub mod access;
 pub mod apply;
 pub mod bits;
 pub mod change;
@@ -48,7 +49,7 @@ pub use change::{Change, ChangeKind, DeltaOp};
 pub use clock::{Clock, DebugClock, SystemClock};
 pub use keyspace::{
     last_written, prefetch_line, take_written, ChangeObserver, Keyspace, KeyspaceConfig,
-    LogListener, PartitionCopy, RemoteOutcome, ReplicaError, ReplicationSink, Txn, Write,
+    LogListener, PartitionCopy, Policy, RemoteOutcome, ReplicaError, ReplicationSink, Txn, Write,
     WriteError,
 };
 pub use map_key::MapKey;

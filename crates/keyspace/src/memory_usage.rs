@@ -98,11 +98,7 @@ mod tests {
     use crate::value::HashValue;
 
     fn entry(value: Value, expire_at: u64) -> Entry {
-        Entry {
-            value,
-            version: Version::ZERO,
-            expire_at,
-        }
+        Entry::new(value, Version::ZERO, expire_at)
     }
 
     fn string(len: usize) -> Value {

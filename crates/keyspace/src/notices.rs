@@ -33,6 +33,8 @@ pub enum Noticed {
     Deleted,
     /// Removed because its time ran out.
     Expired,
+    /// Removed by eviction (`maxmemory-policy`).
+    Evicted,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

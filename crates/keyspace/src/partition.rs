@@ -159,6 +159,28 @@ impl Partition {
         self.map.iter()
     }
 
+    /// Records an access of the entry at `index` (see [`crate::access`]).
+    pub(crate) fn touch_at(&mut self, index: usize, now_ms: u64) {
+        if let Some((_, e)) = self.map.get_index_mut(index) {
+            e.access = crate::access::touched(e.access, now_ms);
+        }
+    }
+
+    /// The keys with a time to live, from the first expiring at or after
+    /// `at` on, wrapping round to the earliest (eviction samples them).
+    pub fn expiring_from(&self, at: u64) -> impl Iterator<Item = (u64, &MapKey)> {
+        let from = (at, MapKey::new(b""));
+        self.expires
+            .range(from.clone()..)
+            .chain(self.expires.range(..from))
+            .map(|(t, k)| (*t, k))
+    }
+
+    /// The earliest and latest expiry held.
+    pub fn expiry_range(&self) -> Option<(u64, u64)> {
+        Some((self.expires.first()?.0, self.expires.last()?.0))
+    }
+
     /// Keys whose expiry is at or before `now`, earliest first, at most `max`.
     pub fn due(&self, now_ms: u64, max: usize) -> Vec<Bytes> {
         self.expires

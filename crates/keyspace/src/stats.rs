@@ -3,10 +3,13 @@
 //! atomic add per change costs a locked instruction on the write path);
 //! `/metrics` and `INFO` read their sum ([`crate::Keyspace::stats`]).
 
+/// Kinds of change counted ([`crate::change::ChangeKind::NAMES`]).
+pub const KINDS: usize = crate::change::ChangeKind::NAMES.len();
+
 #[derive(Clone, Debug, Default)]
 pub struct ChangeStats {
-    count: [u64; 4],
-    bytes: [u64; 4],
+    count: [u64; KINDS],
+    bytes: [u64; KINDS],
     delta_saved: u64,
 }
 
@@ -19,7 +22,7 @@ impl ChangeStats {
 
     /// Adds another partition's counters to these.
     pub fn add(&mut self, other: &ChangeStats) {
-        for k in 0..4 {
+        for k in 0..KINDS {
             self.count[k] += other.count[k];
             self.bytes[k] += other.bytes[k];
         }

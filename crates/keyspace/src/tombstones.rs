@@ -614,7 +614,11 @@ mod tests {
         assert_eq!((t.key(b"a"), t.key(b"b")), (None, None));
         assert!(t.key(b"c").is_some() && t.field(b"h", b"f").is_some());
         t.settle(v(10_000, 0).hlc);
-        assert_eq!(t.settled(), v(10_500, 0).hlc, "settled never moves back");
+        assert_eq!(
+            t.settled(),
+            { v(10_500, 0).hlc },
+            "settled never moves back"
+        );
         assert_eq!(t.evicted_unsettled(), 0);
         let per = cost(b"key00", &Tomb::Key);
         let mut t = Tombstones::new(per * 2);

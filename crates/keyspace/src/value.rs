@@ -394,15 +394,37 @@ impl HashValue {
     }
 }
 
-/// One key's value, version and expiry (absolute ms since epoch, 0 = none).
-#[derive(Clone, Debug, PartialEq)]
+/// One key's value, version and expiry (absolute ms since epoch, 0 = none),
+/// and what eviction knows of its use ([`crate::access`]; in the 4 bytes
+/// the version's packing leaves: the entry stays 64 bytes).
+#[derive(Clone, Debug)]
 pub struct Entry {
     pub value: Value,
     pub version: Version,
     pub expire_at: u64,
+    pub access: u32,
+}
+
+impl PartialEq for Entry {
+    /// Equal when they hold the same data (use differs between copies).
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+            && self.version == other.version
+            && self.expire_at == other.expire_at
+    }
 }
 
 impl Entry {
+    /// An entry made now (its use starts as a new key's).
+    pub fn new(value: Value, version: Version, expire_at: u64) -> Self {
+        Entry {
+            value,
+            version,
+            expire_at,
+            access: crate::access::fresh(),
+        }
+    }
+
     pub fn is_expired(&self, now_ms: u64) -> bool {
         self.expire_at != 0 && self.expire_at <= now_ms
     }
@@ -514,5 +536,12 @@ pub(crate) mod testing {
                 }
             }
         }
+    }
+}
+#[cfg(test)]
+mod size {
+    #[test]
+    fn an_entry_is_64_bytes_with_its_access_data() {
+        assert_eq!(std::mem::size_of::<super::Entry>(), 64);
     }
 }

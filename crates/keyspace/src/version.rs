@@ -11,7 +11,11 @@ use std::sync::Arc;
 
 use crate::clock::Clock;
 
+/// Packed to 12 bytes (4-aligned): beside it in an [`Entry`](crate::Entry)
+/// the key's access data fits in what was padding. Fields are read by
+/// value (`{ v.hlc }` where a reference would be taken).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(C, packed(4))]
 pub struct Version {
     pub hlc: u64,
     pub site: u16,

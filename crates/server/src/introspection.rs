@@ -322,7 +322,7 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
             let changes: u64 = ChangeKind::NAMES
                 .iter()
                 .enumerate()
-                .filter(|(_, name)| **name != "expire")
+                .filter(|(_, name)| !matches!(**name, "expire" | "evict"))
                 .map(|(k, _)| st.count(k))
                 .sum();
             kv("rdb_changes_since_last_save", &changes);

@@ -139,12 +139,16 @@ pub fn publish(node: &Node, cmd: &str, args: &[&[u8]]) {
 
 /// Redis's event names for a notice, by the command that caused it.
 fn events_of(cmd: &str, args: &[&[u8]], n: &Notice, out: &mut Vec<(u32, &'static str)>) {
-    let written = !matches!(n.what, Noticed::Deleted | Noticed::Expired);
+    let written = !matches!(
+        n.what,
+        Noticed::Deleted | Noticed::Expired | Noticed::Evicted
+    );
     if n.created && written {
         out.push((NEW, "new"));
     }
     match n.what {
         Noticed::Expired => out.push((EXPIRED, "expired")),
+        Noticed::Evicted => out.push((EVICTED, "evicted")),
         Noticed::Deleted => out.push((
             GENERIC,
             match cmd {

@@ -228,9 +228,9 @@ pub struct Wan {
 
 impl LogListener for Wan {
     fn appended(&self, partition: usize, change: &Change) {
-        // Changes from other sites are not shipped, but the publisher reads
-        // past them so the log can let them go.
-        let local = change.version.site == self.local.site_id;
+        // Changes from other sites (and evictions) are not shipped, but the
+        // publisher reads past them so the log can let them go.
+        let local = change.ships_from(self.local.site_id);
         for t in &self.targets {
             if t.state() != PublisherState::Stopped {
                 if local {

@@ -201,6 +201,7 @@ pub fn change() -> impl Strategy<Value = Change> {
         (version(), op()).prop_map(|(base, op)| ChangeKind::Delta { base, op }),
         Just(ChangeKind::Delete),
         Just(ChangeKind::Expire),
+        Just(ChangeKind::Evict),
     ];
     (bytes(), version(), kind).prop_map(|(key, version, kind)| Change { key, version, kind })
 }

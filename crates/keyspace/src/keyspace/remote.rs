@@ -473,6 +473,8 @@ fn resolve(
                 |fields| DeltaOp::HashDel { fields },
             )
         }
+        // Never shipped between sites (an eviction is local): ignored.
+        ChangeKind::Evict => (Duplicate, None),
         ChangeKind::Delete | ChangeKind::Expire => match entry {
             None if tombs.enabled() => (Applied, Some(change)),
             None => (Duplicate, None),

@@ -38,6 +38,8 @@ enum Op {
     Persist(u8),
     Del(u8),
     Advance(u16),
+    /// Eviction of a random key (volatile or not).
+    Evict(bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -59,6 +61,7 @@ fn op() -> impl Strategy<Value = Op> {
         key.clone().prop_map(Op::Persist),
         key.clone().prop_map(Op::Del),
         (0u16..1500).prop_map(Op::Advance),
+        any::<bool>().prop_map(Op::Evict),
     ]
 }
 
@@ -71,6 +74,14 @@ fn run(ks: &Keyspace, clock: &DebugClock, op: Op) {
         Op::Advance(ms) => {
             clock.advance(*ms as u64);
             ks.expire_cycle(3);
+            return;
+        }
+        Op::Evict(volatile) => {
+            let policy = match volatile {
+                true => Policy::VolatileLru,
+                false => Policy::AllKeysRandom,
+            };
+            ks.evict_one(policy, 3);
             return;
         }
         Op::Set(k_, ..) | Op::SetSimilar(k_, ..) | Op::Append(k_, _) | Op::SetRange(k_, ..) => {
@@ -159,7 +170,7 @@ fn run(ks: &Keyspace, clock: &DebugClock, op: Op) {
         Op::Expire(_, ms) => txn.write(&key, Write::SetExpiry(now + ms as u64)),
         Op::Persist(_) => txn.write(&key, Write::SetExpiry(0)),
         Op::Del(_) => txn.write(&key, Write::Delete),
-        Op::Advance(_) => unreachable!(),
+        Op::Advance(_) | Op::Evict(_) => unreachable!(),
     };
 }
 
@@ -337,11 +348,7 @@ fn restore_newest_first(
                     }
                     out.insert(
                         c.key.clone(),
-                        Entry {
-                            value: value.clone(),
-                            version: c.version,
-                            expire_at: *expire_at,
-                        },
+                        Entry::new(value.clone(), c.version, *expire_at),
                     );
                     applied += 1;
                 }

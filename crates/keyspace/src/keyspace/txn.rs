@@ -52,10 +52,12 @@ impl Keyspace {
             .map(|p| (p, self.parts[p].lock()))
             .collect();
         let notify = self.observer().is_some();
+        let now = self.now_ms();
+        crate::access::observe_now(now);
         Txn {
             ks: self,
             guards,
-            now: self.now_ms(),
+            now,
             origin,
             touched: Vec::new(),
             notify,
@@ -97,8 +99,22 @@ impl<'a> Txn<'a> {
             .expect("a command touched a key outside the partitions it locked")
     }
 
-    /// The live entry for `key`; an expired one is removed (and logged) here.
+    /// The live entry for `key`; an expired one is removed (and logged)
+    /// here. The access counts for eviction ([`crate::access`]).
     pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
+        let (s, i) = self.live(key)?;
+        self.guards[s].1.touch_at(i, self.now);
+        self.guards[s].1.get_index(i).map(|(_, e)| e)
+    }
+
+    /// [`Txn::get`] without counting an access (`OBJECT IDLETIME`, `FREQ`).
+    pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
+        let (s, i) = self.live(key)?;
+        self.guards[s].1.get_index(i).map(|(_, e)| e)
+    }
+
+    /// Where the live entry for `key` is (guard slot, map index).
+    fn live(&mut self, key: &[u8]) -> Option<(usize, usize)> {
         let s = self.slot(key);
         let i = self.index_of(s, key)?;
         let part = &self.guards[s].1;
@@ -109,7 +125,7 @@ impl<'a> Txn<'a> {
             return None;
         }
         self.found = Some((s, i));
-        self.guards[s].1.get_index(i).map(|(_, e)| e)
+        Some((s, i))
     }
 
     /// Where the map holds `key`: from the last [`Txn::get`] or
@@ -130,6 +146,7 @@ impl<'a> Txn<'a> {
 
     /// The only way a command changes the keyspace.
     pub fn write(&mut self, key: &[u8], w: Write) -> Result<(), WriteError> {
+        let written = key;
         let s = self.slot(key);
         let now = self.now;
         // One hashed lookup at most: later reads go by index.
@@ -240,15 +257,36 @@ impl<'a> Txn<'a> {
         // A key written in place stays at its index (checked on use: a
         // removal may have moved another key there).
         self.found = index.map(|i| (s, i));
+        if let Some(i) = index {
+            let part = &mut self.guards[s].1;
+            if part.get_index(i).is_some_and(|(k, _)| k[..] == *written) {
+                part.touch_at(i, now);
+            }
+        }
         Ok(())
     }
 
     pub(super) fn expire_key(&mut self, s: usize, key: &[u8]) {
+        self.remove_key(s, key, ChangeKind::Expire);
+    }
+
+    /// Removes `key` by eviction (see [`ChangeKind::Evict`]).
+    pub(super) fn evict_key(&mut self, s: usize, key: &[u8]) {
+        self.remove_key(s, key, ChangeKind::Evict);
+    }
+
+    /// Removes `key` for the keyspace's own reasons (expiry, eviction),
+    /// logged so that replicas do the same.
+    fn remove_key(&mut self, s: usize, key: &[u8], kind: ChangeKind) {
         self.found = None;
+        let what = match kind {
+            ChangeKind::Evict => Noticed::Evicted,
+            _ => Noticed::Expired,
+        };
         let change = Change {
             key: Bytes::copy_from_slice(key),
             version: self.ks.version(),
-            kind: ChangeKind::Expire,
+            kind,
         };
         let part = &mut self.guards[s].1;
         // Removing a key cannot fail.
@@ -259,7 +297,7 @@ impl<'a> Txn<'a> {
         if self.ks.notices.load(Ordering::Relaxed) {
             notices::push(Notice {
                 key: change.key.clone(),
-                what: Noticed::Expired,
+                what,
                 created: false,
                 removed: true,
             });

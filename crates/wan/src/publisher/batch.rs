@@ -155,7 +155,7 @@ impl Publisher {
                     }
                     last = Some(logged.seq);
                     hlc = hlc.max(logged.head.version.hlc);
-                    if logged.head.version.site != site {
+                    if !logged.head.ships_from(site) {
                         continue;
                     }
                     put_change(&mut body, p as u16, &logged, delta, part, stats);

@@ -180,7 +180,7 @@ impl Publisher {
                     }
                     last = Some(logged.seq);
                     hlc = hlc.max(logged.head.version.hlc);
-                    if logged.head.version.site == site {
+                    if logged.head.ships_from(site) {
                         put_change(&mut body, p as u16, &logged, delta, part, stats);
                         add(&stats.spilled_events, 1);
                         oldest_ms = oldest_ms.min(logged.head.version.millis());

@@ -81,14 +81,14 @@ impl Publisher {
                 };
                 if unacked > scan_budget {
                     s.queue_events += unacked;
-                    if let Some(l) = it.take(1000).find(|l| l.head.version.site == site) {
+                    if let Some(l) = it.take(1000).find(|l| l.head.ships_from(site)) {
                         s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(l.head.version.millis()));
                     }
                     return;
                 }
                 scan_budget -= unacked;
                 let mut first = true;
-                for l in it.filter(|l| l.head.version.site == site) {
+                for l in it.filter(|l| l.head.ships_from(site)) {
                     if first {
                         s.lag_ms = s.lag_ms.max(now_ms.saturating_sub(l.head.version.millis()));
                         first = false;

@@ -1710,6 +1710,7 @@ fn census(c: &Change, outcome: RemoteOutcome, response: bool) {
         } => "hdel",
         ChangeKind::Delta { .. } => "expiry",
         ChangeKind::Delete | ChangeKind::Expire => "delete",
+        ChangeKind::Evict => "evict",
     };
     let kind = match (response, kind) {
         (false, k) => k,
