@@ -101,8 +101,8 @@ def translate_for_redis(extra_args):
     for a in it:
         if a == "--requirepass":
             yield from ["--requirepass", next(it)]
-        elif a == "--maxmemory":
-            yield from ["--maxmemory", next(it)]
+        elif a in ("--maxmemory", "--maxmemory-policy"):
+            yield from [a, next(it)]
         elif a == "--maxclients":
             yield from ["--maxclients", next(it)]
         else:

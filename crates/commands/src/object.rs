@@ -5,8 +5,9 @@
 //! ENCODING answers is the encoding Redis would give the same value (what
 //! clients and tests look for), from the value as it is now (Redis never
 //! turns a hashtable back into a listpack; here a hash that shrinks reads
-//! as a listpack again). `OBJECT IDLETIME` and `FREQ` are left out: no
-//! access time or frequency is kept, and a made-up number would mislead.
+//! as a listpack again). `OBJECT IDLETIME` and `FREQ` read what eviction
+//! keeps of a key's use (`keyspace::access`), as Redis does: the idle time
+//! unless an LFU policy is in force, the access counter only when one is.
 //! `MEMORY PURGE` hands the allocator's free memory back to the system
 //! (`keyspace::memory::purge`). `MEMORY DOCTOR` and `STATS` are left out:
 //! they would report what this node does not measure.
@@ -22,9 +23,8 @@ use crate::{help, Ctx};
 const EMBSTR_MAX: usize = 44;
 
 /// Redis shares one object among every value holding an integer below
-/// this (when no LRU/LFU eviction policy needs a per-key access time;
-/// deltagrid has none), and reports it as referenced `SHARED_REFCOUNT`
-/// times.
+/// this (unless an LRU/LFU eviction policy needs a per-key access time),
+/// and reports it as referenced `SHARED_REFCOUNT` times.
 const SHARED_INTEGERS: i64 = 10_000;
 const SHARED_REFCOUNT: i64 = i32::MAX as i64;
 
@@ -84,21 +84,39 @@ fn unknown(cmd: &str, sub: &[u8]) -> CmdError {
     }
 }
 
-/// `OBJECT ENCODING key`, `OBJECT REFCOUNT key`, `OBJECT HELP`.
+const POLICY_SWITCH: &str = "Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
+
+/// `OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ key`, `OBJECT HELP`. None of
+/// them counts as an access of the key.
 pub fn object(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let sub = String::from_utf8_lossy(a[1]).to_ascii_lowercase();
     match sub.as_str() {
-        "encoding" | "refcount" => {
+        "encoding" | "refcount" | "idletime" | "freq" => {
             check_arity(a.len() == 3, &format!("object|{sub}"))?;
+            let lfu = keyspace::access::lfu();
+            if sub == "idletime" && lfu {
+                return Err(CmdError::other(format!(
+                    "ERR An LFU maxmemory policy is selected, idle time not tracked. {POLICY_SWITCH}"
+                )));
+            }
+            if sub == "freq" && !lfu {
+                return Err(CmdError::other(format!(
+                    "ERR An LFU maxmemory policy is not selected, access frequency not tracked. {POLICY_SWITCH}"
+                )));
+            }
             let mut txn = ctx.ks.txn([a[2]], ctx.client_id);
-            let found = txn
-                .get(a[2])
-                .map(|e| (encoding(ctx.ks, &e.value), refcount(&e.value)));
+            let now = txn.now_ms();
+            let found = txn.peek(a[2]).map(|e| match sub.as_str() {
+                "encoding" => Err(encoding(ctx.ks, &e.value)),
+                "refcount" => Ok(refcount(&e.value)),
+                "idletime" => Ok((keyspace::access::idle_ms(e.access, now) / 1000) as i64),
+                _ => Ok(keyspace::access::decayed(e.access, now) as i64),
+            });
             drop(txn);
             match found {
                 None => ctx.out.null(),
-                Some((name, _)) if sub == "encoding" => ctx.out.bulk(name.as_bytes()),
-                Some((_, n)) => ctx.out.int(n),
+                Some(Err(name)) => ctx.out.bulk(name.as_bytes()),
+                Some(Ok(n)) => ctx.out.int(n),
             }
         }
         "help" => {
@@ -110,6 +128,12 @@ pub fn object(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
                     "ENCODING <key>",
                     "    Return the kind of internal representation used in order to store the value",
                     "    associated with a <key>.",
+                    "FREQ <key>",
+                    "    Return the access frequency index of the <key>. The returned integer is",
+                    "    proportional to the logarithm of the recent access frequency of the key.",
+                    "IDLETIME <key>",
+                    "    Return the idle time of the <key>, that is the approximated number of",
+                    "    seconds elapsed since the last access to the key.",
                     "REFCOUNT <key>",
                     "    Return the number of references of the value associated with the specified",
                     "    <key>.",

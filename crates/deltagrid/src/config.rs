@@ -9,6 +9,15 @@ use serde::Deserialize;
 use server::memory::parse_size;
 use server::NodeSettings;
 
+/// The `maxmemory-policy` names, for error messages.
+fn policy_names() -> String {
+    let names: Vec<&str> = server::EvictionPolicy::ALL
+        .iter()
+        .map(|(n, _)| *n)
+        .collect();
+    names.join(", ")
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
@@ -76,6 +85,10 @@ pub struct NodeSection {
     pub admin_listen: Option<SocketAddr>,
     pub data_dir: Option<PathBuf>,
     pub maxmemory: Option<Size>,
+    /// Redis's `maxmemory-policy` (noeviction, allkeys-lru, ...).
+    pub maxmemory_policy: Option<String>,
+    /// Redis's `maxmemory-samples`.
+    pub maxmemory_samples: Option<usize>,
     pub requirepass: Option<String>,
     pub maxclients: Option<usize>,
     /// Worker threads serving clients, replication and WAN (0 or unset:
@@ -165,6 +178,15 @@ impl ConfigFile {
         }
         if let Some(v) = n.maxmemory {
             s.maxmemory = v.0;
+        }
+        if let Some(v) = n.maxmemory_policy {
+            s.maxmemory_policy = server::EvictionPolicy::parse(&v).with_context(|| {
+                format!("node.maxmemory_policy {v:?}: not one of {}", policy_names())
+            })?;
+        }
+        if let Some(v) = n.maxmemory_samples {
+            anyhow::ensure!(v > 0, "node.maxmemory_samples must be at least 1");
+            s.maxmemory_samples = v;
         }
         if let Some(v) = n.requirepass {
             s.requirepass = (!v.is_empty()).then_some(v);

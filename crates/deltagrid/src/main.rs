@@ -142,9 +142,14 @@ struct ServerArgs {
     admin_listen: Option<SocketAddr>,
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Bytes, e.g. 4GiB, 512mb; writes over it get -OOM
+    /// Bytes, e.g. 4GiB, 512mb; past it keys go by --maxmemory-policy
+    /// (default noeviction: writes get -OOM)
     #[arg(long)]
     maxmemory: Option<String>,
+    /// noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru,
+    /// volatile-lfu, volatile-random or volatile-ttl (as Redis)
+    #[arg(long)]
+    maxmemory_policy: Option<String>,
     #[arg(long)]
     requirepass: Option<String>,
     #[arg(long)]
@@ -182,6 +187,10 @@ impl ServerArgs {
         }
         if let Some(v) = self.maxmemory {
             s.maxmemory = parse_size(&v).with_context(|| format!("invalid --maxmemory {v:?}"))?;
+        }
+        if let Some(v) = self.maxmemory_policy {
+            s.maxmemory_policy = server::EvictionPolicy::parse(&v)
+                .with_context(|| format!("invalid --maxmemory-policy {v:?}"))?;
         }
         if let Some(v) = self.requirepass {
             s.requirepass = Some(v);

@@ -46,6 +46,14 @@ pub fn set_lfu_params(log_factor: u32, decay_minutes: u32) {
     DECAY_MINUTES.store(decay_minutes, Ordering::Relaxed);
 }
 
+/// (`lfu-log-factor`, `lfu-decay-time`).
+pub fn lfu_params() -> (u32, u32) {
+    (
+        LOG_FACTOR.load(Ordering::Relaxed),
+        DECAY_MINUTES.load(Ordering::Relaxed),
+    )
+}
+
 /// Tells the clock the time (the write path reads it for every
 /// transaction; stored only when the millisecond changed).
 pub fn observe_now(now_ms: u64) {

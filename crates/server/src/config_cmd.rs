@@ -95,13 +95,10 @@ static PARAMS: &[Param] = &[
     Param {
         name: "maxmemory-policy",
         alias: None,
-        get: |_| "noeviction".into(),
+        get: |n| n.runtime.maxmemory_policy().name().into(),
         set: Some(|_, v| {
-            only(
-                v,
-                "noeviction",
-                "eviction policies are not implemented yet; writes over maxmemory get -OOM",
-            )
+            let p = keyspace::Policy::parse(v).ok_or("argument(s) must be one of the following: volatile-lru, allkeys-lru, volatile-lfu, allkeys-lfu, volatile-random, allkeys-random, volatile-ttl, noeviction")?;
+            Ok(Box::new(move |n| n.runtime.set_maxmemory_policy(p)))
         }),
     },
     Param {
@@ -257,8 +254,49 @@ static PARAMS: &[Param] = &[
     Param {
         name: "maxmemory-samples",
         alias: None,
-        get: |_| "5".into(),
-        set: Some(|_, v| only(v, "5", "eviction policies are not implemented yet")),
+        get: |n| {
+            n.runtime
+                .maxmemory_samples
+                .load(Ordering::Relaxed)
+                .to_string()
+        },
+        set: Some(|_, v| {
+            let v = int(v)?;
+            if !(1..=64).contains(&v) {
+                return Err("argument must be between 1 and 64 inclusive".into());
+            }
+            Ok(Box::new(move |n| {
+                n.runtime
+                    .maxmemory_samples
+                    .store(v as usize, Ordering::Relaxed)
+            }))
+        }),
+    },
+    Param {
+        name: "lfu-log-factor",
+        alias: None,
+        get: |_| keyspace::access::lfu_params().0.to_string(),
+        set: Some(|_, v| {
+            let v =
+                u32::try_from(int(v)?).map_err(|_| "argument must be between 0 and 2147483647")?;
+            Ok(Box::new(move |_| {
+                let (_, decay) = keyspace::access::lfu_params();
+                keyspace::access::set_lfu_params(v, decay)
+            }))
+        }),
+    },
+    Param {
+        name: "lfu-decay-time",
+        alias: None,
+        get: |_| keyspace::access::lfu_params().1.to_string(),
+        set: Some(|_, v| {
+            let v =
+                u32::try_from(int(v)?).map_err(|_| "argument must be between 0 and 2147483647")?;
+            Ok(Box::new(move |_| {
+                let (factor, _) = keyspace::access::lfu_params();
+                keyspace::access::set_lfu_params(factor, v)
+            }))
+        }),
     },
     Param {
         name: "hll-sparse-max-bytes",

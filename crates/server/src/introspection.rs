@@ -308,7 +308,7 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
             kv("partition_log_bytes", &node.ks.log_bytes());
             kv("maxmemory", &node.runtime.maxmemory());
             kv("maxmemory_human", &human(node.runtime.maxmemory()));
-            kv("maxmemory_policy", &"noeviction");
+            kv("maxmemory_policy", &node.runtime.maxmemory_policy().name());
             // The system allocator, counted (server::memory).
             kv("mem_allocator", &"libc");
         }
@@ -342,6 +342,7 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
                 &m.rejected_connections.load(Relaxed),
             );
             kv("expired_keys", &st.count(3));
+            kv("evicted_keys", &st.count(ChangeKind::EVICT_INDEX));
             kv("tracking_total_keys", &node.tracking.tracked_keys());
             kv("tracking_total_items", &node.tracking.items());
             kv("tracking_total_prefixes", &node.tracking.prefixes());
@@ -350,6 +351,7 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
             kv("changes_delta", &st.count(1));
             kv("changes_delete", &st.count(2));
             kv("changes_expire", &st.count(3));
+            kv("changes_evict", &st.count(ChangeKind::EVICT_INDEX));
             kv("delta_bytes_saved", &st.delta_bytes_saved());
         }
         "replication" => {

@@ -26,6 +26,7 @@ pub mod thread_shard;
 pub mod tracking;
 pub mod transaction;
 
+pub use keyspace::Policy as EvictionPolicy;
 pub use node::Node;
 pub use settings::NodeSettings;
 

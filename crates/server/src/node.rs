@@ -53,6 +53,10 @@ pub struct Node {
 /// by another.
 const EXPIRE_BUDGET: usize = 2000;
 
+/// Keys one [`Node::make_room`] may evict: a write waits for at most this
+/// many evictions (the periodic pass, and the next writes, go on).
+const EVICT_BUDGET: usize = 256;
+
 impl Node {
     /// Starts loading what a command on `key` will read first (its
     /// partition's header, and in a site its routing and replication
@@ -194,10 +198,33 @@ impl Node {
         memory::allocated()
     }
 
-    /// True when a write that may grow memory must be refused.
-    pub fn over_maxmemory(&self) -> bool {
+    /// Brings memory back under `maxmemory` by evicting keys as
+    /// `maxmemory-policy` says (see `keyspace::Policy`), at most
+    /// [`EVICT_BUDGET`] keys a call; true when a write that may grow
+    /// memory may go ahead: memory is under the limit, or eviction is
+    /// making progress towards it (as Redis lets a command run while its
+    /// eviction has only run out of time). False: over the limit with
+    /// nothing the policy may take (`noeviction`; a `volatile-*` policy
+    /// and no key with a time to live): the write gets -OOM.
+    pub fn make_room(&self) -> bool {
         let max = self.runtime.maxmemory();
-        max > 0 && self.used_memory() as u64 > max
+        if max == 0 {
+            return true;
+        }
+        let policy = self.runtime.maxmemory_policy();
+        let samples = self.runtime.maxmemory_samples.load(Ordering::Relaxed);
+        // Memory is read once per step: other threads evict and write
+        // meanwhile, and a write must not be refused because memory was
+        // back over the limit by the time a second reading was taken.
+        for _ in 0..EVICT_BUDGET {
+            if self.used_memory() as u64 <= max {
+                return true;
+            }
+            if !self.ks.evict_one(policy, samples) {
+                return false;
+            }
+        }
+        true
     }
 
     pub fn snapshot(&self) -> Snapshot {
@@ -279,6 +306,9 @@ impl Node {
                 let node = self.clone();
                 let removed = tokio::task::spawn_blocking(move || {
                     let removed = node.ks.expire_cycle(EXPIRE_BUDGET);
+                    // Writes that arrive from replication or other sites
+                    // grow memory too: eviction keeps up here as well.
+                    node.make_room();
                     // Expiry replicates like any change; nobody waits for it.
                     keyspace::take_written();
                     if node.events.on() {

@@ -402,7 +402,7 @@ impl Session {
         if let Some(cluster) = &self.node.cluster {
             cluster.check(spec, args, self.readonly)?;
         }
-        if spec.flags.has(Flags::DENYOOM) && self.node.over_maxmemory() {
+        if spec.flags.has(Flags::DENYOOM) && !self.node.make_room() {
             return Err(CmdError::Oom);
         }
         self.enough_replicas(spec, args)

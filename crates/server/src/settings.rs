@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use parking_lot::RwLock;
 
@@ -14,6 +14,10 @@ pub struct NodeSettings {
     pub admin_listen: Option<SocketAddr>,
     pub data_dir: PathBuf,
     pub maxmemory: u64,
+    /// What goes when memory passes `maxmemory` (`noeviction`: writes get -OOM).
+    pub maxmemory_policy: keyspace::Policy,
+    /// Keys eviction samples per choice (Redis's `maxmemory-samples`).
+    pub maxmemory_samples: usize,
     pub requirepass: Option<String>,
     pub maxclients: usize,
     /// Worker threads of the node's runtime; 0: one per CPU.
@@ -59,6 +63,8 @@ impl Default for NodeSettings {
             admin_listen: Some("127.0.0.1:9379".parse().expect("valid literal")),
             data_dir: PathBuf::from("./data"),
             maxmemory: 0,
+            maxmemory_policy: keyspace::Policy::NoEviction,
+            maxmemory_samples: 5,
             requirepass: None,
             maxclients: 10_000,
             threads: 0,
@@ -82,6 +88,9 @@ impl Default for NodeSettings {
 /// What CONFIG SET may change while running.
 pub struct Runtime {
     pub maxmemory: AtomicU64,
+    /// [`keyspace::Policy::index`] of `maxmemory-policy`.
+    maxmemory_policy: AtomicU8,
+    pub maxmemory_samples: AtomicUsize,
     pub maxclients: AtomicUsize,
     pub proto_max_bulk_len: AtomicUsize,
     pub client_query_buffer_limit: AtomicUsize,
@@ -99,8 +108,10 @@ pub struct Runtime {
 
 impl Runtime {
     pub fn new(s: &NodeSettings) -> Self {
-        Runtime {
+        let runtime = Runtime {
             maxmemory: AtomicU64::new(s.maxmemory),
+            maxmemory_policy: AtomicU8::new(s.maxmemory_policy.index()),
+            maxmemory_samples: AtomicUsize::new(s.maxmemory_samples),
             maxclients: AtomicUsize::new(s.maxclients),
             proto_max_bulk_len: AtomicUsize::new(s.proto_max_bulk_len),
             client_query_buffer_limit: AtomicUsize::new(s.client_query_buffer_limit),
@@ -109,11 +120,24 @@ impl Runtime {
             cron_paused: AtomicBool::new(false),
             hz: AtomicU64::new(10),
             min_replicas_to_write: AtomicUsize::new(0),
-        }
+        };
+        keyspace::access::set_lfu(s.maxmemory_policy.lfu());
+        runtime
     }
 
     pub fn maxmemory(&self) -> u64 {
         self.maxmemory.load(Ordering::Relaxed)
+    }
+
+    pub fn maxmemory_policy(&self) -> keyspace::Policy {
+        keyspace::Policy::from_index(self.maxmemory_policy.load(Ordering::Relaxed))
+    }
+
+    /// Sets the policy; keys count accesses from now on if it is an LFU one
+    /// (what they held reads differently for a while, as in Redis).
+    pub fn set_maxmemory_policy(&self, p: keyspace::Policy) {
+        self.maxmemory_policy.store(p.index(), Ordering::Relaxed);
+        keyspace::access::set_lfu(p.lfu());
     }
 
     pub fn limits(&self) -> resp::Limits {

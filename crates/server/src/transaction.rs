@@ -99,7 +99,7 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
     // What changed since the commands were queued: memory over maxmemory,
     // too few replicas (as Redis rejects the EXEC).
     for (spec, args) in &queued {
-        let refused = if spec.flags.has(Flags::DENYOOM) && node.over_maxmemory() {
+        let refused = if spec.flags.has(Flags::DENYOOM) && !node.make_room() {
             Err(CmdError::Oom)
         } else {
             s.enough_replicas(spec, &borrowed(args))

@@ -14,8 +14,6 @@
 //! keyspace notifications say `evicted`, and WAN publishers skip it, so
 //! other sites keep the key. A replica's copies are never sampled.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use bytes::Bytes;
 use parking_lot::Mutex;
 use rand::Rng;
@@ -109,11 +107,10 @@ struct Candidate {
     key: Bytes,
 }
 
-/// The candidates kept across calls, and the count of keys evicted.
+/// The candidates kept across calls.
 #[derive(Debug, Default)]
 pub(super) struct Evictor {
     pool: Mutex<Vec<Candidate>>,
-    evicted: AtomicU64,
 }
 
 impl Evictor {
@@ -135,11 +132,6 @@ impl Evictor {
 }
 
 impl Keyspace {
-    /// Keys evicted since the node started (`INFO stats evicted_keys`).
-    pub fn evicted_keys(&self) -> u64 {
-        self.evictor.evicted.load(Ordering::Relaxed)
-    }
-
     /// Evicts one key by `policy`, sampling `samples` keys; false when no
     /// key may go (none held here as primary, or, for a `volatile-*`
     /// policy, none with a time to live).
@@ -162,7 +154,6 @@ impl Keyspace {
             }
             while let Some(c) = pool.pop() {
                 if self.evict_candidate(&c, policy) {
-                    self.evictor.evicted.fetch_add(1, Ordering::Relaxed);
                     return true;
                 }
             }
@@ -355,7 +346,8 @@ mod tests {
             assert!(!ks.evict_one(policy, 5), "{policy:?}: nothing left to take");
             assert_eq!(ks.len(), 50);
         }
-        assert_eq!(ks.evicted_keys(), 15);
+        let evicted = ks.stats().count(crate::ChangeKind::EVICT_INDEX);
+        assert_eq!(evicted, 15, "each eviction logged");
         assert!(!ks.evict_one(Policy::NoEviction, 5));
     }
 
