@@ -40,8 +40,9 @@ class WanSite:
     before it runs and a node restarts on the same ports."""
 
     def __init__(self, tmp_path, site_id, name, size=1, memory_budget=None, disk_budget=None, backups=1,
-                 secret=None, partitions=None, log_memory=None, tombstone_memory=None):
+                 secret=None, partitions=None, log_memory=None, tombstone_memory=None, node_settings=()):
         self.tmp_path = tmp_path
+        self.node_settings = list(node_settings)  # more lines of [node], e.g. 'maxmemory = "32MiB"'
         self.tombstone_memory = tombstone_memory
         self.partitions = partitions
         self.log_memory = log_memory
@@ -74,6 +75,7 @@ class WanSite:
             lines.append(f'cluster_listen = "127.0.0.1:{self.cluster_ports[i]}"')
         if self.log_memory is not None:
             lines.append(f'log_memory = "{self.log_memory}"')
+        lines += self.node_settings
         lines += ["[site]", f"id = {self.id}", f'name = "{self.name}"']
         if self.partitions:
             lines.append(f"partitions = {self.partitions}")
