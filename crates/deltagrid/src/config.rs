@@ -392,6 +392,8 @@ mod tests {
             admin_listen = "127.0.0.1:9001"
             data_dir = "/var/lib/deltagrid/n1"
             maxmemory = "4GiB"
+            maxmemory_policy = "allkeys-lfu"
+            maxmemory_samples = 10
             threads = 1
             [site]
             id = 1
@@ -403,9 +405,21 @@ mod tests {
         let mut s = NodeSettings::default();
         c.apply(&mut s).unwrap();
         assert_eq!(s.maxmemory, 4 << 30);
+        assert_eq!(s.maxmemory_policy, server::EvictionPolicy::AllKeysLfu);
+        assert_eq!(s.maxmemory_samples, 10);
         assert_eq!(s.site_name, "london");
         assert_eq!(s.listen.port(), 7001);
         assert_eq!(s.threads, 1);
+    }
+
+    #[test]
+    fn an_unknown_eviction_policy_is_refused_with_the_names() {
+        let c: ConfigFile = toml::from_str("[node]\nmaxmemory_policy = \"lru\"\n").unwrap();
+        let e = c
+            .apply(&mut NodeSettings::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("allkeys-lru") && e.contains("\"lru\""), "{e}");
     }
 
     #[test]

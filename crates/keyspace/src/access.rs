@@ -131,6 +131,19 @@ fn log_incr(counter: u8, r: f64) -> u8 {
     }
 }
 
+/// What RESTORE's `IDLETIME seconds` or `FREQ counter` make of a key's
+/// access data at `now_ms`, for the policy in force (None: the option
+/// given does not apply to it, and the key keeps a new key's).
+pub fn restored(idle_s: Option<i64>, freq: Option<i64>, now_ms: u64) -> Option<u32> {
+    match (lfu(), idle_s, freq) {
+        (true, _, Some(f)) => Some((minutes(now_ms) << 8) | f.clamp(0, 255) as u32),
+        (false, Some(idle), _) => {
+            Some(now_ms.wrapping_sub((idle.max(0) as u64).saturating_mul(1000)) as u32)
+        }
+        _ => None,
+    }
+}
+
 /// Milliseconds since the access `held` records (LRU mode).
 pub fn idle_ms(held: u32, now_ms: u64) -> u64 {
     (now_ms as u32).wrapping_sub(held) as u64

@@ -166,6 +166,13 @@ impl Partition {
         }
     }
 
+    /// Sets the access data of the entry at `index`.
+    pub(crate) fn set_access_at(&mut self, index: usize, access: u32) {
+        if let Some((_, e)) = self.map.get_index_mut(index) {
+            e.access = access;
+        }
+    }
+
     /// The keys with a time to live, from the first expiring at or after
     /// `at` on, wrapping round to the earliest (eviction samples them).
     pub fn expiring_from(&self, at: u64) -> impl Iterator<Item = (u64, &MapKey)> {

@@ -156,6 +156,12 @@ async fn run_batch(
     outbuf: &mut BytesMut,
     push_rx: &mut mpsc::Receiver<Push>,
 ) -> bool {
+    // Eviction first (Redis evicts before each command): the
+    // invalidations it sends this client then go out before the
+    // replies, as in Redis. The commands evict again if need be.
+    if node.runtime.maxmemory() > 0 {
+        node.make_room();
+    }
     // Pushes already queued go before the replies to these
     // requests, whichever branch select! picked first: an
     // invalidation for a write another client saw acknowledged
@@ -202,6 +208,13 @@ async fn run_batch(
                 return false;
             }
         }
+    }
+    // A closing client (QUIT) is gone before its last reply leaves, as in
+    // Redis: whoever reads that reply and writes next finds it gone (a
+    // tracking redirection to it is broken, not delivered to a socket
+    // about to close).
+    if close {
+        session.close();
     }
     // Replies go out after every other connection that is ready
     // has run its requests (Redis writes them in `beforeSleep`):

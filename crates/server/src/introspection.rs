@@ -304,11 +304,23 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
             let used = node.used_memory();
             kv("used_memory", &used);
             kv("used_memory_human", &human(used as u64));
+            let (rss, peak) = (crate::memory::rss(), crate::memory::peak());
+            kv("used_memory_rss", &rss);
+            kv("used_memory_rss_human", &human(rss as u64));
+            kv("used_memory_peak", &peak);
+            kv("used_memory_peak_human", &human(peak as u64));
             kv("used_memory_dataset", &node.ks.footprint());
             kv("partition_log_bytes", &node.ks.log_bytes());
             kv("maxmemory", &node.runtime.maxmemory());
             kv("maxmemory_human", &human(node.runtime.maxmemory()));
             kv("maxmemory_policy", &node.runtime.maxmemory_policy().name());
+            kv(
+                "mem_fragmentation_ratio",
+                &format!("{:.2}", rss as f64 / used.max(1) as f64),
+            );
+            // Everything counts against maxmemory; nothing is freed later.
+            kv("mem_not_counted_for_evict", &0);
+            kv("lazyfree_pending_objects", &0);
             // The system allocator, counted (server::memory).
             kv("mem_allocator", &"libc");
         }

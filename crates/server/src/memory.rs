@@ -85,6 +85,30 @@ pub fn allocated() -> usize {
     (sum as i64).max(0) as usize
 }
 
+/// The highest [`allocated`] seen by [`peak`] (sampled: by INFO, /metrics
+/// and the cron's passes, ten a second; Redis counts it on every
+/// allocation, which would cost a shared write per allocation here).
+static PEAK: AtomicU64 = AtomicU64::new(0);
+
+/// `used_memory_peak`: the highest heap use sampled so far, this reading
+/// included.
+pub fn peak() -> usize {
+    let now = allocated() as u64;
+    PEAK.fetch_max(now, Ordering::Relaxed).max(now) as usize
+}
+
+/// The process's resident set in bytes (`used_memory_rss`), from
+/// /proc/self/statm (0 where there is none).
+pub fn rss() -> usize {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf reads a constant of the system.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * usize::try_from(page).unwrap_or(4096)
+}
+
 /// Parses "4GiB", "512mb", "100k", "1048576" into bytes (Redis and IEC units).
 pub fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();

@@ -359,6 +359,10 @@ impl Metrics {
             .set(s.expires as f64);
         self.gauge("deltagrid_memory_used_bytes")
             .set(s.used_memory as f64);
+        self.gauge("deltagrid_memory_rss_bytes")
+            .set(crate::memory::rss() as f64);
+        self.gauge("deltagrid_memory_peak_bytes")
+            .set(crate::memory::peak() as f64);
         self.gauge("deltagrid_memory_max_bytes")
             .set(s.maxmemory as f64);
         self.gauge("deltagrid_partition_log_bytes")

@@ -296,6 +296,7 @@ impl Node {
             let hz = self.runtime.hz.load(Ordering::Relaxed).clamp(1, 500);
             tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
             self.clock.refresh();
+            crate::memory::peak();
             if !self.runtime.active_expire.load(Ordering::Relaxed)
                 || self.runtime.cron_paused.load(Ordering::Relaxed)
             {

@@ -402,7 +402,13 @@ impl Session {
         if let Some(cluster) = &self.node.cluster {
             cluster.check(spec, args, self.readonly)?;
         }
-        if spec.flags.has(Flags::DENYOOM) && !self.node.make_room() {
+        // As Redis, eviction runs before any command (its invalidations
+        // then reach a tracking client before the reply); only a write that
+        // may grow memory is refused when nothing could be evicted.
+        if self.node.runtime.maxmemory() > 0
+            && !self.node.make_room()
+            && spec.flags.has(Flags::DENYOOM)
+        {
             return Err(CmdError::Oom);
         }
         self.enough_replicas(spec, args)

@@ -7,8 +7,9 @@
 //! value through `Txn::write` as one `Write::Set`, like COPY: every element of
 //! a restored collection gets the write's version. A TTL already in the past
 //! creates nothing (and with REPLACE deletes what the key held), as in Redis.
-//! IDLETIME and FREQ are checked as Redis checks them; there is no LRU/LFU
-//! state to set yet.
+//! IDLETIME and FREQ are checked as Redis checks them and set the key's
+//! idle time (an LRU policy in force) or access counter (an LFU one), as
+//! Redis sets them (`keyspace::access::restored`).
 
 mod crc64;
 mod intset;
@@ -116,6 +117,9 @@ pub fn restore(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         }
     } else {
         txn.write(key, Write::Set { value, expire_at })?;
+        if let Some(access) = keyspace::access::restored(opts.idle, opts.freq, now) {
+            txn.set_access(key, access);
+        }
     }
     drop(txn);
     ctx.out.simple("OK");

@@ -113,6 +113,14 @@ impl<'a> Txn<'a> {
         self.guards[s].1.get_index(i).map(|(_, e)| e)
     }
 
+    /// Sets what eviction knows of `key`'s use (RESTORE's IDLETIME/FREQ):
+    /// local data, not logged (a replica's copy starts as a new key's).
+    pub fn set_access(&mut self, key: &[u8], access: u32) {
+        if let Some((s, i)) = self.live(key) {
+            self.guards[s].1.set_access_at(i, access);
+        }
+    }
+
     /// Where the live entry for `key` is (guard slot, map index).
     fn live(&mut self, key: &[u8]) -> Option<(usize, usize)> {
         let s = self.slot(key);
