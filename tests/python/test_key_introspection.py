@@ -92,22 +92,14 @@ def test_object_errors_and_help(conn):
     assert "ENCODING <key>" in lines and "REFCOUNT <key>" in lines
 
 
-@pytest.mark.deltagrid_only
 @pytest.mark.shared_server
-def test_object_leaves_out_what_deltagrid_does_not_track(conn):
-    # No access time or frequency is kept: no made-up answer.
+def test_object_idletime_and_freq_by_the_policy(conn):
     conn.cmd("SET", "k", "v")
-    for sub in ("IDLETIME", "FREQ"):
-        assert conn.cmd("OBJECT", sub, "k") == err_bytes(
-            f"ERR unknown subcommand '{sub}'. Try OBJECT HELP.")
-    assert help_lines(conn, "OBJECT") == [
-        "ENCODING <key>",
-        "    Return the kind of internal representation used in order to store the value",
-        "    associated with a <key>.",
-        "REFCOUNT <key>",
-        "    Return the number of references of the value associated with the specified",
-        "    <key>.",
-    ]
+    # No LFU policy (the default, noeviction): idle time, no counter.
+    assert conn.call("OBJECT", "IDLETIME", "k") == 0
+    assert str(conn.call("OBJECT", "FREQ", "k")).startswith("ERR An LFU maxmemory policy is not selected")
+    lines = help_lines(conn, "OBJECT")
+    assert "FREQ <key>" in lines and "IDLETIME <key>" in lines and "REFCOUNT <key>" in lines
 
 
 # --------------------------------------------------------------------- MEMORY
@@ -149,6 +141,26 @@ def test_memory_usage_errors(conn):
     assert conn.cmd("MEMORY", "PURGE") == b"+OK\r\n"
 
 
+@pytest.mark.shared_server
+def test_memory_stats_and_doctor(conn):
+    conn.cmd("FLUSHALL")
+    conn.cmd("MSET", *[x for i in range(1_000) for x in (f"k{i}", "v" * 100)])
+    flat = conn.call("MEMORY", "STATS")
+    stats = dict(zip(flat[0::2], flat[1::2]))
+    assert stats[b"keys.count"] == 1_000
+    assert stats[b"total.allocated"] > stats[b"startup.allocated"] > 0
+    assert stats[b"peak.allocated"] >= stats[b"total.allocated"]
+    assert 0 < stats[b"dataset.bytes"] < stats[b"total.allocated"]
+    assert 100 <= stats[b"keys.bytes-per-key"] < 10_000
+    assert float(stats[b"fragmentation"]) > 0
+    conn.cmd("HELLO", "3")
+    assert conn.call("MEMORY", "STATS")["keys.count".encode()] == 1_000
+    doctor = conn.call("MEMORY", "DOCTOR")
+    assert isinstance(doctor, bytes) and b"Sam" in doctor, doctor
+    assert conn.cmd("MEMORY", "STATS", "x").startswith(b"-ERR")
+    conn.cmd("HELLO", "2")
+
+
 @pytest.mark.deltagrid_only
 @pytest.mark.shared_server
 def test_memory_usage_estimates_deltagrid_structures(conn):
@@ -173,13 +185,10 @@ def test_memory_usage_estimates_deltagrid_structures(conn):
 
 @pytest.mark.deltagrid_only
 @pytest.mark.shared_server
-def test_memory_subcommands_deltagrid_leaves_out(conn):
+def test_memory_malloc_stats_as_redis_without_jemalloc(conn):
     # The system allocator, as Redis built without jemalloc answers.
     assert conn.cmd("MEMORY", "MALLOC-STATS") == bulk(
         "Stats not supported for the current allocator")
-    for sub in ("DOCTOR", "STATS"):
-        assert conn.cmd("MEMORY", sub) == err_bytes(
-            f"ERR unknown subcommand '{sub}'. Try MEMORY HELP.")
 
 
 # ------------------------------------------------------------ DEBUG PROTOCOL

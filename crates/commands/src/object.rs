@@ -9,8 +9,8 @@
 //! keeps of a key's use (`keyspace::access`), as Redis does: the idle time
 //! unless an LFU policy is in force, the access counter only when one is.
 //! `MEMORY PURGE` hands the allocator's free memory back to the system
-//! (`keyspace::memory::purge`). `MEMORY DOCTOR` and `STATS` are left out:
-//! they would report what this node does not measure.
+//! (`keyspace::memory::purge`). `MEMORY DOCTOR` and `STATS` report the
+//! node's figures and are answered by the server (`server::memory_report`).
 
 use keyspace::memory_usage::entry_usage;
 use keyspace::{Keyspace, Value};
@@ -167,7 +167,7 @@ pub fn memory(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
                 i += 2;
             }
             let mut txn = ctx.ks.txn([a[2]], ctx.client_id);
-            let usage = txn.get(a[2]).map(|e| entry_usage(a[2], e));
+            let usage = txn.peek(a[2]).map(|e| entry_usage(a[2], e));
             drop(txn);
             match usage {
                 Some(bytes) => ctx.out.int(bytes as i64),
@@ -190,10 +190,14 @@ pub fn memory(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
                 ctx.out,
                 "MEMORY",
                 &[
+                    "DOCTOR",
+                    "    Return memory problems reports.",
                     "MALLOC-STATS",
                     "    Return internal statistics report from the memory allocator.",
                     "PURGE",
                     "    Attempt to purge dirty pages for reclamation by the allocator.",
+                    "STATS",
+                    "    Return information about the memory usage of the server.",
                     "USAGE <key> [SAMPLES <count>]",
                     "    Return memory in bytes used by <key> and its value. Nested values are",
                     "    sampled up to <count> times (default: 5, 0 means sample all).",

@@ -97,6 +97,18 @@ pub fn peak() -> usize {
     PEAK.fetch_max(now, Ordering::Relaxed).max(now) as usize
 }
 
+/// [`allocated`] when the node started serving ([`mark_startup`]).
+static STARTUP: AtomicU64 = AtomicU64::new(0);
+
+/// Records what the node holds before its first key (`startup.allocated`).
+pub fn mark_startup() {
+    STARTUP.store(allocated() as u64, Ordering::Relaxed);
+}
+
+pub fn startup() -> usize {
+    STARTUP.load(Ordering::Relaxed) as usize
+}
+
 /// The process's resident set in bytes (`used_memory_rss`), from
 /// /proc/self/statm (0 where there is none).
 pub fn rss() -> usize {

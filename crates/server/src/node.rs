@@ -182,6 +182,7 @@ impl Node {
                 }
             }));
         }
+        memory::mark_startup();
         Ok(node)
     }
 

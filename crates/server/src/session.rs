@@ -333,6 +333,9 @@ impl Session {
     pub fn run(&mut self, spec: &'static CommandSpec, args: &[&[u8]], out: Reply) {
         self.caching_set_now = false;
         let result = match spec.handler {
+            _ if spec.name == "memory" && crate::memory_report::handles(args) => {
+                crate::memory_report::memory(self, args, out)
+            }
             Some(handler) => {
                 let mut ctx = Ctx {
                     ks: &self.node.ks,
