@@ -447,7 +447,7 @@ fn count_field(
             (Some(c), _) => c.clone(),
             // Written after the increment: it saw it.
             (None, Some(f)) if f.version >= version => return,
-            (None, Some(f)) => CounterValue::from_plain(f.value.clone(), f.version),
+            (None, Some(f)) => CounterValue::from_plain(Bytes::copy_from_slice(f.value), f.version),
             (None, None) => {
                 let mut c = CounterValue::from_nothing();
                 if let Some(r) = removal {

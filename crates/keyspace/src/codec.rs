@@ -98,7 +98,7 @@ pub fn value_len(v: &Value) -> usize {
         Value::Hash(h) => {
             varint_len(h.len() as u64)
                 + h.iter()
-                    .map(|(f, fv)| bytes_len(f) + bytes_len(&fv.value) + version_len(&fv.version))
+                    .map(|(f, fv)| bytes_len(f) + bytes_len(fv.value) + version_len(&fv.version))
                     .sum::<usize>()
                 + match h.counters().count() {
                     0 => 0,
@@ -232,7 +232,7 @@ fn encode_value(v: &Value, out: &mut impl BufMut) {
             put_varint(out, h.len() as u64);
             for (f, fv) in h.iter() {
                 put_bytes(out, f);
-                put_bytes(out, &fv.value);
+                put_bytes(out, fv.value);
                 put_version(out, &fv.version);
             }
             if counters > 0 {

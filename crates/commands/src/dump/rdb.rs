@@ -116,7 +116,7 @@ pub fn dump(value: &Value) -> Vec<u8> {
             put_len(&mut out, h.len() as u64);
             for (name, field) in h.iter() {
                 put_string(&mut out, name);
-                put_string(&mut out, &field.value);
+                put_string(&mut out, field.value);
             }
         }
         Value::Set(s) if s.len() <= INTSET_MAX && s.all_integers() => {

@@ -284,7 +284,11 @@ fn resolve(
                     .get(name)
                     .is_some_and(|here| here.version >= f.version);
                 if !removed && !newer_here {
-                    merged.set(name.clone(), f.value.clone(), f.version);
+                    merged.set(
+                        Bytes::copy_from_slice(name),
+                        Bytes::copy_from_slice(f.value),
+                        f.version,
+                    );
                     changed = true;
                 }
             }
