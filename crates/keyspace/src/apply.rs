@@ -334,7 +334,7 @@ fn set_fields<N: std::borrow::Borrow<Bytes>>(
     fields: impl Iterator<Item = (N, Bytes)>,
     version: Version,
 ) -> Result<(), ApplyError> {
-    let empty = Value::Hash(Box::default());
+    let empty = Value::Hash(Default::default());
     update_collection(part, at, key, version, empty, |value, version| {
         if let Value::Hash(h) = value {
             for (f, v) in fields {
@@ -439,7 +439,7 @@ fn count_field(
         .tombstones
         .field_or_key(key, field)
         .max(part.tombstones.emptied_other(key, Some(Coll::Hash)));
-    let empty = Value::Hash(Box::default());
+    let empty = Value::Hash(Default::default());
     update_collection(part, at, key, version, empty, |value, version| {
         let Value::Hash(h) = value else { return };
         let held = h.get(field).map(|f| f.version);

@@ -484,7 +484,7 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
                     h.set_counter(&field, counter, version);
                 }
             }
-            Ok(Value::Hash(Box::new(h)))
+            Ok(Value::Hash(h))
         }
         SET => {
             let n = r.count(3)?;

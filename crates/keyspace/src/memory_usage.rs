@@ -10,8 +10,9 @@
 //!   counted) and the [`Entry`] inline, whose version and expiry are
 //!   fields; and one slot of the map's index table);
 //! - its element in the partition's expiry index, when it has a time to live;
-//! - a string's bytes; for every other value, its boxed struct (the
-//!   map's [`Entry`] holds a pointer to it);
+//! - a string's bytes; for every other value but a hash (inline in the
+//!   [`Entry`]), its boxed struct (the map's [`Entry`] holds a pointer to
+//!   it);
 //! - a small hash's packed block (its fields' names, values, lengths and
 //!   versions); a large hash's table (boxed: the map and the payload
 //!   count), field names and values, and for every field the map has room
@@ -79,7 +80,7 @@ pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
                         + h.capacity() * (map_element::<Bytes, Field>() + INDEX_SLOT)
                 }
             };
-            size_of_val(&**h) + fields + h.counters_len()
+            fields + h.counters_len()
         }
         // Members as keys are held: inline up to 22 bytes.
         Value::Set(s) => {
@@ -142,7 +143,7 @@ mod tests {
     #[test]
     fn a_small_hash_costs_its_packed_block() {
         let mut h = HashValue::new();
-        let empty = entry_usage(b"h", &entry(Value::Hash(Box::new(h.clone())), 0));
+        let empty = entry_usage(b"h", &entry(Value::Hash(h.clone()), 0));
         for i in 0..5u32 {
             h.set(
                 Bytes::from(format!("field:{i}")),
@@ -150,7 +151,7 @@ mod tests {
                 Version::ZERO,
             );
         }
-        let full = entry_usage(b"h", &entry(Value::Hash(Box::new(h.clone())), 0));
+        let full = entry_usage(b"h", &entry(Value::Hash(h.clone()), 0));
         // A mode byte, one version, then lengths, names and values.
         assert_eq!(full - empty, 1 + 10 + 5 * (1 + 7 + 1 + 2));
     }
@@ -158,13 +159,13 @@ mod tests {
     #[test]
     fn a_large_hash_costs_its_payload_and_every_field_slot() {
         let mut h = HashValue::new();
-        let empty = entry_usage(b"h", &entry(Value::Hash(Box::new(h.clone())), 0));
+        let empty = entry_usage(b"h", &entry(Value::Hash(h.clone()), 0));
         for i in 0..200u32 {
             let name = Bytes::from(format!("field:{i}"));
             h.set(name, Bytes::from(vec![b'v'; 20]), Version::ZERO);
         }
         assert!(!h.is_packed());
-        let full = entry_usage(b"h", &entry(Value::Hash(Box::new(h.clone())), 0));
+        let full = entry_usage(b"h", &entry(Value::Hash(h.clone()), 0));
         let per_field = map_element::<Bytes, Field>() + INDEX_SLOT;
         let table = size_of::<FieldMap>() + size_of::<usize>();
         assert_eq!(

@@ -78,13 +78,15 @@ where
 
 /// A key's value. Every variant but a plain string is boxed, so that a
 /// value (and the [`Entry`] in every partition map slot) is as small as a
-/// string's: 288 bytes per entry unboxed, 64 boxed.
+/// string's: 288 bytes per entry unboxed, 64 boxed. A hash is inline: a
+/// [`HashValue`] is no larger than a string's `Bytes` (its fields are a
+/// block or a table of their own), and saves a block per hash.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Str(Bytes),
     /// A string that merges increments across sites (see [`CounterValue`]).
     Counter(Box<CounterValue>),
-    Hash(Box<HashValue>),
+    Hash(HashValue),
     Set(Box<SetValue>),
     ZSet(Box<ZSetValue>),
 }
@@ -268,12 +270,9 @@ impl Entry {
         const FIELD_OVERHEAD: usize = 48;
         const ZSET_MEMBER_OVERHEAD: usize = 96;
         let fields = match &self.value {
-            // The boxed hash, and its block's lengths and versions beside
-            // the payload.
+            // The block's lengths and versions beside the payload.
             Value::Hash(h) => match h.packed_bytes() {
-                Some(block) => {
-                    std::mem::size_of::<HashValue>() + block - h.payload_len() + h.counters_len()
-                }
+                Some(block) => block - h.payload_len() + h.counters_len(),
                 None => h.len() * FIELD_OVERHEAD + h.counters_len(),
             },
             Value::Set(s) => s.len() * FIELD_OVERHEAD,

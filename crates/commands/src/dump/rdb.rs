@@ -365,7 +365,7 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
                     return Err(Malformed);
                 }
             }
-            Value::Hash(Box::new(h))
+            Value::Hash(h)
         }
         t @ (T_HASH_ZIPLIST | T_HASH_LISTPACK) => {
             let blob = r.string()?;
@@ -376,7 +376,7 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
                     return Err(Malformed);
                 }
             }
-            Value::Hash(Box::new(h))
+            Value::Hash(h)
         }
         t @ (T_ZSET | T_ZSET_2) => {
             let n = r.count(if t == T_ZSET { 2 } else { 9 })?;

@@ -311,7 +311,7 @@ fn resolve(
                 };
             }
             let kind = ChangeKind::Full {
-                value: Value::Hash(Box::new(merged)),
+                value: Value::Hash(merged),
                 expire_at,
             };
             (

@@ -64,7 +64,7 @@ fn full_hash(key: &str, fields: &[(&str, &str, Version)], v: Version) -> Change 
         key: b(key),
         version: v,
         kind: ChangeKind::Full {
-            value: Value::Hash(Box::new(h)),
+            value: Value::Hash(h),
             expire_at: 0,
         },
     }

@@ -210,11 +210,13 @@ proptest! {
 }
 
 #[test]
-fn a_hash_value_is_small() {
-    // Boxed in its Value: 40 bytes and glibc's header fit one 48-byte chunk.
+fn a_hash_value_is_inline_in_a_value_no_larger_than_a_string() {
+    use std::mem::size_of;
+    // A Value is a string's Bytes and a tag: a hash inline takes no more.
     assert!(
-        std::mem::size_of::<HashValue>() <= 40,
+        size_of::<HashValue>() <= size_of::<Bytes>(),
         "{}",
-        std::mem::size_of::<HashValue>()
+        size_of::<HashValue>()
     );
+    assert_eq!(size_of::<super::super::Value>(), size_of::<Bytes>() + 8);
 }
