@@ -56,6 +56,26 @@ def test_object_encoding_of_hashes_follows_the_listpack_limits(conn):
     assert conn.cmd("OBJECT", "ENCODING", "many") == bulk("hashtable")
 
 
+def test_a_hash_grown_past_the_listpack_limits_keeps_every_field(conn):
+    assert conn.cmd("CONFIG", "SET", "hash-max-listpack-entries", "128") == b"+OK\r\n"
+    for i in range(129):
+        conn.call("HSET", "grown", f"f{i}", f"v{i}")
+        if i == 127:
+            assert conn.cmd("OBJECT", "ENCODING", "grown") == bulk("listpack")
+    assert conn.cmd("OBJECT", "ENCODING", "grown") == bulk("hashtable")
+    fields = conn.call("HGETALL", "grown")
+    assert dict(zip(fields[::2], fields[1::2])) == {
+        f"f{i}".encode(): f"v{i}".encode() for i in range(129)}
+    # Shrunk, it stays a table (as in Redis).
+    conn.call("HDEL", "grown", *[f"f{i}" for i in range(100)])
+    assert conn.cmd("OBJECT", "ENCODING", "grown") == bulk("hashtable")
+    # A value past hash-max-listpack-value turns a packed hash into a table.
+    conn.call("HSET", "wide", "a", "1", "b", "2")
+    conn.call("HSET", "wide", "b", "x" * 65)
+    assert conn.cmd("OBJECT", "ENCODING", "wide") == bulk("hashtable")
+    assert conn.call("HMGET", "wide", "a", "b") == [b"1", b"x" * 65]
+
+
 def test_object_encoding_after_config_set(conn):
     assert conn.cmd("CONFIG", "SET", "hash-max-listpack-entries", "0") == b"+OK\r\n"
     conn.cmd("HSET", "h", "f", "v")
@@ -176,9 +196,14 @@ def test_memory_usage_estimates_deltagrid_structures(conn):
     assert conn.call("MEMORY", "USAGE", "big") == one + 9999
     conn.cmd("SET", "ttl", "v", "EX", "100")
     assert conn.call("MEMORY", "USAGE", "ttl") > one + 2   # its expiry index element
+    # A small hash is packed: per field two length bytes, one version for all.
     conn.cmd("HSET", "h", *[x for i in range(100) for x in (f"f{i:03}", "v" * 20)])
     payload = 100 * (4 + 20)
-    assert payload + 100 * 50 <= conn.call("MEMORY", "USAGE", "h") <= payload + 100 * 400
+    assert payload + 100 * 2 <= conn.call("MEMORY", "USAGE", "h") <= payload + 100 * 2 + 512
+    # Past hash-max-listpack-entries (128) it is a table: a slot per field.
+    conn.cmd("HSET", "big_h", *[x for i in range(200) for x in (f"f{i:03}", "v" * 20)])
+    payload = 200 * (4 + 20)
+    assert payload + 200 * 50 <= conn.call("MEMORY", "USAGE", "big_h") <= payload + 200 * 400
     # Nothing to sample: the hash keeps its size.
     assert conn.call("MEMORY", "USAGE", "h", "SAMPLES", "1") == conn.call("MEMORY", "USAGE", "h")
 

@@ -89,7 +89,7 @@ pub fn hsetnx(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 
 pub fn hget(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     read(ctx, a[1], |ctx, h| match h.and_then(|h| h.get(a[2])) {
-        Some(f) => ctx.out.bulk(&f.value),
+        Some(f) => ctx.out.bulk(f.value),
         None => ctx.out.null(),
     })
 }
@@ -99,7 +99,7 @@ pub fn hmget(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         ctx.out.array(a.len() - 2);
         for f in &a[2..] {
             match h.and_then(|h| h.get(f)) {
-                Some(f) => ctx.out.bulk(&f.value),
+                Some(f) => ctx.out.bulk(f.value),
                 None => ctx.out.null(),
             }
         }
@@ -111,7 +111,7 @@ pub fn hgetall(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         ctx.out.map(h.map_or(0, |h| h.len()));
         for (f, v) in h.into_iter().flat_map(|h| h.iter()) {
             ctx.out.bulk(f);
-            ctx.out.bulk(&v.value);
+            ctx.out.bulk(v.value);
         }
     })
 }
@@ -129,7 +129,7 @@ pub fn hvals(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     read(ctx, a[1], |ctx, h| {
         ctx.out.array(h.map_or(0, |h| h.len()));
         for (_, v) in h.into_iter().flat_map(|h| h.iter()) {
-            ctx.out.bulk(&v.value);
+            ctx.out.bulk(v.value);
         }
     })
 }
@@ -182,7 +182,7 @@ pub fn hincrby(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         .and_then(|e| e.as_hash())
         .and_then(|h| h.get(a[2]))
     {
-        Some(f) => parse_i64(&f.value).ok_or(CmdError::HashNotInteger)?,
+        Some(f) => parse_i64(f.value).ok_or(CmdError::HashNotInteger)?,
         None => 0,
     };
     let new = current.checked_add(by).ok_or(CmdError::Overflow)?;
@@ -215,8 +215,8 @@ pub fn hincrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         .and_then(|h| h.get(a[2]))
     {
         Some(f) => (
-            parse_f64(&f.value).ok_or(CmdError::HashNotFloat)?,
-            f.value.clone(),
+            parse_f64(f.value).ok_or(CmdError::HashNotFloat)?,
+            Bytes::copy_from_slice(f.value),
         ),
         None => (0.0, Bytes::from_static(b"0")),
     };
@@ -240,7 +240,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         .and_then(|e| e.as_hash())
         .and_then(|h| h.get(a[2]))
     {
-        Some(f) => f.value.clone(),
+        Some(f) => Bytes::copy_from_slice(f.value),
         None => text,
     };
     drop(txn);
@@ -268,7 +268,7 @@ pub fn hscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         let fields = h
             .into_iter()
             .flat_map(|h| h.iter())
-            .map(|(f, v)| (&f[..], &v.value));
+            .map(|(f, v)| (f, v.value));
         let (next, page) = sampling::scan_page(fields, cursor, &opts, one_shot);
         ctx.out.array(2);
         ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());
@@ -316,14 +316,23 @@ pub fn hrandfield(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         } else {
             picks.len()
         });
+        // A packed hash is read by a scan: read once, not once per pick.
+        let packed: Vec<_> = match h.is_packed() {
+            true => h.iter().collect(),
+            false => Vec::new(),
+        };
         for i in picks {
-            if let Some((f, v)) = h.get_index(i) {
+            let pick = match h.is_packed() {
+                true => packed.get(i).copied(),
+                false => h.get_index(i),
+            };
+            if let Some((f, v)) = pick {
                 if resp3_pairs {
                     ctx.out.array(2);
                 }
                 ctx.out.bulk(f);
                 if withvalues {
-                    ctx.out.bulk(&v.value);
+                    ctx.out.bulk(v.value);
                 }
             }
         }

@@ -335,7 +335,7 @@ fn set_fields<N: std::borrow::Borrow<Bytes>>(
     fields: impl Iterator<Item = (N, Bytes)>,
     version: Version,
 ) -> Result<(), ApplyError> {
-    let empty = Value::Hash(Box::default());
+    let empty = Value::Hash(Default::default());
     update_collection(part, at, key, version, empty, |value, version| {
         if let Value::Hash(h) = value {
             for (f, v) in fields {
@@ -433,7 +433,7 @@ fn count_field(
         .tombstones
         .field_or_key(key, field)
         .max(part.tombstones.emptied_other(key, Some(Coll::Hash)));
-    let empty = Value::Hash(Box::default());
+    let empty = Value::Hash(Default::default());
     update_collection(part, at, key, version, empty, |value, version| {
         let Value::Hash(h) = value else { return };
         let held = h.get(field).map(|f| f.version);
@@ -441,7 +441,7 @@ fn count_field(
             (Some(c), _) => c.clone(),
             // Written after the increment: it saw it.
             (None, Some(f)) if f.version >= version => return,
-            (None, Some(f)) => CounterValue::from_plain(f.value.clone(), f.version),
+            (None, Some(f)) => CounterValue::from_plain(Bytes::copy_from_slice(f.value), f.version),
             (None, None) => {
                 let mut c = CounterValue::from_nothing();
                 if let Some(r) = removal {

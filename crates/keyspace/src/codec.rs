@@ -99,7 +99,7 @@ pub fn value_len(v: &Value) -> usize {
         Value::Hash(h) => {
             varint_len(h.len() as u64)
                 + h.iter()
-                    .map(|(f, fv)| bytes_len(f) + bytes_len(&fv.value) + version_len(&fv.version))
+                    .map(|(f, fv)| bytes_len(f) + bytes_len(fv.value) + version_len(&fv.version))
                     .sum::<usize>()
                 + match h.counters().count() {
                     0 => 0,
@@ -234,7 +234,7 @@ fn encode_value(v: &Value, out: &mut impl BufMut) {
             put_varint(out, h.len() as u64);
             for (f, fv) in h.iter() {
                 put_bytes(out, f);
-                put_bytes(out, &fv.value);
+                put_bytes(out, fv.value);
                 put_version(out, &fv.version);
             }
             if counters > 0 {
@@ -496,7 +496,7 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
                     h.set_counter(&field, counter, version);
                 }
             }
-            Ok(Value::Hash(Box::new(h)))
+            Ok(Value::Hash(h))
         }
         SET => {
             let n = r.count(3)?;

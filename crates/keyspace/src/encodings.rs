@@ -1,7 +1,14 @@
 //! The thresholds under which a value keeps its small encoding (Redis's
-//! `hash-max-listpack-entries` and `-value`), set by CONFIG SET. Today they
-//! decide what a small hash looks like to clients (HSCAN returns it whole,
-//! as Redis does a listpack); compact encodings will be chosen by them too.
+//! `hash-max-listpack-entries` and `-value`), set by CONFIG SET.
+//!
+//! A hash is packed in one block up to the hash thresholds
+//! ([`crate::value::HashValue`]) and says so to OBJECT ENCODING and HSCAN.
+//! It decides its form wherever it is written (the write path, merges of
+//! other sites' values, decoding), where no keyspace is at hand: the hash
+//! thresholds are therefore the process's ([`hash_limits`]), which the
+//! keyspace's [`Encodings`] sets (one keyspace serves a process). Sets and
+//! sorted sets have no compact form yet: their encoding is computed from
+//! what they hold.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -12,9 +19,38 @@ const SET_MAX_INTSET_ENTRIES: usize = 512;
 const SET_MAX_LISTPACK_ENTRIES: usize = 128;
 const MAX_LISTPACK_VALUE: usize = 64;
 
+/// Redis 7.2's defaults for hashes.
+const HASH_MAX_LISTPACK_ENTRIES: usize = 128;
+const HASH_MAX_LISTPACK_VALUE: usize = 64;
+
+static HASH_MAX_ENTRIES: AtomicUsize = AtomicUsize::new(HASH_MAX_LISTPACK_ENTRIES);
+static HASH_MAX_VALUE: AtomicUsize = AtomicUsize::new(HASH_MAX_LISTPACK_VALUE);
+
+/// The most fields, and the longest name or value, a packed hash holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HashLimits {
+    pub max_entries: usize,
+    pub max_value: usize,
+}
+
+impl Default for HashLimits {
+    fn default() -> Self {
+        HashLimits {
+            max_entries: HASH_MAX_LISTPACK_ENTRIES,
+            max_value: HASH_MAX_LISTPACK_VALUE,
+        }
+    }
+}
+
+/// The process's hash thresholds (see the module docs).
+pub fn hash_limits() -> HashLimits {
+    HashLimits {
+        max_entries: HASH_MAX_ENTRIES.load(Ordering::Relaxed),
+        max_value: HASH_MAX_VALUE.load(Ordering::Relaxed),
+    }
+}
+
 pub struct Encodings {
-    hash_max_entries: AtomicUsize,
-    hash_max_value: AtomicUsize,
     zset_max_entries: AtomicUsize,
     zset_max_value: AtomicUsize,
 }
@@ -22,8 +58,6 @@ pub struct Encodings {
 impl Default for Encodings {
     fn default() -> Self {
         Encodings {
-            hash_max_entries: AtomicUsize::new(128),
-            hash_max_value: AtomicUsize::new(64),
             zset_max_entries: AtomicUsize::new(128),
             zset_max_value: AtomicUsize::new(MAX_LISTPACK_VALUE),
         }
@@ -32,32 +66,29 @@ impl Default for Encodings {
 
 impl Encodings {
     pub fn hash_max_entries(&self) -> usize {
-        self.hash_max_entries.load(Ordering::Relaxed)
+        HASH_MAX_ENTRIES.load(Ordering::Relaxed)
     }
 
+    /// Hashes written from now on are packed up to `n` fields (those
+    /// packed already stay so until written, as in Redis).
     pub fn set_hash_max_entries(&self, n: usize) {
-        self.hash_max_entries.store(n, Ordering::Relaxed)
+        HASH_MAX_ENTRIES.store(n, Ordering::Relaxed)
     }
 
     pub fn hash_max_value(&self) -> usize {
-        self.hash_max_value.load(Ordering::Relaxed)
+        HASH_MAX_VALUE.load(Ordering::Relaxed)
     }
 
+    /// Hashes written from now on are packed while no name or value is
+    /// longer than `n` bytes.
     pub fn set_hash_max_value(&self, n: usize) {
-        self.hash_max_value.store(n, Ordering::Relaxed)
+        HASH_MAX_VALUE.store(n, Ordering::Relaxed)
     }
 
-    /// A hash of `len` fields whose longest field or value is `longest`
-    /// bytes is small (a listpack in Redis).
-    pub fn small_hash(&self, len: usize, longest: usize) -> bool {
-        len <= self.hash_max_entries() && longest <= self.hash_max_value()
-    }
-
-    /// [`small_hash`](Self::small_hash) for a hash held: its fields are
-    /// read only when their count is under the limit, so a large hash
-    /// costs nothing to classify.
+    /// Whether a hash is in its packed form (a listpack in Redis): it is
+    /// until it outgrows the thresholds, and never again after.
     pub fn hash_is_small(&self, h: &HashValue) -> bool {
-        h.len() <= self.hash_max_entries() && self.small_hash(h.len(), h.longest())
+        h.is_packed()
     }
 
     /// What Redis 7.2 calls a set's encoding: `intset` (integers only, up

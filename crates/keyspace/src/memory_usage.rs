@@ -10,9 +10,12 @@
 //!   counted) and the [`Entry`] inline, whose version and expiry are
 //!   fields; and one slot of the map's index table);
 //! - its element in the partition's expiry index, when it has a time to live;
-//! - a string's bytes; for every other value, its boxed struct (the
-//!   map's [`Entry`] holds a pointer to it);
-//! - a hash's field names and values, and for every field the map has room
+//! - a string's bytes; for every other value but a hash (inline in the
+//!   [`Entry`]), its boxed struct (the map's [`Entry`] holds a pointer to
+//!   it);
+//! - a small hash's packed block (its fields' names, values, lengths and
+//!   versions); a large hash's table (boxed: the map and the payload
+//!   count), field names and values, and for every field the map has room
 //!   for (its capacity, used or not) an element of its entries vector (hash,
 //!   name handle, value handle, field version) and a slot of its index;
 //!   a set's members likewise (a [`MapKey`] and a version per element,
@@ -22,8 +25,8 @@
 //!
 //! It does not count: the spare room of the partition's own map (shared by
 //! all its keys), the shared headers `Bytes` allocate when a buffer is
-//! shared (a key also held by the expiry index or the log, small hash
-//! fields packed into one buffer), copies of the key or value held by the
+//! shared (a key also held by the expiry index or the log, the fields of
+//! a large hash written by one HSET packed into one buffer), copies of the key or value held by the
 //! partition log for replication and WAN, and tombstones.
 
 use std::mem::{size_of, size_of_val};
@@ -31,7 +34,7 @@ use std::mem::{size_of, size_of_val};
 use bytes::Bytes;
 
 use crate::map_key::{self, MapKey};
-use crate::value::{Entry, Field, Value, ZKey, ZMember};
+use crate::value::{Entry, Field, FieldMap, Value, ZKey, ZMember};
 use crate::version::Version;
 
 /// One slot of a hash table's index (`hashbrown`, as `indexmap` uses it):
@@ -68,10 +71,16 @@ pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
         // The text and the state kept to merge it across sites.
         Value::Counter(c) => size_of_val(&**c) + c.text().len() + c.state_len(),
         Value::Hash(h) => {
-            size_of_val(&**h)
-                + h.payload_len()
-                + h.capacity() * (map_element::<Bytes, Field>() + INDEX_SLOT)
-                + h.counters_len()
+            let fields = match h.packed_bytes() {
+                Some(block) => block,
+                None => {
+                    size_of::<FieldMap>()
+                        + size_of::<usize>()
+                        + h.payload_len()
+                        + h.capacity() * (map_element::<Bytes, Field>() + INDEX_SLOT)
+                }
+            };
+            fields + h.counters_len()
         }
         // Members as keys are held: inline up to 22 bytes.
         Value::Set(s) => {
@@ -128,17 +137,38 @@ mod tests {
     }
 
     #[test]
-    fn a_hash_costs_its_payload_and_every_field_slot() {
+    fn a_small_hash_costs_its_packed_block() {
         let mut h = HashValue::new();
-        let empty = entry_usage(b"h", &entry(Value::Hash(Box::new(h.clone())), 0));
-        for i in 0..100u32 {
+        let empty = entry_usage(b"h", &entry(Value::Hash(h.clone()), 0));
+        for i in 0..5u32 {
+            h.set(
+                Bytes::from(format!("field:{i}")),
+                Bytes::from_static(b"v1"),
+                Version::ZERO,
+            );
+        }
+        let full = entry_usage(b"h", &entry(Value::Hash(h.clone()), 0));
+        // A mode byte, one version, then lengths, names and values.
+        assert_eq!(full - empty, 1 + 10 + 5 * (1 + 7 + 1 + 2));
+    }
+
+    #[test]
+    fn a_large_hash_costs_its_payload_and_every_field_slot() {
+        let mut h = HashValue::new();
+        let empty = entry_usage(b"h", &entry(Value::Hash(h.clone()), 0));
+        for i in 0..200u32 {
             let name = Bytes::from(format!("field:{i}"));
             h.set(name, Bytes::from(vec![b'v'; 20]), Version::ZERO);
         }
-        let full = entry_usage(b"h", &entry(Value::Hash(Box::new(h.clone())), 0));
+        assert!(!h.is_packed());
+        let full = entry_usage(b"h", &entry(Value::Hash(h.clone()), 0));
         let per_field = map_element::<Bytes, Field>() + INDEX_SLOT;
-        assert_eq!(full - empty, h.payload_len() + h.capacity() * per_field);
-        assert!(h.capacity() >= 100);
-        assert!(full > 100 * (20 + 7) + 100 * per_field);
+        let table = size_of::<FieldMap>() + size_of::<usize>();
+        assert_eq!(
+            full - empty,
+            table + h.payload_len() + h.capacity() * per_field
+        );
+        assert!(h.capacity() >= 200);
+        assert!(full > 200 * (20 + 7) + 200 * per_field);
     }
 }

@@ -4,17 +4,19 @@
 //! delta is worth it, and reporting memory, never walks a whole value.
 
 use bytes::{Bytes, BytesMut};
-use indexmap::IndexMap;
 
 use crate::tombstones::Coll;
 use crate::version::Version;
 
 mod counter;
+mod hash;
+mod hash_pack;
 mod score;
 mod set;
 mod zset;
 
 pub use counter::{Base as CounterBase, Contribution, CounterValue, FloatContribution, Total};
+pub use hash::{Field, FieldMap, FieldRef, HashValue, Iter as HashIter};
 pub use score::{ScoreContribution, ScoreCounter};
 pub use set::SetValue;
 pub use zset::{same_score, Key as ZKey, Lex, Member as ZMember, Score, ZSetValue};
@@ -74,17 +76,17 @@ where
     names.into_iter().zip(values).collect()
 }
 
-pub type FieldMap = IndexMap<Bytes, Field, ahash::RandomState>;
-
 /// A key's value. Every variant but a plain string is boxed, so that a
 /// value (and the [`Entry`] in every partition map slot) is as small as a
-/// string's: 288 bytes per entry unboxed, 64 boxed.
+/// string's: 288 bytes per entry unboxed, 64 boxed. A hash is inline: a
+/// [`HashValue`] is no larger than a string's `Bytes` (its fields are a
+/// block or a table of their own), and saves a block per hash.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Str(Bytes),
     /// A string that merges increments across sites (see [`CounterValue`]).
     Counter(Box<CounterValue>),
-    Hash(Box<HashValue>),
+    Hash(HashValue),
     Set(Box<SetValue>),
     ZSet(Box<ZSetValue>),
 }
@@ -188,7 +190,7 @@ impl Value {
             Value::Hash(h) => h
                 .iter()
                 .filter(|(_, f)| older(f.version))
-                .map(|(n, _)| n.clone())
+                .map(|(n, _)| Bytes::copy_from_slice(n))
                 .collect(),
             Value::Set(s) => s
                 .iter()
@@ -220,177 +222,6 @@ impl Value {
             (None, None) => true,
             (a, b) => a == b,
         }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct Field {
-    pub value: Bytes,
-    pub version: Version,
-}
-
-#[derive(Clone, Debug, Default)]
-pub struct HashValue {
-    fields: FieldMap,
-    payload: usize,
-    /// The fields HINCRBY made merging counters (only where partitions
-    /// merge with other sites): field -> its counter state, whose text is
-    /// the field's value.
-    counter_states: Option<Box<CounterMap>>,
-}
-
-type CounterMap = IndexMap<Bytes, CounterValue, ahash::RandomState>;
-
-impl PartialEq for HashValue {
-    /// Equal when they hold the same fields (and counter states), whatever
-    /// the insertion order.
-    fn eq(&self, other: &Self) -> bool {
-        let counters_eq = match (&self.counter_states, &other.counter_states) {
-            (None, None) => true,
-            (Some(a), Some(b)) => a.len() == b.len() && a.iter().all(|(k, c)| b.get(k) == Some(c)),
-            (Some(a), None) | (None, Some(a)) => a.is_empty(),
-        };
-        counters_eq
-            && self.fields.len() == other.fields.len()
-            && self
-                .fields
-                .iter()
-                .all(|(k, v)| other.fields.get(k) == Some(v))
-    }
-}
-
-impl HashValue {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    pub fn len(&self) -> usize {
-        self.fields.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.fields.is_empty()
-    }
-
-    pub fn payload_len(&self) -> usize {
-        self.payload
-    }
-
-    /// Fields the map holds room for without growing.
-    pub fn capacity(&self) -> usize {
-        self.fields.capacity()
-    }
-
-    /// The length of the longest field name or value.
-    pub fn longest(&self) -> usize {
-        self.fields
-            .iter()
-            .map(|(f, v)| f.len().max(v.value.len()))
-            .max()
-            .unwrap_or(0)
-    }
-
-    pub fn get(&self, field: &[u8]) -> Option<&Field> {
-        self.fields.get(field)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Field)> {
-        self.fields.iter()
-    }
-
-    pub fn get_index(&self, i: usize) -> Option<(&Bytes, &Field)> {
-        self.fields.get_index(i)
-    }
-
-    /// Sets a field; returns true when the field is new.
-    pub fn set(&mut self, name: Bytes, value: Bytes, version: Version) -> bool {
-        self.set_ref(&name, value, version)
-    }
-
-    /// [`set`](Self::set), cloning the name only when the field is new.
-    pub fn set_ref(&mut self, name: &Bytes, value: Bytes, version: Version) -> bool {
-        self.payload += value.len();
-        match self.fields.get_mut(name) {
-            Some(f) => {
-                self.payload -= f.value.len();
-                *f = Field { value, version };
-                false
-            }
-            None => {
-                self.payload += name.len();
-                self.fields.insert(name.clone(), Field { value, version });
-                true
-            }
-        }
-    }
-
-    /// Gives every field the version `v`.
-    pub fn stamp(&mut self, v: Version) {
-        for f in self.fields.values_mut() {
-            f.version = v;
-        }
-    }
-
-    pub fn remove(&mut self, name: &[u8]) -> bool {
-        self.drop_counter(name);
-        match self.fields.swap_remove_entry(name) {
-            Some((k, f)) => {
-                self.payload -= k.len() + f.value.len();
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// The counter state of field `name`, if HINCRBY made it one.
-    pub fn counter(&self, name: &[u8]) -> Option<&CounterValue> {
-        self.counter_states.as_ref()?.get(name)
-    }
-
-    /// Every counter state, in no order.
-    pub fn counters(&self) -> impl Iterator<Item = (&Bytes, &CounterValue)> {
-        self.counter_states.iter().flat_map(|m| m.iter())
-    }
-
-    /// Field `name` is a plain value again (HSET wrote it whole).
-    pub fn drop_counter(&mut self, name: &[u8]) {
-        if let Some(m) = &mut self.counter_states {
-            m.swap_remove(name);
-            if m.is_empty() {
-                self.counter_states = None;
-            }
-        }
-    }
-
-    /// Field `name` becomes (or stays) the counter `c`: its value is the
-    /// counter's text, at `version`.
-    pub fn set_counter(&mut self, name: &Bytes, c: CounterValue, version: Version) {
-        self.set_ref(name, c.text().clone(), version);
-        self.counter_states
-            .get_or_insert_with(Default::default)
-            .insert(name.clone(), c);
-    }
-
-    /// A removal at `v` of a hash written since: its counter fields lose
-    /// what is older than `v` (their values follow).
-    pub fn prune_counters(&mut self, v: Version) {
-        let names: Vec<Bytes> = self
-            .counters()
-            .filter(|(_, c)| c.has_older_than(v))
-            .map(|(n, _)| n.clone())
-            .collect();
-        for n in names {
-            if let (Some(c), Some(f)) = (self.counter(&n), self.get(&n)) {
-                let (mut c, at) = (c.clone(), f.version);
-                c.prune_older(v);
-                self.set_counter(&n, c, at);
-            }
-        }
-    }
-
-    /// Bytes the counter states take, for memory accounting.
-    pub fn counters_len(&self) -> usize {
-        self.counters().map(|(k, c)| k.len() + c.state_len()).sum()
     }
 }
 
@@ -461,7 +292,11 @@ impl Entry {
         const FIELD_OVERHEAD: usize = 48;
         const ZSET_MEMBER_OVERHEAD: usize = 96;
         let fields = match &self.value {
-            Value::Hash(h) => h.len() * FIELD_OVERHEAD,
+            // The block's lengths and versions beside the payload.
+            Value::Hash(h) => match h.packed_bytes() {
+                Some(block) => block - h.payload_len() + h.counters_len(),
+                None => h.len() * FIELD_OVERHEAD + h.counters_len(),
+            },
             Value::Set(s) => s.len() * FIELD_OVERHEAD,
             Value::ZSet(z) => z.len() * ZSET_MEMBER_OVERHEAD + z.counters_len(),
             Value::Counter(c) => c.state_len(),

@@ -116,7 +116,7 @@ pub fn dump(value: &Value) -> Vec<u8> {
             put_len(&mut out, h.len() as u64);
             for (name, field) in h.iter() {
                 put_string(&mut out, name);
-                put_string(&mut out, &field.value);
+                put_string(&mut out, field.value);
             }
         }
         Value::Set(s) if s.len() <= INTSET_MAX && s.all_integers() => {
@@ -365,7 +365,7 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
                     return Err(Malformed);
                 }
             }
-            Value::Hash(Box::new(h))
+            Value::Hash(h)
         }
         t @ (T_HASH_ZIPLIST | T_HASH_LISTPACK) => {
             let blob = r.string()?;
@@ -376,7 +376,7 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
                     return Err(Malformed);
                 }
             }
-            Value::Hash(Box::new(h))
+            Value::Hash(h)
         }
         t @ (T_ZSET | T_ZSET_2) => {
             let n = r.count(if t == T_ZSET { 2 } else { 9 })?;

@@ -61,7 +61,7 @@ fn reads_payloads_redis_wrote() {
         .unwrap();
     let mut want = HashValue::new();
     want.set(b("f"), b("v"), V);
-    assert_eq!(h, Value::Hash(Box::new(want)));
+    assert_eq!(h, Value::Hash(want));
     let z = restore(b"\x11\x14\x14\x00\x00\x00\x04\x00\x81a\x02\x831.5\x04\x81b\x02\x02\x01\xff\n\x00\xfa\x02\xb4%\xaf\x18\x87c").unwrap();
     let Value::ZSet(z) = z else {
         panic!("not a zset")
@@ -190,7 +190,7 @@ fn value() -> impl Strategy<Value = Value> {
             for (f, v) in fs {
                 h.set(f, v, V);
             }
-            Value::Hash(Box::new(h))
+            Value::Hash(h)
         }),
         many(40).prop_map(|ms| {
             let mut s = SetValue::new();

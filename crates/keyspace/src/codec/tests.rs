@@ -29,7 +29,7 @@ fn value() -> impl Strategy<Value = Value> {
             for (f, v, ver) in fs {
                 h.set(f, v, ver);
             }
-            Value::Hash(Box::new(h))
+            Value::Hash(h)
         }),
         (
             version(),

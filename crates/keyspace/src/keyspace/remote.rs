@@ -284,7 +284,11 @@ fn resolve(
                     .get(name)
                     .is_some_and(|here| here.version >= f.version);
                 if !removed && !newer_here {
-                    merged.set(name.clone(), f.value.clone(), f.version);
+                    merged.set(
+                        Bytes::copy_from_slice(name),
+                        Bytes::copy_from_slice(f.value),
+                        f.version,
+                    );
                     changed = true;
                 }
             }
@@ -307,7 +311,7 @@ fn resolve(
                 };
             }
             let kind = ChangeKind::Full {
-                value: Value::Hash(Box::new(merged)),
+                value: Value::Hash(merged),
                 expire_at,
             };
             (

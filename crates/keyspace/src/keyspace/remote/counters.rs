@@ -191,7 +191,7 @@ pub(crate) fn field_counter(h: &HashValue, name: &[u8]) -> Option<CounterValue> 
         Some(c) => Some(c.clone()),
         None => h
             .get(name)
-            .map(|f| CounterValue::from_plain(f.value.clone(), f.version)),
+            .map(|f| CounterValue::from_plain(bytes::Bytes::copy_from_slice(f.value), f.version)),
     }
 }
 
@@ -201,7 +201,7 @@ pub(crate) fn field_counter(h: &HashValue, name: &[u8]) -> Option<CounterValue> 
 pub(super) fn join_field(
     merged: &mut HashValue,
     incoming: &HashValue,
-    name: &bytes::Bytes,
+    name: &[u8],
     removal: Option<Version>,
 ) -> bool {
     let before = merged.clone();
@@ -228,10 +228,14 @@ pub(super) fn join_field(
         // Everything of it is older than its removal here.
         merged.remove(name);
     } else if state.is_plain() && state.assigned() == version {
-        merged.set(name.clone(), state.text().clone(), version);
+        merged.set(
+            bytes::Bytes::copy_from_slice(name),
+            state.text().clone(),
+            version,
+        );
         merged.drop_counter(name);
     } else {
-        merged.set_counter(name, state, version);
+        merged.set_counter(&bytes::Bytes::copy_from_slice(name), state, version);
     }
     *merged != before
 }

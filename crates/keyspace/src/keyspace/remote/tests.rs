@@ -64,7 +64,7 @@ fn full_hash(key: &str, fields: &[(&str, &str, Version)], v: Version) -> Change 
         key: b(key),
         version: v,
         kind: ChangeKind::Full {
-            value: Value::Hash(Box::new(h)),
+            value: Value::Hash(h),
             expire_at: 0,
         },
     }
@@ -141,7 +141,10 @@ fn string(ks: &Keyspace, key: &str) -> Option<Bytes> {
 }
 
 fn field(ks: &Keyspace, key: &str, f: &str) -> Option<Field> {
-    entry(ks, key).and_then(|e| e.as_hash().and_then(|h| h.get(f.as_bytes()).cloned()))
+    entry(ks, key).and_then(|e| {
+        e.as_hash()
+            .and_then(|h| h.get(f.as_bytes()).map(|f| f.to_field()))
+    })
 }
 
 fn floor(ks: &Keyspace, key: &str) -> Option<Version> {
@@ -243,7 +246,7 @@ fn settled_tombstones_go_and_late_full_values_do_not_resurrect() {
         let Some(Value::Hash(h)) = p.get(b"h").map(|e| e.value.clone()) else {
             return Vec::new();
         };
-        let mut names: Vec<Bytes> = h.iter().map(|(n, _)| n.clone()).collect();
+        let mut names: Vec<Bytes> = h.iter().map(|(n, _)| Bytes::copy_from_slice(n)).collect();
         names.sort();
         names
     });
@@ -1429,7 +1432,7 @@ fn run_local(ks: &Keyspace, op: Op) {
                 Some(e) => e
                     .as_hash()
                     .and_then(|h| h.get(&field))
-                    .map(|f| f.value.clone())
+                    .map(|f| Bytes::copy_from_slice(f.value))
                     .unwrap_or_else(|| Bytes::from_static(b"0")),
                 None => Bytes::from_static(b"0"),
             };
@@ -1477,7 +1480,7 @@ fn run_local(ks: &Keyspace, op: Op) {
                 Some(e) => e
                     .as_hash()
                     .and_then(|h| h.get(&field))
-                    .map(|f| f.value.clone())
+                    .map(|f| Bytes::copy_from_slice(f.value))
                     .unwrap_or_else(|| Bytes::from_static(b"0")),
                 None => Bytes::from_static(b"0"),
             };

@@ -182,7 +182,7 @@ pub(super) fn settled_away(settled: u64, entry: Option<&Entry>, change: &mut Cha
         Value::Hash(h) => h
             .iter()
             .filter(|(n, f)| lacked(n, f.version))
-            .map(|(n, _)| n.clone())
+            .map(|(n, _)| Bytes::copy_from_slice(n))
             .collect(),
         Value::Set(s) => s
             .iter()
