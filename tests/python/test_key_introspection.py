@@ -82,6 +82,28 @@ def test_object_encoding_after_config_set(conn):
     assert conn.cmd("OBJECT", "ENCODING", "h") == bulk("hashtable")
 
 
+@pytest.mark.deltagrid_only  # Redis 7.0 has no set listpack (7.2 does)
+def test_a_set_is_packed_up_to_the_set_listpack_limits(conn):
+    assert conn.cmd("CONFIG", "SET", "set-max-listpack-entries", "3") == b"+OK\r\n"
+    assert conn.call("CONFIG", "GET", "set-max-listpack-entries") == [
+        b"set-max-listpack-entries", b"3"]
+    conn.call("SADD", "s", "a", "b", "c")
+    assert conn.cmd("OBJECT", "ENCODING", "s") == bulk("listpack")
+    conn.call("SADD", "s", "d")
+    assert conn.cmd("OBJECT", "ENCODING", "s") == bulk("hashtable")
+    assert sorted(conn.call("SMEMBERS", "s")) == [b"a", b"b", b"c", b"d"]
+    assert conn.cmd("CONFIG", "SET", "set-max-listpack-entries", "128") == b"+OK\r\n"
+    assert conn.cmd("CONFIG", "SET", "set-max-listpack-value", "4") == b"+OK\r\n"
+    conn.call("SADD", "w", "abcd")
+    assert conn.cmd("OBJECT", "ENCODING", "w") == bulk("listpack")
+    conn.call("SADD", "w", "abcde")
+    assert conn.cmd("OBJECT", "ENCODING", "w") == bulk("hashtable")
+    assert conn.cmd("CONFIG", "SET", "set-max-listpack-value", "64") == b"+OK\r\n"
+    # Integers only: an intset, whatever the form.
+    conn.call("SADD", "i", "1", "2")
+    assert conn.cmd("OBJECT", "ENCODING", "i") == bulk("intset")
+
+
 @pytest.mark.shared_server
 def test_object_refcount_of_shared_integers(conn):
     shared = b":2147483647\r\n"

@@ -504,7 +504,7 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
             for (m, v) in r.members(n, Reader::version)? {
                 set.add(&m, v);
             }
-            Ok(Value::Set(Box::new(set)))
+            Ok(Value::Set(set))
         }
         tag @ (ZSET | ZSET_COUNTERS) => {
             let n = r.count(11)?;

@@ -1,23 +1,29 @@
 //! The thresholds under which a value keeps its small encoding (Redis's
-//! `hash-max-listpack-entries` and `-value`), set by CONFIG SET.
+//! `hash-max-listpack-entries` and `-value`, `set-max-listpack-entries`
+//! and `-value`), set by CONFIG SET.
 //!
 //! A hash is packed in one block up to the hash thresholds
-//! ([`crate::value::HashValue`]) and says so to OBJECT ENCODING and HSCAN.
-//! It decides its form wherever it is written (the write path, merges of
-//! other sites' values, decoding), where no keyspace is at hand: the hash
-//! thresholds are therefore the process's ([`hash_limits`]), which the
-//! keyspace's [`Encodings`] sets (one keyspace serves a process). Sets and
-//! sorted sets have no compact form yet: their encoding is computed from
-//! what they hold.
+//! ([`crate::value::HashValue`]) and says so to OBJECT ENCODING and HSCAN;
+//! so is a set up to the set thresholds ([`crate::value::SetValue`]). A
+//! value decides its form wherever it is written (the write path, merges
+//! of other sites' values, decoding), where no keyspace is at hand: the
+//! thresholds are therefore the process's ([`hash_limits`],
+//! [`set_limits`]), which the keyspace's [`Encodings`] sets (one keyspace
+//! serves a process). Sorted sets have no compact form yet: their
+//! encoding is computed from what they hold.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::value::{HashValue, SetValue, ZSetValue};
 
-/// Redis 7.2's defaults for sets and sorted sets (not settable yet).
+/// Redis 7.2's defaults for sets and sorted sets (`set-max-intset-entries`
+/// is not settable yet).
 const SET_MAX_INTSET_ENTRIES: usize = 512;
 const SET_MAX_LISTPACK_ENTRIES: usize = 128;
 const MAX_LISTPACK_VALUE: usize = 64;
+
+static SET_MAX_ENTRIES: AtomicUsize = AtomicUsize::new(SET_MAX_LISTPACK_ENTRIES);
+static SET_MAX_VALUE: AtomicUsize = AtomicUsize::new(MAX_LISTPACK_VALUE);
 
 /// Redis 7.2's defaults for hashes.
 const HASH_MAX_LISTPACK_ENTRIES: usize = 128;
@@ -47,6 +53,18 @@ pub fn hash_limits() -> HashLimits {
     HashLimits {
         max_entries: HASH_MAX_ENTRIES.load(Ordering::Relaxed),
         max_value: HASH_MAX_VALUE.load(Ordering::Relaxed),
+    }
+}
+
+/// The most members, and the longest member, a packed set holds (Redis
+/// 7.2's defaults for sets are those for hashes: 128 and 64).
+pub type SetLimits = HashLimits;
+
+/// The process's set thresholds (see the module docs).
+pub fn set_limits() -> SetLimits {
+    SetLimits {
+        max_entries: SET_MAX_ENTRIES.load(Ordering::Relaxed),
+        max_value: SET_MAX_VALUE.load(Ordering::Relaxed),
     }
 }
 
@@ -91,13 +109,33 @@ impl Encodings {
         h.is_packed()
     }
 
+    pub fn set_max_entries(&self) -> usize {
+        SET_MAX_ENTRIES.load(Ordering::Relaxed)
+    }
+
+    /// Sets written from now on are packed up to `n` members (those
+    /// packed already stay so until written, as in Redis).
+    pub fn set_set_max_entries(&self, n: usize) {
+        SET_MAX_ENTRIES.store(n, Ordering::Relaxed)
+    }
+
+    pub fn set_max_value(&self) -> usize {
+        SET_MAX_VALUE.load(Ordering::Relaxed)
+    }
+
+    /// Sets written from now on are packed while no member is longer than
+    /// `n` bytes.
+    pub fn set_set_max_value(&self, n: usize) {
+        SET_MAX_VALUE.store(n, Ordering::Relaxed)
+    }
+
     /// What Redis 7.2 calls a set's encoding: `intset` (integers only, up
-    /// to 512), `listpack` (up to 128 members of at most 64 bytes) or
-    /// `hashtable`.
+    /// to 512), `listpack` (the packed form: up to `set-max-listpack-entries`
+    /// members of at most `set-max-listpack-value` bytes) or `hashtable`.
     pub fn set_encoding(&self, s: &SetValue) -> &'static str {
         if s.len() <= SET_MAX_INTSET_ENTRIES && s.all_integers() {
             "intset"
-        } else if s.len() <= SET_MAX_LISTPACK_ENTRIES && s.longest() <= MAX_LISTPACK_VALUE {
+        } else if s.is_packed() {
             "listpack"
         } else {
             "hashtable"

@@ -10,16 +10,17 @@
 //!   counted) and the [`Entry`] inline, whose version and expiry are
 //!   fields; and one slot of the map's index table);
 //! - its element in the partition's expiry index, when it has a time to live;
-//! - a string's bytes; for every other value but a hash (inline in the
-//!   [`Entry`]), its boxed struct (the map's [`Entry`] holds a pointer to
-//!   it);
+//! - a string's bytes; for every other value but a hash or a set (inline
+//!   in the [`Entry`]), its boxed struct (the map's [`Entry`] holds a
+//!   pointer to it);
 //! - a small hash's packed block (its fields' names, values, lengths and
 //!   versions); a large hash's table (boxed: the map and the payload
 //!   count), field names and values, and for every field the map has room
 //!   for (its capacity, used or not) an element of its entries vector (hash,
 //!   name handle, value handle, field version) and a slot of its index;
-//!   a set's members likewise (a [`MapKey`] and a version per element,
-//!   the member's bytes only past 22);
+//!   a small set's packed block likewise (its members' bytes, lengths and
+//!   versions), a large set's table likewise (a [`MapKey`] and a version
+//!   per element, the member's bytes only past 22);
 //!   a sorted set's likewise (a `Bytes` handle per member, its bytes, score
 //!   and version) plus, per member, its place in the order.
 //!
@@ -34,7 +35,7 @@ use std::mem::{size_of, size_of_val};
 use bytes::Bytes;
 
 use crate::map_key::{self, MapKey};
-use crate::value::{Entry, Field, FieldMap, Value, ZKey, ZMember};
+use crate::value::{Entry, Field, FieldMap, MemberMap, Value, ZKey, ZMember};
 use crate::version::Version;
 
 /// One slot of a hash table's index (`hashbrown`, as `indexmap` uses it):
@@ -82,12 +83,17 @@ pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
             };
             fields + h.counters_len()
         }
-        // Members as keys are held: inline up to 22 bytes.
-        Value::Set(s) => {
-            size_of_val(&**s)
-                + s.members().map(|m| block_of(m)).sum::<usize>()
-                + s.capacity() * (map_element::<MapKey, Version>() + INDEX_SLOT)
-        }
+        // Packed: the block. In a table, members as keys are held: inline
+        // up to 22 bytes.
+        Value::Set(s) => match s.packed_bytes() {
+            Some(block) => block,
+            None => {
+                size_of::<MemberMap>()
+                    + size_of::<usize>()
+                    + s.members().map(block_of).sum::<usize>()
+                    + s.capacity() * (map_element::<MapKey, Version>() + INDEX_SLOT)
+            }
+        },
         // The member map as a set's, plus each member's place in the order
         // (its score and a second handle of its name).
         Value::ZSet(z) => {

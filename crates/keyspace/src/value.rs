@@ -18,7 +18,7 @@ mod zset;
 pub use counter::{Base as CounterBase, Contribution, CounterValue, FloatContribution, Total};
 pub use hash::{Field, FieldMap, FieldRef, HashValue, Iter as HashIter};
 pub use score::{ScoreContribution, ScoreCounter};
-pub use set::SetValue;
+pub use set::{MemberMap, SetValue};
 pub use zset::{same_score, Key as ZKey, Lex, Member as ZMember, Score, ZSetValue};
 
 /// Parts that together take at most this many bytes are copied into one
@@ -78,16 +78,17 @@ where
 
 /// A key's value. Every variant but a plain string is boxed, so that a
 /// value (and the [`Entry`] in every partition map slot) is as small as a
-/// string's: 288 bytes per entry unboxed, 64 boxed. A hash is inline: a
-/// [`HashValue`] is no larger than a string's `Bytes` (its fields are a
-/// block or a table of their own), and saves a block per hash.
+/// string's: 288 bytes per entry unboxed, 64 boxed. A hash and a set are
+/// inline: a [`HashValue`] or [`SetValue`] is no larger than a string's
+/// `Bytes` (its elements are a block or a table of their own), and saves a
+/// block per key.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Str(Bytes),
     /// A string that merges increments across sites (see [`CounterValue`]).
     Counter(Box<CounterValue>),
     Hash(HashValue),
-    Set(Box<SetValue>),
+    Set(SetValue),
     ZSet(Box<ZSetValue>),
 }
 
@@ -195,7 +196,7 @@ impl Value {
             Value::Set(s) => s
                 .iter()
                 .filter(|(_, v)| older(*v))
-                .map(|(n, _)| n.to_bytes())
+                .map(|(n, _)| Bytes::copy_from_slice(n))
                 .collect(),
             Value::ZSet(z) => z
                 .iter()
@@ -297,7 +298,11 @@ impl Entry {
                 Some(block) => block - h.payload_len() + h.counters_len(),
                 None => h.len() * FIELD_OVERHEAD + h.counters_len(),
             },
-            Value::Set(s) => s.len() * FIELD_OVERHEAD,
+            // The block's lengths and versions beside the members.
+            Value::Set(s) => match s.packed_bytes() {
+                Some(block) => block - s.payload_len(),
+                None => s.len() * FIELD_OVERHEAD,
+            },
             Value::ZSet(z) => z.len() * ZSET_MEMBER_OVERHEAD + z.counters_len(),
             Value::Counter(c) => c.state_len(),
             Value::Str(_) => 0,

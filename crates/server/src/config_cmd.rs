@@ -355,8 +355,20 @@ static PARAMS: &[Param] = &[
     Param {
         name: "set-max-listpack-entries",
         alias: None,
-        get: |_| "128".into(),
-        set: Some(|_, v| only(v, "128", NOT_YET)),
+        get: |n| n.ks.encodings().set_max_entries().to_string(),
+        set: Some(|_, v| {
+            let v = hash_limit(v)?;
+            Ok(Box::new(move |n| n.ks.encodings().set_set_max_entries(v)))
+        }),
+    },
+    Param {
+        name: "set-max-listpack-value",
+        alias: None,
+        get: |n| n.ks.encodings().set_max_value().to_string(),
+        set: Some(|_, v| {
+            let v = hash_limit(v)?;
+            Ok(Box::new(move |n| n.ks.encodings().set_set_max_value(v)))
+        }),
     },
     Param {
         name: "zset-max-listpack-entries",

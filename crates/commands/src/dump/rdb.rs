@@ -121,7 +121,7 @@ pub fn dump(value: &Value) -> Vec<u8> {
         }
         Value::Set(s) if s.len() <= INTSET_MAX && s.all_integers() => {
             out.push(T_SET_INTSET);
-            let ints = s.members().filter_map(|m| canonical_int(m)).collect();
+            let ints = s.members().filter_map(canonical_int).collect();
             put_raw(&mut out, &intset::encode(ints));
         }
         Value::Set(s) => {
@@ -339,14 +339,14 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
             for _ in 0..n {
                 add_member(&mut s, r.bytes()?)?;
             }
-            Value::Set(Box::new(s))
+            Value::Set(s)
         }
         T_SET_INTSET => {
             let mut s = SetValue::new();
             for i in intset::decode(&r.string()?)? {
                 add_member(&mut s, Elem::Int(i).to_bytes())?;
             }
-            Value::Set(Box::new(s))
+            Value::Set(s)
         }
         T_SET_LISTPACK => {
             let blob = r.string()?;
@@ -354,7 +354,7 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
             for e in listpack::decode(&blob)? {
                 add_member(&mut s, e.to_bytes())?;
             }
-            Value::Set(Box::new(s))
+            Value::Set(s)
         }
         T_HASH => {
             let n = r.count(2)?;

@@ -33,7 +33,7 @@ fn set_of(ms: &[&str]) -> Value {
     for m in ms {
         s.add(&b(m), V);
     }
-    Value::Set(Box::new(s))
+    Value::Set(s)
 }
 
 #[test]
@@ -197,7 +197,7 @@ fn value() -> impl Strategy<Value = Value> {
             for m in ms {
                 s.add(&m, V);
             }
-            Value::Set(Box::new(s))
+            Value::Set(s)
         }),
         // Enough integers to go past the intset limit.
         proptest::collection::vec(any::<i64>(), 1..700).prop_map(|ns| {
@@ -205,7 +205,7 @@ fn value() -> impl Strategy<Value = Value> {
             for n in ns {
                 s.add(&Bytes::from(n.to_string()), V);
             }
-            Value::Set(Box::new(s))
+            Value::Set(s)
         }),
         proptest::collection::vec((member(), score()), 1..200).prop_map(|ms| {
             let mut z = ZSetValue::new();

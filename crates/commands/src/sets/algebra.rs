@@ -38,7 +38,7 @@ fn compute(txn: &mut Txn, keys: &[&[u8]], op: Op, limit: usize) -> Result<Vec<By
             let mut out = Vec::new();
             for m in get(smallest).members() {
                 if (0..sets.len()).all(|i| i == smallest || get(i).contains(m)) {
-                    out.push(m.to_bytes());
+                    out.push(Bytes::copy_from_slice(m));
                     if limit > 0 && out.len() >= limit {
                         break;
                     }
@@ -52,7 +52,7 @@ fn compute(txn: &mut Txn, keys: &[&[u8]], op: Op, limit: usize) -> Result<Vec<By
             for i in 0..sets.len() {
                 for m in get(i).members() {
                     if seen.insert(m) {
-                        out.push(m.to_bytes());
+                        out.push(Bytes::copy_from_slice(m));
                     }
                 }
             }
@@ -61,7 +61,7 @@ fn compute(txn: &mut Txn, keys: &[&[u8]], op: Op, limit: usize) -> Result<Vec<By
         Op::Diff => get(0)
             .members()
             .filter(|m| (1..sets.len()).all(|i| !get(i).contains(m)))
-            .map(|m| m.to_bytes())
+            .map(Bytes::copy_from_slice)
             .collect(),
     })
 }

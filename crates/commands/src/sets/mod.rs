@@ -152,9 +152,10 @@ pub fn spop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         Some(s) => {
             let n = count.map_or(1, |c| (c as usize).min(s.len()));
             let mut rng = rand::thread_rng();
+            let at = Positions::of(s);
             rand::seq::index::sample(&mut rng, s.len(), n)
                 .into_iter()
-                .filter_map(|i| s.get_index(i).map(|(m, _)| m.to_bytes()))
+                .filter_map(|i| at.get(i).map(Bytes::copy_from_slice))
                 .collect()
         }
         None => Vec::new(),
@@ -186,7 +187,8 @@ pub fn srandmember(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     sampling::check_count(count, false)?;
     read(ctx, a[1], |ctx, s| {
         let len = s.map_or(0, SetValue::len);
-        let member = |i: usize| s.and_then(|s| s.get_index(i)).map(|(m, _)| m);
+        let at = s.map(Positions::of);
+        let member = |i: usize| at.as_ref().and_then(|at| at.get(i));
         let Some(count) = count else {
             match member(if len > 0 {
                 sampling::random_one(len)
@@ -206,6 +208,29 @@ pub fn srandmember(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     })
 }
 
+/// A set's members by position: a packed set's listed once (reaching one
+/// there is a scan), a table's looked up.
+enum Positions<'a> {
+    Listed(Vec<&'a [u8]>),
+    Table(&'a SetValue),
+}
+
+impl<'a> Positions<'a> {
+    fn of(s: &'a SetValue) -> Self {
+        match s.is_packed() {
+            true => Positions::Listed(s.members().collect()),
+            false => Positions::Table(s),
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<&'a [u8]> {
+        match self {
+            Positions::Listed(l) => l.get(i).copied(),
+            Positions::Table(s) => s.get_index(i).map(|(m, _)| m),
+        }
+    }
+}
+
 pub fn sscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let cursor = args::cursor(a[2])?;
     let opts = args::scan_opts(&a[3..], false)?;
@@ -213,10 +238,7 @@ pub fn sscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         // A small set is returned whole with cursor 0, as Redis does for an
         // intset or listpack.
         let one_shot = s.is_none_or(|s| ctx.ks.encodings().set_encoding(s) != "hashtable");
-        let members = s
-            .into_iter()
-            .flat_map(SetValue::members)
-            .map(|m| (&m[..], ()));
+        let members = s.into_iter().flat_map(SetValue::members).map(|m| (m, ()));
         let (next, page) = sampling::scan_page(members, cursor, &opts, one_shot);
         ctx.out.array(2);
         ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());
@@ -243,7 +265,7 @@ fn store(txn: &mut Txn, dst: &[u8], members: Vec<Bytes>) -> Result<usize, CmdErr
     txn.write(
         dst,
         Write::Set {
-            value: Value::Set(Box::new(set)),
+            value: Value::Set(set),
             expire_at: 0,
         },
     )?;

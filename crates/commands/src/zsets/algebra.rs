@@ -59,7 +59,7 @@ fn inputs(txn: &mut keyspace::Txn, keys: &[&[u8]]) -> Result<Vec<Input>, CmdErro
                 m.extend(z.iter().map(|(k, x)| (k.clone(), x.score)));
             } else if let Some(s) = e.as_set() {
                 m.reserve(s.len());
-                m.extend(s.members().map(|k| (k.to_bytes(), 1.0)));
+                m.extend(s.members().map(|k| (Bytes::copy_from_slice(k), 1.0)));
             } else {
                 return Err(CmdError::WrongType);
             }

@@ -71,7 +71,7 @@ fn value() -> impl Strategy<Value = Value> {
             for (m, v) in ms {
                 set.add(&m, v);
             }
-            Value::Set(Box::new(set))
+            Value::Set(set)
         }),
         (
             proptest::collection::vec((bytes(), score(), version()), 0..4),

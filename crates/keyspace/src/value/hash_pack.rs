@@ -12,6 +12,9 @@
 //! rewritten or stamped) goes back to [`SHARED`]. An empty hash holds no
 //! block at all. The count of fields and the bytes of their names and
 //! values are kept beside the block, so reading them costs no scan.
+//!
+//! The same block packs a small set ([`PackedSet`]): its entries are
+//! names alone, `varint(name length) name`, with no value.
 
 use std::fmt;
 
@@ -32,8 +35,14 @@ pub struct FieldRef<'a> {
 }
 
 /// The fields of a small hash in one block (see the module docs).
+pub(crate) type Packed = Block<true>;
+
+/// The members of a small set in one block: entries without values.
+pub(crate) type PackedSet = Block<false>;
+
+/// Entries in one block, each with a value (`VALUES`) or a name alone.
 #[derive(Clone, Default, PartialEq, Eq)]
-pub(crate) struct Packed {
+pub(crate) struct Block<const VALUES: bool> {
     buf: Box<[u8]>,
     len: u32,
     payload: u32,
@@ -90,11 +99,24 @@ fn read_version(buf: &[u8], at: usize) -> Version {
     Version { hlc, site }
 }
 
-fn entry_len(name: &[u8], value: &[u8]) -> usize {
-    varint_len(name.len()) + name.len() + varint_len(value.len()) + value.len()
-}
+impl<const VALUES: bool> Block<VALUES> {
+    /// The bytes an entry takes, its version aside.
+    fn entry_len(name: &[u8], value: &[u8]) -> usize {
+        let value_len = match VALUES {
+            true => varint_len(value.len()) + value.len(),
+            false => 0,
+        };
+        varint_len(name.len()) + name.len() + value_len
+    }
 
-impl Packed {
+    /// Writes an entry's value (nothing without values).
+    fn put_value(out: &mut Vec<u8>, value: &[u8]) {
+        if VALUES {
+            put_varint(out, value.len());
+            out.extend_from_slice(value);
+        }
+    }
+
     /// Packs `fields` (distinct names), in their order.
     pub(crate) fn build<'a>(
         fields: impl Iterator<Item = (&'a [u8], &'a [u8], Version)> + Clone,
@@ -105,7 +127,7 @@ impl Packed {
             one_version &= *shared.get_or_insert(at) == at;
             len += 1;
             payload += (n.len() + v.len()) as u32;
-            bytes += entry_len(n, v);
+            bytes += Self::entry_len(n, v);
         }
         let Some(first) = shared else {
             return Self::default();
@@ -121,13 +143,12 @@ impl Packed {
         for (n, v, at) in fields {
             put_varint(&mut out, n.len());
             out.extend_from_slice(n);
-            put_varint(&mut out, v.len());
-            out.extend_from_slice(v);
+            Self::put_value(&mut out, v);
             if !one_version {
                 put_version(&mut out, at);
             }
         }
-        Packed {
+        Block {
             buf: out.into_boxed_slice(),
             len,
             payload,
@@ -167,7 +188,7 @@ impl Packed {
         let n = read_varint(buf, &mut i);
         let name = &buf[i..i + n];
         i += n;
-        let v = read_varint(buf, &mut i);
+        let v = if VALUES { read_varint(buf, &mut i) } else { 0 };
         let value = (i, i + v);
         i += v;
         let version = match buf[0] {
@@ -192,7 +213,7 @@ impl Packed {
         )
     }
 
-    pub(crate) fn iter(&self) -> Iter<'_> {
+    pub(crate) fn iter(&self) -> Iter<'_, VALUES> {
         Iter {
             packed: self,
             at: self.first_field(),
@@ -253,9 +274,8 @@ impl Packed {
                             .copy_from_slice(&version_bytes(version));
                     }
                 } else {
-                    let mut tail = Vec::with_capacity(entry_len(name, value) + VERSION_LEN);
-                    put_varint(&mut tail, value.len());
-                    tail.extend_from_slice(value);
+                    let mut tail = Vec::with_capacity(Self::entry_len(name, value) + VERSION_LEN);
+                    Self::put_value(&mut tail, value);
                     if per_field {
                         put_version(&mut tail, version);
                     }
@@ -265,11 +285,12 @@ impl Packed {
                 false
             }
             None => {
-                buf.reserve_exact(entry_len(name, value) + if per_field { VERSION_LEN } else { 0 });
+                buf.reserve_exact(
+                    Self::entry_len(name, value) + if per_field { VERSION_LEN } else { 0 },
+                );
                 put_varint(&mut buf, name.len());
                 buf.extend_from_slice(name);
-                put_varint(&mut buf, value.len());
-                buf.extend_from_slice(value);
+                Self::put_value(&mut buf, value);
                 if per_field {
                     put_version(&mut buf, version);
                 }
@@ -344,14 +365,14 @@ fn version_bytes(v: Version) -> [u8; VERSION_LEN] {
     out
 }
 
-/// The fields of a [`Packed`] block, in their order.
+/// The entries of a [`Block`], in their order.
 #[derive(Clone)]
-pub(crate) struct Iter<'a> {
-    packed: &'a Packed,
+pub(crate) struct Iter<'a, const VALUES: bool = true> {
+    packed: &'a Block<VALUES>,
     at: usize,
 }
 
-impl<'a> Iterator for Iter<'a> {
+impl<'a, const VALUES: bool> Iterator for Iter<'a, VALUES> {
     type Item = (&'a [u8], FieldRef<'a>);
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -364,7 +385,7 @@ impl<'a> Iterator for Iter<'a> {
     }
 }
 
-impl fmt::Debug for Packed {
+impl<const VALUES: bool> fmt::Debug for Block<VALUES> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()
             .entries(

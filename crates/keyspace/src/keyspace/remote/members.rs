@@ -342,7 +342,10 @@ pub(super) fn full(
 /// Every element of a set or sorted set with its version.
 fn element_versions(value: &Value) -> Vec<(Bytes, Version)> {
     match value {
-        Value::Set(s) => s.iter().map(|(m, v)| (m.to_bytes(), v)).collect(),
+        Value::Set(s) => s
+            .iter()
+            .map(|(m, v)| (Bytes::copy_from_slice(m), v))
+            .collect(),
         Value::ZSet(z) => z.iter().map(|(m, x)| (m.clone(), x.version)).collect(),
         _ => Vec::new(),
     }

@@ -187,7 +187,7 @@ pub(super) fn settled_away(settled: u64, entry: Option<&Entry>, change: &mut Cha
         Value::Set(s) => s
             .iter()
             .filter(|(n, v)| lacked(n, *v))
-            .map(|(n, _)| n.to_bytes())
+            .map(|(n, _)| Bytes::copy_from_slice(n))
             .collect(),
         Value::ZSet(z) => z
             .iter()
