@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from conftest import free_port
+from helpers_wan import pid_rss
 
 pytestmark = pytest.mark.deltagrid_only
 
@@ -45,14 +46,6 @@ SHAPES = {
 }
 
 
-def rss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
 def protocol(make):
     out = bytearray()
     for i in range(KEYS):
@@ -72,11 +65,11 @@ def load(port, data):
 
 def growth_per_key(pid, port, data):
     c = redis.Redis(port=port)
-    before, used_before = rss(pid), c.info("memory")["used_memory"]
+    before, used_before = pid_rss(pid), c.info("memory")["used_memory"]
     load(port, data)
     assert c.dbsize() == KEYS
     time.sleep(0.2)
-    return (rss(pid) - before) / KEYS, (c.info("memory")["used_memory"] - used_before) / KEYS
+    return (pid_rss(pid) - before) / KEYS, (c.info("memory")["used_memory"] - used_before) / KEYS
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
