@@ -225,6 +225,20 @@ impl Value {
     }
 }
 
+/// Whether two collections' merge states (the counters of a hash's fields,
+/// the scores ZINCRBY made of a sorted set's members) hold the same, in
+/// whatever order; none and an empty map are the same.
+pub(crate) fn same_states<V: PartialEq>(
+    a: &Option<Box<indexmap::IndexMap<Bytes, V, ahash::RandomState>>>,
+    b: &Option<Box<indexmap::IndexMap<Bytes, V, ahash::RandomState>>>,
+) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.len() == b.len() && a.iter().all(|(k, c)| b.get(k) == Some(c)),
+        (Some(a), None) | (None, Some(a)) => a.is_empty(),
+    }
+}
+
 /// One key's value, version and expiry (absolute ms since epoch, 0 = none),
 /// and what eviction knows of its use ([`crate::access`]; in the 4 bytes
 /// the version's packing leaves: the entry stays 64 bytes).
