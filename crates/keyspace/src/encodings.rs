@@ -1,7 +1,8 @@
 //! The thresholds under which a value keeps its small encoding (Redis's
 //! `hash-max-listpack-entries` and `-value`), set by CONFIG SET. Today they
 //! decide what a small hash looks like to clients (HSCAN returns it whole,
-//! as Redis does a listpack); compact encodings will be chosen by them too.
+//! as Redis does a listpack); the sorted-set ones choose the form new
+//! writes give a sorted set (the small form is what Redis's listpack is).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -73,9 +74,11 @@ impl Encodings {
         }
     }
 
-    /// A sorted set Redis keeps in a listpack (else a skiplist).
+    /// A sorted set held in the small form, as Redis holds one in a
+    /// listpack (else a skiplist). Sorted sets take the form these
+    /// thresholds call for when they are written, as in Redis.
     pub fn zset_is_small(&self, z: &ZSetValue) -> bool {
-        z.len() <= self.zset_max_entries() && z.longest() <= self.zset_max_value()
+        z.is_small()
     }
 
     pub fn zset_max_entries(&self) -> usize {
@@ -83,7 +86,8 @@ impl Encodings {
     }
 
     pub fn set_zset_max_entries(&self, n: usize) {
-        self.zset_max_entries.store(n, Ordering::Relaxed)
+        self.zset_max_entries.store(n, Ordering::Relaxed);
+        ZSetValue::set_limits(n, self.zset_max_value());
     }
 
     pub fn zset_max_value(&self) -> usize {
@@ -91,6 +95,7 @@ impl Encodings {
     }
 
     pub fn set_zset_max_value(&self, n: usize) {
-        self.zset_max_value.store(n, Ordering::Relaxed)
+        self.zset_max_value.store(n, Ordering::Relaxed);
+        ZSetValue::set_limits(self.zset_max_entries(), n);
     }
 }

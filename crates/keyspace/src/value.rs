@@ -198,7 +198,7 @@ impl Value {
             Value::ZSet(z) => z
                 .iter()
                 .filter(|(_, m)| older(m.version))
-                .map(|(n, _)| n.clone())
+                .map(|(n, _)| Bytes::copy_from_slice(n))
                 .collect(),
         }
     }
@@ -459,11 +459,10 @@ impl Entry {
     pub fn footprint(&self, key_len: usize) -> usize {
         const ENTRY_OVERHEAD: usize = 64;
         const FIELD_OVERHEAD: usize = 48;
-        const ZSET_MEMBER_OVERHEAD: usize = 96;
         let fields = match &self.value {
             Value::Hash(h) => h.len() * FIELD_OVERHEAD,
             Value::Set(s) => s.len() * FIELD_OVERHEAD,
-            Value::ZSet(z) => z.len() * ZSET_MEMBER_OVERHEAD + z.counters_len(),
+            Value::ZSet(z) => z.overhead() + z.counters_len(),
             Value::Counter(c) => c.state_len(),
             Value::Str(_) => 0,
         };

@@ -211,7 +211,7 @@ fn select(z: &ZSetValue, req: &Request) -> Vec<(Bytes, f64)> {
             end = start + take;
         }
     }
-    let at = |r: usize| z.by_rank(r).map(|(m, s)| (m.clone(), s));
+    let at = |r: usize| z.by_rank(r).map(|(m, s)| (Bytes::copy_from_slice(m), s));
     if req.rev {
         (start..end).rev().filter_map(at).collect()
     } else {

@@ -17,7 +17,7 @@ pub fn zscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         let members = z
             .into_iter()
             .flat_map(|z| z.iter())
-            .map(|(m, x)| (&m[..], x.score));
+            .map(|(m, x)| (m, x.score));
         let (next, page) = sampling::scan_page(members, cursor, &opts, one_shot);
         ctx.out.array(2);
         ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());

@@ -233,7 +233,7 @@ fn remove_ranks(
     };
     let (start, end) = ranks(z);
     let names: Vec<Bytes> = (start..end)
-        .filter_map(|r| z.by_rank(r).map(|(m, _)| m.clone()))
+        .filter_map(|r| z.by_rank(r).map(|(m, _)| Bytes::copy_from_slice(m)))
         .collect();
     let n = names.len();
     if n > 0 {
@@ -287,7 +287,7 @@ fn pop(
     let len = z.len();
     let items: Vec<(Bytes, f64)> = (0..n)
         .filter_map(|i| z.by_rank(if max { len - 1 - i } else { i }))
-        .map(|(m, s)| (m.clone(), s))
+        .map(|(m, s)| (Bytes::copy_from_slice(m), s))
         .collect();
     if !items.is_empty() {
         let names = items.iter().map(|(m, _)| m.clone()).collect();
