@@ -57,10 +57,12 @@ pub struct Pack {
     n: u16,
     /// Every entry carries its own version (else all share `version`).
     each: bool,
-    /// Bytes of the members plus eight per score, as
-    /// [`ZSetValue::payload_len`](super::ZSetValue::payload_len) counts.
-    payload: u32,
-    version: Version,
+    /// Bytes of the members (at most the buffer's, so a `u16`).
+    members_len: u16,
+    /// The version every member shares, when not `each`: held as its
+    /// parts so that the struct takes 32 bytes.
+    hlc: u64,
+    site: u16,
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -123,8 +125,21 @@ impl Pack {
         self.buf.len()
     }
 
+    /// Bytes of the members plus eight per score, as
+    /// [`ZSetValue::payload_len`](super::ZSetValue::payload_len) counts.
     pub fn payload(&self) -> usize {
-        self.payload as usize
+        self.members_len as usize + 8 * self.len()
+    }
+
+    fn version(&self) -> Version {
+        Version {
+            hlc: self.hlc,
+            site: self.site,
+        }
+    }
+
+    fn set_shared(&mut self, v: Version) {
+        (self.hlc, self.site) = (v.hlc, v.site);
     }
 
     fn table(&self) -> usize {
@@ -164,7 +179,7 @@ impl Pack {
                 hlc: u64::from_le_bytes(b[at..at + 8].try_into().unwrap()),
                 site: u16::from_le_bytes([b[at + 8], b[at + 9]]),
             },
-            false => self.version,
+            false => self.version(),
         };
         (member, score, version)
     }
@@ -197,7 +212,7 @@ impl Pack {
     }
 
     /// Rewrites the buffer with versions in every entry (`each`) or held
-    /// once (then every member takes `self.version`).
+    /// once (then every member takes the shared version).
     fn rebuild(&mut self, each: bool) {
         let mut table = Vec::with_capacity(self.table());
         let mut out = Vec::new();
@@ -215,9 +230,9 @@ impl Pack {
     /// Adds `member` (not held) at its place in the order; its rank.
     pub fn insert(&mut self, member: &[u8], score: f64, version: Version) -> usize {
         if self.n == 0 {
-            self.version = version;
+            self.set_shared(version);
             self.each = false;
-        } else if !self.each && version != self.version {
+        } else if !self.each && version != self.version() {
             self.rebuild(true);
         }
         let i = self.partition_point(|s, m| cmp((s, m), (score, member)) == Ordering::Less);
@@ -238,7 +253,7 @@ impl Pack {
         }
         self.buf = v.into_boxed_slice();
         self.n += 1;
-        self.payload += (member.len() + 8) as u32;
+        self.members_len += member.len() as u16;
         i
     }
 
@@ -256,10 +271,10 @@ impl Pack {
         }
         self.buf = v.into_boxed_slice();
         self.n -= 1;
-        self.payload -= (member_len + 8) as u32;
+        self.members_len -= member_len as u16;
         if self.n <= 1 && self.each {
             if self.n == 1 {
-                self.version = self.get(0).2;
+                self.set_shared(self.get(0).2);
             }
             self.rebuild(false);
         }
@@ -269,9 +284,9 @@ impl Pack {
     pub fn set_version(&mut self, i: usize, v: Version) {
         if !self.each {
             if self.n == 1 {
-                self.version = v;
+                self.set_shared(v);
             }
-            if v == self.version {
+            if v == self.version() {
                 return;
             }
             self.rebuild(true);
@@ -283,7 +298,7 @@ impl Pack {
 
     /// Gives every entry the version `v` (held once).
     pub fn stamp(&mut self, v: Version) {
-        self.version = v;
+        self.set_shared(v);
         self.rebuild(false);
     }
 
@@ -311,6 +326,12 @@ mod tests {
                 (m.to_vec(), s, v)
             })
             .collect()
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(std::mem::size_of::<Pack>(), 32);
+        assert_eq!(std::mem::size_of::<super::super::ZSetValue>(), 40);
     }
 
     #[test]
