@@ -167,8 +167,8 @@ mod tests {
         assert!(small.is_small() && !large.is_small() && small == large);
         let usage = |z: &ZSetValue| entry_usage(b"z", &entry(Value::ZSet(Box::new(z.clone())), 0));
         let empty = usage(&ZSetValue::new());
-        // Per member: offset, length, bytes and a one-byte score.
-        assert_eq!(usage(&small) - empty, 10 * (2 + 1 + 8 + 1));
+        // Per member: length, bytes and a one-byte score.
+        assert_eq!(usage(&small) - empty, 10 * (1 + 8 + 1));
         assert!(usage(&large) > usage(&small) + 10 * 64, "{}", usage(&large));
     }
 }

@@ -211,12 +211,14 @@ fn select(z: &ZSetValue, req: &Request) -> Vec<(Bytes, f64)> {
             end = start + take;
         }
     }
-    let at = |r: usize| z.by_rank(r).map(|(m, s)| (Bytes::copy_from_slice(m), s));
+    let mut items: Vec<(Bytes, f64)> = z
+        .range(start, end)
+        .map(|(m, s)| (Bytes::copy_from_slice(m), s))
+        .collect();
     if req.rev {
-        (start..end).rev().filter_map(at).collect()
-    } else {
-        (start..end).filter_map(at).collect()
+        items.reverse();
     }
+    items
 }
 
 fn range_reply(

@@ -60,8 +60,17 @@ pub fn zrandmember(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
             picks.len()
         });
         let Some(z) = z else { return };
+        // The small form is read in one walk (its entry at an index is a walk).
+        let small: Vec<(&[u8], f64)> = match z.is_small() {
+            true => z.range(0, len).collect(),
+            false => Vec::new(),
+        };
+        let at = |i: usize| match z.is_small() {
+            true => small.get(i).copied(),
+            false => z.get_index(i),
+        };
         for i in picks {
-            if let Some((m, s)) = z.get_index(i) {
+            if let Some((m, s)) = at(i) {
                 if pairs {
                     ctx.out.array(2);
                 }

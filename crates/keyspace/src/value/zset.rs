@@ -252,7 +252,31 @@ impl ZSetValue {
 
     /// Members with their score and version, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], Member)> {
-        (0..self.len()).filter_map(|i| self.entry(i))
+        let (small, large) = match &self.repr {
+            Repr::Small(p) => (Some(p.iter(0)), None),
+            Repr::Large(l) => (None, Some(l.members.iter())),
+        };
+        let small = small.into_iter().flatten();
+        let large = large.into_iter().flatten();
+        small
+            .map(|(m, score, version)| (m, Member { score, version }))
+            .chain(large.map(|(m, x)| (&m[..], *x)))
+    }
+
+    /// The members at ranks `[start, end)` (lowest score first) with their
+    /// scores, read in one walk of the small form.
+    pub fn range(&self, start: usize, end: usize) -> impl Iterator<Item = (&[u8], f64)> {
+        let end = end.min(self.len());
+        let start = start.min(end);
+        let (small, large) = match &self.repr {
+            Repr::Small(p) => (Some(p.iter(start).take(end - start)), None),
+            Repr::Large(_) => (None, Some(start..end)),
+        };
+        let small = small.into_iter().flatten();
+        let large = large.into_iter().flatten();
+        small
+            .map(|(m, s, _)| (m, s))
+            .chain(large.filter_map(|r| self.by_rank(r)))
     }
 
     /// The member at position `i` of an arbitrary order (ZRANDMEMBER).
@@ -580,6 +604,13 @@ mod tests {
             prop_assert_eq!(z.rank(m), Some(i));
         }
         prop_assert_eq!(z.by_rank(sorted.len()), None);
+        let swapped: Vec<(&[u8], f64)> = sorted.iter().map(|(s, m)| (*m, *s)).collect();
+        prop_assert_eq!(&z.range(0, usize::MAX).collect::<Vec<_>>(), &swapped);
+        let (a, b) = (sorted.len() / 3, sorted.len() * 2 / 3 + 1);
+        prop_assert_eq!(
+            z.range(a, b).collect::<Vec<_>>(),
+            &swapped[a..b.min(sorted.len())]
+        );
         for s in [-200.5, -128.0, -3.0, 0.0, 1.5, 64.0, 127.0, 300.0] {
             let below = sorted.iter().filter(|(x, _)| *x < s).count();
             let upto = sorted.iter().filter(|(x, _)| *x <= s).count();
@@ -666,9 +697,9 @@ mod tests {
         }
         assert!(z.is_small());
         assert_eq!(z.capacity(), 0);
-        // Per member: its offset, length and bytes, and its score (one
-        // byte up to 31, two above); one version held once.
-        assert_eq!(z.packed_len(), Some(128 * (2 + 1 + 4) + 32 + 96 * 2));
+        // Per member: its length and bytes, and its score (one byte up to
+        // 31, two above); one version held once.
+        assert_eq!(z.packed_len(), Some(128 * (1 + 4) + 32 + 96 * 2));
         assert_eq!(z.rank(b"m100"), Some(100));
         assert_eq!(z.by_rank(5), Some((&b"m005"[..], 5.0)));
         // -0 replaces 0 (Redis prints it), and only the newer version stays.

@@ -2,8 +2,7 @@
 //! buffer holding its members sorted by (score, member), each with its
 //! score and, when the members' versions differ, its version.
 //!
-//! Layout of the buffer: a table of `n` little-endian `u16` offsets (where
-//! each entry starts, counted from the end of the table), then the entries:
+//! The buffer is the entries one after the other, each:
 //! - the member's length (a varint) and its bytes;
 //! - the score: a varint `2 * zigzag(i)` for an integer `i` below 2^53 in
 //!   magnitude (not -0), else the varint `1` and the f64's 8 bytes;
@@ -11,12 +10,14 @@
 //!   and `site` (2 bytes). While every member shares one version (a set
 //!   written by one ZADD, or stamped whole), it is held once.
 //!
-//! Finding a member is a linear scan, as in Redis; ranks are positions,
-//! and the offsets table makes the entry at a rank, hence binary searches
-//! by score, direct. A set stays in this form while it has at most
-//! `zset-max-listpack-entries` members of at most `zset-max-listpack-value`
-//! bytes (the limits [`set_limits`] sets) and its buffer fits the `u16`
-//! offsets; past them the sorted set moves to its large form.
+//! As in Redis's listpack, everything is a walk from the first entry:
+//! finding a member, the entry at a rank, a score bound (at most
+//! `zset-max-listpack-entries`, 128 by default, entries of a few bytes);
+//! ranges are read in one walk ([`Pack::iter`]). A set stays in this form
+//! while it has at most `zset-max-listpack-entries` members of at most
+//! `zset-max-listpack-value` bytes (the limits [`set_limits`] sets) and its
+//! buffer at most 64 KiB (its member bytes are counted in a `u16`); past
+//! them the sorted set moves to its large form.
 
 use std::cmp::Ordering;
 use std::sync::atomic::{AtomicUsize, Ordering as Atomic};
@@ -26,7 +27,7 @@ use crate::version::Version;
 static MAX_ENTRIES: AtomicUsize = AtomicUsize::new(128);
 static MAX_VALUE: AtomicUsize = AtomicUsize::new(64);
 
-/// The most bytes a buffer may hold (its offsets are `u16`).
+/// The most bytes a buffer may hold (its member bytes are a `u16`).
 const MAX_BYTES: usize = u16::MAX as usize;
 /// Bytes of a version held with its entry.
 const VERSION_LEN: usize = 10;
@@ -45,10 +46,10 @@ pub fn may_add(pack: &Pack, member_len: usize) -> bool {
     pack.len() < MAX_ENTRIES.load(Atomic::Relaxed) && member_len <= MAX_VALUE.load(Atomic::Relaxed)
 }
 
-/// Whether any write of a member of `member_len` bytes keeps `pack`'s
-/// offsets in range, even should every entry take its own version.
+/// Whether any write of a member of `member_len` bytes keeps `pack`
+/// within [`MAX_BYTES`], even should every entry take its own version.
 pub fn has_room(pack: &Pack, member_len: usize) -> bool {
-    pack.buf.len() + VERSION_LEN * (pack.len() + 1) + 2 + 10 + member_len + 9 <= MAX_BYTES
+    pack.buf.len() + VERSION_LEN * (pack.len() + 1) + 10 + member_len + 9 <= MAX_BYTES
 }
 
 #[derive(Clone, Debug, Default)]
@@ -142,26 +143,10 @@ impl Pack {
         (self.hlc, self.site) = (v.hlc, v.site);
     }
 
-    fn table(&self) -> usize {
-        2 * self.len()
-    }
-
-    /// Where entry `i` starts in the buffer.
-    fn start(&self, i: usize) -> usize {
-        self.table() + u16::from_le_bytes([self.buf[2 * i], self.buf[2 * i + 1]]) as usize
-    }
-
-    fn end(&self, i: usize) -> usize {
-        match i + 1 < self.len() {
-            true => self.start(i + 1),
-            false => self.buf.len(),
-        }
-    }
-
-    /// The entry at rank `i`: member, score, version.
-    pub fn get(&self, i: usize) -> (&[u8], f64, Version) {
+    /// The entry at byte `at`: member, score, version, and where the
+    /// next one starts.
+    fn decode(&self, mut at: usize) -> (&[u8], f64, Version, usize) {
         let b = &self.buf[..];
-        let mut at = self.start(i);
         let len = get_varint(b, &mut at) as usize;
         let member = &b[at..at + len];
         at += len;
@@ -175,55 +160,82 @@ impl Pack {
             x
         };
         let version = match self.each {
-            true => Version {
-                hlc: u64::from_le_bytes(b[at..at + 8].try_into().unwrap()),
-                site: u16::from_le_bytes([b[at + 8], b[at + 9]]),
-            },
+            true => {
+                at += VERSION_LEN;
+                Version {
+                    hlc: u64::from_le_bytes(b[at - 10..at - 2].try_into().unwrap()),
+                    site: u16::from_le_bytes([b[at - 2], b[at - 1]]),
+                }
+            }
             false => self.version(),
         };
-        (member, score, version)
+        (member, score, version, at)
     }
 
-    /// The member at rank `i`, without decoding its score.
-    pub fn member(&self, i: usize) -> &[u8] {
-        let mut at = self.start(i);
-        let len = get_varint(&self.buf, &mut at) as usize;
-        &self.buf[at..at + len]
+    /// Where the entry after the one at byte `at` starts.
+    fn skip(&self, mut at: usize) -> usize {
+        let b = &self.buf[..];
+        at += get_varint(b, &mut at) as usize;
+        if get_varint(b, &mut at) & 1 == 1 {
+            at += 8;
+        }
+        match self.each {
+            true => at + VERSION_LEN,
+            false => at,
+        }
+    }
+
+    /// Where entry `i` starts (its end, for `i == len`).
+    fn start(&self, i: usize) -> usize {
+        (0..i).fold(0, |at, _| self.skip(at))
+    }
+
+    /// The entry at rank `i`: member, score, version.
+    pub fn get(&self, i: usize) -> (&[u8], f64, Version) {
+        let (m, s, v, _) = self.decode(self.start(i));
+        (m, s, v)
+    }
+
+    /// The entries in order, from rank `from`, with where each starts.
+    fn walk(&self, from: usize) -> impl Iterator<Item = (usize, (&[u8], f64, Version))> {
+        let mut at = self.start(from);
+        std::iter::from_fn(move || {
+            (at < self.buf.len()).then(|| {
+                let (m, s, v, next) = self.decode(at);
+                let here = at;
+                at = next;
+                (here, (m, s, v))
+            })
+        })
+    }
+
+    /// The entries in order from rank `from`: member, score, version.
+    pub fn iter(&self, from: usize) -> impl Iterator<Item = (&[u8], f64, Version)> {
+        self.walk(from).map(|(_, e)| e)
     }
 
     /// The rank of `member` (a linear scan, as Redis's).
     pub fn find(&self, member: &[u8]) -> Option<usize> {
-        (0..self.len()).find(|&i| self.member(i) == member)
+        self.iter(0).position(|(m, _, _)| m == member)
     }
 
     /// How many entries come before the first for which `before` is false
     /// (`before` is true for a prefix of the order).
     pub fn partition_point(&self, before: impl Fn(f64, &[u8]) -> bool) -> usize {
-        let (mut lo, mut hi) = (0, self.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let (m, s, _) = self.get(mid);
-            match before(s, m) {
-                true => lo = mid + 1,
-                false => hi = mid,
-            }
-        }
-        lo
+        self.iter(0)
+            .position(|(m, s, _)| !before(s, m))
+            .unwrap_or(self.len())
     }
 
     /// Rewrites the buffer with versions in every entry (`each`) or held
     /// once (then every member takes the shared version).
     fn rebuild(&mut self, each: bool) {
-        let mut table = Vec::with_capacity(self.table());
         let mut out = Vec::new();
-        for i in 0..self.len() {
-            let (m, s, v) = self.get(i);
-            table.extend_from_slice(&(out.len() as u16).to_le_bytes());
+        for (m, s, v) in self.iter(0) {
             put_entry(&mut out, m, s, each.then_some(v));
         }
-        table.reserve_exact(out.len());
-        table.extend_from_slice(&out);
-        self.buf = table.into_boxed_slice();
+        out.shrink_to_fit();
+        self.buf = out.into_boxed_slice();
         self.each = each;
     }
 
@@ -235,22 +247,17 @@ impl Pack {
         } else if !self.each && version != self.version() {
             self.rebuild(true);
         }
-        let i = self.partition_point(|s, m| cmp((s, m), (score, member)) == Ordering::Less);
+        let below = |s, m| cmp((s, m), (score, member)) == Ordering::Less;
+        let (i, at) = self
+            .walk(0)
+            .enumerate()
+            .find(|(_, (_, (m, s, _)))| !below(*s, m))
+            .map_or((self.len(), self.buf.len()), |(i, (at, _))| (i, at));
         let mut e = Vec::new();
         put_entry(&mut e, member, score, self.each.then_some(version));
-        let table = self.table();
-        let off = match i < self.len() {
-            true => self.start(i) - table,
-            false => self.buf.len() - table,
-        };
         let mut v = std::mem::take(&mut self.buf).into_vec();
-        v.reserve_exact(2 + e.len());
-        v.splice(table + off..table + off, e.iter().copied());
-        v.splice(2 * i..2 * i, (off as u16).to_le_bytes());
-        for j in i + 1..=self.len() {
-            let o = u16::from_le_bytes([v[2 * j], v[2 * j + 1]]) + e.len() as u16;
-            v[2 * j..2 * j + 2].copy_from_slice(&o.to_le_bytes());
-        }
+        v.reserve_exact(e.len());
+        v.splice(at..at, e);
         self.buf = v.into_boxed_slice();
         self.n += 1;
         self.members_len += member.len() as u16;
@@ -259,19 +266,13 @@ impl Pack {
 
     /// Removes the entry at rank `i`.
     pub fn remove_at(&mut self, i: usize) {
-        let (start, end) = (self.start(i), self.end(i));
-        let len = end - start;
-        let member_len = self.member(i).len();
+        let start = self.start(i);
+        let (m, _, _, end) = self.decode(start);
+        self.members_len -= m.len() as u16;
         let mut v = std::mem::take(&mut self.buf).into_vec();
         v.drain(start..end);
-        v.drain(2 * i..2 * i + 2);
-        for j in i..self.len() - 1 {
-            let o = u16::from_le_bytes([v[2 * j], v[2 * j + 1]]) - len as u16;
-            v[2 * j..2 * j + 2].copy_from_slice(&o.to_le_bytes());
-        }
         self.buf = v.into_boxed_slice();
         self.n -= 1;
-        self.members_len -= member_len as u16;
         if self.n <= 1 && self.each {
             if self.n == 1 {
                 self.set_shared(self.get(0).2);
@@ -291,7 +292,7 @@ impl Pack {
             }
             self.rebuild(true);
         }
-        let end = self.end(i);
+        let end = self.skip(self.start(i));
         self.buf[end - VERSION_LEN..end - 2].copy_from_slice(&v.hlc.to_le_bytes());
         self.buf[end - 2..end].copy_from_slice(&v.site.to_le_bytes());
     }
@@ -304,10 +305,7 @@ impl Pack {
 
     /// The length of the longest member.
     pub fn longest(&self) -> usize {
-        (0..self.len())
-            .map(|i| self.member(i).len())
-            .max()
-            .unwrap_or(0)
+        self.iter(0).map(|(m, _, _)| m.len()).max().unwrap_or(0)
     }
 }
 
@@ -387,7 +385,7 @@ mod tests {
         assert_eq!(p.get(1).2, v(1));
         p.stamp(v(3));
         assert!(!p.each);
-        assert_eq!(p.bytes(), shared + 2 + 2 + 1);
+        assert_eq!(p.bytes(), shared + 2 + 1);
         assert!(all(&p).iter().all(|e| e.2 == v(3)));
         p.remove_at(0);
         p.set_version(0, v(4));
@@ -429,7 +427,7 @@ mod tests {
             p.insert(format!("{i:040}").as_bytes(), 0.5, v(1));
             i += 1;
         }
-        // Even with every version held per entry, offsets stay in range.
+        // Even with every version held per entry, the buffer stays in range.
         p.set_version(0, v(2));
         assert!(p.each && p.bytes() <= MAX_BYTES);
         assert_eq!(p.len(), i as usize);
