@@ -200,7 +200,7 @@ impl Value {
             Value::ZSet(z) => z
                 .iter()
                 .filter(|(_, m)| older(m.version))
-                .map(|(n, _)| n.clone())
+                .map(|(n, _)| Bytes::copy_from_slice(n))
                 .collect(),
         }
     }
@@ -304,7 +304,6 @@ impl Entry {
     pub fn footprint(&self, key_len: usize) -> usize {
         const ENTRY_OVERHEAD: usize = 64;
         const FIELD_OVERHEAD: usize = 48;
-        const ZSET_MEMBER_OVERHEAD: usize = 96;
         let fields = match &self.value {
             // The block's lengths and versions beside the payload.
             Value::Hash(h) => match h.packed_bytes() {
@@ -312,7 +311,7 @@ impl Entry {
                 None => h.len() * FIELD_OVERHEAD + h.counters_len(),
             },
             Value::Set(s) => s.len() * FIELD_OVERHEAD,
-            Value::ZSet(z) => z.len() * ZSET_MEMBER_OVERHEAD + z.counters_len(),
+            Value::ZSet(z) => z.overhead() + z.counters_len(),
             Value::Counter(c) => c.state_len(),
             Value::Str(_) => 0,
         };

@@ -343,7 +343,10 @@ pub(super) fn full(
 fn element_versions(value: &Value) -> Vec<(Bytes, Version)> {
     match value {
         Value::Set(s) => s.iter().map(|(m, v)| (m.to_bytes(), v)).collect(),
-        Value::ZSet(z) => z.iter().map(|(m, x)| (m.clone(), x.version)).collect(),
+        Value::ZSet(z) => z
+            .iter()
+            .map(|(m, x)| (Bytes::copy_from_slice(m), x.version))
+            .collect(),
         _ => Vec::new(),
     }
 }
