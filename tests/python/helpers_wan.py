@@ -217,11 +217,33 @@ def metric(node, name, **labels):
 def rss_bytes(server, field="VmRSS"):
     """The server's resident set (VmHWM: its peak since it started or since
     `reset_peak_rss`)."""
-    with open(f"/proc/{server.proc.pid}/status") as f:
+    return pid_rss(server.proc.pid, field)
+
+
+def pid_rss(pid, field="VmRSS"):
+    """A process's resident set (or another /proc status field), bytes."""
+    with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError(f"no {field}")
+
+
+@pytest.fixture
+def sites(tmp_path):
+    """make(site_id, name, size=1, **options) -> WanSite (not started);
+    every site made is stopped at the end. (A fixture: a test module
+    imports it.)"""
+    made = []
+
+    def make(site_id, name, size=1, **kw):
+        s = WanSite(tmp_path, site_id, name, size, **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.stop()
 
 
 def reset_peak_rss(server):

@@ -10,26 +10,12 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from helpers import wait_until
-from helpers_wan import WanSite, client, target_status, wait_drained
+from helpers_wan import client, sites, target_status, wait_drained  # noqa: F401 (sites: a fixture)
 
 pytestmark = pytest.mark.deltagrid_only
 
 KEYS = 100_000
 VALUE = "v" * 300
-
-
-@pytest.fixture
-def sites(tmp_path):
-    made = []
-
-    def make(site_id, name, size=1, **kw):
-        s = WanSite(tmp_path, site_id, name, size, **kw)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.stop()
 
 
 def copies_by_key(nodes, keys):

@@ -5,20 +5,14 @@ about where it started. A real server process, loaded through redis-py."""
 import pytest
 import redis
 
+from helpers_wan import rss_bytes
+
 pytestmark = pytest.mark.deltagrid_only
-
-
-def rss(server):
-    with open(f"/proc/{server.proc.pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
 
 
 def test_flushall_gives_the_memory_back(server):
     r = redis.Redis(host=server.host, port=server.port)
-    base, base_used = rss(server), r.info("memory")["used_memory"]
+    base, base_used = rss_bytes(server), r.info("memory")["used_memory"]
     p = r.pipeline(transaction=False)
     for i in range(100_000):
         p.set(f"key:{i:012d}", "x" * 50)
@@ -28,12 +22,12 @@ def test_flushall_gives_the_memory_back(server):
         p.hset(f"h:{i}", mapping={f"field{j}": "v" * 10 for j in range(5)})
     p.execute()
     assert r.dbsize() == 105_000
-    loaded, loaded_used = rss(server), r.info("memory")["used_memory"]
+    loaded, loaded_used = rss_bytes(server), r.info("memory")["used_memory"]
     assert loaded - base > 10 << 20, (base, loaded)
 
     assert r.flushall()
     assert r.dbsize() == 0
-    after, after_used = rss(server), r.info("memory")["used_memory"]
+    after, after_used = rss_bytes(server), r.info("memory")["used_memory"]
     assert loaded - after >= (loaded - base) / 2, (base >> 20, loaded >> 20, after >> 20)
     # What the keys took is counted as freed (the logs of their deletes,
     # bounded by their budget, may stay).

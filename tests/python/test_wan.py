@@ -23,28 +23,13 @@ from redis.cluster import RedisCluster
 from conftest import binary
 from helpers import wait_until
 from helpers_net import RespConn, http_json
-from helpers_wan import (FakeSite, WanSite, batch, client, delete_change, entry, hello,
+from helpers_wan import (FakeSite, batch, client, delete_change, entry, hello,
                          link_all, metric, partition_of, proof_frame, read_frames, refusal_text, rss_bytes,
                          reset_peak_rss, slot_copies, source_status, target_status, wait_converged, wait_drained, wait_state,
-                         wan_control, wan_proof, wan_status, welcome_challenge, write_pipelined)
+                         sites, wan_control, wan_proof, wan_status, welcome_challenge,  # noqa: F401 (sites: a fixture)
+                         write_pipelined)
 
 pytestmark = pytest.mark.deltagrid_only
-
-
-@pytest.fixture
-def sites(tmp_path):
-    """make(site_id, name, size=1, **options) -> WanSite (not started);
-    every site made is stopped at the end."""
-    made = []
-
-    def make(site_id, name, size=1, **kw):
-        s = WanSite(tmp_path, site_id, name, size, **kw)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.stop()
 
 
 def pair(sites, **target_kw):

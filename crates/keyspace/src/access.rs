@@ -40,18 +40,22 @@ pub fn lfu() -> bool {
     LFU.load(Ordering::Relaxed)
 }
 
-/// `lfu-log-factor` and `lfu-decay-time` (minutes).
-pub fn set_lfu_params(log_factor: u32, decay_minutes: u32) {
-    LOG_FACTOR.store(log_factor, Ordering::Relaxed);
-    DECAY_MINUTES.store(decay_minutes, Ordering::Relaxed);
+/// `lfu-log-factor`.
+pub fn set_lfu_log_factor(v: u32) {
+    LOG_FACTOR.store(v, Ordering::Relaxed);
 }
 
-/// (`lfu-log-factor`, `lfu-decay-time`).
-pub fn lfu_params() -> (u32, u32) {
-    (
-        LOG_FACTOR.load(Ordering::Relaxed),
-        DECAY_MINUTES.load(Ordering::Relaxed),
-    )
+/// `lfu-decay-time` (minutes).
+pub fn set_lfu_decay_time(v: u32) {
+    DECAY_MINUTES.store(v, Ordering::Relaxed);
+}
+
+pub fn lfu_log_factor() -> u32 {
+    LOG_FACTOR.load(Ordering::Relaxed)
+}
+
+pub fn lfu_decay_time() -> u32 {
+    DECAY_MINUTES.load(Ordering::Relaxed)
 }
 
 /// Tells the clock the time (the write path reads it for every

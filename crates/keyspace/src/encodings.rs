@@ -9,8 +9,8 @@
 //! of other sites' values, decoding), where no keyspace is at hand: the
 //! thresholds are therefore the process's ([`hash_limits`],
 //! [`set_limits`]), which the keyspace's [`Encodings`] sets (one keyspace
-//! serves a process). Sorted sets have no compact form yet: their
-//! encoding is computed from what they hold.
+//! serves a process). Sorted sets likewise take their small form up to
+//! the process's zset thresholds, which [`Encodings`] sets too.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -142,9 +142,11 @@ impl Encodings {
         }
     }
 
-    /// A sorted set Redis keeps in a listpack (else a skiplist).
+    /// A sorted set held in the small form, as Redis holds one in a
+    /// listpack (else a skiplist). Sorted sets take the form these
+    /// thresholds call for when they are written, as in Redis.
     pub fn zset_is_small(&self, z: &ZSetValue) -> bool {
-        z.len() <= self.zset_max_entries() && z.longest() <= self.zset_max_value()
+        z.is_small()
     }
 
     pub fn zset_max_entries(&self) -> usize {
@@ -152,7 +154,8 @@ impl Encodings {
     }
 
     pub fn set_zset_max_entries(&self, n: usize) {
-        self.zset_max_entries.store(n, Ordering::Relaxed)
+        self.zset_max_entries.store(n, Ordering::Relaxed);
+        ZSetValue::set_limits(n, self.zset_max_value());
     }
 
     pub fn zset_max_value(&self) -> usize {
@@ -160,6 +163,7 @@ impl Encodings {
     }
 
     pub fn set_zset_max_value(&self, n: usize) {
-        self.zset_max_value.store(n, Ordering::Relaxed)
+        self.zset_max_value.store(n, Ordering::Relaxed);
+        ZSetValue::set_limits(self.zset_max_entries(), n);
     }
 }

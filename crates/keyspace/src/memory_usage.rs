@@ -21,8 +21,10 @@
 //!   a small set's packed block likewise (its members' bytes, lengths and
 //!   versions), a large set's table likewise (a [`MapKey`] and a version
 //!   per element, the member's bytes only past 22);
-//!   a sorted set's likewise (a `Bytes` handle per member, its bytes, score
-//!   and version) plus, per member, its place in the order.
+//!   a sorted set in the small form, its one buffer (members, scores,
+//!   versions); in the large form, as a set's table (a `Bytes` handle per
+//!   member, its bytes, score and version) plus, per member, its place in
+//!   the order.
 //!
 //! It does not count: the spare room of the partition's own map (shared by
 //! all its keys), the shared headers `Bytes` allocate when a buffer is
@@ -94,14 +96,21 @@ pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
                     + s.capacity() * (map_element::<MapKey, Version>() + INDEX_SLOT)
             }
         },
-        // The member map as a set's, plus each member's place in the order
-        // (its score and a second handle of its name).
+        // The small form: its one buffer. The large form: the member map
+        // as a set's, plus each member's place in the order (its score and
+        // a second handle of its name).
         Value::ZSet(z) => {
             size_of_val(&**z)
-                + z.payload_len()
-                + z.capacity() * (map_element::<Bytes, ZMember>() + INDEX_SLOT)
-                + z.len() * size_of::<ZKey>()
                 + z.counters_len()
+                + match z.packed_len() {
+                    Some(buf) => buf,
+                    None => {
+                        z.large_struct_len()
+                            + z.payload_len()
+                            + z.capacity() * (map_element::<Bytes, ZMember>() + INDEX_SLOT)
+                            + z.len() * size_of::<ZKey>()
+                    }
+                }
         }
     };
     in_map + in_expiry_index + value
@@ -176,5 +185,27 @@ mod tests {
         );
         assert!(h.capacity() >= 200);
         assert!(full > 200 * (20 + 7) + 200 * per_field);
+    }
+
+    #[test]
+    fn a_small_sorted_set_costs_its_one_buffer() {
+        use crate::value::ZSetValue;
+        let mut small = ZSetValue::new();
+        let mut large = ZSetValue::new();
+        for i in 0..129u32 {
+            large.insert(format!("member:{i}").as_bytes(), i as f64, Version::ZERO);
+        }
+        for i in 0..10u32 {
+            small.insert(format!("member:{i}").as_bytes(), i as f64, Version::ZERO);
+        }
+        for i in 10..129u32 {
+            large.remove(format!("member:{i}").as_bytes());
+        }
+        assert!(small.is_small() && !large.is_small() && small == large);
+        let usage = |z: &ZSetValue| entry_usage(b"z", &entry(Value::ZSet(Box::new(z.clone())), 0));
+        let empty = usage(&ZSetValue::new());
+        // Per member: length, bytes and a one-byte score.
+        assert_eq!(usage(&small) - empty, 10 * (1 + 8 + 1));
+        assert!(usage(&large) > usage(&small) + 10 * 64, "{}", usage(&large));
     }
 }

@@ -201,7 +201,7 @@ impl Value {
             Value::ZSet(z) => z
                 .iter()
                 .filter(|(_, m)| older(m.version))
-                .map(|(n, _)| n.clone())
+                .map(|(n, _)| Bytes::copy_from_slice(n))
                 .collect(),
         }
     }
@@ -223,6 +223,20 @@ impl Value {
             (None, None) => true,
             (a, b) => a == b,
         }
+    }
+}
+
+/// Whether two collections' merge states (the counters of a hash's fields,
+/// the scores ZINCRBY made of a sorted set's members) hold the same, in
+/// whatever order; none and an empty map are the same.
+pub(crate) fn same_states<V: PartialEq>(
+    a: &Option<Box<indexmap::IndexMap<Bytes, V, ahash::RandomState>>>,
+    b: &Option<Box<indexmap::IndexMap<Bytes, V, ahash::RandomState>>>,
+) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.len() == b.len() && a.iter().all(|(k, c)| b.get(k) == Some(c)),
+        (Some(a), None) | (None, Some(a)) => a.is_empty(),
     }
 }
 
@@ -291,7 +305,6 @@ impl Entry {
     pub fn footprint(&self, key_len: usize) -> usize {
         const ENTRY_OVERHEAD: usize = 64;
         const FIELD_OVERHEAD: usize = 48;
-        const ZSET_MEMBER_OVERHEAD: usize = 96;
         let fields = match &self.value {
             // The block's lengths and versions beside the payload.
             Value::Hash(h) => match h.packed_bytes() {
@@ -303,7 +316,7 @@ impl Entry {
                 Some(block) => block - s.payload_len(),
                 None => s.len() * FIELD_OVERHEAD,
             },
-            Value::ZSet(z) => z.len() * ZSET_MEMBER_OVERHEAD + z.counters_len(),
+            Value::ZSet(z) => z.overhead() + z.counters_len(),
             Value::Counter(c) => c.state_len(),
             Value::Str(_) => 0,
         };

@@ -47,6 +47,14 @@ fn memory(v: &str) -> Result<u64, String> {
     parse_size(v).ok_or_else(|| "argument must be a memory value".to_string())
 }
 
+/// An integer setting of 0 to `i32::MAX`, as Redis bounds them.
+fn non_negative(v: &str) -> Result<u32, String> {
+    u32::try_from(int(v)?)
+        .ok()
+        .filter(|v| *v <= i32::MAX as u32)
+        .ok_or_else(|| "argument must be between 0 and 2147483647 inclusive".into())
+}
+
 /// A setting with one meaning here: only that value is accepted.
 fn only(v: &str, allowed: &str, why: &str) -> Result<Apply, String> {
     if v.eq_ignore_ascii_case(allowed) {
@@ -275,27 +283,19 @@ static PARAMS: &[Param] = &[
     Param {
         name: "lfu-log-factor",
         alias: None,
-        get: |_| keyspace::access::lfu_params().0.to_string(),
+        get: |_| keyspace::access::lfu_log_factor().to_string(),
         set: Some(|_, v| {
-            let v =
-                u32::try_from(int(v)?).map_err(|_| "argument must be between 0 and 2147483647")?;
-            Ok(Box::new(move |_| {
-                let (_, decay) = keyspace::access::lfu_params();
-                keyspace::access::set_lfu_params(v, decay)
-            }))
+            let v = non_negative(v)?;
+            Ok(Box::new(move |_| keyspace::access::set_lfu_log_factor(v)))
         }),
     },
     Param {
         name: "lfu-decay-time",
         alias: None,
-        get: |_| keyspace::access::lfu_params().1.to_string(),
+        get: |_| keyspace::access::lfu_decay_time().to_string(),
         set: Some(|_, v| {
-            let v =
-                u32::try_from(int(v)?).map_err(|_| "argument must be between 0 and 2147483647")?;
-            Ok(Box::new(move |_| {
-                let (factor, _) = keyspace::access::lfu_params();
-                keyspace::access::set_lfu_params(factor, v)
-            }))
+            let v = non_negative(v)?;
+            Ok(Box::new(move |_| keyspace::access::set_lfu_decay_time(v)))
         }),
     },
     Param {

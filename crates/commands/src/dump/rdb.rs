@@ -135,11 +135,11 @@ pub fn dump(value: &Value) -> Vec<u8> {
             // Highest score first, as Redis walks its skiplist.
             out.push(T_ZSET_2);
             put_len(&mut out, z.len() as u64);
-            for rank in (0..z.len()).rev() {
-                if let Some((m, score)) = z.by_rank(rank) {
-                    put_string(&mut out, m);
-                    out.extend_from_slice(&score.to_le_bytes());
-                }
+            let mut items: Vec<(&[u8], f64)> = z.range(0, z.len()).collect();
+            items.reverse();
+            for (m, score) in items {
+                put_string(&mut out, m);
+                out.extend_from_slice(&score.to_le_bytes());
             }
         }
     }

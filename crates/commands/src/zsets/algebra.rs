@@ -56,7 +56,7 @@ fn inputs(txn: &mut keyspace::Txn, keys: &[&[u8]]) -> Result<Vec<Input>, CmdErro
         if let Some(e) = txn.get(key) {
             if let Some(z) = e.as_zset() {
                 m.reserve(z.len());
-                m.extend(z.iter().map(|(k, x)| (k.clone(), x.score)));
+                m.extend(z.iter().map(|(k, x)| (Bytes::copy_from_slice(k), x.score)));
             } else if let Some(s) = e.as_set() {
                 m.reserve(s.len());
                 m.extend(s.members().map(|k| (Bytes::copy_from_slice(k), 1.0)));

@@ -161,7 +161,7 @@ pub(crate) fn rank_range(len: usize, start: i64, stop: i64) -> (usize, usize) {
 
 /// Writes members with their scores: a flat array (scores as doubles,
 /// bulk strings in RESP2), or in RESP3 with scores an array of pairs.
-pub(crate) fn reply_scored(ctx: &mut Ctx, items: &[(Bytes, f64)], withscores: bool) {
+pub(crate) fn reply_scored<M: AsRef<[u8]>>(ctx: &mut Ctx, items: &[(M, f64)], withscores: bool) {
     let pairs = withscores && ctx.out.resp3();
     ctx.out.array(if withscores && !pairs {
         items.len() * 2
@@ -172,7 +172,7 @@ pub(crate) fn reply_scored(ctx: &mut Ctx, items: &[(Bytes, f64)], withscores: bo
         if pairs {
             ctx.out.array(2);
         }
-        ctx.out.bulk(m);
+        ctx.out.bulk(m.as_ref());
         if withscores {
             ctx.out.double(*s);
         }

@@ -176,7 +176,7 @@ fn parse(
 }
 
 /// The members a request selects, in reply order.
-fn select(z: &ZSetValue, req: &Request) -> Vec<(Bytes, f64)> {
+fn select<'a>(z: &'a ZSetValue, req: &Request) -> Vec<(&'a [u8], f64)> {
     let len = z.len();
     let (start, end) = match &req.range {
         Range::Rank(s, e) => {
@@ -211,12 +211,11 @@ fn select(z: &ZSetValue, req: &Request) -> Vec<(Bytes, f64)> {
             end = start + take;
         }
     }
-    let at = |r: usize| z.by_rank(r).map(|(m, s)| (m.clone(), s));
+    let mut items: Vec<(&[u8], f64)> = z.range(start, end).collect();
     if req.rev {
-        (start..end).rev().filter_map(at).collect()
-    } else {
-        (start..end).filter_map(at).collect()
+        items.reverse();
     }
+    items
 }
 
 fn range_reply(
@@ -261,8 +260,13 @@ pub fn zrangestore(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let req = parse(a, 2, true, None, None)?;
     let (dst, src) = (a[1], a[2]);
     let mut txn = ctx.ks.txn([dst, src], ctx.client_id);
-    let items = zset_of(&mut txn, src)?
-        .map(|z| select(z, &req))
+    let items: Vec<(Bytes, f64)> = zset_of(&mut txn, src)?
+        .map(|z| {
+            select(z, &req)
+                .into_iter()
+                .map(|(m, s)| (Bytes::copy_from_slice(m), s))
+                .collect()
+        })
         .unwrap_or_default();
     let n = store(&mut txn, dst, items)?;
     drop(txn);

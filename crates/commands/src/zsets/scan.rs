@@ -17,7 +17,7 @@ pub fn zscan(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         let members = z
             .into_iter()
             .flat_map(|z| z.iter())
-            .map(|(m, x)| (&m[..], x.score));
+            .map(|(m, x)| (m, x.score));
         let (next, page) = sampling::scan_page(members, cursor, &opts, one_shot);
         ctx.out.array(2);
         ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());
@@ -60,8 +60,17 @@ pub fn zrandmember(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
             picks.len()
         });
         let Some(z) = z else { return };
+        // The small form is read in one walk (its entry at an index is a walk).
+        let small: Vec<(&[u8], f64)> = match z.is_small() {
+            true => z.range(0, len).collect(),
+            false => Vec::new(),
+        };
+        let at = |i: usize| match z.is_small() {
+            true => small.get(i).copied(),
+            false => z.get_index(i),
+        };
         for i in picks {
-            if let Some((m, s)) = z.get_index(i) {
+            if let Some((m, s)) = at(i) {
                 if pairs {
                     ctx.out.array(2);
                 }

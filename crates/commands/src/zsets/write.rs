@@ -232,8 +232,9 @@ fn remove_ranks(
         return Ok(0);
     };
     let (start, end) = ranks(z);
-    let names: Vec<Bytes> = (start..end)
-        .filter_map(|r| z.by_rank(r).map(|(m, _)| m.clone()))
+    let names: Vec<Bytes> = z
+        .range(start, end)
+        .map(|(m, _)| Bytes::copy_from_slice(m))
         .collect();
     let n = names.len();
     if n > 0 {
@@ -285,10 +286,14 @@ fn pop(
     };
     let n = count.min(z.len());
     let len = z.len();
-    let items: Vec<(Bytes, f64)> = (0..n)
-        .filter_map(|i| z.by_rank(if max { len - 1 - i } else { i }))
-        .map(|(m, s)| (m.clone(), s))
+    let (start, end) = if max { (len - n, len) } else { (0, n) };
+    let mut items: Vec<(Bytes, f64)> = z
+        .range(start, end)
+        .map(|(m, s)| (Bytes::copy_from_slice(m), s))
         .collect();
+    if max {
+        items.reverse();
+    }
     if !items.is_empty() {
         let names = items.iter().map(|(m, _)| m.clone()).collect();
         txn.write(key, Write::Remove(names))?;

@@ -34,6 +34,11 @@ enum Op {
     Incr(u8, i64),
     HSet(u8, Vec<(u8, Vec<u8>)>),
     HDel(u8, Vec<u8>),
+    /// Fields `from..from + n` set to `len` bytes each / removed: enough
+    /// to cross a small hash's limits (128 fields, 64-byte values) both
+    /// ways, so both forms are logged and mirrored.
+    HSetRange(u8, u8, u8, u8),
+    HDelRange(u8, u8, u8),
     Expire(u8, u16),
     Persist(u8),
     Del(u8),
@@ -57,6 +62,9 @@ fn op() -> impl Strategy<Value = Op> {
         )
             .prop_map(|(k, f)| Op::HSet(k, f)),
         (key.clone(), proptest::collection::vec(0u8..5, 1..3)).prop_map(|(k, f)| Op::HDel(k, f)),
+        (key.clone(), any::<u8>(), 1u8..140, 0u8..80)
+            .prop_map(|(k, from, n, len)| Op::HSetRange(k, from, n, len)),
+        (key.clone(), any::<u8>(), 1u8..140).prop_map(|(k, from, n)| Op::HDelRange(k, from, n)),
         (key.clone(), 1u16..2000).prop_map(|(k, ms)| Op::Expire(k, ms)),
         key.clone().prop_map(Op::Persist),
         key.clone().prop_map(Op::Del),
@@ -88,6 +96,7 @@ fn run(ks: &Keyspace, clock: &DebugClock, op: Op) {
             k(*k_)
         }
         Op::Incr(k_, _) | Op::HSet(k_, _) | Op::HDel(k_, _) | Op::Expire(k_, _) => k(*k_),
+        Op::HSetRange(k_, ..) | Op::HDelRange(k_, ..) => k(*k_),
         Op::Persist(k_) | Op::Del(k_) => k(*k_),
     };
     let mut txn = ks.txn([&key[..]], 0);
@@ -166,6 +175,25 @@ fn run(ks: &Keyspace, clock: &DebugClock, op: Op) {
         Op::HDel(_, fields) => txn.write(
             &key,
             Write::HashDel(fields.into_iter().map(|f| Bytes::from(vec![f])).collect()),
+        ),
+        Op::HSetRange(_, from, n, len) => txn.write(
+            &key,
+            Write::HashSet(
+                (0..n)
+                    .map(|i| {
+                        let f = from.wrapping_add(i);
+                        (Bytes::from(vec![f]), Bytes::from(vec![f; len as usize]))
+                    })
+                    .collect(),
+            ),
+        ),
+        Op::HDelRange(_, from, n) => txn.write(
+            &key,
+            Write::HashDel(
+                (0..n)
+                    .map(|i| Bytes::from(vec![from.wrapping_add(i)]))
+                    .collect(),
+            ),
         ),
         Op::Expire(_, ms) => txn.write(&key, Write::SetExpiry(now + ms as u64)),
         Op::Persist(_) => txn.write(&key, Write::SetExpiry(0)),

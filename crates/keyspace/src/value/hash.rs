@@ -70,12 +70,7 @@ impl PartialEq for HashValue {
     /// Equal when they hold the same fields (and counter states), whatever
     /// the insertion order or the form.
     fn eq(&self, other: &Self) -> bool {
-        let counters_eq = match (&self.counter_states, &other.counter_states) {
-            (None, None) => true,
-            (Some(a), Some(b)) => a.len() == b.len() && a.iter().all(|(k, c)| b.get(k) == Some(c)),
-            (Some(a), None) | (None, Some(a)) => a.is_empty(),
-        };
-        counters_eq
+        super::same_states(&self.counter_states, &other.counter_states)
             && self.len() == other.len()
             && self.iter().all(|(k, f)| other.get(k) == Some(f))
     }

@@ -4,12 +4,16 @@
 //! and a removal from another site takes only the writes it observed, so
 //! a member added concurrently with its removal stays (as in a set).
 //!
-//! The order is a sorted vector while the set is small (up to
-//! [`SMALL_MAX`] members; what Redis keeps in a listpack) and an
-//! order-statistic B-tree (`indexset`) above, so rank, select and range
-//! bounds cost O(log n) whatever the size.
+//! A small set (up to `zset-max-listpack-entries` members of at most
+//! `zset-max-listpack-value` bytes) is one sorted buffer, what Redis keeps
+//! in a listpack (see [`zset_pack`]). Past those limits it moves to the
+//! large form: a map from member to score and version, and the order as
+//! an order-statistic B-tree (`indexset`), so rank, select and range
+//! bounds cost O(log n) whatever the size. As in Redis, a set does not go
+//! back to the small form when it shrinks.
 
 use std::cmp::Ordering;
+use std::mem::size_of;
 
 use bytes::Bytes;
 use indexmap::IndexMap;
@@ -17,8 +21,10 @@ use indexmap::IndexMap;
 use super::score::ScoreCounter;
 use crate::version::Version;
 
-/// Members kept in a sorted vector; one more moves the order to a tree.
-pub const SMALL_MAX: usize = 128;
+#[path = "zset_pack.rs"]
+mod zset_pack;
+use zset_pack::Pack;
+
 /// The tree's node size.
 const NODE: usize = 256;
 
@@ -72,79 +78,53 @@ impl Key {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Member {
     pub score: f64,
     pub version: Version,
 }
 
+/// The large form: a map from member to score and version, and the
+/// order as an order-statistic tree.
 #[derive(Clone, Debug)]
-enum Order {
-    Small(Vec<Key>),
-    Large(indexset::BTreeSet<Key>),
+struct Large {
+    members: IndexMap<Bytes, Member, ahash::RandomState>,
+    order: indexset::BTreeSet<Key>,
+    payload: usize,
 }
 
-impl Default for Order {
+impl Large {
+    fn from_pack(p: &Pack) -> Self {
+        let mut l = Large {
+            members: IndexMap::with_capacity_and_hasher(p.len() + 1, Default::default()),
+            order: indexset::BTreeSet::with_maximum_node_size(NODE),
+            payload: p.payload(),
+        };
+        for i in 0..p.len() {
+            let (m, score, version) = p.get(i);
+            let m = Bytes::copy_from_slice(m);
+            l.order.insert(Key::member(score, &m));
+            l.members.insert(m, Member { score, version });
+        }
+        l
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Repr {
+    Small(Pack),
+    Large(Box<Large>),
+}
+
+impl Default for Repr {
     fn default() -> Self {
-        Order::Small(Vec::new())
-    }
-}
-
-impl Order {
-    /// How many keys sort before `k`.
-    fn rank(&self, k: &Key) -> usize {
-        match self {
-            Order::Small(v) => v.partition_point(|x| x < k),
-            Order::Large(t) => t.rank(k),
-        }
-    }
-
-    fn get(&self, i: usize) -> Option<&Key> {
-        match self {
-            Order::Small(v) => v.get(i),
-            Order::Large(t) => t.get_index(i),
-        }
-    }
-
-    fn insert(&mut self, k: Key) {
-        match self {
-            Order::Small(v) if v.len() < SMALL_MAX => {
-                let at = v.partition_point(|x| *x < k);
-                v.insert(at, k);
-            }
-            Order::Small(v) => {
-                let mut t = indexset::BTreeSet::with_maximum_node_size(NODE);
-                for x in v.drain(..) {
-                    t.insert(x);
-                }
-                t.insert(k);
-                *self = Order::Large(t);
-            }
-            Order::Large(t) => {
-                t.insert(k);
-            }
-        }
-    }
-
-    fn remove(&mut self, k: &Key) {
-        match self {
-            Order::Small(v) => {
-                if let Ok(at) = v.binary_search(k) {
-                    v.remove(at);
-                }
-            }
-            Order::Large(t) => {
-                t.remove(k);
-            }
-        }
+        Repr::Small(Pack::default())
     }
 }
 
 #[derive(Clone, Debug, Default)]
 pub struct ZSetValue {
-    members: IndexMap<Bytes, Member, ahash::RandomState>,
-    order: Order,
-    payload: usize,
+    repr: Repr,
     /// The members ZINCRBY made merging counters (only where partitions
     /// merge with other sites): member -> its score's state, whose value
     /// is the member's score.
@@ -155,19 +135,11 @@ type CounterMap = IndexMap<Bytes, ScoreCounter, ahash::RandomState>;
 
 impl PartialEq for ZSetValue {
     /// Equal when they hold the same members with the same scores and
-    /// versions (and score states).
+    /// versions (and score states), whatever their form.
     fn eq(&self, other: &Self) -> bool {
-        let counters_eq = match (&self.counter_states, &other.counter_states) {
-            (None, None) => true,
-            (Some(a), Some(b)) => a.len() == b.len() && a.iter().all(|(k, c)| b.get(k) == Some(c)),
-            (Some(a), None) | (None, Some(a)) => a.is_empty(),
-        };
-        counters_eq
-            && self.members.len() == other.members.len()
-            && self
-                .members
-                .iter()
-                .all(|(m, x)| other.members.get(m) == Some(x))
+        super::same_states(&self.counter_states, &other.counter_states)
+            && self.len() == other.len()
+            && self.iter().all(|(m, x)| other.get(m) == Some(x))
     }
 }
 
@@ -176,72 +148,209 @@ impl ZSetValue {
         Self::default()
     }
 
+    /// Sets the limits of the small form (`zset-max-listpack-entries`
+    /// and `-value`), for every sorted set written from now on.
+    pub fn set_limits(entries: usize, value: usize) {
+        zset_pack::set_limits(entries, value)
+    }
+
     pub fn len(&self) -> usize {
-        self.members.len()
+        match &self.repr {
+            Repr::Small(p) => p.len(),
+            Repr::Large(l) => l.members.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
+        self.len() == 0
     }
 
     /// Bytes of the members plus eight per score.
     pub fn payload_len(&self) -> usize {
-        self.payload
+        match &self.repr {
+            Repr::Small(p) => p.payload(),
+            Repr::Large(l) => l.payload,
+        }
     }
 
-    /// Members the map holds room for without growing.
+    /// Members the large form's map holds room for without growing (0 in
+    /// the small form).
     pub fn capacity(&self) -> usize {
-        self.members.capacity()
+        match &self.repr {
+            Repr::Small(_) => 0,
+            Repr::Large(l) => l.members.capacity(),
+        }
     }
 
-    /// Whether the order is the small (listpack-like) form.
+    /// The small form's buffer bytes (None: the large form).
+    pub fn packed_len(&self) -> Option<usize> {
+        match &self.repr {
+            Repr::Small(p) => Some(p.bytes()),
+            Repr::Large(_) => None,
+        }
+    }
+
+    /// The large form's boxed struct bytes (0 in the small form).
+    pub fn large_struct_len(&self) -> usize {
+        match &self.repr {
+            Repr::Small(_) => 0,
+            Repr::Large(_) => size_of::<Large>(),
+        }
+    }
+
+    /// Whether this is the small (listpack-like) form.
     pub fn is_small(&self) -> bool {
-        matches!(self.order, Order::Small(_))
+        matches!(self.repr, Repr::Small(_))
+    }
+
+    /// Bytes beyond the payload this value takes (its struct, the small
+    /// form's buffer or the large form's structures), for accounting.
+    pub fn overhead(&self) -> usize {
+        const LARGE_MEMBER_OVERHEAD: usize = 96;
+        match &self.repr {
+            Repr::Small(p) => size_of::<Self>() + p.bytes() - p.payload().min(p.bytes()),
+            Repr::Large(l) => {
+                size_of::<Self>() + size_of::<Large>() + l.members.len() * LARGE_MEMBER_OVERHEAD
+            }
+        }
     }
 
     pub fn score(&self, member: &[u8]) -> Option<f64> {
-        self.members.get(member).map(|m| m.score)
+        self.get(member).map(|m| m.score)
     }
 
-    pub fn get(&self, member: &[u8]) -> Option<&Member> {
-        self.members.get(member)
+    pub fn get(&self, member: &[u8]) -> Option<Member> {
+        match &self.repr {
+            Repr::Small(p) => p.find(member).map(|i| {
+                let (_, score, version) = p.get(i);
+                Member { score, version }
+            }),
+            Repr::Large(l) => l.members.get(member).copied(),
+        }
     }
 
     pub fn version_of(&self, member: &[u8]) -> Option<Version> {
-        self.members.get(member).map(|m| m.version)
+        self.get(member).map(|m| m.version)
+    }
+
+    /// The member at position `i` of an arbitrary order, with its score
+    /// and version.
+    fn entry(&self, i: usize) -> Option<(&[u8], Member)> {
+        match &self.repr {
+            Repr::Small(p) => (i < p.len()).then(|| {
+                let (m, score, version) = p.get(i);
+                (m, Member { score, version })
+            }),
+            Repr::Large(l) => l.members.get_index(i).map(|(m, x)| (&m[..], *x)),
+        }
     }
 
     /// Members with their score and version, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Member)> {
-        self.members.iter()
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], Member)> {
+        let (small, large) = match &self.repr {
+            Repr::Small(p) => (Some(p.iter(0)), None),
+            Repr::Large(l) => (None, Some(l.members.iter())),
+        };
+        let small = small.into_iter().flatten();
+        let large = large.into_iter().flatten();
+        small
+            .map(|(m, score, version)| (m, Member { score, version }))
+            .chain(large.map(|(m, x)| (&m[..], *x)))
+    }
+
+    /// The members at ranks `[start, end)` (lowest score first) with their
+    /// scores, read in one walk of the small form.
+    pub fn range(&self, start: usize, end: usize) -> impl Iterator<Item = (&[u8], f64)> {
+        let end = end.min(self.len());
+        let start = start.min(end);
+        let (small, large) = match &self.repr {
+            Repr::Small(p) => (Some(p.iter(start).take(end - start)), None),
+            Repr::Large(_) => (None, Some(start..end)),
+        };
+        let small = small.into_iter().flatten();
+        let large = large.into_iter().flatten();
+        small
+            .map(|(m, s, _)| (m, s))
+            .chain(large.filter_map(|r| self.by_rank(r)))
     }
 
     /// The member at position `i` of an arbitrary order (ZRANDMEMBER).
-    pub fn get_index(&self, i: usize) -> Option<(&Bytes, f64)> {
-        self.members.get_index(i).map(|(m, x)| (m, x.score))
+    pub fn get_index(&self, i: usize) -> Option<(&[u8], f64)> {
+        self.entry(i).map(|(m, x)| (m, x.score))
+    }
+
+    /// Moves the set to the large form.
+    fn make_large(&mut self) {
+        if let Repr::Small(p) = &self.repr {
+            self.repr = Repr::Large(Box::new(Large::from_pack(p)));
+        }
     }
 
     /// Sets `member`'s score at `version` (a held member keeps the newer of
     /// the two versions); true when it is new.
-    pub fn insert(&mut self, member: &Bytes, score: f64, version: Version) -> bool {
+    pub fn insert(&mut self, member: &[u8], score: f64, version: Version) -> bool {
         debug_assert!(!score.is_nan(), "NaN score");
-        match self.members.get_mut(member.as_ref()) {
+        if matches!(&self.repr, Repr::Small(p) if !zset_pack::has_room(p, member.len())) {
+            self.make_large();
+        }
+        if let Repr::Small(p) = &mut self.repr {
+            match p.find(member) {
+                Some(i) => {
+                    let (_, held, v) = p.get(i);
+                    let version = v.max(version);
+                    if !same_score(held, score) {
+                        p.remove_at(i);
+                        p.insert(member, score, version);
+                    } else if version != v {
+                        p.set_version(i, version);
+                    }
+                    return false;
+                }
+                None if zset_pack::may_add(p, member.len()) => {
+                    p.insert(member, score, version);
+                    return true;
+                }
+                None => self.make_large(),
+            }
+        }
+        let Repr::Large(l) = &mut self.repr else {
+            unreachable!("moved to the large form")
+        };
+        match l.members.get_mut(member) {
             Some(held) => {
                 held.version = held.version.max(version);
                 if !same_score(held.score, score) {
-                    let old = Key::member(held.score, member);
+                    let (k, _) = l.members.get_key_value(member).expect("held");
+                    let k = k.clone();
+                    let held = l.members.get_mut(member).expect("held");
+                    l.order.remove(&Key::member(held.score, &k));
                     held.score = score;
-                    self.order.remove(&old);
-                    self.order.insert(Key::member(score, member));
+                    l.order.insert(Key::member(score, &k));
                 }
                 false
             }
             None => {
-                self.payload += member.len() + 8;
-                self.members
-                    .insert(member.clone(), Member { score, version });
-                self.order.insert(Key::member(score, member));
+                let m = Bytes::copy_from_slice(member);
+                l.payload += m.len() + 8;
+                l.order.insert(Key::member(score, &m));
+                l.members.insert(m, Member { score, version });
                 true
+            }
+        }
+    }
+
+    /// Sets the version of a held `member`.
+    fn set_version(&mut self, member: &[u8], v: Version) {
+        match &mut self.repr {
+            Repr::Small(p) => {
+                if let Some(i) = p.find(member) {
+                    p.set_version(i, v);
+                }
+            }
+            Repr::Large(l) => {
+                if let Some(m) = l.members.get_mut(member) {
+                    m.version = v;
+                }
             }
         }
     }
@@ -250,11 +359,15 @@ impl ZSetValue {
     /// score assigned (no score state is kept).
     pub fn stamp(&mut self, v: Version) {
         self.counter_states = None;
-        for x in self.members.values_mut() {
-            x.version = v;
+        match &mut self.repr {
+            Repr::Small(p) => p.stamp(v),
+            Repr::Large(l) => {
+                for x in l.members.values_mut() {
+                    x.version = v;
+                }
+            }
         }
     }
-
     /// The score state of `member`, if ZINCRBY made it one.
     pub fn counter(&self, member: &[u8]) -> Option<&ScoreCounter> {
         self.counter_states.as_ref()?.get(member)
@@ -306,7 +419,7 @@ impl ZSetValue {
     /// `member` takes the state `c`, at the version of the newest write
     /// it holds: plain when it says no more than its assignment, removed
     /// when nothing is left of it.
-    pub fn set_counter(&mut self, member: &Bytes, c: ScoreCounter) {
+    pub fn set_counter(&mut self, member: &[u8], c: ScoreCounter) {
         if c.is_empty() {
             self.remove(member);
             return;
@@ -316,15 +429,13 @@ impl ZSetValue {
             false => (c.value(), c.version()),
         };
         self.insert(member, score, version);
-        if let Some(m) = self.members.get_mut(member.as_ref()) {
-            m.version = version;
-        }
+        self.set_version(member, version);
         match c.is_plain() {
             true => self.drop_counter(member),
             false => {
                 self.counter_states
                     .get_or_insert_with(Default::default)
-                    .insert(member.clone(), c);
+                    .insert(Bytes::copy_from_slice(member), c);
             }
         }
     }
@@ -353,42 +464,72 @@ impl ZSetValue {
 
     pub fn remove(&mut self, member: &[u8]) -> bool {
         self.drop_counter(member);
-        match self.members.swap_remove_entry(member) {
-            Some((m, x)) => {
-                self.payload -= m.len() + 8;
-                self.order.remove(&Key::member(x.score, &m));
-                true
-            }
-            None => false,
+        match &mut self.repr {
+            Repr::Small(p) => match p.find(member) {
+                Some(i) => {
+                    p.remove_at(i);
+                    true
+                }
+                None => false,
+            },
+            Repr::Large(l) => match l.members.swap_remove_entry(member) {
+                Some((m, x)) => {
+                    l.payload -= m.len() + 8;
+                    l.order.remove(&Key::member(x.score, &m));
+                    true
+                }
+                None => false,
+            },
         }
     }
 
     /// The member's 0-based rank, lowest score first.
     pub fn rank(&self, member: &[u8]) -> Option<usize> {
-        let (m, x) = self.members.get_key_value(member)?;
-        Some(self.order.rank(&Key::member(x.score, m)))
+        match &self.repr {
+            Repr::Small(p) => p.find(member),
+            Repr::Large(l) => {
+                let (m, x) = l.members.get_key_value(member)?;
+                Some(l.order.rank(&Key::member(x.score, m)))
+            }
+        }
     }
 
     /// The member at `rank` (lowest score first) and its score.
-    pub fn by_rank(&self, rank: usize) -> Option<(&Bytes, f64)> {
-        match self.order.get(rank)? {
-            Key {
-                score,
-                lex: Lex::Member(m),
-            } => Some((m, score.0)),
-            _ => None,
+    pub fn by_rank(&self, rank: usize) -> Option<(&[u8], f64)> {
+        match &self.repr {
+            Repr::Small(p) => (rank < p.len()).then(|| {
+                let (m, s, _) = p.get(rank);
+                (m, s)
+            }),
+            Repr::Large(l) => match l.order.get_index(rank)? {
+                Key {
+                    score,
+                    lex: Lex::Member(m),
+                } => Some((&m[..], score.0)),
+                _ => None,
+            },
         }
     }
 
     /// How many members sort before `bound`.
     pub fn rank_of(&self, bound: &Key) -> usize {
-        self.order.rank(bound)
+        match &self.repr {
+            Repr::Small(p) => p.partition_point(|s, m| {
+                let lex = match &bound.lex {
+                    Lex::Min => Ordering::Greater,
+                    Lex::Member(b) => m.cmp(b),
+                    Lex::Max => Ordering::Less,
+                };
+                Score(s).cmp(&bound.score).then(lex) == Ordering::Less
+            }),
+            Repr::Large(l) => l.order.rank(bound),
+        }
     }
 
     /// How many members have a score below `score` (`inclusive`: at most
     /// `score`).
     pub fn count_below(&self, score: f64, inclusive: bool) -> usize {
-        self.order.rank(&Key {
+        self.rank_of(&Key {
             score: Score(score),
             lex: if inclusive { Lex::Max } else { Lex::Min },
         })
@@ -396,48 +537,13 @@ impl ZSetValue {
 
     /// The length of the longest member.
     pub fn longest(&self) -> usize {
-        self.members.keys().map(Bytes::len).max().unwrap_or(0)
+        match &self.repr {
+            Repr::Small(p) => p.longest(),
+            Repr::Large(l) => l.members.keys().map(Bytes::len).max().unwrap_or(0),
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn v(n: u64) -> Version {
-        Version { hlc: n, site: 1 }
-    }
-
-    proptest! {
-        /// Ranks, selects and counts agree with a sort of the members,
-        /// across the small form and the tree.
-        #[test]
-        fn order_matches_a_sorted_copy(ops in proptest::collection::vec((0u8..200, -20i32..20, any::<bool>()), 0..600)) {
-            let mut z = ZSetValue::new();
-            let mut model: std::collections::HashMap<Bytes, f64> = Default::default();
-            for (i, (m, s, add)) in ops.into_iter().enumerate() {
-                let m = Bytes::from(format!("m{m}"));
-                if add {
-                    z.insert(&m, s as f64, v(i as u64));
-                    model.insert(m, s as f64);
-                } else {
-                    prop_assert_eq!(z.remove(&m), model.remove(&m).is_some());
-                }
-            }
-            let mut sorted: Vec<(f64, Bytes)> = model.iter().map(|(m, s)| (*s, m.clone())).collect();
-            sorted.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)));
-            prop_assert_eq!(z.len(), sorted.len());
-            for (i, (s, m)) in sorted.iter().enumerate() {
-                prop_assert_eq!(z.by_rank(i), Some((m, *s)));
-                prop_assert_eq!(z.rank(m), Some(i));
-            }
-            for s in -21..21 {
-                let below = sorted.iter().filter(|(x, _)| *x < s as f64).count();
-                let upto = sorted.iter().filter(|(x, _)| *x <= s as f64).count();
-                prop_assert_eq!(z.count_below(s as f64, false), below);
-                prop_assert_eq!(z.count_below(s as f64, true), upto);
-            }
-        }
-    }
-}
+#[path = "zset_tests.rs"]
+mod tests;

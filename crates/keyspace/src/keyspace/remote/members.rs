@@ -346,7 +346,10 @@ fn element_versions(value: &Value) -> Vec<(Bytes, Version)> {
             .iter()
             .map(|(m, v)| (Bytes::copy_from_slice(m), v))
             .collect(),
-        Value::ZSet(z) => z.iter().map(|(m, x)| (m.clone(), x.version)).collect(),
+        Value::ZSet(z) => z
+            .iter()
+            .map(|(m, x)| (Bytes::copy_from_slice(m), x.version))
+            .collect(),
         _ => Vec::new(),
     }
 }

@@ -192,7 +192,7 @@ pub(super) fn settled_away(settled: u64, entry: Option<&Entry>, change: &mut Cha
         Value::ZSet(z) => z
             .iter()
             .filter(|(n, m)| lacked(n, m.version))
-            .map(|(n, _)| n.clone())
+            .map(|(n, _)| Bytes::copy_from_slice(n))
             .collect(),
         _ => return false,
     };
