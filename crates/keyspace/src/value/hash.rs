@@ -1,5 +1,5 @@
 //! A hash value in one of two forms, as Redis keeps them: packed (every
-//! field in one block, see [`hash_pack`](super::hash_pack)) while it is
+//! field in one block, see [`hash_pack`]) while it is
 //! small, a table (a map of fields) once it has more fields than
 //! `hash-max-listpack-entries` or a name or value longer than
 //! `hash-max-listpack-value` ([`crate::encodings::hash_limits`]). A hash

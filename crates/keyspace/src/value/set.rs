@@ -3,7 +3,7 @@
 //! (an observed-remove set), so an add concurrent with a remove wins.
 //!
 //! A set is in one of two forms, as Redis keeps them: packed (every member
-//! in one block, see [`hash_pack`](super::hash_pack), entries without
+//! in one block, see [`hash_pack`], entries without
 //! values) while it is small, a table (a map of [`MapKey`]s: up to 22
 //! bytes inline, no heap block) once it has more members than
 //! `set-max-listpack-entries` or a member longer than
