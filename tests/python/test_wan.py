@@ -935,7 +935,12 @@ def test_a_re_sync_reads_a_partition_a_batch_at_a_time(sites):
     wait_until(lambda: all(newyork.seen(k, full=True) for k in keys), timeout=60,
                message="the re-sync copied every key")
     grown = rss_bytes(node, "VmHWM") - before
-    assert grown < 40 << 20, f"the re-sync of a 120 MB partition took {grown >> 20} MiB more"
+    # A copy made whole would take 114 MiB more at least. The batches read
+    # ahead take far less, but where glibc puts 1 MB blocks varies (its mmap
+    # threshold moves up as mmapped blocks are freed, and heap blocks are
+    # not given back at once): 75 MiB was seen once (CI, session 35),
+    # usually much less.
+    assert grown < 100 << 20, f"the re-sync of a 120 MB partition took {grown >> 20} MiB more"
     assert target_status(node, "newyork")["resyncs"] == 1
     newyork.close()
 
