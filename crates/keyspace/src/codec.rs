@@ -16,7 +16,7 @@ use crate::value::{HashValue, SetValue, Value, ZSetValue};
 use crate::version::Version;
 
 mod states;
-mod wire;
+pub(crate) mod wire;
 
 use states::{counter_len, put_counter, put_score_counter, score_counter_len};
 use wire::{

@@ -12,7 +12,7 @@ use crate::value::{
 };
 use crate::version::Version;
 
-pub(super) fn varint_len(mut n: u64) -> usize {
+pub(crate) fn varint_len(mut n: u64) -> usize {
     let mut len = 1;
     while n >= 0x80 {
         n >>= 7;
@@ -21,7 +21,7 @@ pub(super) fn varint_len(mut n: u64) -> usize {
     len
 }
 
-pub(super) fn put_varint(out: &mut impl BufMut, mut n: u64) {
+pub(crate) fn put_varint(out: &mut impl BufMut, mut n: u64) {
     while n >= 0x80 {
         out.put_u8((n as u8) | 0x80);
         n >>= 7;

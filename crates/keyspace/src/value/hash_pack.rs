@@ -58,21 +58,13 @@ struct Span {
     end: usize,
 }
 
-fn put_varint(out: &mut Vec<u8>, mut n: usize) {
-    while n >= 0x80 {
-        out.push(n as u8 | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
+/// Lengths are the codec's varints ([`crate::codec::wire`]).
+fn put_varint(out: &mut Vec<u8>, n: usize) {
+    crate::codec::wire::put_varint(out, n as u64);
 }
 
-fn varint_len(mut n: usize) -> usize {
-    let mut len = 1;
-    while n >= 0x80 {
-        n >>= 7;
-        len += 1;
-    }
-    len
+fn varint_len(n: usize) -> usize {
+    crate::codec::wire::varint_len(n as u64)
 }
 
 fn read_varint(buf: &[u8], at: &mut usize) -> usize {

@@ -66,13 +66,7 @@ pub struct Pack {
     site: u16,
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
+use crate::codec::wire::put_varint;
 
 fn get_varint(b: &[u8], at: &mut usize) -> u64 {
     let (mut v, mut shift) = (0u64, 0);
