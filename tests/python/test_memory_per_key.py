@@ -39,7 +39,7 @@ def shape_zset(i):
 
 # shape: (command maker, limit on deltagrid / Redis bytes per key, the target)
 SHAPES = {
-    "string": (shape_string, 1.35, 1.0),
+    "string": (shape_string, 1.12, 1.0),
     "hash": (shape_hash, 1.2, 1.2),
     "set": (shape_set, 1.2, 1.2),
     "zset": (shape_zset, 1.35, 1.2),

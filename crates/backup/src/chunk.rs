@@ -243,7 +243,7 @@ mod tests {
                 site: 1,
             },
             kind: ChangeKind::Full {
-                value: Value::Str(Bytes::from(vec![b'v'; len])),
+                value: Value::str(Bytes::from(vec![b'v'; len])),
                 expire_at: 0,
             },
         }

@@ -682,7 +682,7 @@ mod tests {
             let key = Bytes::from(format!("k{i}"));
             let p = primary_ks.partition_of(&key);
             let kind = ChangeKind::Full {
-                value: Value::Str(Bytes::from(vec![b'v'; 200])),
+                value: Value::str(Bytes::from(vec![b'v'; 200])),
                 expire_at: 0,
             };
             primary_ks

@@ -314,7 +314,7 @@ fn run(ctx: &mut Ctx, a: &[&[u8]], read_only: bool) -> Result<(), CmdError> {
     let mut txn = ctx.ks.txn([key], ctx.client_id);
     let base = match txn.get(key) {
         None => None,
-        Some(e) => Some(e.as_str().cloned().ok_or(CmdError::WrongType)?),
+        Some(e) => Some(e.str_bytes().ok_or(CmdError::WrongType)?),
     };
     let old: &[u8] = base.as_deref().unwrap_or_default();
     // The bytes the writes cover, copied to be changed.

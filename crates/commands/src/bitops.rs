@@ -126,7 +126,7 @@ fn read(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Bytes>, CmdError> {
     let mut txn = ctx.ks.txn([key], ctx.client_id);
     match txn.get(key) {
         None => Ok(None),
-        Some(e) => Ok(Some(e.as_str().cloned().ok_or(CmdError::WrongType)?)),
+        Some(e) => Ok(Some(e.str_bytes().ok_or(CmdError::WrongType)?)),
     }
 }
 
@@ -254,7 +254,7 @@ pub fn bitop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     for key in &a[3..] {
         sources.push(match txn.get(key) {
             None => Bytes::new(),
-            Some(e) => e.as_str().cloned().ok_or(CmdError::WrongType)?,
+            Some(e) => e.str_bytes().ok_or(CmdError::WrongType)?,
         });
     }
     let result = combine(op, &sources);
@@ -265,7 +265,7 @@ pub fn bitop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         txn.write(
             dest,
             Write::Set {
-                value: Value::Str(Bytes::from(result)),
+                value: Value::str(result),
                 expire_at: 0,
             },
         )?;

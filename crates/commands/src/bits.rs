@@ -32,7 +32,7 @@ fn bit_offset(arg: &[u8]) -> Result<usize, CmdError> {
 fn current(txn: &mut keyspace::Txn, key: &[u8]) -> Result<Bytes, CmdError> {
     match txn.get(key) {
         None => Ok(Bytes::new()),
-        Some(e) => e.as_str().cloned().ok_or(CmdError::WrongType),
+        Some(e) => e.str_bytes().ok_or(CmdError::WrongType),
     }
 }
 

@@ -119,7 +119,7 @@ fn strings(ctx: &mut Ctx, key1: &[u8], key2: &[u8]) -> Result<(Bytes, Bytes), Cm
     let mut txn = ctx.ks.txn([key1, key2], ctx.client_id);
     let mut get = |key: &[u8]| match txn.get(key) {
         None => Ok(Bytes::new()),
-        Some(e) => e.as_str().cloned().ok_or(CmdError::LcsNotStrings),
+        Some(e) => e.str_bytes().ok_or(CmdError::LcsNotStrings),
     };
     Ok((get(key1)?, get(key2)?))
 }

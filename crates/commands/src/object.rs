@@ -215,7 +215,7 @@ mod tests {
     use bytes::Bytes;
 
     fn string(s: &str) -> Value {
-        Value::Str(Bytes::copy_from_slice(s.as_bytes()))
+        Value::str(Bytes::copy_from_slice(s.as_bytes()))
     }
 
     #[test]

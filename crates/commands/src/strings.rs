@@ -15,7 +15,7 @@ use crate::{Ctx, MAX_STRING};
 fn get_str(txn: &mut keyspace::Txn, key: &[u8]) -> Result<Option<Bytes>, CmdError> {
     match txn.get(key) {
         None => Ok(None),
-        Some(e) => e.as_str().cloned().map(Some).ok_or(CmdError::WrongType),
+        Some(e) => e.str_bytes().map(Some).ok_or(CmdError::WrongType),
     }
 }
 
@@ -126,7 +126,7 @@ fn set_with(
         None => (false, None, 0),
         Some(e) if o.get => (
             true,
-            Some(e.as_str().ok_or(CmdError::WrongType)?.clone()),
+            Some(e.str_bytes().ok_or(CmdError::WrongType)?),
             e.expire_at,
         ),
         Some(e) => (true, None, e.expire_at),
@@ -141,7 +141,7 @@ fn set_with(
             txn.write(
                 key,
                 Write::Set {
-                    value: Value::Str(owned(value)),
+                    value: Value::str(value),
                     expire_at,
                 },
             )?;
@@ -166,7 +166,7 @@ pub fn setnx(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         txn.write(
             a[1],
             Write::Set {
-                value: Value::Str(owned(a[2])),
+                value: Value::str(a[2]),
                 expire_at: 0,
             },
         )?;
@@ -294,7 +294,7 @@ pub fn mset(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         txn.write(
             kv[0],
             Write::Set {
-                value: Value::Str(owned(kv[1])),
+                value: Value::str(kv[1]),
                 expire_at: 0,
             },
         )?;
@@ -318,7 +318,7 @@ pub fn msetnx(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
         txn.write(
             kv[0],
             Write::Set {
-                value: Value::Str(owned(kv[1])),
+                value: Value::str(kv[1]),
                 expire_at: 0,
             },
         )?;

@@ -105,14 +105,10 @@ pub fn apply_change_at(
                 }
                 match (&mut e.value, op) {
                     (Value::Str(held), DeltaOp::IncrBy(by)) => delta::incr_in_place(held, *by)?,
-                    (Value::Str(held), op) => *held = delta::apply_string_op(held, op)?,
+                    (Value::Str(held), op) => *held = delta::apply_string_op(held, op)?.into(),
                     // A whole-string write of a counter: an assignment.
                     (Value::Counter(c), op) => {
-                        let mut text = c.text().clone();
-                        match op {
-                            DeltaOp::IncrBy(by) => delta::incr_in_place(&mut text, *by)?,
-                            op => text = delta::apply_string_op(&text, op)?,
-                        }
+                        let text = delta::apply_string_op(c.text(), op)?;
                         c.assign(text, change.version);
                     }
                     _ => return Err(ApplyError::WrongType),
@@ -564,7 +560,10 @@ fn count(
                 // Written after the increment: it saw it.
                 return;
             }
-            e.value = Value::Counter(Box::new(CounterValue::from_plain(text.clone(), e.version)));
+            e.value = Value::Counter(Box::new(CounterValue::from_plain(
+                text.to_bytes(),
+                e.version,
+            )));
         }
         if let Value::Counter(c) = &mut e.value {
             c.count(version.site, total, version);
@@ -596,7 +595,7 @@ fn raise(
                 .raised(None)
                 .map_err(|_| ApplyError::WrongType)?
                 .unwrap_or_default();
-            part.put(key, Entry::new(Value::Str(Bytes::from(value)), base, 0));
+            part.put(key, Entry::new(Value::str(value), base, 0));
             return Ok(());
         }
         Some(Entry {
@@ -606,7 +605,7 @@ fn raise(
         Some(_) => return Err(ApplyError::WrongType),
     };
     if let Some(value) = raised {
-        update_held(part, at, key, |e| e.value = Value::Str(Bytes::from(value)));
+        update_held(part, at, key, |e| e.value = Value::str(value));
     }
     Ok(())
 }

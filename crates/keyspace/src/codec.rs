@@ -477,7 +477,7 @@ pub fn head(buf: &[u8]) -> Result<Head<'_>, DecodeError> {
 
 fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
     match r.u8()? {
-        STR => Ok(Value::Str(r.bytes()?)),
+        STR => Ok(Value::str(r.bytes()?)),
         COUNTER => Ok(Value::Counter(Box::new(r.counter()?))),
         tag @ (HASH | HASH_COUNTERS) => {
             let n = r.count(4)?;

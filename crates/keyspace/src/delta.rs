@@ -9,6 +9,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::change::DeltaOp;
+use crate::value::StrValue;
 
 /// Below this size a full value is as cheap as any delta.
 pub const MIN_DIFF_LEN: usize = 128;
@@ -281,25 +282,13 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
 }
 
 /// INCRBY on a held string, as [`apply_string_op`] with `IncrBy(by)`, but
-/// writing the digits over the old ones when their count is unchanged and
-/// nothing else shares the buffer (as Redis updates an integer in place):
-/// no allocation for most increments. On error `held` is unchanged.
-pub fn incr_in_place(held: &mut Bytes, by: i64) -> Result<(), StringOpError> {
+/// in place: the digits (at most 20) are held inline, so an increment
+/// allocates nothing. On error `held` is unchanged.
+pub fn incr_in_place(held: &mut StrValue, by: i64) -> Result<(), StringOpError> {
     let n = parse_i64(held).ok_or(StringOpError::NotAnInteger)?;
     let n = n.checked_add(by).ok_or(StringOpError::Overflow)?;
-    let mut buf = itoa::Buffer::new();
-    let digits = buf.format(n).as_bytes();
-    if digits.len() == held.len() {
-        match std::mem::take(held).try_into_mut() {
-            Ok(mut unique) => {
-                unique.copy_from_slice(digits);
-                *held = unique.freeze();
-                return Ok(());
-            }
-            Err(shared) => *held = shared,
-        }
-    }
-    *held = Bytes::copy_from_slice(digits);
+    // At most 20 digits: always inline, no allocation.
+    *held = StrValue::copy(itoa::Buffer::new().format(n).as_bytes());
     Ok(())
 }
 
@@ -356,23 +345,11 @@ mod tests {
     }
 
     #[test]
-    fn incr_in_place_writes_over_a_unique_buffer_and_never_a_shared_one() {
-        let mut held = Bytes::from(b"41".to_vec());
-        let at = held.as_ptr();
+    fn incr_in_place_adds_and_an_error_changes_nothing() {
+        let mut held = StrValue::copy(b"41");
         incr_in_place(&mut held, 1).unwrap();
-        assert_eq!(
-            (&held[..], held.as_ptr()),
-            (&b"42"[..], at),
-            "same length, unique: in place"
-        );
-        let reader = held.clone();
-        incr_in_place(&mut held, 1).unwrap();
-        assert_eq!(
-            (&held[..], &reader[..]),
-            (&b"43"[..], &b"42"[..]),
-            "a shared buffer is left alone"
-        );
-        incr_in_place(&mut held, 57).unwrap();
+        assert_eq!(&held[..], b"42");
+        incr_in_place(&mut held, 58).unwrap();
         assert_eq!(&held[..], b"100");
         incr_in_place(&mut held, -200).unwrap();
         assert_eq!(&held[..], b"-100");
@@ -380,7 +357,7 @@ mod tests {
             incr_in_place(&mut held, i64::MIN),
             Err(StringOpError::Overflow)
         );
-        let mut text = Bytes::from_static(b"abc");
+        let mut text = StrValue::copy(b"abc");
         assert_eq!(
             incr_in_place(&mut text, 1),
             Err(StringOpError::NotAnInteger)

@@ -26,6 +26,7 @@ pub mod clock;
 pub mod codec;
 pub mod delta;
 pub mod encodings;
+pub mod entry_map;
 pub mod glob;
 pub mod hll;
 mod keyspace;

@@ -63,14 +63,16 @@ fn block_of(bytes: &[u8]) -> usize {
 /// for what is counted).
 pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
     let key_block = block_of(key);
-    let in_map = key_block + map_element::<MapKey, Entry>() + INDEX_SLOT;
+    // A partition's map ([`crate::entry_map`]): the element of its vector
+    // and a 4-byte position with its control byte in its table.
+    let in_map = key_block + size_of::<(MapKey, Entry)>() + (size_of::<u32>() + 1) * 8 / 7;
     let in_expiry_index = if entry.expire_at != 0 {
         size_of::<(u64, MapKey)>() + key_block
     } else {
         0
     };
     let value = match &entry.value {
-        Value::Str(b) => b.len(),
+        Value::Str(s) => s.heap_len(),
         // The text and the state kept to merge it across sites.
         Value::Counter(c) => size_of_val(&**c) + c.text().len() + c.state_len(),
         Value::Hash(h) => {
@@ -126,14 +128,16 @@ mod tests {
     }
 
     fn string(len: usize) -> Value {
-        Value::Str(Bytes::from(vec![b'x'; len]))
+        Value::str(Bytes::from(vec![b'x'; len]))
     }
 
     #[test]
     fn a_string_costs_its_bytes_over_a_fixed_overhead() {
+        // Up to 30 bytes inline in the value; longer in a block.
         let small = entry_usage(b"key", &entry(string(3), 0));
+        assert_eq!(entry_usage(b"key", &entry(string(30), 0)), small);
         let big = entry_usage(b"key", &entry(string(1003), 0));
-        assert_eq!(big - small, 1000);
+        assert_eq!(big - small, 1003);
         // A short key is inline in its map slot; a long one counts byte for
         // byte.
         assert_eq!(entry_usage(b"key!", &entry(string(3), 0)), small);

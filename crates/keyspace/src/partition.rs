@@ -7,16 +7,14 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use indexmap::IndexMap;
 
-use crate::map_key::{self, MapKey};
+use crate::entry_map::{EntryMap, Found};
+use crate::map_key::MapKey;
 use crate::partition_bits::PartitionBits;
 use crate::partition_log::PartitionLog;
 use crate::stats::ChangeStats;
 use crate::tombstones::Tombstones;
 use crate::value::Entry;
-
-pub type EntryMap = IndexMap<MapKey, Entry, ahash::RandomState>;
 
 /// Where a backup copy's latest changes came from. A seq the copy already
 /// holds may be sent again by the node that sent it (the same batch
@@ -200,23 +198,15 @@ impl Partition {
 
     /// Stores `entry` under `key`, replacing what it held (one lookup).
     pub(crate) fn put(&mut self, key: &[u8], entry: Entry) {
-        // A long key held already is found without copying it first.
-        if key.len() > map_key::INLINE {
-            if let Some(i) = self.map.get_index_of(key) {
-                self.update_at(i, |e| *e = entry);
-                return;
-            }
-        }
-        match self.map.entry(MapKey::new(key)) {
-            indexmap::map::Entry::Occupied(held) => {
-                let i = held.index();
+        match self.map.find(key) {
+            Found::At(i) => {
                 self.update_at(i, |e| *e = entry);
             }
-            indexmap::map::Entry::Vacant(slot) => {
-                self.footprint += entry.footprint(slot.key().len());
-                let expiring =
-                    (entry.expire_at != 0).then(|| (entry.expire_at, slot.key().clone()));
-                slot.insert(entry);
+            Found::Absent(hash) => {
+                self.footprint += entry.footprint(key.len());
+                let key = MapKey::new(key);
+                let expiring = (entry.expire_at != 0).then(|| (entry.expire_at, key.clone()));
+                self.map.insert_absent(hash, key, entry);
                 if let Some((at, key)) = expiring {
                     self.index_expiry(at, key);
                 }
@@ -225,7 +215,7 @@ impl Partition {
     }
 
     pub(crate) fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let (k, old) = self.map.swap_remove_entry(key)?;
+        let (k, old) = self.map.swap_remove(key)?;
         self.forget(&k, &old);
         Some(old)
     }
@@ -284,7 +274,8 @@ impl Partition {
     pub(crate) fn drain_keys(&mut self) -> Vec<Bytes> {
         self.expires.clear();
         self.footprint = 0;
-        std::mem::take(&mut self.map)
+        self.map
+            .take()
             .into_iter()
             .map(|(k, _)| k.to_bytes())
             .collect()

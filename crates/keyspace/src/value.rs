@@ -13,12 +13,14 @@ mod hash;
 mod hash_pack;
 mod score;
 mod set;
+mod string;
 mod zset;
 
 pub use counter::{Base as CounterBase, Contribution, CounterValue, FloatContribution, Total};
 pub use hash::{Field, FieldMap, FieldRef, HashValue, Iter as HashIter};
 pub use score::{ScoreContribution, ScoreCounter};
 pub use set::{MemberMap, SetValue};
+pub use string::StrValue;
 pub use zset::{same_score, Key as ZKey, Lex, Member as ZMember, Score, ZSetValue};
 
 /// Parts that together take at most this many bytes are copied into one
@@ -84,7 +86,8 @@ where
 /// block per key.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
-    Str(Bytes),
+    /// A plain string, inline when short ([`StrValue`]).
+    Str(StrValue),
     /// A string that merges increments across sites (see [`CounterValue`]).
     Counter(Box<CounterValue>),
     Hash(HashValue),
@@ -120,12 +123,27 @@ impl Value {
     }
 
     /// The string a string value reads as (None: a collection).
-    pub fn as_text(&self) -> Option<&Bytes> {
+    pub fn as_text(&self) -> Option<&[u8]> {
         match self {
-            Value::Str(b) => Some(b),
+            Value::Str(s) => Some(s),
             Value::Counter(c) => Some(c.text()),
             _ => None,
         }
+    }
+
+    /// The string a string value reads as, as a `Bytes` sharing the
+    /// value's buffer where it has one (None: a collection).
+    pub fn text_bytes(&self) -> Option<Bytes> {
+        match self {
+            Value::Str(s) => Some(s.to_bytes()),
+            Value::Counter(c) => Some(c.text().clone()),
+            _ => None,
+        }
+    }
+
+    /// A plain string value holding `s`.
+    pub fn str(s: impl Into<StrValue>) -> Self {
+        Value::Str(s.into())
     }
 
     /// The number of elements of a collection (0 for a string).
@@ -276,8 +294,14 @@ impl Entry {
     }
 
     /// The string a string value reads as (a counter's value included).
-    pub fn as_str(&self) -> Option<&Bytes> {
+    pub fn as_str(&self) -> Option<&[u8]> {
         self.value.as_text()
+    }
+
+    /// The string a string value reads as, sharing its buffer where it has
+    /// one ([`Value::text_bytes`]).
+    pub fn str_bytes(&self) -> Option<Bytes> {
+        self.value.text_bytes()
     }
 
     pub fn as_hash(&self) -> Option<&HashValue> {

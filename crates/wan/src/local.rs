@@ -346,7 +346,7 @@ mod tests {
             key: Bytes::copy_from_slice(key.as_bytes()),
             version: Version { hlc, site: 2 },
             kind: ChangeKind::Full {
-                value: Value::Str(Bytes::from_static(b"v")),
+                value: Value::str(Bytes::from_static(b"v")),
                 expire_at: 0,
             },
         }

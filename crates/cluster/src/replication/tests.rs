@@ -59,7 +59,7 @@ fn set(key: impl Into<Bytes>, i: u64, value: impl Into<Bytes>) -> Change {
             site: 1,
         },
         kind: ChangeKind::Full {
-            value: Value::Str(value.into()),
+            value: Value::str(value.into()),
             expire_at: 0,
         },
     }

@@ -332,7 +332,7 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
     let mut r = Reader { buf: body, pos: 0 };
     let v = Version::ZERO;
     let value = match r.u8()? {
-        T_STRING => Value::Str(r.bytes()?),
+        T_STRING => Value::str(r.bytes()?),
         T_SET => {
             let n = r.count(1)?;
             let mut s = SetValue::new();

@@ -40,11 +40,11 @@ fn set_of(ms: &[&str]) -> Value {
 fn reads_payloads_redis_wrote() {
     // DUMP output of redis-server 7.0.15.
     let cases: [(&[u8], Value); 5] = [
-        (b"\x00\x05hello\n\x00cr\xdfve4 \n", Value::Str(b("hello"))),
-        (b"\x00\xc190\n\x00\x9d\x94\xea'\x93\xfc\x08\xb9", Value::Str(b("12345"))),
+        (b"\x00\x05hello\n\x00cr\xdfve4 \n", Value::str(b("hello"))),
+        (b"\x00\xc190\n\x00\x9d\x94\xea'\x93\xfc\x08\xb9", Value::str(b("12345"))),
         (
             b"\x00\xc3\x12C\xe8\x01aa\xe0\xff\x00\xe0\xff\x00\xe0\xff\x00\xe0\xc3\x00\x01aa\n\x00\x86\xc2\x12\xdbT\x81\x9e<",
-            Value::Str(Bytes::from(vec![b'a'; 1000])),
+            Value::str(Bytes::from(vec![b'a'; 1000])),
         ),
         (
             b"\x0b\x0e\x02\x00\x00\x00\x03\x00\x00\x00\x01\x00\x02\x00\x03\x00\n\x00\xa5\x02\\\xe2mnM\x1b",
@@ -75,11 +75,11 @@ fn reads_payloads_redis_wrote() {
 #[test]
 fn writes_what_redis_writes_for_strings_and_intsets() {
     assert_eq!(
-        dump(&Value::Str(b("hello"))),
+        dump(&Value::str(b("hello"))),
         b"\x00\x05hello\n\x00cr\xdfve4 \n"
     );
     assert_eq!(
-        dump(&Value::Str(b("12345"))),
+        dump(&Value::str(b("12345"))),
         b"\x00\xc190\n\x00\x9d\x94\xea'\x93\xfc\x08\xb9"
     );
     assert_eq!(
@@ -88,7 +88,7 @@ fn writes_what_redis_writes_for_strings_and_intsets() {
     );
     // Not canonical, or too wide for 32 bits: raw.
     for s in ["012", "+1", "-0", "4294967296", ""] {
-        let p = dump(&Value::Str(b(s)));
+        let p = dump(&Value::str(b(s)));
         assert_eq!(p[1] as usize, s.len(), "{s}");
     }
 }
@@ -124,7 +124,7 @@ fn reads_listpack_sets_and_zsets_with_every_score_form() {
 
 #[test]
 fn refuses_bad_footers_types_and_forged_lengths() {
-    let good = dump(&Value::Str(b("hello")));
+    let good = dump(&Value::str(b("hello")));
     assert!(restore(&good).is_ok());
     let mut bad_crc = good.clone();
     *bad_crc.last_mut().unwrap() ^= 1;
@@ -184,7 +184,7 @@ fn score() -> impl Strategy<Value = f64> {
 fn value() -> impl Strategy<Value = Value> {
     let many = |n| proptest::collection::vec(member(), 1..n);
     prop_oneof![
-        member().prop_map(Value::Str),
+        member().prop_map(Value::str),
         proptest::collection::vec((member(), member()), 1..40).prop_map(|fs| {
             let mut h = HashValue::new();
             for (f, v) in fs {

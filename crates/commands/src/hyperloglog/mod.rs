@@ -69,8 +69,8 @@ fn string_at(txn: &mut Txn, key: &[u8]) -> Result<Option<(Bytes, u64)>, CmdError
     match txn.get(key) {
         None => Ok(None),
         Some(e) => {
-            let s = e.as_str().ok_or(CmdError::WrongType)?;
-            Ok(Some((s.clone(), e.expire_at)))
+            let s = e.str_bytes().ok_or(CmdError::WrongType)?;
+            Ok(Some((s, e.expire_at)))
         }
     }
 }
@@ -80,7 +80,7 @@ fn store(txn: &mut Txn, key: &[u8], hll: Hll, expire_at: u64) -> Result<(), CmdE
     txn.write(
         key,
         Write::Set {
-            value: Value::Str(Bytes::from(hll.into_bytes())),
+            value: Value::str(hll.into_bytes()),
             expire_at,
         },
     )?;
@@ -151,7 +151,7 @@ pub fn pfcount(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let mut txn = ctx.ks.txn(keys.iter().copied(), ctx.client_id);
     let values: Vec<Option<Option<Bytes>>> = keys
         .iter()
-        .map(|k| txn.get(k).map(|e| e.as_str().cloned()))
+        .map(|k| txn.get(k).map(|e| e.str_bytes()))
         .collect();
     drop(txn);
     let card = match &values[..] {

@@ -23,7 +23,7 @@ fn version() -> impl Strategy<Value = Version> {
 
 fn value() -> impl Strategy<Value = Value> {
     prop_oneof![
-        bytes().prop_map(Value::Str),
+        bytes().prop_map(Value::str),
         proptest::collection::vec((bytes(), bytes(), version()), 0..4).prop_map(|fs| {
             let mut h = HashValue::new();
             for (f, v, ver) in fs {
@@ -214,7 +214,7 @@ fn decoded_changes_do_not_point_into_their_input() {
     ];
     let ops = [
         ChangeKind::Full {
-            value: Value::Str(Bytes::from_static(b"value")),
+            value: Value::str(Bytes::from_static(b"value")),
             expire_at: 0,
         },
         ChangeKind::Delta {
@@ -249,7 +249,7 @@ fn decoded_changes_do_not_point_into_their_input() {
             ChangeKind::Full {
                 value: Value::Str(v),
                 ..
-            } => held.push(v.clone()),
+            } => held.push(v.to_bytes()),
             ChangeKind::Delta {
                 op: DeltaOp::HashSet { fields },
                 ..

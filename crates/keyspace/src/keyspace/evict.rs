@@ -314,7 +314,7 @@ mod tests {
         } else {
             txn.now_ms() + ttl_ms
         };
-        let value = Value::Str(Bytes::from_static(b"v"));
+        let value = Value::str(Bytes::from_static(b"v"));
         txn.write(key.as_bytes(), Write::Set { value, expire_at })
             .unwrap();
     }

@@ -105,7 +105,7 @@ mod tests {
         txn.write(
             key.as_bytes(),
             Write::Set {
-                value: Value::Str(Bytes::from(key.to_owned())),
+                value: Value::str(Bytes::from(key.to_owned())),
                 expire_at: 0,
             },
         )

@@ -174,7 +174,7 @@ pub(super) fn plan(
         Write::FloatIncr {
             text, expire_at, ..
         } if !merging => Write::Set {
-            value: Value::Str(text),
+            value: Value::str(text),
             expire_at,
         },
         Write::HashFloatIncr { field, text, .. } if !merging => Write::HashSet(vec![(field, text)]),
@@ -286,7 +286,7 @@ pub(super) fn plan(
                 Some(e) => (e.as_str().ok_or(WriteError::WrongType)?, e.expire_at),
                 None => return Ok(None),
             };
-            let value = Value::Str(delta::apply_string_op(held, &op)?);
+            let value = Value::str(delta::apply_string_op(held, &op)?);
             (ChangeKind::Full { value, expire_at }, 0)
         }
         Write::Set { value, expire_at } => {
@@ -330,7 +330,7 @@ pub(super) fn plan(
                 } else {
                     b""
                 };
-                let value = Value::Str(delta::apply_string_op(empty, &op)?);
+                let value = Value::str(delta::apply_string_op(empty, &op)?);
                 (
                     ChangeKind::Full {
                         value,
@@ -479,16 +479,12 @@ fn assign(
         Write::Set {
             value: Value::Str(text),
             expire_at,
-        } => (text, expire_at),
+        } => (text.to_bytes(), expire_at),
         Write::Str(DeltaOp::IncrBy(_)) if merging => return Ok(Err(w)),
-        Write::Str(op) => {
-            let mut text = c.text().clone();
-            match &op {
-                DeltaOp::IncrBy(by) => delta::incr_in_place(&mut text, *by)?,
-                op => text = delta::apply_string_op(&text, op)?,
-            }
-            (text, old.map_or(0, |e| e.expire_at))
-        }
+        Write::Str(op) => (
+            delta::apply_string_op(c.text(), &op)?,
+            old.map_or(0, |e| e.expire_at),
+        ),
         w => return Ok(Err(w)),
     };
     let mut c = c.clone();
@@ -553,7 +549,7 @@ fn hll_max(
     };
     let Some(base) = base else {
         return Err(Box::new(Write::Set {
-            value: Value::Str(value),
+            value: Value::str(value),
             expire_at: old.map_or(0, |e| e.expire_at),
         }));
     };

@@ -109,7 +109,7 @@ fn run(ks: &Keyspace, clock: &DebugClock, op: Op) {
             txn.write(
                 &key,
                 Write::Set {
-                    value: Value::Str(Bytes::from(v)),
+                    value: Value::str(Bytes::from(v)),
                     expire_at,
                 },
             )
@@ -117,7 +117,7 @@ fn run(ks: &Keyspace, clock: &DebugClock, op: Op) {
         Op::SetSimilar(_, i, b) => {
             let mut v = txn
                 .get(&key)
-                .and_then(|e| e.as_str().cloned())
+                .and_then(|e| e.str_bytes())
                 .map(|b| b.to_vec())
                 .unwrap_or_default();
             v.resize(v.len().max(300), b'x');
@@ -127,7 +127,7 @@ fn run(ks: &Keyspace, clock: &DebugClock, op: Op) {
             txn.write(
                 &key,
                 Write::Set {
-                    value: Value::Str(Bytes::from(v)),
+                    value: Value::str(Bytes::from(v)),
                     expire_at,
                 },
             )
@@ -293,7 +293,7 @@ fn set_of_a_similar_big_string_logs_a_small_delta() {
         .write(
             key,
             Write::Set {
-                value: Value::Str(Bytes::from(old)),
+                value: Value::str(Bytes::from(old)),
                 expire_at: 0,
             },
         )
@@ -303,7 +303,7 @@ fn set_of_a_similar_big_string_logs_a_small_delta() {
         .write(
             key,
             Write::Set {
-                value: Value::Str(Bytes::from(new.clone())),
+                value: Value::str(Bytes::from(new.clone())),
                 expire_at: 0,
             },
         )
@@ -328,7 +328,7 @@ fn expiry_is_a_logged_change_lazily_and_actively() {
             .write(
                 key,
                 Write::Set {
-                    value: Value::Str(Bytes::from_static(b"v")),
+                    value: Value::str(Bytes::from_static(b"v")),
                     expire_at: now + 100,
                 },
             )

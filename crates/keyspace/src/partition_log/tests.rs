@@ -20,7 +20,7 @@ fn del(k: &str) -> Change {
 }
 
 fn set(k: &str, len: usize) -> Change {
-    let value = crate::value::Value::Str(Bytes::from(vec![b'v'; len]));
+    let value = crate::value::Value::str(Bytes::from(vec![b'v'; len]));
     Change {
         key: Bytes::copy_from_slice(k.as_bytes()),
         version: Version::ZERO,

@@ -169,7 +169,7 @@ impl Rig {
                 site,
             },
             kind: ChangeKind::Full {
-                value: Value::Str(Bytes::copy_from_slice(value)),
+                value: Value::str(Bytes::copy_from_slice(value)),
                 expire_at: 0,
             },
         };

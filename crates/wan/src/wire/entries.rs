@@ -150,7 +150,7 @@ mod tests {
                 site: 1,
             },
             kind: ChangeKind::Full {
-                value: Value::Str(Bytes::from(vec![b'x'; 300])),
+                value: Value::str(Bytes::from(vec![b'x'; 300])),
                 expire_at: 0,
             },
         }

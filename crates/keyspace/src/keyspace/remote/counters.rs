@@ -26,7 +26,7 @@ pub(super) fn meets(entry: Option<&Entry>, incoming: &Value) -> bool {
 fn as_counter(value: &Value, version: crate::Version) -> Option<CounterValue> {
     match value {
         Value::Counter(c) => Some((**c).clone()),
-        Value::Str(t) => Some(CounterValue::from_plain(t.clone(), version)),
+        Value::Str(t) => Some(CounterValue::from_plain(t.to_bytes(), version)),
         _ => None,
     }
 }
@@ -97,7 +97,7 @@ pub(super) fn join(
                 // The same value, as the plain string it equals when it
                 // does (whichever way round the two met).
                 value: match merged.is_plain() && merged.assigned() == version {
-                    true => Value::Str(merged.text().clone()),
+                    true => Value::str(merged.text().clone()),
                     false => Value::Counter(Box::new(merged)),
                 },
                 expire_at,

@@ -13,8 +13,6 @@
 
 use std::cmp::Ordering;
 
-use bytes::Bytes;
-
 use super::RemoteOutcome;
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::hll::merge;
@@ -64,13 +62,13 @@ pub(super) fn max(
 /// Whether a whole string `theirs` at version `v` is another copy of the
 /// string assignment held (same version, other bytes: versions are unique,
 /// so they differ by raises): then the two meet ([`join`]).
-pub(super) fn same_assignment(entry: Option<&Entry>, v: crate::Version, theirs: &Bytes) -> bool {
+pub(super) fn same_assignment(entry: Option<&Entry>, v: crate::Version, theirs: &[u8]) -> bool {
     match entry {
         Some(Entry {
             value: Value::Str(mine),
             version,
             ..
-        }) => *version == v && mine != theirs,
+        }) => *version == v && mine.as_bytes() != theirs,
         _ => false,
     }
 }

@@ -49,7 +49,7 @@ fn full(key: &str, val: &str, v: Version) -> Change {
         key: b(key),
         version: v,
         kind: ChangeKind::Full {
-            value: Value::Str(b(val)),
+            value: Value::str(b(val)),
             expire_at: 0,
         },
     }
@@ -114,7 +114,7 @@ fn local_set(ks: &Keyspace, key: &str, val: &str) -> Version {
         ks,
         key,
         Write::Set {
-            value: Value::Str(b(val)),
+            value: Value::str(b(val)),
             expire_at: 0,
         },
     )
@@ -137,7 +137,7 @@ fn entry(ks: &Keyspace, key: &str) -> Option<Entry> {
 }
 
 fn string(ks: &Keyspace, key: &str) -> Option<Bytes> {
-    entry(ks, key).and_then(|e| e.as_str().cloned())
+    entry(ks, key).and_then(|e| e.str_bytes())
 }
 
 fn field(ks: &Keyspace, key: &str, f: &str) -> Option<Field> {
@@ -1352,7 +1352,7 @@ fn run_local(ks: &Keyspace, op: Op) {
     if let Op::PfMerge(_, src) = &op {
         let src = key(*src);
         let mut txn = ks.txn([&k[..], &src[..]], 0);
-        let regs = match txn.get(&src).map(|e| e.as_str().cloned()) {
+        let regs = match txn.get(&src).map(|e| e.str_bytes()) {
             None => Vec::new(),
             Some(Some(b)) => match crate::hll::merge::registers(&b) {
                 Ok(r) => r,
@@ -1373,7 +1373,7 @@ fn run_local(ks: &Keyspace, op: Op) {
             txn.write(
                 &k,
                 Write::Set {
-                    value: Value::Str(Bytes::from(v)),
+                    value: Value::str(Bytes::from(v)),
                     expire_at,
                 },
             )
@@ -1381,7 +1381,7 @@ fn run_local(ks: &Keyspace, op: Op) {
         Op::SetSimilar(_, i, c) => {
             let mut v = txn
                 .get(&k)
-                .and_then(|e| e.as_str().cloned())
+                .and_then(|e| e.str_bytes())
                 .map(|s| s.to_vec())
                 .unwrap_or_default();
             v.resize(v.len().max(200), b'x');
@@ -1391,7 +1391,7 @@ fn run_local(ks: &Keyspace, op: Op) {
             txn.write(
                 &k,
                 Write::Set {
-                    value: Value::Str(Bytes::from(v)),
+                    value: Value::str(Bytes::from(v)),
                     expire_at,
                 },
             )
@@ -1455,7 +1455,7 @@ fn run_local(ks: &Keyspace, op: Op) {
             // As INCRBYFLOAT: the value must read as a float.
             let by = Bytes::from((n as f64 / 4.0).to_string());
             let held = match txn.get(&k) {
-                Some(e) => e.as_str().cloned(),
+                Some(e) => e.str_bytes(),
                 None => Some(Bytes::from_static(b"0")),
             };
             match held.filter(|h| crate::number::parse_f64(h).is_some()) {
@@ -1560,8 +1560,8 @@ fn run_local(ks: &Keyspace, op: Op) {
 fn set_bit(txn: &mut crate::Txn, k: &[u8], offset: u32, on: bool) -> Result<(), crate::WriteError> {
     let s = match txn.get(k) {
         None => Bytes::new(),
-        Some(e) => match e.as_str() {
-            Some(s) => s.clone(),
+        Some(e) => match e.str_bytes() {
+            Some(s) => s,
             None => return Ok(()),
         },
     };
@@ -1575,7 +1575,7 @@ fn set_bit(txn: &mut crate::Txn, k: &[u8], offset: u32, on: bool) -> Result<(), 
 /// HyperLogLog held (made if missing; another value: WRONGTYPE, nothing).
 fn pf_raise(txn: &mut crate::Txn, k: &[u8], raises: Vec<(u16, u8)>) {
     use crate::hll::{Hll, SPARSE_MAX_BYTES};
-    let (mut hll, mut updated) = match txn.get(k).map(|e| e.as_str().cloned()) {
+    let (mut hll, mut updated) = match txn.get(k).map(|e| e.str_bytes()) {
         None => (Hll::new(), true),
         Some(Some(b)) => match Hll::from_value(&b) {
             Ok(h) => (h, false),
