@@ -12,7 +12,6 @@
 //! (`keyspace::memory::purge`). `MEMORY DOCTOR` and `STATS` report the
 //! node's figures and are answered by the server (`server::memory_report`).
 
-use keyspace::memory_usage::entry_usage;
 use keyspace::{Keyspace, Value};
 
 use crate::args::{self, is};
@@ -146,7 +145,7 @@ pub fn object(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 }
 
 /// `MEMORY USAGE key [SAMPLES count]`: the bytes the key and its value
-/// take in this node's keyspace, as [`entry_usage`] estimates them; null
+/// take in this node's keyspace, as [`keyspace::memory_usage::entry_usage`] estimates them; null
 /// for a missing key. SAMPLES is checked as Redis checks it, and needs no
 /// sampling here: a hash keeps the size of its fields as it changes.
 /// `MEMORY MALLOC-STATS` answers what Redis answers when it is built
@@ -167,7 +166,7 @@ pub fn memory(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
                 i += 2;
             }
             let mut txn = ctx.ks.txn([a[2]], ctx.client_id);
-            let usage = txn.peek(a[2]).map(|e| entry_usage(a[2], e));
+            let usage = txn.memory_usage(a[2]);
             drop(txn);
             match usage {
                 Some(bytes) => ctx.out.int(bytes as i64),

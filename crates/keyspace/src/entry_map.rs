@@ -143,6 +143,16 @@ impl EntryMap {
         std::mem::take(&mut self.entries)
     }
 
+    /// Room of the vector, in entries.
+    pub fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
+    /// Bytes of the table's one block (positions and control bytes).
+    pub fn table_bytes(&self) -> usize {
+        self.table.allocation_size()
+    }
+
     /// Heap bytes the map's own structures take (its vector and table,
     /// not what entries point to).
     pub fn heap_bytes(&self) -> usize {

@@ -46,6 +46,8 @@ pub struct Partition {
     pub replica: bool,
     /// As a backup, whose changes the copy holds.
     pub(crate) source: ReplicaSource,
+    /// What the entries own ([`Entry::footprint`]; the map's room is
+    /// added when asked).
     footprint: usize,
     map: EntryMap,
     pub log: PartitionLog,
@@ -149,8 +151,28 @@ impl Partition {
         self.expires.len()
     }
 
+    /// Heap bytes of the keys and values held: what the entries own and
+    /// the map's room ([`crate::memory_usage`]).
     pub fn footprint(&self) -> usize {
         self.footprint
+            + crate::memory_usage::entry_map_bytes(
+                self.map.capacity(),
+                self.map.len(),
+                self.map.table_bytes(),
+            )
+    }
+
+    /// `MEMORY USAGE` of `key`: what its entry owns and its share of the
+    /// map ([`crate::memory_usage::entry_usage`]).
+    pub fn memory_usage(&self, key: &[u8]) -> Option<usize> {
+        let entry = self.map.get(key)?;
+        Some(crate::memory_usage::entry_usage(
+            key,
+            entry,
+            self.map.capacity(),
+            self.map.len(),
+            self.map.table_bytes(),
+        ))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&MapKey, &Entry)> {

@@ -325,26 +325,10 @@ impl Entry {
         }
     }
 
-    /// Rough bytes this entry costs in memory, for the partition's accounting.
+    /// Heap bytes this entry owns beside its map slot, for the
+    /// partition's accounting ([`crate::memory_usage::entry_heap`]).
     pub fn footprint(&self, key_len: usize) -> usize {
-        const ENTRY_OVERHEAD: usize = 64;
-        const FIELD_OVERHEAD: usize = 48;
-        let fields = match &self.value {
-            // The block's lengths and versions beside the payload.
-            Value::Hash(h) => match h.packed_bytes() {
-                Some(block) => block - h.payload_len() + h.counters_len(),
-                None => h.len() * FIELD_OVERHEAD + h.counters_len(),
-            },
-            // The block's lengths and versions beside the members.
-            Value::Set(s) => match s.packed_bytes() {
-                Some(block) => block - s.payload_len(),
-                None => s.len() * FIELD_OVERHEAD,
-            },
-            Value::ZSet(z) => z.overhead() + z.counters_len(),
-            Value::Counter(c) => c.state_len(),
-            Value::Str(_) => 0,
-        };
-        ENTRY_OVERHEAD + key_len + self.value.payload_len() + fields
+        crate::memory_usage::entry_heap(key_len, self)
     }
 }
 

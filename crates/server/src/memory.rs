@@ -1,11 +1,17 @@
 //! Memory accounting by counting allocations: `used_memory` is what the
 //! process really holds on the heap, not an estimate, so `maxmemory` bounds
-//! the real thing. The binary installs [`CountingAlloc`] as the global
+//! the real thing. Each block counts as the allocator takes it (glibc's
+//! chunk: the request, its header and rounding, see
+//! [`keyspace::memory::chunk`]), as Redis counts a block's usable size:
+//! a 16-byte string takes a 32-byte chunk, and counting 16 would put
+//! `used_memory` 10% below the resident set's growth for small strings. The binary installs [`CountingAlloc`] as the global
 //! allocator; without it (library tests) [`allocated`] stays 0 and the
 //! maxmemory check never fires.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use keyspace::memory::chunk;
 
 use crate::thread_shard::CounterShard;
 
@@ -43,7 +49,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: the caller's contract, forwarded unchanged.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            add(layout.size());
+            add(chunk(layout.size()));
         }
         p
     }
@@ -52,7 +58,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: the caller's contract, forwarded unchanged.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
-            add(layout.size());
+            add(chunk(layout.size()));
         }
         p
     }
@@ -60,17 +66,18 @@ unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: the caller's contract, forwarded unchanged.
         unsafe { System.dealloc(ptr, layout) };
-        sub(layout.size());
+        sub(chunk(layout.size()));
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller's contract, forwarded unchanged.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            if new_size > layout.size() {
-                add(new_size - layout.size());
+            let (old, new) = (chunk(layout.size()), chunk(new_size));
+            if new > old {
+                add(new - old);
             } else {
-                sub(layout.size() - new_size);
+                sub(old - new);
             }
         }
         p
@@ -95,6 +102,45 @@ static PEAK: AtomicU64 = AtomicU64::new(0);
 pub fn peak() -> usize {
     let now = allocated() as u64;
     PEAK.fetch_max(now, Ordering::Relaxed).max(now) as usize
+}
+
+/// Freed bytes (since the heap was last trimmed, from the most it held
+/// since) past which the cron hands free pages back to the system
+/// ([`should_trim`]), or a quarter of that most if larger; and the bytes
+/// the resident set may exceed the heap in use by before it does.
+const TRIM_AFTER_FREED: u64 = 64 << 20;
+
+/// The least time between two trims for a resident set above the heap.
+const TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The most [`allocated`] seen by [`should_trim`] since the last trim.
+static TRIM_HIGH: AtomicU64 = AtomicU64::new(0);
+
+/// When the cron last trimmed for a resident set above the heap.
+static LAST_TRIM: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
+/// Whether the allocator's free pages should go back to the system now
+/// (`keyspace::memory::purge`): so much was freed since the last trim
+/// (keys deleted, expired or evicted, a large value or a backlog let go),
+/// or the resident set is that much above the heap in use (free chunks in
+/// glibc's per-thread arenas: a WAN site's logs and batches are freed by
+/// other threads than the ones that allocated them), checked at most every
+/// [`TRIM_INTERVAL`]. glibc gives back only the top of its main heap by
+/// itself, so RSS would stay at its high mark. FLUSHALL and MEMORY PURGE
+/// trim at once; the cron asks this ten times a second.
+pub fn should_trim() -> bool {
+    let now = allocated() as u64;
+    let high = TRIM_HIGH.fetch_max(now, Ordering::Relaxed).max(now);
+    let freed = high - now >= TRIM_AFTER_FREED.max(high / 4);
+    let mut last = LAST_TRIM.lock().unwrap_or_else(|e| e.into_inner());
+    let due = last.is_none_or(|t| t.elapsed() >= TRIM_INTERVAL);
+    let slack = TRIM_AFTER_FREED.max(now / 4);
+    if freed || (due && rss() as u64 > now + slack) {
+        TRIM_HIGH.store(now, Ordering::Relaxed);
+        *last = Some(std::time::Instant::now());
+        return true;
+    }
+    false
 }
 
 /// [`allocated`] when the node started serving ([`mark_startup`]).

@@ -298,6 +298,11 @@ impl Node {
             tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
             self.clock.refresh();
             crate::memory::peak();
+            if crate::memory::should_trim() {
+                // A trim walks the allocator's free lists: not on a worker
+                // that serves clients.
+                let _ = tokio::task::spawn_blocking(keyspace::memory::purge).await;
+            }
             if !self.runtime.active_expire.load(Ordering::Relaxed)
                 || self.runtime.cron_paused.load(Ordering::Relaxed)
             {

@@ -113,6 +113,13 @@ impl<'a> Txn<'a> {
         self.guards[s].1.get_index(i).map(|(_, e)| e)
     }
 
+    /// `MEMORY USAGE` of the live `key` (see [`crate::memory_usage`]),
+    /// without counting an access.
+    pub fn memory_usage(&mut self, key: &[u8]) -> Option<usize> {
+        let (s, _) = self.live(key)?;
+        self.guards[s].1.memory_usage(key)
+    }
+
     /// Sets what eviction knows of `key`'s use (RESTORE's IDLETIME/FREQ):
     /// local data, not logged (a replica's copy starts as a new key's).
     pub fn set_access(&mut self, key: &[u8], access: u32) {
