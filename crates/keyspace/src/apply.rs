@@ -156,6 +156,9 @@ pub fn apply_change_at(
                                 c.prune_older(version);
                                 h.set_counter(f, c, at);
                             }
+                            // A field written after this removal stays (a
+                            // snapshot's tombstones come after its entries).
+                            (None, Some(held)) if held.version > version => {}
                             _ => {
                                 h.remove(f);
                             }

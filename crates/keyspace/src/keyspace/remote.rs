@@ -293,9 +293,14 @@ fn resolve(
                 }
             }
             let (version, expire_at) = match entry.filter(|_| hash.is_some()) {
-                Some(e) if e.version >= v && !changed => return (lost(e.version, v), None),
-                // The newer of the two decides the expiry.
-                Some(e) if e.version >= v => (e.version, e.expire_at),
+                Some(e) if e.version > v && !changed => return (lost(e.version, v), None),
+                Some(e) if e.version == v && !changed && e.expire_at == *expire_at => {
+                    return (lost(e.version, v), None)
+                }
+                // The newer of the two decides the expiry; at the same version
+                // the sender's (its state at that version: an expiry applied
+                // there whose change could not be applied here comes so).
+                Some(e) if e.version > v => (e.version, e.expire_at),
                 _ => (v, *expire_at),
             };
             if merged.is_empty() {

@@ -1102,6 +1102,76 @@ fn flushall_deletes_leave_tombstones_and_backups_get_the_same() {
     assert_eq!(floor(&backup, "a"), None);
 }
 
+/// A full value at the version held here (asked for when a change of the
+/// key could not be applied, e.g. an expiry on another base) brings the
+/// sender's expiry: it was lost when the held copy had the same version.
+#[test]
+fn a_full_collection_at_the_version_held_brings_its_expiry() {
+    let ks = keyspace(1);
+    let v = remote_version(&ks, 0);
+    let at = u64::MAX / 4;
+    for plain in [full_hash("h", &[("f", "1", v)], v), {
+        let mut set = crate::value::SetValue::new();
+        set.add(b"m", v);
+        Change {
+            key: b("s"),
+            version: v,
+            kind: ChangeKind::Full {
+                value: Value::Set(set),
+                expire_at: 0,
+            },
+        }
+    }] {
+        apply(&ks, &plain);
+        let key = std::str::from_utf8(&plain.key).unwrap().to_owned();
+        let mut timed = plain.clone();
+        if let ChangeKind::Full { expire_at, .. } = &mut timed.kind {
+            *expire_at = at;
+        }
+        assert_eq!(apply(&ks, &timed), Applied, "{key}");
+        assert_eq!(entry(&ks, &key).unwrap().expire_at, at, "{key}");
+        assert_eq!(apply(&ks, &timed), Duplicate, "{key}");
+    }
+}
+
+/// A new replica loads a snapshot's entries, then its tombstones: the
+/// tombstone of a field removed and written again since is older than the
+/// field it loads, which stays (it was lost, the copy then differing from
+/// its primary).
+#[test]
+fn a_snapshot_keeps_a_field_written_again_after_its_removal() {
+    let ks = keyspace(1);
+    local_hset(&ks, "h", &[("f", "1"), ("g", "1")]);
+    ks.txn([&b"h"[..]], 0)
+        .write(b"h", Write::HashDel(vec![b("f")]))
+        .unwrap();
+    local_hset(&ks, "h", &[("f", "2")]);
+    let p = ks.partition_of(b"h");
+    let (entries, tombs) = ks.with_partition(p, |part, _| {
+        let entries: Vec<Change> = part
+            .iter()
+            .map(|(key, e)| Change {
+                key: key.to_bytes(),
+                version: e.version,
+                kind: ChangeKind::Full {
+                    value: e.value.clone(),
+                    expire_at: e.expire_at,
+                },
+            })
+            .collect();
+        (entries, part.tombstone_changes())
+    });
+    assert!(!tombs.is_empty(), "the field's removal left a tombstone");
+    let fresh = keyspace(1);
+    fresh.set_replica(p, true);
+    for c in entries.into_iter().chain(tombs) {
+        fresh.load_replica_entry(c).unwrap();
+    }
+    let held =
+        |ks: &Keyspace| ks.with_partition(p, |part, _| part.get(b"h").map(|e| e.value.clone()));
+    assert_eq!(held(&fresh), held(&ks));
+}
+
 #[test]
 fn a_copy_read_key_by_key_gives_another_site_the_same_contents_and_tombstones() {
     let ks = keyspace(1);
