@@ -10,8 +10,8 @@
 //!   counted) and the [`Entry`] inline, whose version and expiry are
 //!   fields; and one slot of the map's index table);
 //! - its element in the partition's expiry index, when it has a time to live;
-//! - a string's bytes; for every other value but a hash or a set (inline
-//!   in the [`Entry`]), its boxed struct (the map's [`Entry`] holds a
+//! - a string's bytes; for every other value but a hash, a set or a
+//!   sorted set (inline in the [`Entry`]), its boxed struct (the map's [`Entry`] holds a
 //!   pointer to it);
 //! - a small hash's packed block (its fields' names, values, lengths and
 //!   versions); a large hash's table (boxed: the map and the payload
@@ -99,14 +99,15 @@ pub fn entry_usage(key: &[u8], entry: &Entry) -> usize {
         // The small form: its one buffer. The large form: the member map
         // as a set's, plus each member's place in the order (its score and
         // a second handle of its name).
+        // Inline in the entry as a hash or a set; boxed: the large form's
+        // struct, or the small form's with score states.
         Value::ZSet(z) => {
-            size_of_val(&**z)
+            z.boxed_len()
                 + z.counters_len()
                 + match z.packed_len() {
                     Some(buf) => buf,
                     None => {
-                        z.large_struct_len()
-                            + z.payload_len()
+                        z.payload_len()
                             + z.capacity() * (map_element::<Bytes, ZMember>() + INDEX_SLOT)
                             + z.len() * size_of::<ZKey>()
                     }
@@ -202,7 +203,7 @@ mod tests {
             large.remove(format!("member:{i}").as_bytes());
         }
         assert!(small.is_small() && !large.is_small() && small == large);
-        let usage = |z: &ZSetValue| entry_usage(b"z", &entry(Value::ZSet(Box::new(z.clone())), 0));
+        let usage = |z: &ZSetValue| entry_usage(b"z", &entry(Value::ZSet(z.clone()), 0));
         let empty = usage(&ZSetValue::new());
         // Per member: length, bytes and a one-byte score.
         assert_eq!(usage(&small) - empty, 10 * (1 + 8 + 1));
