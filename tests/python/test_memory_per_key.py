@@ -49,7 +49,7 @@ SHAPES = {
     "string": (shape_string, 1.12, 1.0),
     "hash": (shape_hash, 1.2, 1.2),
     "set": (shape_set, 1.2, 1.2),
-    "zset": (shape_zset, 1.35, 1.2),
+    "zset": (shape_zset, 1.1, 1.2),
 }
 
 

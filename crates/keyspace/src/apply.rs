@@ -470,7 +470,7 @@ fn count_member(
         .member(key, Coll::ZSet, member)
         .max(part.tombstones.key(key))
         .max(part.tombstones.emptied_other(key, Some(Coll::ZSet)));
-    let empty = Value::ZSet(Box::default());
+    let empty = Value::ZSet(Default::default());
     update_collection(part, at, key, version, empty, |value, version| {
         let Value::ZSet(z) = value else { return };
         let mut c = match (z.counter(member), z.get(member)) {
@@ -507,7 +507,7 @@ fn assign_members(
                 .max(part.tombstones.emptied_other(key, Some(Coll::ZSet)))
         })
         .collect();
-    let empty = Value::ZSet(Box::default());
+    let empty = Value::ZSet(Default::default());
     update_collection(part, at, key, version, empty, |value, version| {
         let Value::ZSet(z) = value else { return };
         z.assign(members, version);

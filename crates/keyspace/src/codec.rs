@@ -524,7 +524,7 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
                     z.set_counter(&member, counter);
                 }
             }
-            Ok(Value::ZSet(Box::new(z)))
+            Ok(Value::ZSet(z))
         }
         tag => Err(DecodeError::BadTag { what: "value", tag }),
     }

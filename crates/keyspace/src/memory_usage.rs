@@ -177,17 +177,21 @@ pub fn set_heap(s: &SetValue) -> usize {
     }
 }
 
-/// A sorted set's heap bytes: its box, and in the small form its one
-/// buffer; in the large form its boxed structures, the member map's room,
-/// a block per member, and each member's place in the order (its score
-/// and a second handle of its name).
+/// A sorted set's heap bytes (inline in the entry as a hash or a set): in
+/// the small form its one buffer, and the boxed struct only for a small
+/// set with score states ([`ZSetValue::boxed_len`]); in the large form its
+/// boxed structures, the member map's room, a block per member, and each
+/// member's place in the order (its score and a second handle of its
+/// name).
 pub fn zset_heap(z: &ZSetValue) -> usize {
-    let boxed = chunk(size_of::<ZSetValue>());
+    let boxed = match z.boxed_len() {
+        0 => 0,
+        n => chunk(n),
+    };
     let members = match z.packed_len() {
         Some(buf) => chunk(buf),
         None => {
-            chunk(z.large_struct_len())
-                + indexmap_bytes::<Bytes, ZMember>(z.capacity(), z.len())
+            indexmap_bytes::<Bytes, ZMember>(z.capacity(), z.len())
                 + z.payload_len()
                 + z.len() * (BLOCK_OVERHEAD + size_of::<ZKey>())
         }
@@ -326,7 +330,7 @@ mod tests {
     }
 
     #[test]
-    fn a_small_sorted_set_costs_its_box_and_one_buffer() {
+    fn a_small_sorted_set_costs_its_one_buffer() {
         let mut small = ZSetValue::new();
         let mut large = ZSetValue::new();
         for i in 0..129u32 {
@@ -339,12 +343,12 @@ mod tests {
             large.remove(format!("member:{i}").as_bytes());
         }
         assert!(small.is_small() && !large.is_small() && small == large);
-        let usage = |z: &ZSetValue| heap(Value::ZSet(Box::new(z.clone())));
-        let boxed = chunk(size_of::<ZSetValue>());
-        assert_eq!(usage(&ZSetValue::new()), boxed);
+        let usage = |z: &ZSetValue| heap(Value::ZSet(z.clone()));
+        // Inline in the entry: nothing boxed.
+        assert_eq!(usage(&ZSetValue::new()), 0);
         // Per member: length, bytes and a one-byte score.
         assert_eq!(small.packed_len(), Some(10 * (1 + 8 + 1)));
-        assert_eq!(usage(&small), boxed + chunk(10 * (1 + 8 + 1)));
+        assert_eq!(usage(&small), chunk(10 * (1 + 8 + 1)));
         assert!(usage(&large) > usage(&small) + 10 * 64, "{}", usage(&large));
     }
 }

@@ -83,7 +83,7 @@ where
 /// string's: 288 bytes per entry unboxed, 64 boxed. A hash and a set are
 /// inline: a [`HashValue`] or [`SetValue`] is no larger than a string's
 /// `Bytes` (its elements are a block or a table of their own), and saves a
-/// block per key.
+/// block per key; so is a sorted set's [`ZSetValue`] (its small form).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     /// A plain string, inline when short ([`StrValue`]).
@@ -92,7 +92,7 @@ pub enum Value {
     Counter(Box<CounterValue>),
     Hash(HashValue),
     Set(SetValue),
-    ZSet(Box<ZSetValue>),
+    ZSet(ZSetValue),
 }
 
 impl Value {

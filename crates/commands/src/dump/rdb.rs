@@ -392,7 +392,7 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
                     return Err(Malformed);
                 }
             }
-            Value::ZSet(Box::new(z))
+            Value::ZSet(z)
         }
         t @ (T_ZSET_ZIPLIST | T_ZSET_LISTPACK) => {
             let blob = r.string()?;
@@ -403,7 +403,7 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
                     return Err(Malformed);
                 }
             }
-            Value::ZSet(Box::new(z))
+            Value::ZSet(z)
         }
         _ => return Err(Malformed),
     };

@@ -212,7 +212,7 @@ fn value() -> impl Strategy<Value = Value> {
             for (m, s) in ms {
                 z.insert(&m, s, V);
             }
-            Value::ZSet(Box::new(z))
+            Value::ZSet(z)
         }),
     ]
 }

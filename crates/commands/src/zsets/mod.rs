@@ -199,7 +199,7 @@ pub(crate) fn store(
         keyspace::Write::Delete
     } else {
         keyspace::Write::Set {
-            value: keyspace::Value::ZSet(Box::new(build(items))),
+            value: keyspace::Value::ZSet(build(items)),
             expire_at: 0,
         }
     };

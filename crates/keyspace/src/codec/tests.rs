@@ -107,7 +107,7 @@ fn value() -> impl Strategy<Value = Value> {
                         ScoreCounter::from_parts(assigned, score, seen, floor, cs),
                     );
                 }
-                Value::ZSet(Box::new(z))
+                Value::ZSet(z)
             }),
     ]
 }

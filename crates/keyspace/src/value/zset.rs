@@ -85,12 +85,13 @@ pub struct Member {
 }
 
 /// The large form: a map from member to score and version, and the
-/// order as an order-statistic tree.
+/// order as an order-statistic tree, and the score states.
 #[derive(Clone, Debug)]
 struct Large {
     members: IndexMap<Bytes, Member, ahash::RandomState>,
     order: indexset::BTreeSet<Key>,
     payload: usize,
+    states: CounterMap,
 }
 
 impl Large {
@@ -99,6 +100,7 @@ impl Large {
             members: IndexMap::with_capacity_and_hasher(p.len() + 1, Default::default()),
             order: indexset::BTreeSet::with_maximum_node_size(NODE),
             payload: p.payload(),
+            states: CounterMap::default(),
         };
         for i in 0..p.len() {
             let (m, score, version) = p.get(i);
@@ -110,9 +112,24 @@ impl Large {
     }
 }
 
+/// The small form with score states (members ZINCRBY made merging
+/// counters, only where partitions merge with other sites): rare, so
+/// boxed, leaving the common small form inline.
+#[derive(Clone, Debug)]
+struct Scored {
+    pack: Pack,
+    /// Never empty (the set is then [`Repr::Small`] again).
+    states: CounterMap,
+}
+
+/// The form, and where the score states are (member -> its score's
+/// state, whose value is the member's score). Only the small form
+/// without states is inline: [`ZSetValue`] takes 32 bytes, inline in
+/// [`Value`](super::Value) as a hash or a set is.
 #[derive(Clone, Debug)]
 enum Repr {
     Small(Pack),
+    Scored(Box<Scored>),
     Large(Box<Large>),
 }
 
@@ -122,13 +139,21 @@ impl Default for Repr {
     }
 }
 
+/// The form a sorted set's members are in, whether it has score states
+/// or not.
+enum Form<'a> {
+    Small(&'a Pack),
+    Large(&'a Large),
+}
+
+enum FormMut<'a> {
+    Small(&'a mut Pack),
+    Large(&'a mut Large),
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct ZSetValue {
     repr: Repr,
-    /// The members ZINCRBY made merging counters (only where partitions
-    /// merge with other sites): member -> its score's state, whose value
-    /// is the member's score.
-    counter_states: Option<Box<CounterMap>>,
 }
 
 type CounterMap = IndexMap<Bytes, ScoreCounter, ahash::RandomState>;
@@ -137,15 +162,86 @@ impl PartialEq for ZSetValue {
     /// Equal when they hold the same members with the same scores and
     /// versions (and score states), whatever their form.
     fn eq(&self, other: &Self) -> bool {
-        super::same_states(&self.counter_states, &other.counter_states)
+        same_states(self.states(), other.states())
             && self.len() == other.len()
             && self.iter().all(|(m, x)| other.get(m) == Some(x))
+    }
+}
+
+/// Whether two maps of score states hold the same, in whatever order;
+/// none and an empty map are the same.
+fn same_states(a: Option<&CounterMap>, b: Option<&CounterMap>) -> bool {
+    let (a, b) = (a.filter(|m| !m.is_empty()), b.filter(|m| !m.is_empty()));
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.len() == b.len() && a.iter().all(|(k, c)| b.get(k) == Some(c)),
+        _ => false,
     }
 }
 
 impl ZSetValue {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    fn form(&self) -> Form<'_> {
+        match &self.repr {
+            Repr::Small(p) => Form::Small(p),
+            Repr::Scored(s) => Form::Small(&s.pack),
+            Repr::Large(l) => Form::Large(l),
+        }
+    }
+
+    fn form_mut(&mut self) -> FormMut<'_> {
+        match &mut self.repr {
+            Repr::Small(p) => FormMut::Small(p),
+            Repr::Scored(s) => FormMut::Small(&mut s.pack),
+            Repr::Large(l) => FormMut::Large(l),
+        }
+    }
+
+    /// The score states (None: there are none).
+    fn states(&self) -> Option<&CounterMap> {
+        match &self.repr {
+            Repr::Small(_) => None,
+            Repr::Scored(s) => Some(&s.states),
+            Repr::Large(l) => Some(&l.states),
+        }
+    }
+
+    /// The score states, to add to (the small form boxes itself with
+    /// them).
+    fn states_mut(&mut self) -> &mut CounterMap {
+        if let Repr::Small(p) = &mut self.repr {
+            let pack = std::mem::take(p);
+            self.repr = Repr::Scored(Box::new(Scored {
+                pack,
+                states: CounterMap::default(),
+            }));
+        }
+        match &mut self.repr {
+            Repr::Scored(s) => &mut s.states,
+            Repr::Large(l) => &mut l.states,
+            Repr::Small(_) => unreachable!("boxed above"),
+        }
+    }
+
+    /// Drops the score states (all of them, or only when `emptied`): the
+    /// small form is inline again.
+    fn clear_states(&mut self, emptied: bool) {
+        match &mut self.repr {
+            Repr::Small(_) => {}
+            Repr::Scored(s) => {
+                if !emptied || s.states.is_empty() {
+                    self.repr = Repr::Small(std::mem::take(&mut s.pack));
+                }
+            }
+            Repr::Large(l) => {
+                if !emptied || l.states.is_empty() {
+                    l.states = CounterMap::default();
+                }
+            }
+        }
     }
 
     /// Sets the limits of the small form (`zset-max-listpack-entries`
@@ -155,9 +251,9 @@ impl ZSetValue {
     }
 
     pub fn len(&self) -> usize {
-        match &self.repr {
-            Repr::Small(p) => p.len(),
-            Repr::Large(l) => l.members.len(),
+        match self.form() {
+            Form::Small(p) => p.len(),
+            Form::Large(l) => l.members.len(),
         }
     }
 
@@ -167,52 +263,54 @@ impl ZSetValue {
 
     /// Bytes of the members plus eight per score.
     pub fn payload_len(&self) -> usize {
-        match &self.repr {
-            Repr::Small(p) => p.payload(),
-            Repr::Large(l) => l.payload,
+        match self.form() {
+            Form::Small(p) => p.payload(),
+            Form::Large(l) => l.payload,
         }
     }
 
     /// Members the large form's map holds room for without growing (0 in
     /// the small form).
     pub fn capacity(&self) -> usize {
-        match &self.repr {
-            Repr::Small(_) => 0,
-            Repr::Large(l) => l.members.capacity(),
+        match self.form() {
+            Form::Small(_) => 0,
+            Form::Large(l) => l.members.capacity(),
         }
     }
 
     /// The small form's buffer bytes (None: the large form).
     pub fn packed_len(&self) -> Option<usize> {
-        match &self.repr {
-            Repr::Small(p) => Some(p.bytes()),
-            Repr::Large(_) => None,
+        match self.form() {
+            Form::Small(p) => Some(p.bytes()),
+            Form::Large(_) => None,
         }
     }
 
-    /// The large form's boxed struct bytes (0 in the small form).
-    pub fn large_struct_len(&self) -> usize {
+    /// Bytes of the boxed struct (the large form's, or the small form's
+    /// with score states; 0 for a small set without).
+    pub fn boxed_len(&self) -> usize {
         match &self.repr {
             Repr::Small(_) => 0,
+            Repr::Scored(_) => size_of::<Scored>(),
             Repr::Large(_) => size_of::<Large>(),
         }
     }
 
     /// Whether this is the small (listpack-like) form.
     pub fn is_small(&self) -> bool {
-        matches!(self.repr, Repr::Small(_))
+        matches!(self.form(), Form::Small(_))
     }
 
-    /// Bytes beyond the payload this value takes (its struct, the small
-    /// form's buffer or the large form's structures), for accounting.
+    /// Bytes beyond the payload this value takes (its boxed struct, the
+    /// small form's buffer or the large form's structures; the inline
+    /// struct is the entry's), for accounting.
     pub fn overhead(&self) -> usize {
         const LARGE_MEMBER_OVERHEAD: usize = 96;
-        match &self.repr {
-            Repr::Small(p) => size_of::<Self>() + p.bytes() - p.payload().min(p.bytes()),
-            Repr::Large(l) => {
-                size_of::<Self>() + size_of::<Large>() + l.members.len() * LARGE_MEMBER_OVERHEAD
+        self.boxed_len()
+            + match self.form() {
+                Form::Small(p) => p.bytes() - p.payload().min(p.bytes()),
+                Form::Large(l) => l.members.len() * LARGE_MEMBER_OVERHEAD,
             }
-        }
     }
 
     pub fn score(&self, member: &[u8]) -> Option<f64> {
@@ -220,12 +318,12 @@ impl ZSetValue {
     }
 
     pub fn get(&self, member: &[u8]) -> Option<Member> {
-        match &self.repr {
-            Repr::Small(p) => p.find(member).map(|i| {
+        match self.form() {
+            Form::Small(p) => p.find(member).map(|i| {
                 let (_, score, version) = p.get(i);
                 Member { score, version }
             }),
-            Repr::Large(l) => l.members.get(member).copied(),
+            Form::Large(l) => l.members.get(member).copied(),
         }
     }
 
@@ -236,20 +334,20 @@ impl ZSetValue {
     /// The member at position `i` of an arbitrary order, with its score
     /// and version.
     fn entry(&self, i: usize) -> Option<(&[u8], Member)> {
-        match &self.repr {
-            Repr::Small(p) => (i < p.len()).then(|| {
+        match self.form() {
+            Form::Small(p) => (i < p.len()).then(|| {
                 let (m, score, version) = p.get(i);
                 (m, Member { score, version })
             }),
-            Repr::Large(l) => l.members.get_index(i).map(|(m, x)| (&m[..], *x)),
+            Form::Large(l) => l.members.get_index(i).map(|(m, x)| (&m[..], *x)),
         }
     }
 
     /// Members with their score and version, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], Member)> {
-        let (small, large) = match &self.repr {
-            Repr::Small(p) => (Some(p.iter(0)), None),
-            Repr::Large(l) => (None, Some(l.members.iter())),
+        let (small, large) = match self.form() {
+            Form::Small(p) => (Some(p.iter(0)), None),
+            Form::Large(l) => (None, Some(l.members.iter())),
         };
         let small = small.into_iter().flatten();
         let large = large.into_iter().flatten();
@@ -263,9 +361,9 @@ impl ZSetValue {
     pub fn range(&self, start: usize, end: usize) -> impl Iterator<Item = (&[u8], f64)> {
         let end = end.min(self.len());
         let start = start.min(end);
-        let (small, large) = match &self.repr {
-            Repr::Small(p) => (Some(p.iter(start).take(end - start)), None),
-            Repr::Large(_) => (None, Some(start..end)),
+        let (small, large) = match self.form() {
+            Form::Small(p) => (Some(p.iter(start).take(end - start)), None),
+            Form::Large(_) => (None, Some(start..end)),
         };
         let small = small.into_iter().flatten();
         let large = large.into_iter().flatten();
@@ -281,8 +379,15 @@ impl ZSetValue {
 
     /// Moves the set to the large form.
     fn make_large(&mut self) {
-        if let Repr::Small(p) = &self.repr {
-            self.repr = Repr::Large(Box::new(Large::from_pack(p)));
+        let states = match &mut self.repr {
+            Repr::Small(_) => CounterMap::default(),
+            Repr::Scored(s) => std::mem::take(&mut s.states),
+            Repr::Large(_) => return,
+        };
+        if let Form::Small(p) = self.form() {
+            let mut l = Large::from_pack(p);
+            l.states = states;
+            self.repr = Repr::Large(Box::new(l));
         }
     }
 
@@ -290,10 +395,10 @@ impl ZSetValue {
     /// the two versions); true when it is new.
     pub fn insert(&mut self, member: &[u8], score: f64, version: Version) -> bool {
         debug_assert!(!score.is_nan(), "NaN score");
-        if matches!(&self.repr, Repr::Small(p) if !zset_pack::has_room(p, member.len())) {
+        if matches!(self.form(), Form::Small(p) if !zset_pack::has_room(p, member.len())) {
             self.make_large();
         }
-        if let Repr::Small(p) = &mut self.repr {
+        if let FormMut::Small(p) = self.form_mut() {
             match p.find(member) {
                 Some(i) => {
                     let (_, held, v) = p.get(i);
@@ -313,7 +418,7 @@ impl ZSetValue {
                 None => self.make_large(),
             }
         }
-        let Repr::Large(l) = &mut self.repr else {
+        let FormMut::Large(l) = self.form_mut() else {
             unreachable!("moved to the large form")
         };
         match l.members.get_mut(member) {
@@ -341,13 +446,13 @@ impl ZSetValue {
 
     /// Sets the version of a held `member`.
     fn set_version(&mut self, member: &[u8], v: Version) {
-        match &mut self.repr {
-            Repr::Small(p) => {
+        match self.form_mut() {
+            FormMut::Small(p) => {
                 if let Some(i) = p.find(member) {
                     p.set_version(i, v);
                 }
             }
-            Repr::Large(l) => {
+            FormMut::Large(l) => {
                 if let Some(m) = l.members.get_mut(member) {
                     m.version = v;
                 }
@@ -358,10 +463,10 @@ impl ZSetValue {
     /// Gives every member the version `v`: a value built whole, each
     /// score assigned (no score state is kept).
     pub fn stamp(&mut self, v: Version) {
-        self.counter_states = None;
-        match &mut self.repr {
-            Repr::Small(p) => p.stamp(v),
-            Repr::Large(l) => {
+        self.clear_states(false);
+        match self.form_mut() {
+            FormMut::Small(p) => p.stamp(v),
+            FormMut::Large(l) => {
                 for x in l.members.values_mut() {
                     x.version = v;
                 }
@@ -370,7 +475,7 @@ impl ZSetValue {
     }
     /// The score state of `member`, if ZINCRBY made it one.
     pub fn counter(&self, member: &[u8]) -> Option<&ScoreCounter> {
-        self.counter_states.as_ref()?.get(member)
+        self.states()?.get(member)
     }
 
     /// The state of `member` as a counter (a plain member: its score
@@ -403,16 +508,14 @@ impl ZSetValue {
 
     /// Every score state, in no order.
     pub fn counters(&self) -> impl Iterator<Item = (&Bytes, &ScoreCounter)> {
-        self.counter_states.iter().flat_map(|m| m.iter())
+        self.states().into_iter().flat_map(|m| m.iter())
     }
 
     /// `member`'s score is plain again (ZADD assigned it).
     pub fn drop_counter(&mut self, member: &[u8]) {
-        if let Some(m) = &mut self.counter_states {
-            m.swap_remove(member);
-            if m.is_empty() {
-                self.counter_states = None;
-            }
+        if self.states().is_some_and(|m| m.contains_key(member)) {
+            self.states_mut().swap_remove(member);
+            self.clear_states(true);
         }
     }
 
@@ -433,9 +536,7 @@ impl ZSetValue {
         match c.is_plain() {
             true => self.drop_counter(member),
             false => {
-                self.counter_states
-                    .get_or_insert_with(Default::default)
-                    .insert(Bytes::copy_from_slice(member), c);
+                self.states_mut().insert(Bytes::copy_from_slice(member), c);
             }
         }
     }
@@ -464,15 +565,15 @@ impl ZSetValue {
 
     pub fn remove(&mut self, member: &[u8]) -> bool {
         self.drop_counter(member);
-        match &mut self.repr {
-            Repr::Small(p) => match p.find(member) {
+        match self.form_mut() {
+            FormMut::Small(p) => match p.find(member) {
                 Some(i) => {
                     p.remove_at(i);
                     true
                 }
                 None => false,
             },
-            Repr::Large(l) => match l.members.swap_remove_entry(member) {
+            FormMut::Large(l) => match l.members.swap_remove_entry(member) {
                 Some((m, x)) => {
                     l.payload -= m.len() + 8;
                     l.order.remove(&Key::member(x.score, &m));
@@ -485,9 +586,9 @@ impl ZSetValue {
 
     /// The member's 0-based rank, lowest score first.
     pub fn rank(&self, member: &[u8]) -> Option<usize> {
-        match &self.repr {
-            Repr::Small(p) => p.find(member),
-            Repr::Large(l) => {
+        match self.form() {
+            Form::Small(p) => p.find(member),
+            Form::Large(l) => {
                 let (m, x) = l.members.get_key_value(member)?;
                 Some(l.order.rank(&Key::member(x.score, m)))
             }
@@ -496,12 +597,12 @@ impl ZSetValue {
 
     /// The member at `rank` (lowest score first) and its score.
     pub fn by_rank(&self, rank: usize) -> Option<(&[u8], f64)> {
-        match &self.repr {
-            Repr::Small(p) => (rank < p.len()).then(|| {
+        match self.form() {
+            Form::Small(p) => (rank < p.len()).then(|| {
                 let (m, s, _) = p.get(rank);
                 (m, s)
             }),
-            Repr::Large(l) => match l.order.get_index(rank)? {
+            Form::Large(l) => match l.order.get_index(rank)? {
                 Key {
                     score,
                     lex: Lex::Member(m),
@@ -513,8 +614,8 @@ impl ZSetValue {
 
     /// How many members sort before `bound`.
     pub fn rank_of(&self, bound: &Key) -> usize {
-        match &self.repr {
-            Repr::Small(p) => p.partition_point(|s, m| {
+        match self.form() {
+            Form::Small(p) => p.partition_point(|s, m| {
                 let lex = match &bound.lex {
                     Lex::Min => Ordering::Greater,
                     Lex::Member(b) => m.cmp(b),
@@ -522,7 +623,7 @@ impl ZSetValue {
                 };
                 Score(s).cmp(&bound.score).then(lex) == Ordering::Less
             }),
-            Repr::Large(l) => l.order.rank(bound),
+            Form::Large(l) => l.order.rank(bound),
         }
     }
 
@@ -537,9 +638,9 @@ impl ZSetValue {
 
     /// The length of the longest member.
     pub fn longest(&self) -> usize {
-        match &self.repr {
-            Repr::Small(p) => p.longest(),
-            Repr::Large(l) => l.members.keys().map(Bytes::len).max().unwrap_or(0),
+        match self.form() {
+            Form::Small(p) => p.longest(),
+            Form::Large(l) => l.members.keys().map(Bytes::len).max().unwrap_or(0),
         }
     }
 }

@@ -323,7 +323,7 @@ mod tests {
     #[test]
     fn sizes() {
         assert_eq!(std::mem::size_of::<Pack>(), 32);
-        assert_eq!(std::mem::size_of::<super::super::ZSetValue>(), 40);
+        assert_eq!(std::mem::size_of::<super::super::ZSetValue>(), 32);
     }
 
     #[test]

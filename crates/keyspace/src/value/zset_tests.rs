@@ -185,3 +185,11 @@ fn counters_keep_their_member_version() {
     assert_eq!(z.version_of(b"a"), Some(v(1)));
     assert_eq!(z.by_rank(1), Some((&b"b"[..], 7.0)));
 }
+
+#[test]
+fn a_small_sorted_set_is_inline_in_the_value() {
+    use std::mem::size_of;
+    assert!(size_of::<ZSetValue>() <= 32);
+    assert!(size_of::<super::super::Value>() <= 40);
+    assert!(size_of::<super::super::Entry>() <= 64);
+}
