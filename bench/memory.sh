@@ -129,8 +129,8 @@ TOML
 
 two_sites() {
     need_deltagrid
-    printf '| shape | keys | Redis RSS B/key | site 1 RSS B/key | ratio | site 2 RSS B/key | ratio | MEMORY USAGE mean (site 1 / 2) | used_memory B/key (Redis / site 1 / site 2) | RSS B/key after MEMORY PURGE (site 1 / 2) |\n'
-    printf '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
+    printf '| shape | keys | Redis RSS B/key | site 1 RSS B/key | ratio | site 2 RSS B/key | ratio | steady: site 1 / site 2 RSS B/key (ratios) | MEMORY USAGE mean (site 1 / 2) | used_memory B/key (Redis / site 1 / site 2) | RSS B/key after MEMORY PURGE (site 1 / 2) |\n'
+    printf '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
     local t n r0_1 r0_2 u0_1 u0_2 lo=$((KEYS * 45 / 100)) hi=$((KEYS * 55 / 100)) deadline
     for t in $TYPES; do
         measure_redis "$t"
@@ -156,11 +156,17 @@ two_sites() {
         local s1 s2 used1 used2 p1 p2
         s1=$(per_key $(($(rss "$PID_1") - r0_1))); s2=$(per_key $(($(rss "$PID_2") - r0_2)))
         used1=$(per_key $(($(info_used "$PORT_1") - u0_1))); used2=$(per_key $(($(info_used "$PORT_2") - u0_2)))
+        # Steady: once the cron has had its chance to trim (at most every
+        # 10 s, when RSS stands 8 MiB or an eighth above the heap in use).
+        sleep 11
+        local t1 t2
+        t1=$(per_key $(($(rss "$PID_1") - r0_1))); t2=$(per_key $(($(rss "$PID_2") - r0_2)))
         # What the allocator holds free (glibc's arenas) beside what is used.
         redis-cli -p "$PORT_1" MEMORY PURGE >/dev/null; redis-cli -p "$PORT_2" MEMORY PURGE >/dev/null
         p1=$(per_key $(($(rss "$PID_1") - r0_1))); p2=$(per_key $(($(rss "$PID_2") - r0_2)))
-        printf '| %s | %d | %d | %d | %s | %d | %s | %d / %d | %d / %d / %d | %d / %d |\n' "$t" "$KEYS" "$R_RSS" \
+        printf '| %s | %d | %d | %d | %s | %d | %s | %d / %d (%s / %s) | %d / %d | %d / %d / %d | %d / %d |\n' "$t" "$KEYS" "$R_RSS" \
             "$s1" "$(ratio "$s1" "$R_RSS")" "$s2" "$(ratio "$s2" "$R_RSS")" \
+            "$t1" "$t2" "$(ratio "$t1" "$R_RSS")" "$(ratio "$t2" "$R_RSS")" \
             "$(usage_mean "$PORT_1" "$t")" "$(usage_mean "$PORT_2" "$t")" "$R_USED" "$used1" "$used2" "$p1" "$p2"
         kill -INT "$PID_1" "$PID_2" 2>/dev/null || true
         wait "$PID_1" "$PID_2" 2>/dev/null || true
