@@ -118,6 +118,8 @@ pub struct Keyspace {
     sink: OnceLock<Arc<dyn ReplicationSink>>,
     listener: OnceLock<Arc<dyn LogListener>>,
     expire_cursor: AtomicUsize,
+    /// Where [`Keyspace::trim_idle_logs`] goes on from.
+    log_trim_cursor: AtomicUsize,
     /// Partitions holding keys with a time to live.
     expiring: Arc<PartitionBits>,
     /// Bytes of all partition logs (each log keeps it in step).
@@ -176,6 +178,7 @@ impl Keyspace {
             sink: OnceLock::new(),
             listener: OnceLock::new(),
             expire_cursor: AtomicUsize::new(0),
+            log_trim_cursor: AtomicUsize::new(0),
             expiring,
             notices: Default::default(),
             encodings: Default::default(),

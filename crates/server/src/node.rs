@@ -303,6 +303,9 @@ impl Node {
                 // that serves clients.
                 let _ = tokio::task::spawn_blocking(keyspace::memory::purge).await;
             }
+            if !self.runtime.cron_paused.load(Ordering::Relaxed) {
+                self.ks.trim_idle_logs(16);
+            }
             if !self.runtime.active_expire.load(Ordering::Relaxed)
                 || self.runtime.cron_paused.load(Ordering::Relaxed)
             {

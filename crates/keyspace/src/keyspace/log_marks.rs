@@ -77,6 +77,23 @@ impl Keyspace {
         needed != 0 && part.log.advance_needed_from(needed)
     }
 
+    /// Brings the logs of up to `max` partitions (in turn, skipping any
+    /// another thread holds) up to their marks and trims them. The marks
+    /// move without the partition's lock, so a partition written no more
+    /// would keep the chunks of changes every consumer is done with until
+    /// something locked it (10 MB on a WAN site idle after 110,000 writes);
+    /// the cron calls this so that an idle node's logs shrink too.
+    pub fn trim_idle_logs(&self, max: usize) {
+        let n = self.parts.len();
+        let start = self.log_trim_cursor.fetch_add(max, Ordering::Relaxed) % n;
+        for i in 0..max.min(n) {
+            if let Some(mut part) = self.parts[(start + i) % n].try_lock() {
+                self.catch_up_log(&mut part);
+                part.log.trim();
+            }
+        }
+    }
+
     pub(super) fn release_generation(&self) -> u64 {
         self.release_generation.load(Ordering::Relaxed)
     }
@@ -157,6 +174,37 @@ mod tests {
         );
         ks.set_log_needed_from(0, None);
         assert_eq!(ks.with_partition(0, |p, _| p.log.len()), 0);
+    }
+
+    #[test]
+    fn the_cron_trims_idle_partitions_logs_to_their_marks() {
+        let cfg = KeyspaceConfig {
+            partitions: 4,
+            log_retain_bytes: 0,
+            ..Default::default()
+        };
+        let ks = Keyspace::new(cfg, Arc::new(DebugClock::default()));
+        for p in 0..4 {
+            ks.set_log_needed_from(p, Some(1));
+        }
+        for i in 0..4000 {
+            set(&ks, &format!("key:{i:08}"));
+        }
+        let next: Vec<u64> = (0..4)
+            .map(|p| ks.with_partition(p, |part, _| part.log.next_seq()))
+            .collect();
+        let held = ks.log_bytes();
+        // Every consumer is done; the marks move without the locks.
+        for (p, &seq) in next.iter().enumerate() {
+            ks.advance_log_needed_from(p, || Some(seq));
+        }
+        assert_eq!(ks.log_bytes(), held, "nothing trims without a lock");
+        ks.trim_idle_logs(2);
+        let half = ks.log_bytes();
+        assert!(half < held, "{half} < {held}");
+        ks.trim_idle_logs(2);
+        let all = ks.log_bytes();
+        assert!(all < half && all < held / 8, "{all} of {held}");
     }
 
     #[test]

@@ -84,6 +84,7 @@ impl Publisher {
             }
             let (body, seqs) = self.read_logs(self.flow.batch_max);
             if body.is_empty() {
+                self.settle_with_in_flight(seqs);
                 // Small batches: nothing waits to be sent; shrink.
                 self.flow.drained();
                 break;
@@ -91,6 +92,32 @@ impl Publisher {
             let len = body.len();
             self.send(body, seqs, None, None, Vec::new());
             self.flow.sent_from_logs(len, self.batch_id, Instant::now());
+        }
+    }
+
+    /// Partitions read with nothing to ship (only other sites' changes)
+    /// while a batch holding them is in flight: each settles with the
+    /// newest such batch (the target applies a partition's changes in
+    /// order), instead of never (its log kept them until this site next
+    /// wrote the partition: megabytes on an idle WAN site). Not where the
+    /// journal holds unsent changes of the partition: those settle it.
+    fn settle_with_in_flight(&mut self, seqs: Vec<(u16, u64)>) {
+        for (p, seq) in seqs {
+            let Some(c) = self.cur.get_mut(p as usize) else {
+                continue;
+            };
+            if c.spilled > c.acked {
+                continue;
+            }
+            let holding = self
+                .in_flight
+                .iter_mut()
+                .rev()
+                .find(|b| b.seqs.iter().any(|&(q, _)| q == p));
+            if let Some(b) = holding {
+                b.seqs.push((p, seq));
+                c.inflight += 1;
+            }
         }
     }
 

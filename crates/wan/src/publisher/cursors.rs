@@ -319,7 +319,8 @@ mod tests {
         r.write("k", "ours");
         r.hold_over();
         r.p.fill();
-        assert_eq!(r.sent().len(), 1);
+        let sent = r.sent();
+        assert_eq!(sent.len(), 1);
         let (_, theirs) = r.write_at(2, "k", b"theirs again");
         r.p.flow.small_in_flight = None;
         r.hold_over();
@@ -327,6 +328,13 @@ mod tests {
         assert!(r.sent().is_empty());
         assert_eq!(r.p.cur[p].acked, seq, "the batch on its way settles");
         assert_eq!(r.p.cur[p].next, theirs + 1);
+        // Once applied, through the other site's change read behind it:
+        // nothing else would settle it (the log would keep it until this
+        // site next wrote the partition).
+        r.ack(sent[0].0);
+        assert_eq!(r.p.cur[p].acked, theirs);
+        assert_eq!(r.needed(p), Some(theirs + 1));
+        assert_eq!(r.p.cur[p].inflight, 0);
     }
 
     /// A partition this node comes to lead resumes from what its previous
