@@ -154,6 +154,21 @@ def link_all(sites, **kw):
                 a.target(b, **kw)
 
 
+def wait_failed_over(port, victim, timeout=30, interval=0.1):
+    """Until the site answering on `port` has every slot served by a node
+    other than the one that listened on `victim` (its partitions have new
+    primaries)."""
+    def failed_over():
+        try:
+            slots = redis.Redis(port=port).execute_command("CLUSTER", "SLOTS")
+        except redis.RedisError:
+            return False
+        covered = sum(int(s[1]) - int(s[0]) + 1 for s in slots)
+        return covered == 16384 and all(int(s[2][1]) != victim for s in slots)
+    wait_until(failed_over, timeout=timeout, interval=interval,
+               message="the killed node's partitions have new primaries")
+
+
 def cluster_info(s):
     with RespConn.to(s) as c:
         return bytes(c.call("CLUSTER", "INFO"))

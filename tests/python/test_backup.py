@@ -18,7 +18,7 @@ import redis
 from conftest import Server, binary, free_port
 from helpers import wait_until
 from helpers_net import RespConn, RespError
-from helpers_wan import WanSite, digest as site_digest
+from helpers_wan import WanSite, digest as site_digest, wait_failed_over
 
 pytestmark = pytest.mark.deltagrid_only
 
@@ -507,15 +507,7 @@ def test_after_a_failover_the_promoted_backups_continue_the_incremental_chain(ma
             rc.set(f"key{i}", "before the failover")
         victim = a.nodes[2].port
         a.kill_node(2)
-
-        def failed_over():
-            try:
-                slots = redis.Redis(port=a.ports[0]).execute_command("CLUSTER", "SLOTS")
-            except redis.RedisError:
-                return False
-            covered = sum(int(s[1]) - int(s[0]) + 1 for s in slots)
-            return covered == 16384 and all(int(s[2][1]) != victim for s in slots)
-        wait_until(failed_over, timeout=30, message="the dead node's partitions have new primaries")
+        wait_failed_over(a.ports[0], victim, interval=0.01)
         rc = redis.RedisCluster(host="127.0.0.1", port=a.ports[0])
         for i in range(1, 1000, 5):
             rc.set(f"key{i}", "after the failover")

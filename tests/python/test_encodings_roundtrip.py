@@ -55,7 +55,7 @@ from redis.crc import key_slot
 from conftest import binary
 from helpers import wait_until
 from helpers_net import RespConn, RespError
-from helpers_wan import sites, slot_copies  # noqa: F401 (sites: a fixture)
+from helpers_wan import sites, slot_copies, wait_failed_over  # noqa: F401 (sites: a fixture)
 
 pytestmark = pytest.mark.deltagrid_only
 
@@ -654,15 +654,7 @@ def kill_a_primary(a, rc, keys, model):
     victim = 2
     port = a.nodes[victim].port
     a.kill_node(victim)
-
-    def failed_over():
-        try:
-            slots = redis.Redis(port=a.ports[0]).execute_command("CLUSTER", "SLOTS")
-        except redis.RedisError:
-            return False
-        covered = sum(int(s[1]) - int(s[0]) + 1 for s in slots)
-        return covered == 16384 and all(int(s[2][1]) != port for s in slots)
-    wait_until(failed_over, timeout=30, interval=0.1, message="the killed node's partitions have new primaries")
+    wait_failed_over(a.ports[0], port)
 
     def backed_up():
         rows = cluster_status_rows(a.live[0])
