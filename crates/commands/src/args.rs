@@ -24,6 +24,51 @@ pub fn owned(arg: &[u8]) -> Bytes {
     Bytes::copy_from_slice(arg)
 }
 
+/// The arguments of ZMPOP and LMPOP: `numkeys key [key ...] FIRST|SECOND
+/// [COUNT count]` (MIN|MAX, LEFT|RIGHT): the keys, whether SECOND was
+/// given, the count.
+pub fn mpop<'a, 'b>(
+    a: &'a [&'b [u8]],
+    first: &str,
+    second: &str,
+) -> Result<(&'a [&'b [u8]], bool, usize), CmdError> {
+    let numkeys = int(a[0]).unwrap_or(0);
+    if numkeys <= 0 {
+        return Err(CmdError::other("ERR numkeys should be greater than 0"));
+    }
+    let rest = a.len() - 1;
+    if numkeys as u64 >= rest as u64 {
+        return Err(CmdError::Syntax);
+    }
+    let numkeys = numkeys as usize;
+    let keys = &a[1..1 + numkeys];
+    let mut i = 1 + numkeys;
+    let max = if is(a[i], first) {
+        false
+    } else if is(a[i], second) {
+        true
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    i += 1;
+    let mut count = 1usize;
+    let mut counted = false;
+    while i < a.len() {
+        if is(a[i], "COUNT") && i + 1 < a.len() && !counted {
+            let n = int(a[i + 1]).unwrap_or(0);
+            if n <= 0 {
+                return Err(CmdError::other("ERR count should be greater than 0"));
+            }
+            count = n as usize;
+            counted = true;
+            i += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok((keys, max, count))
+}
+
 /// Parses the options of SCAN/HSCAN: MATCH pattern, COUNT n, TYPE t.
 pub struct ScanOpts {
     pub pattern: Option<Bytes>,

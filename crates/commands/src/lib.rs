@@ -18,6 +18,7 @@ pub mod help;
 pub mod hyperloglog;
 pub mod keys;
 pub mod lcs;
+pub mod lists;
 pub mod number;
 pub mod object;
 pub mod sampling;

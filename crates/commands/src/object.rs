@@ -53,6 +53,8 @@ pub fn encoding(ks: &Keyspace, value: &Value) -> &'static str {
         Value::Set(s) => ks.encodings().set_encoding(s),
         Value::ZSet(z) if ks.encodings().zset_is_small(z) => "listpack",
         Value::ZSet(_) => "skiplist",
+        Value::List(l) if ks.encodings().list_is_small(l) => "listpack",
+        Value::List(_) => "quicklist",
     }
 }
 

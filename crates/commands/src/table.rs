@@ -9,7 +9,8 @@ use std::sync::OnceLock;
 
 use crate::zsets::{algebra as za, range as zr, scan as zs, write as zw};
 use crate::{
-    bitfield, bitops, bits, dump, hashes, hyperloglog, keys, lcs, object, sets, strings, Handler,
+    bitfield, bitops, bits, dump, hashes, hyperloglog, keys, lcs, lists, object, sets, strings,
+    Handler,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -286,6 +287,29 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("hstrlen", 3, R | F, KEY1, "hash", "3.2.0", Some(hashes::hstrlen), "Returns the length of the value of a field."),
     cmd!("hscan", -3, R, KEY1, "hash", "2.8.0", Some(hashes::hscan), "Iterates over fields and values of a hash."),
     cmd!("hrandfield", -2, R, KEY1, "hash", "6.2.0", Some(hashes::hrandfield), "Returns one or more random fields from a hash."),
+    // lists
+    cmd!("lpush", -3, W | M | F, KEY1, "list", "1.0.0", Some(lists::lpush), "Prepends one or more elements to a list. Creates the key if it doesn't exist."),
+    cmd!("rpush", -3, W | M | F, KEY1, "list", "1.0.0", Some(lists::rpush), "Appends one or more elements to a list. Creates the key if it doesn't exist."),
+    cmd!("lpushx", -3, W | M | F, KEY1, "list", "2.2.0", Some(lists::lpushx), "Prepends one or more elements to a list only when the list exists."),
+    cmd!("rpushx", -3, W | M | F, KEY1, "list", "2.2.0", Some(lists::rpushx), "Appends an element to a list only when the list exists."),
+    cmd!("lpop", -2, W | F, KEY1, "list", "1.0.0", Some(lists::lpop), "Returns the first elements in a list after removing it. Deletes the list if the last element was popped."),
+    cmd!("rpop", -2, W | F, KEY1, "list", "1.0.0", Some(lists::rpop), "Returns and removes the last elements of a list. Deletes the list if the last element was popped."),
+    cmd!("llen", 2, R | F, KEY1, "list", "1.0.0", Some(lists::llen), "Returns the length of a list."),
+    cmd!("lindex", 3, R, KEY1, "list", "1.0.0", Some(lists::lindex), "Returns an element from a list by its index."),
+    cmd!("lrange", 4, R, KEY1, "list", "1.0.0", Some(lists::lrange), "Returns a range of elements from a list."),
+    cmd!("lset", 4, W | M, KEY1, "list", "1.0.0", Some(lists::lset), "Sets the value of an element in a list by its index."),
+    cmd!("linsert", 5, W | M, KEY1, "list", "2.2.0", Some(lists::linsert), "Inserts an element before or after another element in a list."),
+    cmd!("lrem", 4, W, KEY1, "list", "1.0.0", Some(lists::lrem), "Removes elements from a list. Deletes the list if the last element was removed."),
+    cmd!("ltrim", 4, W, KEY1, "list", "1.0.0", Some(lists::ltrim), "Removes elements from both ends a list. Deletes the list if all elements were trimmed."),
+    cmd!("lpos", -3, R, KEY1, "list", "6.0.6", Some(lists::lpos), "Returns the index of matching elements in a list."),
+    cmd!("lmove", 5, W | M, KEYS_1_2, "list", "6.2.0", Some(lists::lmove), "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved."),
+    cmd!("rpoplpush", 3, W | M, KEYS_1_2, "list", "1.2.0", Some(lists::rpoplpush), "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped."),
+    cmd!("lmpop", -4, W, NO_KEYS, "list", "7.0.0", Some(lists::lmpop), "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped."),
+    cmd!("blpop", -3, W | S | B, (1, -2, 1), "list", "2.0.0", Some(lists::blpop), "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
+    cmd!("brpop", -3, W | S | B, (1, -2, 1), "list", "2.0.0", Some(lists::brpop), "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
+    cmd!("blmove", 6, W | M | S | B, KEYS_1_2, "list", "6.2.0", Some(lists::blmove), "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved."),
+    cmd!("brpoplpush", 4, W | M | S | B, KEYS_1_2, "list", "2.2.0", Some(lists::brpoplpush), "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped."),
+    cmd!("blmpop", -5, W | B, NO_KEYS, "list", "7.0.0", Some(lists::blmpop), "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped."),
     // sets
     cmd!("sadd", -3, W | M | F, KEY1, "set", "1.0.0", Some(sets::sadd), "Adds one or more members to a set. Creates the key if it doesn't exist."),
     cmd!("srem", -3, W | F, KEY1, "set", "1.0.0", Some(sets::srem), "Removes one or more members from a set. Deletes the set if the last member was removed."),

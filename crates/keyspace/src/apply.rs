@@ -41,6 +41,10 @@ pub enum ApplyError {
     WrongType,
     #[error(transparent)]
     StringOp(#[from] StringOpError),
+    /// A list edit naming an index past the list's end (bytes from
+    /// elsewhere that do not fit the list held at their base).
+    #[error("list edit out of range")]
+    ListEdit,
     /// A change from another site reached a partition this node holds as a
     /// backup: only the primary resolves and orders them.
     #[error("not the primary of this partition")]
@@ -113,6 +117,29 @@ pub fn apply_change_at(
                     }
                     _ => return Err(ApplyError::WrongType),
                 }
+                e.version = change.version;
+                Ok(())
+            });
+            applied.unwrap_or(Err(ApplyError::BaseMismatch {
+                want: *base,
+                have: None,
+            }))?;
+        }
+        ChangeKind::Delta {
+            base,
+            op: DeltaOp::ListEdit { edits },
+        } => {
+            let applied = update_held(part, at, key, |e| {
+                if e.version != *base {
+                    return Err(ApplyError::BaseMismatch {
+                        want: *base,
+                        have: Some(e.version),
+                    });
+                }
+                let Value::List(l) = &mut e.value else {
+                    return Err(ApplyError::WrongType);
+                };
+                l.apply(edits).map_err(|_| ApplyError::ListEdit)?;
                 e.version = change.version;
                 Ok(())
             });
@@ -296,21 +323,28 @@ fn put_full(
         // apply comes without one).
         at = at.or_else(|| part.index_of(key));
         match (
-            held(part, at, key).map(|e| (!e.value.same_type(&value), e.version)),
+            held(part, at, key).map(|e| {
+                (
+                    !e.value.same_type(&value),
+                    e.version,
+                    e.value.is_collection(),
+                )
+            }),
             &value,
         ) {
             // A collection replacing a value of another type: that
             // value's overwrite still holds older elements back.
-            (Some((true, old)), v) if v.is_collection() => part.tombstones.deleted(key, old),
+            (Some((true, old, _)), v) if v.is_collection() => part.tombstones.deleted(key, old),
             // A counter replacing a collection: what of it is older than
-            // the collection was overwritten by it.
-            (Some((true, old)), Value::Counter(_)) => {
+            // the collection was overwritten by it. (A list is a whole
+            // value: replaced as a string is.)
+            (Some((true, old, true)), Value::Counter(_)) => {
                 part.tombstones.deleted(key, old);
                 if let Value::Counter(c) = &mut value {
                     c.prune_older(old);
                 }
             }
-            (_, Value::Str(_)) => part.tombstones.overwritten(key, version),
+            (_, Value::Str(_) | Value::List(_)) => part.tombstones.overwritten(key, version),
             _ => {}
         }
         if let Some(coll) = value.coll() {

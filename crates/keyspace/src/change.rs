@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use crate::tombstones::Coll;
-use crate::value::{ScoreCounter, Total, Value};
+use crate::value::{ListEdit, ScoreCounter, Total, Value};
 use crate::version::Version;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -117,6 +117,13 @@ pub enum DeltaOp {
     /// receiver applies it only to the same bytes and otherwise asks for
     /// the full value. Never nested (the decoder refuses it).
     Checked { base_hash: u64, op: Box<DeltaOp> },
+    /// Edit the list the key holds: each edit, in order, removes elements
+    /// at an index and inserts others there (every list command is a
+    /// sequence of them; see `crate::value::ListValue`). Positions mean
+    /// something only in the exact list they were made on: applied to the
+    /// version `base` only, a copy holding another asks for the full list.
+    /// An edit never empties the list (the write path logs a Delete).
+    ListEdit { edits: Vec<ListEdit> },
 }
 
 impl DeltaOp {
@@ -124,7 +131,10 @@ impl DeltaOp {
     /// and expiry operations merge onto any version of the key.
     pub fn needs_base(&self) -> bool {
         match self {
-            DeltaOp::Splice { .. } | DeltaOp::Patch { .. } | DeltaOp::IncrBy(_) => true,
+            DeltaOp::Splice { .. }
+            | DeltaOp::Patch { .. }
+            | DeltaOp::IncrBy(_)
+            | DeltaOp::ListEdit { .. } => true,
             DeltaOp::Checked { op, .. } => !matches!(**op, DeltaOp::SetExpiry(_)),
             _ => false,
         }

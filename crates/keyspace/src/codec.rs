@@ -12,7 +12,7 @@ use bytes::BufMut;
 
 use crate::change::{Change, ChangeKind, DeltaOp};
 use crate::tombstones::Coll;
-use crate::value::{HashValue, SetValue, Value, ZSetValue};
+use crate::value::{HashValue, ListEdit, ListValue, SetValue, Value, ZSetValue};
 use crate::version::Version;
 
 mod states;
@@ -51,6 +51,8 @@ const COUNTER: u8 = 4;
 const HASH_COUNTERS: u8 = 5;
 /// A sorted set with score states: the members, then each state.
 const ZSET_COUNTERS: u8 = 6;
+/// A list: the count, then each element from the head.
+const LIST: u8 = 7;
 
 const SPLICE: u8 = 0;
 const PATCH: u8 = 1;
@@ -67,7 +69,10 @@ const FCOUNT: u8 = 11;
 const HFCOUNT: u8 = 12;
 const ZCOUNT: u8 = 13;
 const ZASSIGN: u8 = 14;
-/// Tags 15..=19 are left for other ops.
+/// A count of edits, then per edit its index, the elements it removes and
+/// the count and bytes of those it inserts.
+const LISTEDIT: u8 = 15;
+/// Tags 16..=19 are left for other ops.
 const HLLMAX: u8 = 20;
 /// Tag 21 is left for other ops.
 /// A count, then per raise a byte index (4 bytes, little-endian, under
@@ -110,6 +115,9 @@ pub fn value_len(v: &Value) -> usize {
                                 .sum::<usize>()
                     }
                 }
+        }
+        Value::List(l) => {
+            varint_len(l.len() as u64) + l.iter().map(bytes_len).sum::<usize>()
         }
         Value::Set(set) => {
             varint_len(set.len() as u64)
@@ -188,6 +196,18 @@ fn op_len(op: &DeltaOp) -> usize {
         DeltaOp::HllMax { registers } => varint_len(registers.len() as u64) + 3 * registers.len(),
         DeltaOp::BitsOr { bytes } => varint_len(bytes.len() as u64) + 5 * bytes.len(),
         DeltaOp::Checked { op, .. } => 8 + op_len(op),
+        DeltaOp::ListEdit { edits } => {
+            varint_len(edits.len() as u64)
+                + edits
+                    .iter()
+                    .map(|e| {
+                        varint_len(e.at as u64)
+                            + varint_len(e.remove as u64)
+                            + varint_len(e.insert.len() as u64)
+                            + e.insert.iter().map(|b| bytes_len(b)).sum::<usize>()
+                    })
+                    .sum::<usize>()
+        }
         DeltaOp::Remove { members, .. } => {
             1 + varint_len(members.len() as u64)
                 + members
@@ -243,6 +263,13 @@ fn encode_value(v: &Value, out: &mut impl BufMut) {
                     put_bytes(out, f);
                     put_counter(out, c);
                 }
+            }
+        }
+        Value::List(l) => {
+            out.put_u8(LIST);
+            put_varint(out, l.len() as u64);
+            for e in l.iter() {
+                put_bytes(out, e);
             }
         }
         Value::Set(set) => {
@@ -390,6 +417,18 @@ fn encode_op(op: &DeltaOp, out: &mut impl BufMut) {
                 out.put_u8(*m);
             }
         }
+        DeltaOp::ListEdit { edits } => {
+            out.put_u8(LISTEDIT);
+            put_varint(out, edits.len() as u64);
+            for e in edits {
+                put_varint(out, e.at as u64);
+                put_varint(out, e.remove as u64);
+                put_varint(out, e.insert.len() as u64);
+                for b in &e.insert {
+                    put_bytes(out, b);
+                }
+            }
+        }
         DeltaOp::Remove { coll, members } => {
             out.put_u8(REMOVE);
             out.put_u8(*coll as u8);
@@ -497,6 +536,17 @@ fn decode_value(r: &mut Reader) -> Result<Value, DecodeError> {
                 }
             }
             Ok(Value::Hash(h))
+        }
+        LIST => {
+            let n = r.count(1)?;
+            // A list is never empty (its last element's removal deletes it).
+            if n == 0 {
+                return Err(DecodeError::OutOfRange);
+            }
+            let items = r.members(n, |_| Ok(()))?;
+            Ok(Value::List(Box::new(ListValue::from_items(
+                items.into_iter().map(|(e, ())| e),
+            ))))
         }
         SET => {
             let n = r.count(3)?;
@@ -676,6 +726,21 @@ fn decode_op(r: &mut Reader) -> Result<DeltaOp, DecodeError> {
                 bytes.push((i, m));
             }
             DeltaOp::BitsOr { bytes }
+        }
+        LISTEDIT => {
+            let n = r.count(3)?;
+            let mut edits = Vec::with_capacity(n);
+            for _ in 0..n {
+                let (at, remove) = (r.u32()?, r.u32()?);
+                let k = r.count(1)?;
+                let insert = r.members(k, |_| Ok(()))?;
+                edits.push(ListEdit {
+                    at,
+                    remove,
+                    insert: insert.into_iter().map(|(e, ())| e).collect(),
+                });
+            }
+            DeltaOp::ListEdit { edits }
         }
         tag => return Err(DecodeError::BadTag { what: "delta", tag }),
     })

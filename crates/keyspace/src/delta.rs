@@ -45,6 +45,10 @@ pub fn op_payload_len(op: &DeltaOp) -> usize {
         DeltaOp::HllMax { registers } => 2 + 3 * registers.len(),
         DeltaOp::BitsOr { bytes } => 2 + 5 * bytes.len(),
         DeltaOp::Checked { op, .. } => 8 + op_payload_len(op),
+        DeltaOp::ListEdit { edits } => edits
+            .iter()
+            .map(|e| 4 + e.insert.iter().map(|b| 2 + b.len()).sum::<usize>())
+            .sum(),
     }
 }
 

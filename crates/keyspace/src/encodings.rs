@@ -14,7 +14,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::value::{HashValue, SetValue, ZSetValue};
+use crate::value::{HashValue, ListValue, SetValue, ZSetValue};
 
 /// Redis 7.2's defaults for sets and sorted sets (`set-max-intset-entries`
 /// is not settable yet).
@@ -24,6 +24,10 @@ const MAX_LISTPACK_VALUE: usize = 64;
 
 static SET_MAX_ENTRIES: AtomicUsize = AtomicUsize::new(SET_MAX_LISTPACK_ENTRIES);
 static SET_MAX_VALUE: AtomicUsize = AtomicUsize::new(MAX_LISTPACK_VALUE);
+
+/// Redis 7.2's `list-max-listpack-size` default (-2): a list whose
+/// listpack would take up to 8 KiB is one listpack, else a quicklist.
+const LIST_MAX_LISTPACK_BYTES: usize = 8 << 10;
 
 /// Redis 7.2's defaults for hashes.
 const HASH_MAX_LISTPACK_ENTRIES: usize = 128;
@@ -165,5 +169,13 @@ impl Encodings {
     pub fn set_zset_max_value(&self, n: usize) {
         self.zset_max_value.store(n, Ordering::Relaxed);
         ZSetValue::set_limits(self.zset_max_entries(), n);
+    }
+
+    /// A list Redis 7.2 would hold in one listpack (at its default
+    /// `list-max-listpack-size`): its elements with a listpack's 2 bytes
+    /// of header each and the listpack's 7, within 8 KiB. The list's form
+    /// here is the same either way ([`ListValue`]).
+    pub fn list_is_small(&self, l: &ListValue) -> bool {
+        l.payload_len() + 2 * l.len() + 7 <= LIST_MAX_LISTPACK_BYTES
     }
 }

@@ -60,5 +60,5 @@ pub use partition_log::PartitionLog;
 pub use received::{HeldChange, HeldChanges, Pinned};
 pub use stats::ChangeStats;
 pub use tombstones::{Coll, Tombstones};
-pub use value::{Entry, Field, HashValue, SetValue, Value, ZSetValue};
+pub use value::{Entry, Field, HashValue, ListEdit, ListValue, SetValue, Value, ZSetValue};
 pub use version::{Hlc, Version};

@@ -35,7 +35,8 @@ use bytes::Bytes;
 use crate::map_key::{self, MapKey};
 use crate::memory::chunk;
 use crate::value::{
-    CounterValue, Entry, Field, HashValue, SetValue, StrValue, Value, ZKey, ZMember, ZSetValue,
+    CounterValue, Entry, Field, HashValue, ListValue, SetValue, StrValue, Value, ZKey, ZMember,
+    ZSetValue,
 };
 use crate::version::Version;
 
@@ -207,7 +208,14 @@ pub fn value_heap(value: &Value) -> usize {
         Value::Hash(h) => hash_heap(h),
         Value::Set(s) => set_heap(s),
         Value::ZSet(z) => zset_heap(z),
+        Value::List(l) => list_heap(l),
     }
+}
+
+/// A list's heap bytes: the boxed list, its ring buffer's room (an
+/// element inline up to 30 bytes), and a block per longer element.
+pub fn list_heap(l: &ListValue) -> usize {
+    chunk(size_of::<ListValue>()) + chunk(l.capacity() * size_of::<StrValue>()) + l.elements_heap()
 }
 
 /// What an entry of a `key_len`-byte key owns beside its map slot: the

@@ -27,6 +27,8 @@ pub enum Noticed {
     Added,
     /// Set or sorted-set members removed.
     Removed,
+    /// A list edited (the command says how: pushed, popped, trimmed...).
+    List,
     /// The time to live set (`0`: removed, PERSIST).
     Expiry(u64),
     /// Deleted by a command.

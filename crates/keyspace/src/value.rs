@@ -11,6 +11,7 @@ use crate::version::Version;
 mod counter;
 mod hash;
 mod hash_pack;
+mod list;
 mod score;
 mod set;
 mod string;
@@ -18,6 +19,7 @@ mod zset;
 
 pub use counter::{Base as CounterBase, Contribution, CounterValue, FloatContribution, Total};
 pub use hash::{Field, FieldMap, FieldRef, HashValue, Iter as HashIter};
+pub use list::{Edit as ListEdit, ListValue, OutOfRange as ListOutOfRange};
 pub use score::{ScoreContribution, ScoreCounter};
 pub use set::{MemberMap, SetValue};
 pub use string::StrValue;
@@ -93,6 +95,9 @@ pub enum Value {
     Hash(HashValue),
     Set(SetValue),
     ZSet(ZSetValue),
+    /// A list: a whole value as a string is (its edits need the exact
+    /// version they were made on), boxed ([`ListValue`]).
+    List(Box<ListValue>),
 }
 
 impl Value {
@@ -102,6 +107,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::List(_) => "list",
         }
     }
 
@@ -113,13 +119,15 @@ impl Value {
             Value::Hash(h) => h.payload_len(),
             Value::Set(s) => s.payload_len(),
             Value::ZSet(z) => z.payload_len(),
+            Value::List(l) => l.payload_len(),
         }
     }
 
     /// Whether this is a collection of elements with their own versions
-    /// (a hash, set or sorted set), as opposed to a string.
+    /// (a hash, set or sorted set), as opposed to a string or a list
+    /// (whole values as far as merging goes).
     pub fn is_collection(&self) -> bool {
-        !matches!(self, Value::Str(_) | Value::Counter(_))
+        !matches!(self, Value::Str(_) | Value::Counter(_) | Value::List(_))
     }
 
     /// The string a string value reads as (None: a collection).
@@ -146,20 +154,21 @@ impl Value {
         Value::Str(s.into())
     }
 
-    /// The number of elements of a collection (0 for a string).
+    /// The number of elements of a collection (0 for a string or a list).
     pub fn elements(&self) -> usize {
         match self {
             Value::Str(_) | Value::Counter(_) => 0,
             Value::Hash(h) => h.len(),
             Value::Set(s) => s.len(),
             Value::ZSet(z) => z.len(),
+            Value::List(_) => 0,
         }
     }
 
     /// The kind of collection this is (None: a string).
     pub fn coll(&self) -> Option<Coll> {
         match self {
-            Value::Str(_) | Value::Counter(_) => None,
+            Value::Str(_) | Value::Counter(_) | Value::List(_) => None,
             Value::Hash(_) => Some(Coll::Hash),
             Value::Set(_) => Some(Coll::Set),
             Value::ZSet(_) => Some(Coll::ZSet),
@@ -174,7 +183,7 @@ impl Value {
     /// The version of a collection's element `name`.
     pub fn element_version(&self, name: &[u8]) -> Option<Version> {
         match self {
-            Value::Str(_) | Value::Counter(_) => None,
+            Value::Str(_) | Value::Counter(_) | Value::List(_) => None,
             Value::Hash(h) => h.get(name).map(|f| f.version),
             Value::Set(s) => s.version_of(name),
             Value::ZSet(z) => z.version_of(name),
@@ -184,7 +193,7 @@ impl Value {
     /// Removes a collection's element; true when it was held.
     pub fn remove_element(&mut self, name: &[u8]) -> bool {
         match self {
-            Value::Str(_) | Value::Counter(_) => false,
+            Value::Str(_) | Value::Counter(_) | Value::List(_) => false,
             Value::Hash(h) => h.remove(name),
             Value::Set(s) => s.remove(name),
             Value::ZSet(z) => z.remove(name),
@@ -194,7 +203,7 @@ impl Value {
     /// Whether a collection holds an element older than `version`.
     pub fn has_element_older_than(&self, version: Version) -> bool {
         match self {
-            Value::Str(_) | Value::Counter(_) => false,
+            Value::Str(_) | Value::Counter(_) | Value::List(_) => false,
             Value::Hash(h) => h.iter().any(|(_, f)| f.version < version),
             Value::Set(s) => s.iter().any(|(_, v)| v < version),
             Value::ZSet(z) => z.iter().any(|(_, m)| m.version < version),
@@ -205,7 +214,7 @@ impl Value {
     pub fn elements_older_than(&self, version: Version) -> Vec<Bytes> {
         let older = |v: Version| v < version;
         match self {
-            Value::Str(_) | Value::Counter(_) => Vec::new(),
+            Value::Str(_) | Value::Counter(_) | Value::List(_) => Vec::new(),
             Value::Hash(h) => h
                 .iter()
                 .filter(|(_, f)| older(f.version))
@@ -227,7 +236,7 @@ impl Value {
     /// Gives every element of a collection the version `v`.
     pub fn stamp(&mut self, v: Version) {
         match self {
-            Value::Str(_) => {}
+            Value::Str(_) | Value::List(_) => {}
             Value::Counter(c) => c.stamp(v),
             Value::Hash(h) => h.stamp(v),
             Value::Set(s) => s.stamp(v),
@@ -237,10 +246,7 @@ impl Value {
 
     /// Whether two values are of the same type (a counter is a string).
     pub fn same_type(&self, other: &Value) -> bool {
-        match (self.coll(), other.coll()) {
-            (None, None) => true,
-            (a, b) => a == b,
-        }
+        self.type_name() == other.type_name()
     }
 }
 
@@ -321,6 +327,13 @@ impl Entry {
     pub fn as_zset(&self) -> Option<&ZSetValue> {
         match &self.value {
             Value::ZSet(z) => Some(z),
+            _ => None,
+        }
+    }
+
+    pub fn as_list(&self) -> Option<&ListValue> {
+        match &self.value {
+            Value::List(l) => Some(l),
             _ => None,
         }
     }

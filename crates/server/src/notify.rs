@@ -206,8 +206,58 @@ fn events_of(cmd: &str, args: &[&[u8]], n: &Notice, out: &mut Vec<(u32, &'static
                 out.push((GENERIC, "del"));
             }
         }
+        Noticed::List => {
+            out.extend(list_events(cmd, args, &n.key));
+            if n.removed {
+                out.push((GENERIC, "del"));
+            }
+        }
         Noticed::Expiry(0) => out.push((GENERIC, "persist")),
         Noticed::Expiry(_) => out.push((GENERIC, "expire")),
+    }
+}
+
+/// The events of a list edit of `key` by `cmd`, in Redis's order (a
+/// move's push before its pop; both on a list rotated onto itself).
+fn list_events(cmd: &str, args: &[&[u8]], key: &[u8]) -> Vec<(u32, &'static str)> {
+    let end = |left: bool, push: bool| match (left, push) {
+        (true, true) => (LIST, "lpush"),
+        (false, true) => (LIST, "rpush"),
+        (true, false) => (LIST, "lpop"),
+        (false, false) => (LIST, "rpop"),
+    };
+    let is_left = |i: usize| args.get(i).is_some_and(|w| w.eq_ignore_ascii_case(b"left"));
+    let moved = |from_left: bool, to_left: bool| {
+        let mut events = Vec::new();
+        if args.get(2).is_some_and(|d| *d == key) {
+            events.push(end(to_left, true));
+        }
+        if args.get(1).is_some_and(|s| *s == key) {
+            events.push(end(from_left, false));
+        }
+        events
+    };
+    let mpop = |numkeys_at: usize| {
+        let numkeys = args
+            .get(numkeys_at)
+            .and_then(|n| std::str::from_utf8(n).ok()?.parse::<usize>().ok())
+            .unwrap_or(1);
+        vec![end(is_left(numkeys_at + 1 + numkeys), false)]
+    };
+    match cmd {
+        "lpush" | "lpushx" => vec![end(true, true)],
+        "rpush" | "rpushx" => vec![end(false, true)],
+        "lpop" | "blpop" => vec![end(true, false)],
+        "rpop" | "brpop" => vec![end(false, false)],
+        "lmpop" => mpop(1),
+        "blmpop" => mpop(2),
+        "lmove" | "blmove" => moved(is_left(3), is_left(4)),
+        "rpoplpush" | "brpoplpush" => moved(false, true),
+        "lset" => vec![(LIST, "lset")],
+        "linsert" => vec![(LIST, "linsert")],
+        "lrem" => vec![(LIST, "lrem")],
+        "ltrim" => vec![(LIST, "ltrim")],
+        _ => Vec::new(),
     }
 }
 

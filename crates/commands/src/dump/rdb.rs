@@ -5,14 +5,17 @@
 //! Written (RDB 10, Redis 7.0): strings as `RDB_TYPE_STRING` (an integer
 //! that fits 32 bits as Redis's integer encoding, else raw), hashes as
 //! `RDB_TYPE_HASH`, sets as `RDB_TYPE_SET_INTSET` (every member an integer,
-//! at most 512) or `RDB_TYPE_SET`, sorted sets as `RDB_TYPE_ZSET_2`.
-//! Counters are written as the string they read as.
+//! at most 512) or `RDB_TYPE_SET`, sorted sets as `RDB_TYPE_ZSET_2`, lists
+//! as `RDB_TYPE_LIST_QUICKLIST_2` with one plain node per element (which
+//! Redis 7 loads as they are). Counters are written as the string they
+//! read as.
 //!
 //! Read (RDB ≤ 11, Redis 7.0 and 7.2, and the older encodings Redis still
 //! loads): strings raw, integer-encoded or LZF-compressed; hashes plain,
 //! ziplist or listpack; sets plain, intset or listpack; sorted sets with
-//! text or binary scores, ziplist or listpack. Other types (lists, streams,
-//! modules) are refused.
+//! text or binary scores, ziplist or listpack; lists plain, ziplist,
+//! quicklist of ziplists, quicklist of listpacks or plain nodes. Other
+//! types (streams, modules) are refused.
 //!
 //! The payload comes from a client: every length is checked against the
 //! bytes left before anything is allocated, so a forged length fails as
@@ -21,7 +24,7 @@
 use std::borrow::Cow;
 
 use bytes::Bytes;
-use keyspace::{HashValue, SetValue, Value, Version, ZSetValue};
+use keyspace::{HashValue, ListValue, SetValue, Value, Version, ZSetValue};
 
 use super::{crc64::crc64, intset, listpack, lzf, ziplist};
 use crate::number::parse_f64;
@@ -35,15 +38,23 @@ pub const MAX_VERSION: u16 = 11;
 const INTSET_MAX: usize = 512;
 
 const T_STRING: u8 = 0;
+const T_LIST: u8 = 1;
 const T_SET: u8 = 2;
 const T_ZSET: u8 = 3;
 const T_HASH: u8 = 4;
 const T_ZSET_2: u8 = 5;
+const T_LIST_ZIPLIST: u8 = 10;
 const T_SET_INTSET: u8 = 11;
 const T_ZSET_ZIPLIST: u8 = 12;
 const T_HASH_ZIPLIST: u8 = 13;
+const T_LIST_QUICKLIST: u8 = 14;
 const T_HASH_LISTPACK: u8 = 16;
 const T_ZSET_LISTPACK: u8 = 17;
+const T_LIST_QUICKLIST_2: u8 = 18;
+/// A quicklist node of one element, as is (Redis's plain container).
+const NODE_PLAIN: u64 = 1;
+/// A quicklist node holding a listpack (Redis's packed container).
+const NODE_PACKED: u64 = 2;
 const T_SET_LISTPACK: u8 = 20;
 
 /// The payload does not decode (Redis: "Bad data format").
@@ -129,6 +140,14 @@ pub fn dump(value: &Value) -> Vec<u8> {
             put_len(&mut out, s.len() as u64);
             for m in s.members() {
                 put_string(&mut out, m);
+            }
+        }
+        Value::List(l) => {
+            out.push(T_LIST_QUICKLIST_2);
+            put_len(&mut out, l.len() as u64);
+            for e in l.iter() {
+                put_len(&mut out, NODE_PLAIN);
+                put_raw(&mut out, e);
             }
         }
         Value::ZSet(z) => {
@@ -405,6 +424,47 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
             }
             Value::ZSet(z)
         }
+        T_LIST => {
+            let n = r.count(1)?;
+            let mut l = ListValue::new();
+            for _ in 0..n {
+                l.push_back(&r.string()?);
+            }
+            list(l)?
+        }
+        T_LIST_ZIPLIST => {
+            let blob = r.string()?;
+            list(ListValue::from_items(
+                packed(true, &blob)?.into_iter().map(Elem::to_bytes),
+            ))?
+        }
+        t @ (T_LIST_QUICKLIST | T_LIST_QUICKLIST_2) => {
+            let n = r.count(2)?;
+            let mut l = ListValue::new();
+            for _ in 0..n {
+                let container = match t {
+                    T_LIST_QUICKLIST => NODE_PACKED,
+                    _ => match r.len()? {
+                        Len::Plain(c @ (NODE_PLAIN | NODE_PACKED)) => c,
+                        _ => return Err(Malformed),
+                    },
+                };
+                let blob = r.string()?;
+                if container == NODE_PLAIN {
+                    l.push_back(&blob);
+                    continue;
+                }
+                let elems = packed(t == T_LIST_QUICKLIST, &blob)?;
+                // Redis refuses an empty node too.
+                if elems.is_empty() {
+                    return Err(Malformed);
+                }
+                for e in elems {
+                    l.push_back(&e.to_bytes());
+                }
+            }
+            list(l)?
+        }
         _ => return Err(Malformed),
     };
     // An empty collection is corrupt (Redis: "empty keys").
@@ -412,6 +472,14 @@ pub fn load(body: &[u8]) -> Result<Value, Malformed> {
         return Err(Malformed);
     }
     Ok(value)
+}
+
+/// A list loaded; an empty one is corrupt.
+fn list(l: ListValue) -> Result<Value, Malformed> {
+    match l.is_empty() {
+        true => Err(Malformed),
+        false => Ok(Value::List(Box::new(l))),
+    }
 }
 
 fn add_member(s: &mut SetValue, m: Bytes) -> Result<(), Malformed> {

@@ -342,49 +342,10 @@ pub fn zpopmax(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 /// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: pops from the first
 /// non-empty key; `[key, [[member, score], ...]]` or a null array.
 pub fn zmpop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
-    let (keys, max, count) = mpop_args(&a[1..])?;
+    let (keys, max, count) = args::mpop(&a[1..], "MIN", "MAX")?;
     let popped = pop_first(ctx, keys, count, max, false)?;
     reply_mpop(ctx, popped);
     Ok(())
-}
-
-/// `numkeys key [key ...] MIN|MAX [COUNT count]`: the keys, MAX, the count.
-fn mpop_args<'a, 'b>(a: &'a [&'b [u8]]) -> Result<(&'a [&'b [u8]], bool, usize), CmdError> {
-    let numkeys = args::int(a[0]).unwrap_or(0);
-    if numkeys <= 0 {
-        return Err(err("ERR numkeys should be greater than 0"));
-    }
-    let rest = a.len() - 1;
-    if numkeys as u64 >= rest as u64 {
-        return Err(CmdError::Syntax);
-    }
-    let numkeys = numkeys as usize;
-    let keys = &a[1..1 + numkeys];
-    let mut i = 1 + numkeys;
-    let max = if is(a[i], "MIN") {
-        false
-    } else if is(a[i], "MAX") {
-        true
-    } else {
-        return Err(CmdError::Syntax);
-    };
-    i += 1;
-    let mut count = 1usize;
-    let mut counted = false;
-    while i < a.len() {
-        if is(a[i], "COUNT") && i + 1 < a.len() && !counted {
-            let n = args::int(a[i + 1]).unwrap_or(0);
-            if n <= 0 {
-                return Err(err("ERR count should be greater than 0"));
-            }
-            count = n as usize;
-            counted = true;
-            i += 2;
-        } else {
-            return Err(CmdError::Syntax);
-        }
-    }
-    Ok((keys, max, count))
 }
 
 /// A key and the (member, score) pairs popped from it.
@@ -461,7 +422,7 @@ pub fn bzpopmax(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 /// waiting when every key is empty.
 pub fn bzmpop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     // The timeout is read last, as in Redis.
-    let (keys, max, count) = mpop_args(&a[2..])?;
+    let (keys, max, count) = args::mpop(&a[2..], "MIN", "MAX")?;
     let timeout = blocking::timeout_ms(a[1])?;
     let retry = ctx.blocking == BlockMode::Retry;
     match pop_first(ctx, keys, count, max, retry)? {

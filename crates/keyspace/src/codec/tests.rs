@@ -66,6 +66,8 @@ fn value() -> impl Strategy<Value = Value> {
                     assigned, base, floor, floor, cs, fs,
                 )))
             }),
+        proptest::collection::vec(bytes(), 1..5)
+            .prop_map(|items| Value::List(Box::new(crate::value::ListValue::from_items(items)))),
         proptest::collection::vec((bytes(), version()), 0..4).prop_map(|ms| {
             let mut set = SetValue::new();
             for (m, v) in ms {
@@ -168,6 +170,20 @@ fn op() -> impl Strategy<Value = DeltaOp> {
                 coll: if z { Coll::ZSet } else { Coll::Set },
                 members
             }),
+        proptest::collection::vec(
+            (
+                any::<u32>(),
+                any::<u32>(),
+                proptest::collection::vec(bytes(), 0..3)
+            ),
+            0..4
+        )
+        .prop_map(|edits| DeltaOp::ListEdit {
+            edits: edits
+                .into_iter()
+                .map(|(at, remove, insert)| crate::value::ListEdit { at, remove, insert })
+                .collect()
+        }),
         proptest::collection::vec((0u16..16384, 0u8..64), 0..6)
             .prop_map(|registers| DeltaOp::HllMax { registers }),
         proptest::collection::vec((0u32..(crate::bits::MAX_LEN as u32), any::<u8>()), 0..6)

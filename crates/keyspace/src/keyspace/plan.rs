@@ -10,7 +10,7 @@ use crate::change::{ChangeKind, DeltaOp};
 use crate::delta::{self, StringOpError};
 use crate::number::add_texts;
 use crate::tombstones::Coll;
-use crate::value::{CounterValue, Entry, Value, ZSetValue};
+use crate::value::{CounterValue, Entry, ListEdit, ListValue, Value, ZSetValue};
 use crate::version::Version;
 
 /// What a command wants to do to one key; [`Txn::write`](super::Txn::write) makes it a Change.
@@ -85,6 +85,9 @@ pub enum Write {
         mask: u8,
         splice: DeltaOp,
     },
+    /// Edit the list (made if absent; removed when the edits empty it).
+    /// The edits were made against the list the command read.
+    List(Vec<ListEdit>),
     /// Set or clear (0) the expiry of an existing key.
     SetExpiry(u64),
     Delete,
@@ -107,9 +110,10 @@ impl From<ApplyError> for WriteError {
             // A base mismatch cannot happen locally: the delta was made from
             // the entry under the same lock. Report it as a type error
             // rather than panic.
-            ApplyError::WrongType | ApplyError::BaseMismatch { .. } | ApplyError::NotPrimary => {
-                WriteError::WrongType
-            }
+            ApplyError::WrongType
+            | ApplyError::BaseMismatch { .. }
+            | ApplyError::ListEdit
+            | ApplyError::NotPrimary => WriteError::WrongType,
         }
     }
 }
@@ -437,6 +441,7 @@ pub(super) fn plan(
             }
             return element_op(old, DeltaOp::Remove { coll, members });
         }
+        Write::List(edits) => return list_edits(old, edits),
         Write::SetExpiry(at) => {
             let Some(e) = old else { return Ok(None) };
             let saved = e.value.payload_len();
@@ -458,6 +463,48 @@ pub(super) fn plan(
         }
     };
     let (kind, saved) = kind_and_saved;
+    Ok(Some(Planned {
+        kind,
+        saved,
+        new_value: None,
+    }))
+}
+
+/// List edits: against an existing list, logged as the edits against its
+/// version (or a Delete when they empty it); on no key, the list they make
+/// from nothing, whole. Edits that do not fit are a bug of the command:
+/// refused, nothing logged.
+fn list_edits(old: Option<&Entry>, edits: Vec<ListEdit>) -> Result<Option<Planned>, WriteError> {
+    let list = match old {
+        Some(e) => Some(e.as_list().ok_or(WriteError::WrongType)?),
+        None => None,
+    };
+    let Some(l) = list else {
+        let mut l = ListValue::new();
+        if l.apply(&edits).is_err() {
+            return Ok(None);
+        }
+        return Ok(Some(Planned {
+            kind: ChangeKind::Full {
+                value: Value::List(Box::new(l)),
+                expire_at: 0,
+            },
+            saved: 0,
+            new_value: None,
+        }));
+    };
+    let kind = match l.len_after(&edits) {
+        None => return Ok(None),
+        Some(0) => ChangeKind::Delete,
+        Some(_) => ChangeKind::Delta {
+            base: old.map_or(Version::ZERO, |e| e.version),
+            op: DeltaOp::ListEdit { edits },
+        },
+    };
+    let saved = match &kind {
+        ChangeKind::Delta { op, .. } => l.payload_len().saturating_sub(delta::op_payload_len(op)),
+        _ => 0,
+    };
     Ok(Some(Planned {
         kind,
         saved,

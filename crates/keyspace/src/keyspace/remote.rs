@@ -240,7 +240,7 @@ fn resolve(
             None => unreachable!("meets a held counter"),
         },
         ChangeKind::Full {
-            value: Value::Str(_) | Value::Counter(_),
+            value: Value::Str(_) | Value::Counter(_) | Value::List(_),
             ..
         } => match entry {
             None if tombs.emptied_other(key, None).is_some_and(|h| h >= v) => {
@@ -335,6 +335,7 @@ fn resolve(
                 | DeltaOp::Patch { .. }
                 | DeltaOp::Checked { .. }
                 | DeltaOp::IncrBy(_)
+                | DeltaOp::ListEdit { .. }
                 | DeltaOp::SetExpiry(_)),
         } => match entry {
             // The key was a hash after v: a string write lost to it, an
@@ -370,6 +371,11 @@ fn resolve(
                     if e.as_str()
                         .is_none_or(|b| crate::bits::bytes_hash(b) != *base_hash) =>
                 {
+                    (NeedFull, None)
+                }
+                // Edits that do not fit the list held (or no list): the
+                // sender's whole list.
+                DeltaOp::ListEdit { edits } if e.as_list().is_none_or(|l| !l.fits(edits)) => {
                     (NeedFull, None)
                 }
                 _ => (Applied, Some(change)),

@@ -193,6 +193,7 @@ impl<'a> Txn<'a> {
             Write::HashDel(_) => Noticed::HashDel,
             Write::SetAdd(_) | Write::ZAdd(_) | Write::ZIncr { .. } => Noticed::Added,
             Write::Remove(_) => Noticed::Removed,
+            Write::List(_) => Noticed::List,
             Write::SetExpiry(at) => Noticed::Expiry(*at),
             Write::Delete => Noticed::Deleted,
         });
@@ -258,7 +259,7 @@ impl<'a> Txn<'a> {
             }
         }
         if let Some((what, key)) = noticed {
-            let removed = matches!(what, Noticed::HashDel | Noticed::Removed)
+            let removed = matches!(what, Noticed::HashDel | Noticed::Removed | Noticed::List)
                 && self.guards[s].1.get(&key).is_none();
             notices::push(Notice {
                 key,

@@ -134,6 +134,12 @@ pub(super) fn count(
             false => (NeedFull, None),
         },
         Some(e) => match &e.value {
+            // A list (a whole value, as a string of its own type): newer,
+            // it wins; older, the sender's counter replaces it.
+            Value::List(_) => match e.version >= v {
+                true => (lost(e.version, v), None),
+                false => (NeedFull, None),
+            },
             Value::Counter(c) => match c.held(v.site, float) {
                 Some(held) if held >= v => (lost(held, v), None),
                 _ if v < c.floor() => (ConflictLost, None),

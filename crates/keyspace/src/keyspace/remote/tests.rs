@@ -1309,6 +1309,10 @@ enum Op {
     /// version of its own, so EXPIRE on a key whose type the sites contest
     /// is out of scope (see the remote module's docs).
     Expire(u8, bool),
+    /// LPUSH (true) or RPUSH of elements.
+    Push(u8, bool, Vec<u8>),
+    /// LPOP (true) or RPOP of up to n elements.
+    Pop(u8, bool, u8),
 }
 
 #[derive(Debug, Clone)]
@@ -1331,6 +1335,8 @@ enum Action {
 /// sorted sets), 4 and 5 hold one collection type each.
 const SET_KEY: u8 = 4;
 const ZSET_KEY: u8 = 5;
+/// Lists are written to keys 0 and 1 (contested) and 10 (lists only).
+const LIST_KEY: u8 = 10;
 
 /// HyperLogLogs are written to keys 6 and 7, contested by PFADD, PFMERGE
 /// (from one to the other) and DEL; their clash with other writes of the
@@ -1392,6 +1398,18 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(k, r)| Op::PfAdd(k, r)),
         (hll_key(), hll_key()).prop_map(|(d, s)| Op::PfMerge(d, s)),
         (prop_oneof![Just(3u8), bit_key()], any::<bool>()).prop_map(|(k, p)| Op::Expire(k, p)),
+        (
+            prop_oneof![Just(0u8), Just(1u8), Just(LIST_KEY)],
+            any::<bool>(),
+            proptest::collection::vec(b'a'..b'e', 1..3)
+        )
+            .prop_map(|(k, l, v)| Op::Push(k, l, v)),
+        (
+            prop_oneof![Just(0u8), Just(1u8), Just(LIST_KEY)],
+            any::<bool>(),
+            1u8..3
+        )
+            .prop_map(|(k, l, n)| Op::Pop(k, l, n)),
     ]
 }
 
@@ -1417,7 +1435,7 @@ fn run_local(ks: &Keyspace, op: Op) {
         Op::SAdd(k, _) | Op::ZAdd(k, _) | Op::Rem(k, _) | Op::HIncr(k, ..) => key(*k),
         Op::IncrF(k, _) | Op::HIncrF(k, ..) | Op::ZIncr(k, ..) => key(*k),
         Op::PfAdd(k, _) | Op::PfMerge(k, _) | Op::SetBit(k, ..) => key(*k),
-        Op::Expire(k, _) => key(*k),
+        Op::Expire(k, _) | Op::Push(k, ..) | Op::Pop(k, ..) => key(*k),
     };
     if let Op::PfMerge(_, src) = &op {
         let src = key(*src);
@@ -1623,6 +1641,37 @@ fn run_local(ks: &Keyspace, op: Op) {
             Write::SetExpiry(if persist { 0 } else { now + 86_400_000 }),
         ),
         Op::SetBit(_, offset, on) => set_bit(&mut txn, &k, offset, on),
+        Op::Push(_, left, elements) => {
+            let len = match txn.get(&k).map(|e| e.as_list().map(|l| l.len())) {
+                None => 0,
+                Some(Some(n)) => n,
+                Some(None) => return,
+            };
+            let mut insert: Vec<Bytes> = elements.iter().map(|e| Bytes::from(vec![*e])).collect();
+            if left {
+                insert.reverse();
+            }
+            let at = if left { 0 } else { len as u32 };
+            let edit = crate::value::ListEdit {
+                at,
+                remove: 0,
+                insert,
+            };
+            txn.write(&k, Write::List(vec![edit]))
+        }
+        Op::Pop(_, left, n) => {
+            let Some(len) = txn.get(&k).and_then(|e| e.as_list().map(|l| l.len())) else {
+                return;
+            };
+            let n = (n as usize).min(len);
+            let at = if left { 0 } else { (len - n) as u32 };
+            let edit = crate::value::ListEdit {
+                at,
+                remove: n as u32,
+                insert: Vec::new(),
+            };
+            txn.write(&k, Write::List(vec![edit]))
+        }
     };
 }
 
