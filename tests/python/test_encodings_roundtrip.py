@@ -2,7 +2,8 @@
 
 Property test: for several seeds, a random workload over ~30 keys of every
 collection type (and strings, counters among them: INCR where partitions
-merge with another site) runs against site A (three nodes, one replica per
+merge with another site; and lists, pushed, popped, trimmed, set and
+removed from) runs against site A (three nodes, one replica per
 partition), with small encoding thresholds on every node so hashes, sets
 and sorted sets cross them both ways (grow past them, shrink back below).
 Site A replicates over WAN to site B (both ways linked, so partitions
@@ -289,6 +290,54 @@ class Model:
         e.value += v
         return len(e.value)
 
+    def push(self, k, left, vals):
+        self.get(k, "list")
+        e = self.make(k, "list", [])
+        for v in vals:
+            if left:
+                e.value.insert(0, v)
+            else:
+                e.value.append(v)
+        return len(e.value)
+
+    def pop(self, k, left, count):
+        e = self.get(k, "list")
+        if e is None:
+            return None
+        n = min(count, len(e.value))
+        if left:
+            got, e.value[:n] = e.value[:n], []
+        else:
+            got = e.value[len(e.value) - n:][::-1]
+            del e.value[len(e.value) - n:]
+        self.drop_if_empty(k)
+        return got
+
+    def lrem(self, k, count, v):
+        e = self.get(k, "list")
+        if e is None:
+            return 0
+        hits = [i for i, x in enumerate(e.value) if x == v]
+        hits = hits[:count] if count > 0 else hits[::-1][:-count] if count < 0 else hits
+        for i in sorted(hits, reverse=True):
+            del e.value[i]
+        self.drop_if_empty(k)
+        return len(hits)
+
+    def lset(self, k, index, v):
+        self.get(k, "list").value[index] = v
+        return True
+
+    def ltrim(self, k, start, stop):
+        e = self.get(k, "list")
+        if e is not None:
+            n = len(e.value)
+            start = max(n + start, 0) if start < 0 else start
+            stop = n + stop if stop < 0 else min(stop, n - 1)
+            e.value[:] = e.value[start:stop + 1] if start <= stop else []
+            self.drop_if_empty(k)
+        return True
+
     def delete(self, k):
         return int(self.keys.pop(k, None) is not None)
 
@@ -330,6 +379,8 @@ def norm_value(kind, v):
         return tuple(sorted(v.items()))
     if kind == "set":
         return tuple(sorted(v))
+    if kind == "list":
+        return tuple(v)
     return tuple(zsorted(v))
 
 
@@ -346,6 +397,9 @@ def encoding_of(e, copy):
     v = e.value
     if e.kind == "string":
         return "int" if is_int(v) else "embstr" if len(v) <= EMBSTR_MAX else "raw"
+    if e.kind == "list":
+        # Redis 7.2: one listpack while it would take at most 8 KiB.
+        return "listpack" if sum(map(len, v)) + 2 * len(v) + 7 <= 8192 else "quicklist"
     big = {"primary": e.big, "replica": e.rbig, "loaded": loaded_big(e)}[copy]
     if e.kind == "hash":
         return "hashtable" if big else "listpack"
@@ -358,11 +412,11 @@ def encoding_of(e, copy):
 
 # -- the random workload -------------------------------------------------------
 
-HOME = ["hash", "set", "zset", "string"]
+HOME = ["hash", "set", "zset", "string", "list"]
 
 
 def key_name(seed, i):
-    return f"enc{seed}:{HOME[i % 4]}:{i}".encode()
+    return f"enc{seed}:{HOME[i % len(HOME)]}:{i}".encode()
 
 
 def short_text(rng):
@@ -402,7 +456,7 @@ def next_op(rng, keys, model):
     one, now and then, expects WRONGTYPE (or makes a key of that type)."""
     i = rng.randrange(len(keys))
     k = keys[i]
-    kind = HOME[i % 4] if rng.random() > 0.03 else rng.choice(HOME)
+    kind = HOME[i % len(HOME)] if rng.random() > 0.03 else rng.choice(HOME)
     r = rng.random()
     if r < 0.04:
         return ("DEL", k), lambda: model.delete(k)
@@ -445,6 +499,23 @@ def next_op(rng, keys, model):
             return ("ZREMRANGEBYRANK", k, start, stop), lambda: model.zremrangebyrank(k, start, stop)
         count = rng.randrange(1, 3)
         return ("ZPOPMIN", k, count), lambda: model.zpopmin(k, count)
+    if kind == "list":
+        held = model.keys.get(k)
+        lst = held.value if held is not None and held.kind == "list" else None
+        if r < 0.45 or lst is None:
+            left, vals = rng.random() < 0.5, [a_value(rng) for _ in range(rng.randrange(1, 4))]
+            return ("LPUSH" if left else "RPUSH", k, *vals), lambda: model.push(k, left, vals)
+        if r < 0.7:
+            left, count = rng.random() < 0.5, rng.randrange(1, 3)
+            return ("LPOP" if left else "RPOP", k, count), lambda: model.pop(k, left, count)
+        if r < 0.8:
+            count, v = rng.randrange(-2, 3), rng.choice(lst)
+            return ("LREM", k, count, v), lambda: model.lrem(k, count, v)
+        if r < 0.9:
+            i, v = rng.randrange(-len(lst), len(lst)), a_value(rng)
+            return ("LSET", k, i, v), lambda: model.lset(k, i, v)
+        start, stop = rng.randrange(-3, 2), rng.randrange(-2, 6)
+        return ("LTRIM", k, start, stop), lambda: model.ltrim(k, start, stop)
     if r < 0.4:
         v = a_value(rng) if rng.random() < 0.8 else b"S" * rng.randrange(EMBSTR_MAX - 2, EMBSTR_MAX + 8)
         if rng.random() < 0.2:
@@ -466,7 +537,7 @@ def norm_reply(cmd, reply):
         return float(reply)
     if isinstance(reply, bool):
         return int(reply)
-    if cmd == "SET":
+    if cmd in ("SET", "LSET", "LTRIM"):
         return reply in (True, b"OK")
     return reply
 
@@ -524,6 +595,8 @@ def read_copy(node, keys, readonly):
                 v = tuple(sorted(zip(flat[0::2], flat[1::2])))
             elif t == "set":
                 v = tuple(sorted(c.call("SMEMBERS", k)))
+            elif t == "list":
+                v = tuple(c.call("LRANGE", k, 0, -1))
             elif t == "zset":
                 flat = c.call("ZRANGE", k, 0, -1, "WITHSCORES")
                 v = tuple((m, float(s)) for m, s in zip(flat[0::2], flat[1::2]))
