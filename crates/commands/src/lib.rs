@@ -23,6 +23,7 @@ pub mod number;
 pub mod object;
 pub mod sampling;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 pub mod table;
 pub mod zsets;

@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 
 use crate::zsets::{algebra as za, range as zr, scan as zs, write as zw};
 use crate::{
-    bitfield, bitops, bits, dump, hashes, hyperloglog, keys, lcs, lists, object, sets, strings,
-    Handler,
+    bitfield, bitops, bits, dump, hashes, hyperloglog, keys, lcs, lists, object, sets, sort,
+    strings, Handler,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -287,6 +287,8 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("hstrlen", 3, R | F, KEY1, "hash", "3.2.0", Some(hashes::hstrlen), "Returns the length of the value of a field."),
     cmd!("hscan", -3, R, KEY1, "hash", "2.8.0", Some(hashes::hscan), "Iterates over fields and values of a hash."),
     cmd!("hrandfield", -2, R, KEY1, "hash", "6.2.0", Some(hashes::hrandfield), "Returns one or more random fields from a hash."),
+    cmd!("sort", -2, W | M, KEY1, "generic", "1.0.0", Some(sort::sort), "Sorts the elements in a list, a set, or a sorted set, optionally storing the result."),
+    cmd!("sort_ro", -2, R, KEY1, "generic", "7.0.0", Some(sort::sort_ro), "Returns the sorted elements of a list, a set, or a sorted set."),
     // lists
     cmd!("lpush", -3, W | M | F, KEY1, "list", "1.0.0", Some(lists::lpush), "Prepends one or more elements to a list. Creates the key if it doesn't exist."),
     cmd!("rpush", -3, W | M | F, KEY1, "list", "1.0.0", Some(lists::rpush), "Appends one or more elements to a list. Creates the key if it doesn't exist."),
