@@ -19,8 +19,8 @@
 #   PYTHON=path             use this interpreter instead of ./.venv
 #   PYTEST_TIMEOUT=secs     hard limit for the pytest step (default 1800)
 #   SKIP_REDIS_SUITE=1      skip step 5
-#   REDIS_SUITE_MIN_PERCENT=N     fail step 5 below N% of what Redis passes (default 90: the
-#                           level reached, 92.9%, less some margin for tests that vary
+#   REDIS_SUITE_MIN_PERCENT=N     fail step 5 below N% of what Redis passes (default 92: the
+#                           level reached, 95.1% with lists, less some margin for tests that vary
 #                           between runs; issue 38 asks for 85)
 #   REDIS_SUITE_UNIT_MIN="unit=N ..."  per-unit gates (default: 90% for each data-type unit
 #                           of issue 39: set, zset, incr, bitops, hyperloglog)
@@ -158,7 +158,7 @@ elif [ "${DELTAGRID_TEST_TARGET:-deltagrid}" = "redis" ]; then
     section "tests/redis-suite/run.sh: skipped (DELTAGRID_TEST_TARGET=redis)"
 else
     section "tests/redis-suite/run.sh (Redis 7.0.15's Tcl units: deltagrid vs redis-server)"
-    REDIS_SUITE_MIN_PERCENT="${REDIS_SUITE_MIN_PERCENT:-90}" \
+    REDIS_SUITE_MIN_PERCENT="${REDIS_SUITE_MIN_PERCENT:-92}" \
     REDIS_SUITE_UNIT_MIN="${REDIS_SUITE_UNIT_MIN:-unit/type/set=90 unit/type/zset=90 unit/type/incr=90 unit/bitops=90 unit/hyperloglog=90}" \
         bash tests/redis-suite/run.sh
 fi

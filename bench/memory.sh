@@ -6,6 +6,7 @@
 #   hash    5 fields (`field:N` = `value:N`)
 #   set     10 members (`member:N`)
 #   zset    10 members (scores 0..9)
+#   list    10 elements (`element:N`; not in TYPES unless named: no target)
 # For each shape both servers start empty, KEYS keys go in through
 # `redis-cli --pipe`, and per key it prints: the RSS growth of each process
 # and their ratio, deltagrid's mean `MEMORY USAGE` over 100 keys spread over
@@ -41,6 +42,7 @@ commands() {
             if (t == "string") { printf "SET string:%09d value:%010d\n", i, i; continue }
             if (t == "hash") { line = sprintf("HSET hash:%011d", i); for (j = 0; j < m; j++) line = line " field:" j " value:" j }
             else if (t == "set") { line = sprintf("SADD set:%012d", i); for (j = 0; j < m; j++) line = line " member:" j }
+            else if (t == "list") { line = sprintf("RPUSH list:%011d", i); for (j = 0; j < m; j++) line = line " element:" j }
             else { line = sprintf("ZADD zset:%011d", i); for (j = 0; j < m; j++) line = line " " j " member:" j }
             print line
         }
@@ -56,7 +58,7 @@ load() {
 
 # usage_mean PORT TYPE: the mean MEMORY USAGE of 100 keys spread over the
 # load (key names: the shape, a colon and the index, zero-padded to 16 bytes).
-declare -A width=([string]=9 [hash]=11 [set]=12 [zset]=11)
+declare -A width=([string]=9 [hash]=11 [set]=12 [zset]=11 [list]=11)
 usage_mean() {
     awk -v n="$KEYS" -v t="$2" -v w="${width[$2]}" 'BEGIN {
         for (j = 0; j < 100; j++) printf "MEMORY USAGE %s:%0*d\n", t, w, int(j * n / 100) }' |
