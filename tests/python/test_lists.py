@@ -16,7 +16,7 @@ import time
 import pytest
 
 from helpers import NOT_INT, SYNTAX, WRONGTYPE, arity, v, wait_until
-from helpers_net import RespConn, bulk, bulks, err_bytes
+from helpers_net import RespConn, RespError, bulk, bulks, err_bytes
 
 pytestmark = pytest.mark.shared_server
 
@@ -895,3 +895,22 @@ def test_keyspace_notifications(make_server):
             assert got(listener, 1) == [("__keyspace@0__:__marker", "set")]
         finally:
             c.call("CONFIG", "SET", "notify-keyspace-events", "")
+
+
+@pytest.mark.deltagrid_only
+def test_object_encoding_follows_list_max_listpack_size(make_server):
+    # Redis 7.0 (the reference target) calls every list a quicklist;
+    # deltagrid answers as Redis 7.2, the version it reports.
+    s = make_server()
+    with RespConn.to(s) as c:
+        c.call("RPUSH", "small", "a", "b", "c")
+        c.call("RPUSH", "big", *(["x" * 1000] * 9))
+        assert c.call("OBJECT", "ENCODING", "small") == b"listpack"
+        assert c.call("OBJECT", "ENCODING", "big") == b"quicklist"  # over 8 KiB
+        assert c.call("CONFIG", "GET", "list-max-listpack-size") == [b"list-max-listpack-size", b"-2"]
+        assert c.call("CONFIG", "SET", "list-max-listpack-size", "2") == "OK"
+        assert c.call("OBJECT", "ENCODING", "small") == b"quicklist"
+        assert c.call("CONFIG", "SET", "list-max-ziplist-size", "-3") == "OK"
+        assert c.call("OBJECT", "ENCODING", "big") == b"listpack"  # 16 KiB
+        assert c.call("CONFIG", "GET", "list-max-listpack-size") == [b"list-max-listpack-size", b"-3"]
+        assert isinstance(c.call("CONFIG", "SET", "list-max-listpack-size", "x"), RespError)

@@ -116,9 +116,7 @@ pub fn value_len(v: &Value) -> usize {
                     }
                 }
         }
-        Value::List(l) => {
-            varint_len(l.len() as u64) + l.iter().map(bytes_len).sum::<usize>()
-        }
+        Value::List(l) => varint_len(l.len() as u64) + l.iter().map(bytes_len).sum::<usize>(),
         Value::Set(set) => {
             varint_len(set.len() as u64)
                 + set

@@ -12,7 +12,7 @@
 //! serves a process). Sorted sets likewise take their small form up to
 //! the process's zset thresholds, which [`Encodings`] sets too.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 use crate::value::{HashValue, ListValue, SetValue, ZSetValue};
 
@@ -25,9 +25,9 @@ const MAX_LISTPACK_VALUE: usize = 64;
 static SET_MAX_ENTRIES: AtomicUsize = AtomicUsize::new(SET_MAX_LISTPACK_ENTRIES);
 static SET_MAX_VALUE: AtomicUsize = AtomicUsize::new(MAX_LISTPACK_VALUE);
 
-/// Redis 7.2's `list-max-listpack-size` default (-2): a list whose
-/// listpack would take up to 8 KiB is one listpack, else a quicklist.
-const LIST_MAX_LISTPACK_BYTES: usize = 8 << 10;
+/// Redis 7.2's `list-max-listpack-size` default (-2: a list whose
+/// listpack would take up to 8 KiB is one listpack, else a quicklist).
+const LIST_MAX_LISTPACK_SIZE: i64 = -2;
 
 /// Redis 7.2's defaults for hashes.
 const HASH_MAX_LISTPACK_ENTRIES: usize = 128;
@@ -75,6 +75,7 @@ pub fn set_limits() -> SetLimits {
 pub struct Encodings {
     zset_max_entries: AtomicUsize,
     zset_max_value: AtomicUsize,
+    list_max_size: AtomicI64,
 }
 
 impl Default for Encodings {
@@ -82,6 +83,7 @@ impl Default for Encodings {
         Encodings {
             zset_max_entries: AtomicUsize::new(128),
             zset_max_value: AtomicUsize::new(MAX_LISTPACK_VALUE),
+            list_max_size: AtomicI64::new(LIST_MAX_LISTPACK_SIZE),
         }
     }
 }
@@ -171,11 +173,27 @@ impl Encodings {
         ZSetValue::set_limits(self.zset_max_entries(), n);
     }
 
-    /// A list Redis 7.2 would hold in one listpack (at its default
-    /// `list-max-listpack-size`): its elements with a listpack's 2 bytes
-    /// of header each and the listpack's 7, within 8 KiB. The list's form
-    /// here is the same either way ([`ListValue`]).
+    /// A list Redis 7.2 would hold in one listpack, by
+    /// `list-max-listpack-size`: at most that many elements when
+    /// positive; when negative (-1 to -5), a listpack of at most 4, 8, 16,
+    /// 32 or 64 KiB (its elements with 2 bytes of header each and the
+    /// listpack's 7). The list's form here is the same either way
+    /// ([`ListValue`]).
     pub fn list_is_small(&self, l: &ListValue) -> bool {
-        l.payload_len() + 2 * l.len() + 7 <= LIST_MAX_LISTPACK_BYTES
+        match self.list_max_size() {
+            n if n > 0 => l.len() as i64 <= n,
+            n => {
+                let bytes = 4096usize << (n.clamp(-5, -1).unsigned_abs() - 1);
+                l.payload_len() + 2 * l.len() + 7 <= bytes
+            }
+        }
+    }
+
+    pub fn list_max_size(&self) -> i64 {
+        self.list_max_size.load(Ordering::Relaxed)
+    }
+
+    pub fn set_list_max_size(&self, n: i64) {
+        self.list_max_size.store(n, Ordering::Relaxed);
     }
 }

@@ -391,8 +391,14 @@ static PARAMS: &[Param] = &[
     Param {
         name: "list-max-listpack-size",
         alias: Some("list-max-ziplist-size"),
-        get: |_| "-2".into(),
-        set: Some(|_, v| only(v, "-2", NOT_YET)),
+        get: |n| n.ks.encodings().list_max_size().to_string(),
+        set: Some(|_, v| {
+            let v = int(v)?;
+            if i32::try_from(v).is_err() {
+                return Err("argument must be between -2147483648 and 2147483647 inclusive".into());
+            }
+            Ok(Box::new(move |n| n.ks.encodings().set_list_max_size(v)))
+        }),
     },
     Param {
         name: "databases",
