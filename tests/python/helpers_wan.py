@@ -340,7 +340,7 @@ def digest(site_or_nodes):
             if t != "none":
                 kinds[k] = (t, ttl)
         read_of = {"hash": ("HGETALL",), "set": ("SMEMBERS",),
-                   "zset": ("ZRANGE", 0, -1, "WITHSCORES")}
+                   "zset": ("ZRANGE", 0, -1, "WITHSCORES"), "list": ("LRANGE", 0, -1)}
         reads = [(read_of.get(t, ("GET",))[0], k, *read_of.get(t, ("GET",))[1:])
                  for k, (t, _) in kinds.items()]
         values = _pipelined(r, reads)
@@ -351,6 +351,8 @@ def digest(site_or_nodes):
                 v = tuple(sorted(v.items()))
             elif t == "set":
                 v = tuple(sorted(v))
+            elif t == "list":
+                v = tuple(v)
             elif t == "zset":
                 # a flat [member, score, ...] reply (raw command, RESP2)
                 if v and not isinstance(v[0], (tuple, list)):

@@ -12,7 +12,10 @@ bases and full values are asked for while nodes die. Both set bits of the
 same bitmaps (SETBIT 1, which merges by OR: every acknowledged bit must
 be set at both), and set and clear bits of other shared bitmaps (SETBIT
 0 is an assignment: only convergence is checked there). BITFIELD does
-not merge and is left out.
+not merge and is left out. Each writer pushes onto a list of its own
+(every acknowledged element must be there, in order) and onto lists both
+sites push to (a list merges as a whole value, last writer wins: only
+convergence is checked there).
 
 `CHAOS_ROUNDS` (default 4: two kills per site) and `CHAOS_SEED` make it
 longer or another sequence: `CHAOS_ROUNDS=40 pytest test_wan_chaos.py`;
@@ -38,6 +41,7 @@ SHARED_STRINGS = 8
 SHARED_SETS = 8
 SHARED_COUNTERS = 4
 SHARED_BITMAPS = 4
+SHARED_LISTS = 4
 
 
 class Writer(threading.Thread):
@@ -61,6 +65,7 @@ class Writer(threading.Thread):
         self.increments = {}  # counter -> [acknowledged, attempted]
         self.score_increments = {}  # (sorted set, member) -> [acknowledged, attempted]
         self.bits = set()   # (bitmap, offset) of acknowledged SETBIT 1s on the bitmaps only ever raised
+        self.pushed = []    # acknowledged RPUSHes onto the writer's own list, in order
         self.unknown = set()  # keys a failed DEL may or may not have removed
         self.missed = []    # keys a DEL did not find though their SET was acknowledged
         self.acked = 0
@@ -138,6 +143,14 @@ class Writer(threading.Thread):
                 self.bits.add((key, offset))
             else:
                 rc.setbit(f"shared:bx{i % SHARED_BITMAPS}", self.rng.randrange(256), self.rng.randrange(2))
+        elif op == 1 and (i // 9) % 2 == 0:
+            # A list of its own (every acknowledged push kept, in order) and
+            # lists both sites push to (whole values: convergence only).
+            if (i // 18) % 2 == 0:
+                rc.rpush(f"{self.prefix}:list", str(i))
+                self.pushed.append(str(i))
+            else:
+                rc.lpush(f"shared:l{i % SHARED_LISTS}", f"{self.prefix}:{i}")
         elif op == 3:
             h, f, v = f"shared:{i % SHARED_HASHES}", f"{self.prefix}:{i}", f"v{i}"
             rc.hset(h, f, v)
@@ -283,6 +296,10 @@ def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tm
                 if kind == "zset" and (m.encode(), score) in held:
                     continue
                 lost.append((key, m, score))
+            held = iter(contents.get(f"{w.prefix}:list".encode(), (None, ()))[1])
+            # Acknowledged pushes in order; an unacknowledged one may be between.
+            if not all(any(x == e.encode() for x in held) for e in w.pushed):
+                lost.append((f"{w.prefix}:list", "pushes", len(w.pushed)))
             for key, offset in w.bits:
                 held = contents.get(key.encode(), (None, b""))[1]
                 if not (offset // 8 < len(held) and held[offset // 8] >> (7 - offset % 8) & 1):
@@ -304,6 +321,7 @@ def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tm
         acked = sum(len(w.values) + len(w.deleted) + len(w.fields) + len(w.members) + len(w.bits) for w in ws)
         assert acked > 1000, f"too few writes to judge: {acked} (errors {errors})"
         assert all(w.bits for w in ws), "a writer set no bit of the shared bitmaps"
+        assert all(w.pushed for w in ws), "a writer pushed onto no list"
         assert not lost, f"{len(lost)} of {acked} acknowledged writes missing or wrong, e.g. {lost[:5]}"
         # The shared strings made sites ask for full values (counters of
         # the nodes that were not restarted since).
