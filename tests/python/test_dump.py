@@ -254,6 +254,9 @@ def fill(c):
     c.zadd("z_lp", {"a": 1.5, "b": 2, "c": -1e300, "d": float("inf")})  # listpack
     c.zadd("z_sl", {f"m{i}": i * 1.25 for i in range(300)})  # skiplist
     c.zadd("z_long", {"x" * 100: 1})  # skiplist (long member)
+    c.rpush("l_small", "a", 1, "b", -2 ** 40)  # one packed node
+    c.rpush("l_big", *[f"e{i}" * 20 for i in range(1000)])  # many nodes
+    c.rpush("l_plain", "p" * 10000, "q")  # a plain node (large element)
 
 
 def snapshot(c):
@@ -268,6 +271,8 @@ def snapshot(c):
             out[k] = set(c.smembers(k))
         elif t == b"zset":
             out[k] = c.zrange(k, 0, -1, withscores=True)
+        elif t == b"list":
+            out[k] = c.lrange(k, 0, -1)
         else:
             out[k] = t
     return out
