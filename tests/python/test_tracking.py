@@ -177,6 +177,11 @@ WRITES = {
     "zpopmin": ([("ZADD", "z", "1", "a")], [("ZCARD", "z")], ("ZPOPMIN", "z"), {b"z"}),
     "setbit": ([("SET", "b", "")], [("GETBIT", "b", "3")], ("SETBIT", "b", "3", "1"), {b"b"}),
     "pfadd": ([("PFADD", "p", "x")], [("PFCOUNT", "p")], ("PFADD", "p", "y"), {b"p"}),
+    "lpush": ([("RPUSH", "l", "a")], [("LRANGE", "l", "0", "-1")], ("LPUSH", "l", "b"), {b"l"}),
+    "rpop_last": ([("RPUSH", "l", "a")], [("LLEN", "l")], ("RPOP", "l"), {b"l"}),
+    "lmove": ([("RPUSH", "src", "a"), ("RPUSH", "dst", "b")], [("LINDEX", "src", "0"), ("LPOS", "dst", "b")],
+              ("LMOVE", "src", "dst", "LEFT", "RIGHT"), {b"src", b"dst"}),
+    "sort_store": ([("RPUSH", "l", "2", "1")], [("LRANGE", "d", "0", "-1")], ("SORT", "l", "STORE", "d"), {b"d"}),
 }
 
 
