@@ -212,10 +212,11 @@ pub fn value_heap(value: &Value) -> usize {
     }
 }
 
-/// A list's heap bytes: the boxed list, its ring buffer's room (an
-/// element inline up to 30 bytes), and a block per longer element.
+/// A list's heap bytes: the boxed list and its elements' blocks (one
+/// packed block, or a ring buffer and the elements past 30 bytes:
+/// [`ListValue::heap_bytes`]).
 pub fn list_heap(l: &ListValue) -> usize {
-    chunk(size_of::<ListValue>()) + chunk(l.capacity() * size_of::<StrValue>()) + l.elements_heap()
+    chunk(size_of::<ListValue>()) + l.heap_bytes()
 }
 
 /// What an entry of a `key_len`-byte key owns beside its map slot: the

@@ -18,15 +18,11 @@ fn pop(txn: &mut Txn, key: &[u8], left: bool, count: usize) -> Result<Vec<Bytes>
         return Ok(Vec::new());
     };
     let n = count.min(l.len());
+    let copy = Bytes::copy_from_slice;
     let (popped, e): (Vec<Bytes>, ListEdit) = match left {
-        true => (
-            (0..n).filter_map(|i| l.get_bytes(i)).collect(),
-            edit(0, n, Vec::new()),
-        ),
+        true => (l.iter().take(n).map(copy).collect(), edit(0, n, Vec::new())),
         false => (
-            (0..n)
-                .filter_map(|i| l.get_bytes(l.len() - 1 - i))
-                .collect(),
+            l.iter().rev().take(n).map(copy).collect(),
             edit(l.len() - n, n, Vec::new()),
         ),
     };
