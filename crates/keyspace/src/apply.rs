@@ -323,28 +323,24 @@ fn put_full(
         // apply comes without one).
         at = at.or_else(|| part.index_of(key));
         match (
-            held(part, at, key).map(|e| {
-                (
-                    !e.value.same_type(&value),
-                    e.version,
-                    e.value.is_collection(),
-                )
-            }),
+            held(part, at, key).map(|e| (!e.value.same_type(&value), e.version)),
             &value,
         ) {
             // A collection replacing a value of another type: that
             // value's overwrite still holds older elements back.
-            (Some((true, old, _)), v) if v.is_collection() => part.tombstones.deleted(key, old),
-            // A counter replacing a collection: what of it is older than
-            // the collection was overwritten by it. (A list is a whole
-            // value: replaced as a string is.)
-            (Some((true, old, true)), Value::Counter(_)) => {
+            (Some((true, old)), v) if v.is_collection() => part.tombstones.deleted(key, old),
+            // A counter replacing a collection or a list: what of it is
+            // older than the collection or list was overwritten by it (at
+            // a site where the list lost, `overwrite_loses` did the same).
+            (Some((true, old)), Value::Counter(_)) => {
                 part.tombstones.deleted(key, old);
                 if let Value::Counter(c) = &mut value {
                     c.prune_older(old);
                 }
             }
-            (_, Value::Str(_) | Value::List(_)) => part.tombstones.overwritten(key, version),
+            // (Not a list: a counter written later does not join with a
+            // list, so the floors it must be pruned to stay.)
+            (_, Value::Str(_)) => part.tombstones.overwritten(key, version),
             _ => {}
         }
         if let Some(coll) = value.coll() {

@@ -246,9 +246,19 @@ fn resolve(
             None if tombs.emptied_other(key, None).is_some_and(|h| h >= v) => {
                 overwrite_loses(None, tombs, change)
             }
-            Some(e) if e.version >= v => match coll {
-                Some(c) => overwrite_loses(Some(c), tombs, change),
-                None => (lost(e.version, v), None),
+            Some(e) if e.version >= v => match (coll, &e.value, &change.kind) {
+                (Some(c), ..) => overwrite_loses(Some(c), tombs, change),
+                // A list overwrote the key at v: what of a newer counter
+                // is older goes, as where the counter replaced the list.
+                (
+                    None,
+                    Value::Counter(c),
+                    ChangeKind::Full {
+                        value: Value::List(_),
+                        ..
+                    },
+                ) if c.has_older_than(v) => overwrite_loses(Some(&e.value), tombs, change),
+                (None, ..) => (lost(e.version, v), None),
             },
             _ => (Applied, Some(change)),
         },

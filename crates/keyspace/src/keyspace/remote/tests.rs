@@ -1335,9 +1335,8 @@ enum Action {
 /// sorted sets), 4 and 5 hold one collection type each.
 const SET_KEY: u8 = 4;
 const ZSET_KEY: u8 = 5;
-/// Lists are written to key 4 (contested by sets) and 10 (lists only). A
-/// list racing a counter on one key is not covered (docs/data-types.md,
-/// known limits).
+/// Lists are written to keys 0 and 1 (contested by every type) and 10
+/// (lists only).
 const LIST_KEY: u8 = 10;
 
 /// HyperLogLogs are written to keys 6 and 7, contested by PFADD, PFMERGE
@@ -1401,13 +1400,13 @@ fn op() -> impl Strategy<Value = Op> {
         (hll_key(), hll_key()).prop_map(|(d, s)| Op::PfMerge(d, s)),
         (prop_oneof![Just(3u8), bit_key()], any::<bool>()).prop_map(|(k, p)| Op::Expire(k, p)),
         (
-            prop_oneof![Just(SET_KEY), Just(LIST_KEY)],
+            prop_oneof![Just(0u8), Just(1u8), Just(LIST_KEY)],
             any::<bool>(),
             proptest::collection::vec(b'a'..b'e', 1..3)
         )
             .prop_map(|(k, l, v)| Op::Push(k, l, v)),
         (
-            prop_oneof![Just(SET_KEY), Just(LIST_KEY)],
+            prop_oneof![Just(0u8), Just(1u8), Just(LIST_KEY)],
             any::<bool>(),
             1u8..3
         )
