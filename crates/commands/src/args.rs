@@ -5,12 +5,23 @@ use bytes::Bytes;
 use crate::error::CmdError;
 use crate::number;
 
+// The hot helpers below match rather than `ok_or(CmdError::..)`: that
+// builds the error on the success path too and drops it there, by a call
+// to `CmdError`'s drop glue (not inlined: some variants own a String),
+// about 1% of an INCR's server CPU at -P 16.
+
 pub fn int(arg: &[u8]) -> Result<i64, CmdError> {
-    number::parse_i64(arg).ok_or(CmdError::NotInteger)
+    match number::parse_i64(arg) {
+        Some(n) => Ok(n),
+        None => Err(CmdError::NotInteger),
+    }
 }
 
 pub fn float(arg: &[u8]) -> Result<f64, CmdError> {
-    number::parse_f64(arg).ok_or(CmdError::NotFloat)
+    match number::parse_f64(arg) {
+        Some(n) => Ok(n),
+        None => Err(CmdError::NotFloat),
+    }
 }
 
 /// Case-insensitive keyword comparison (`kw` is upper case).

@@ -47,15 +47,30 @@ fn pairs(a: &[&[u8]], name: &str) -> Result<Vec<(Bytes, Bytes)>, CmdError> {
 
 fn set_fields(ctx: &mut Ctx, key: &[u8], fields: Vec<(Bytes, Bytes)>) -> Result<usize, CmdError> {
     let mut txn = ctx.ks.txn([key], ctx.client_id);
+    // Matched, not `ok_or(CmdError::..)`: see `args::int`.
+    let held = match txn.get(key) {
+        None => None,
+        Some(e) => match e.as_hash() {
+            Some(h) => Some(h),
+            None => return Err(CmdError::WrongType),
+        },
+    };
+    // One field (HSET's usual form) is new unless the hash holds it: known
+    // before the write, so the hash is not looked up again after it.
+    if let [(name, _)] = &fields[..] {
+        let added = held.is_none_or(|h| h.get(name).is_none()) as usize;
+        txn.write(key, Write::HashSet(fields))?;
+        return Ok(added);
+    }
     // Setting fields only adds or replaces: the new ones are what the
     // hash grew by (a name given twice counts once, as in Redis).
-    let len = |txn: &mut keyspace::Txn| match txn.get(key) {
-        None => Ok(0),
-        Some(e) => e.as_hash().map(HashValue::len).ok_or(CmdError::WrongType),
-    };
-    let before = len(&mut txn)?;
+    let before = held.map_or(0, HashValue::len);
     txn.write(key, Write::HashSet(fields))?;
-    Ok(len(&mut txn)?.saturating_sub(before))
+    let after = txn
+        .get(key)
+        .and_then(|e| e.as_hash())
+        .map_or(0, HashValue::len);
+    Ok(after.saturating_sub(before))
 }
 
 pub fn hset(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {

@@ -15,7 +15,10 @@ use crate::{Ctx, MAX_STRING};
 fn get_str(txn: &mut keyspace::Txn, key: &[u8]) -> Result<Option<Bytes>, CmdError> {
     match txn.get(key) {
         None => Ok(None),
-        Some(e) => e.str_bytes().map(Some).ok_or(CmdError::WrongType),
+        Some(e) => match e.str_bytes() {
+            Some(b) => Ok(Some(b)),
+            None => Err(CmdError::WrongType),
+        },
     }
 }
 
@@ -30,7 +33,10 @@ pub fn get(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
     let mut txn = ctx.ks.txn([a[1]], ctx.client_id);
     match txn.get(a[1]) {
         None => ctx.out.null(),
-        Some(e) => ctx.out.bulk(e.as_str().ok_or(CmdError::WrongType)?),
+        Some(e) => match e.as_str() {
+            Some(s) => ctx.out.bulk(s),
+            None => return Err(CmdError::WrongType),
+        },
     }
     Ok(())
 }
@@ -331,11 +337,17 @@ pub fn msetnx(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> Result<(), CmdError> {
     let mut txn = ctx.ks.txn([key], ctx.client_id);
     // Read in place: a clone of the value would allocate its shared header.
+    // Matched, not `ok_or(CmdError::..)`: see `args::int`.
     let current = match txn.get(key) {
-        Some(e) => args::int(e.as_str().ok_or(CmdError::WrongType)?)?,
+        Some(e) => match e.as_str() {
+            Some(s) => args::int(s)?,
+            None => return Err(CmdError::WrongType),
+        },
         None => 0,
     };
-    let new = current.checked_add(by).ok_or(CmdError::Overflow)?;
+    let Some(new) = current.checked_add(by) else {
+        return Err(CmdError::Overflow);
+    };
     txn.write(key, Write::Str(DeltaOp::IncrBy(by)))?;
     drop(txn);
     ctx.out.int(new);
