@@ -9,7 +9,8 @@ import time
 import pytest
 
 from helpers import WRONGTYPE, arity, wait_until
-from helpers_net import RespConn, bulks, err_bytes
+from helpers_clients import blocked_clients, blocked_ids, connect, wait_blocked
+from helpers_net import bulks, err_bytes
 
 pytestmark = pytest.mark.shared_server
 
@@ -37,32 +38,8 @@ def mpopped(key, *pairs, resp3=False):
     return out
 
 
-def blocked_ids(conn):
-    ids = set()
-    for line in conn.call("CLIENT", "LIST").decode().splitlines():
-        fields = dict(f.split("=", 1) for f in line.split(" ") if "=" in f)
-        if "b" in fields["flags"]:
-            ids.add(int(fields["id"]))
-    return ids
 
 
-def blocked_clients(conn):
-    info = conn.call("INFO", "clients").decode()
-    return int(info.split("blocked_clients:")[1].split("\r\n")[0])
-
-
-def wait_blocked(conn, *clients):
-    """Waits until every client of `clients` (RespConns, by id) is blocked."""
-    want = {c.id for c in clients}
-    wait_until(lambda: want <= blocked_ids(conn), message=f"clients {want} blocked")
-
-
-def connect(server, resp3=False):
-    c = RespConn.to(server)
-    if resp3:
-        c.call("HELLO", "3")
-    c.id = c.client_id()
-    return c
 
 
 def test_immediate_pops(conn):

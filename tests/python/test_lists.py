@@ -16,6 +16,7 @@ import time
 import pytest
 
 from helpers import NOT_INT, SYNTAX, WRONGTYPE, arity, v, wait_until
+from helpers_clients import blocked_clients, blocked_ids, connect, got, wait_blocked
 from helpers_net import RespConn, RespError, bulk, bulks, err_bytes
 
 pytestmark = pytest.mark.shared_server
@@ -44,32 +45,8 @@ def mpopped(key, *items):
     return b"*2\r\n" + bulk(key) + bulks(*items)
 
 
-def blocked_ids(conn):
-    ids = set()
-    for line in conn.call("CLIENT", "LIST").decode().splitlines():
-        fields = dict(f.split("=", 1) for f in line.split(" ") if "=" in f)
-        if "b" in fields["flags"]:
-            ids.add(int(fields["id"]))
-    return ids
 
 
-def blocked_clients(conn):
-    info = conn.call("INFO", "clients").decode()
-    return int(info.split("blocked_clients:")[1].split("\r\n")[0])
-
-
-def wait_blocked(conn, *clients):
-    """Waits until every client of `clients` (RespConns, by id) is blocked."""
-    want = {c.id for c in clients}
-    wait_until(lambda: want <= blocked_ids(conn), message=f"clients {want} blocked")
-
-
-def connect(server, resp3=False):
-    c = RespConn.to(server)
-    if resp3:
-        c.call("HELLO", "3")
-    c.id = c.client_id()
-    return c
 
 
 # -- errors ------------------------------------------------------------------
@@ -827,15 +804,6 @@ def test_integer_elements(r):
 
 
 # -- keyspace notifications --------------------------------------------------
-
-def got(listener, n):
-    """The next `n` notifications as (channel, payload) text pairs."""
-    out = []
-    for _ in range(n):
-        m = listener.read(timeout=5)
-        assert m[0] == b"pmessage", m
-        out.append((m[2].decode(), m[3].decode()))
-    return out
 
 
 def test_keyspace_notifications(make_server):

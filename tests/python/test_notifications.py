@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from helpers_clients import got
 from helpers_net import RespConn
 
 
@@ -20,15 +21,6 @@ def events(server):
     listener.close()
     c.close()
 
-
-def got(listener, n):
-    """The next `n` notifications as (channel, payload) text pairs."""
-    out = []
-    for _ in range(n):
-        m = listener.read(timeout=5)
-        assert m[0] == b"pmessage", m
-        out.append((m[2].decode(), m[3].decode()))
-    return out
 
 
 def nothing_more(listener, c):

@@ -35,6 +35,32 @@ pub fn timeout_ms(arg: &[u8]) -> Result<u64, CmdError> {
     Ok(ms as u64)
 }
 
+/// What a pop from the first non-empty key took: the key and its items.
+pub type Popped<'k, T> = (&'k [u8], Vec<T>);
+
+/// Pops with `pop` from the first key of `keys` it takes anything from,
+/// under one lock of their partitions. A key of another type is
+/// WRONGTYPE, or passed over when `skip_others` (a blocked client served
+/// again: Redis 7.0 serves it only from a key of the type it waits for).
+pub fn pop_first<'k, T>(
+    ctx: &mut Ctx,
+    keys: &[&'k [u8]],
+    skip_others: bool,
+    mut pop: impl FnMut(&mut keyspace::Txn, &[u8]) -> Result<Vec<T>, CmdError>,
+) -> Result<Option<Popped<'k, T>>, CmdError> {
+    let mut txn = ctx.ks.txn(keys.iter().copied(), ctx.client_id);
+    for key in keys {
+        let items = match pop(&mut txn, key) {
+            Err(CmdError::WrongType) if skip_others => continue,
+            r => r?,
+        };
+        if !items.is_empty() {
+            return Ok(Some((key, items)));
+        }
+    }
+    Ok(None)
+}
+
 /// Nothing to take from `keys`: outside MULTI the command waits for them
 /// (see [`Ctx::wait`]); inside it answers as on a timeout (a null array).
 pub fn wait_or_null(ctx: &mut Ctx, keys: &[&[u8]], timeout_ms: u64) {

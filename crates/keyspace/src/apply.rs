@@ -97,57 +97,26 @@ pub fn apply_change_at(
                 | DeltaOp::Patch { .. }
                 | DeltaOp::IncrBy(_)
                 | DeltaOp::Checked { .. }),
-        } => {
-            // One lookup at most; the closure checks before it changes
-            // anything.
-            let applied = update_held(part, at, key, |e| {
-                if e.version != *base {
-                    return Err(ApplyError::BaseMismatch {
-                        want: *base,
-                        have: Some(e.version),
-                    });
+        } => on_base(part, at, key, *base, change.version, |value| {
+            match (value, op) {
+                (Value::Str(held), DeltaOp::IncrBy(by)) => delta::incr_in_place(held, *by)?,
+                (Value::Str(held), op) => *held = delta::apply_string_op(held, op)?.into(),
+                // A whole-string write of a counter: an assignment.
+                (Value::Counter(c), op) => {
+                    let text = delta::apply_string_op(c.text(), op)?;
+                    c.assign(text, change.version);
                 }
-                match (&mut e.value, op) {
-                    (Value::Str(held), DeltaOp::IncrBy(by)) => delta::incr_in_place(held, *by)?,
-                    (Value::Str(held), op) => *held = delta::apply_string_op(held, op)?.into(),
-                    // A whole-string write of a counter: an assignment.
-                    (Value::Counter(c), op) => {
-                        let text = delta::apply_string_op(c.text(), op)?;
-                        c.assign(text, change.version);
-                    }
-                    _ => return Err(ApplyError::WrongType),
-                }
-                e.version = change.version;
-                Ok(())
-            });
-            applied.unwrap_or(Err(ApplyError::BaseMismatch {
-                want: *base,
-                have: None,
-            }))?;
-        }
+                _ => return Err(ApplyError::WrongType),
+            }
+            Ok(())
+        })?,
         ChangeKind::Delta {
             base,
             op: DeltaOp::ListEdit { edits },
-        } => {
-            let applied = update_held(part, at, key, |e| {
-                if e.version != *base {
-                    return Err(ApplyError::BaseMismatch {
-                        want: *base,
-                        have: Some(e.version),
-                    });
-                }
-                let Value::List(l) = &mut e.value else {
-                    return Err(ApplyError::WrongType);
-                };
-                l.apply(edits).map_err(|_| ApplyError::ListEdit)?;
-                e.version = change.version;
-                Ok(())
-            });
-            applied.unwrap_or(Err(ApplyError::BaseMismatch {
-                want: *base,
-                have: None,
-            }))?;
-        }
+        } => on_base(part, at, key, *base, change.version, |value| match value {
+            Value::List(l) => l.apply(edits).map_err(|_| ApplyError::ListEdit),
+            _ => Err(ApplyError::WrongType),
+        })?,
         ChangeKind::Delta {
             op: DeltaOp::HashSet { fields },
             ..
@@ -301,6 +270,35 @@ pub fn apply_owned_at(
         } => set_fields(part, at, &change.key, fields.into_iter(), change.version),
         kind => apply_change_at(part, at, &Change { kind, ..change }),
     }
+}
+
+/// A delta that applies to the exact version `base` only: `f` changes the
+/// value held at `base`, which then takes `version`; another version held,
+/// or none, is a [`ApplyError::BaseMismatch`]. One lookup at most; `f`
+/// checks before it changes anything.
+fn on_base(
+    part: &mut Partition,
+    at: Option<usize>,
+    key: &Bytes,
+    base: Version,
+    version: Version,
+    f: impl FnOnce(&mut Value) -> Result<(), ApplyError>,
+) -> Result<(), ApplyError> {
+    let applied = update_held(part, at, key, |e| {
+        if e.version != base {
+            return Err(ApplyError::BaseMismatch {
+                want: base,
+                have: Some(e.version),
+            });
+        }
+        f(&mut e.value)?;
+        e.version = version;
+        Ok(())
+    });
+    applied.unwrap_or(Err(ApplyError::BaseMismatch {
+        want: base,
+        have: None,
+    }))
 }
 
 /// A whole value replaces what `key` holds.

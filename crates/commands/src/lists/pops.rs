@@ -78,12 +78,10 @@ pub fn rpop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 }
 
 /// A key and the elements popped from it.
-type Popped<'k> = (&'k [u8], Vec<Bytes>);
+type Popped<'k> = blocking::Popped<'k, Bytes>;
 
-/// Pops up to `count` elements from the first non-empty list of `keys`,
-/// under one lock of their partitions. A key of another type is
-/// WRONGTYPE, or passed over when `skip_others` (a blocked client served
-/// again: Redis 7.0 serves it only from a key of the type it waits for).
+/// Pops up to `count` elements from the first non-empty list of `keys`
+/// ([`blocking::pop_first`]).
 fn pop_first<'k>(
     ctx: &mut Ctx,
     keys: &[&'k [u8]],
@@ -91,17 +89,9 @@ fn pop_first<'k>(
     count: usize,
     skip_others: bool,
 ) -> Result<Option<Popped<'k>>, CmdError> {
-    let mut txn = ctx.ks.txn(keys.iter().copied(), ctx.client_id);
-    for key in keys {
-        let popped = match pop(&mut txn, key, left, count) {
-            Err(CmdError::WrongType) if skip_others => continue,
-            r => r?,
-        };
-        if !popped.is_empty() {
-            return Ok(Some((key, popped)));
-        }
-    }
-    Ok(None)
+    blocking::pop_first(ctx, keys, skip_others, |txn, key| {
+        pop(txn, key, left, count)
+    })
 }
 
 /// `[key, [element, ...]]`, or a null array.

@@ -349,12 +349,10 @@ pub fn zmpop(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 }
 
 /// A key and the (member, score) pairs popped from it.
-type Popped<'k> = (&'k [u8], Vec<(Bytes, f64)>);
+type Popped<'k> = blocking::Popped<'k, (Bytes, f64)>;
 
 /// Pops up to `count` members from the first non-empty sorted set of
-/// `keys`, under one lock of their partitions. A key of another type is
-/// WRONGTYPE, or passed over when `skip_others` (a blocked client served
-/// again: Redis 7.0 serves it only from a key of the type it waits for).
+/// `keys` ([`blocking::pop_first`]).
 fn pop_first<'k>(
     ctx: &mut Ctx,
     keys: &[&'k [u8]],
@@ -362,17 +360,7 @@ fn pop_first<'k>(
     max: bool,
     skip_others: bool,
 ) -> Result<Option<Popped<'k>>, CmdError> {
-    let mut txn = ctx.ks.txn(keys.iter().copied(), ctx.client_id);
-    for key in keys {
-        let items = match pop(&mut txn, key, count, max) {
-            Err(CmdError::WrongType) if skip_others => continue,
-            r => r?,
-        };
-        if !items.is_empty() {
-            return Ok(Some((key, items)));
-        }
-    }
-    Ok(None)
+    blocking::pop_first(ctx, keys, skip_others, |txn, key| pop(txn, key, count, max))
 }
 
 fn reply_mpop(ctx: &mut Ctx, popped: Option<Popped>) {
