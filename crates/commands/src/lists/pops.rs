@@ -32,7 +32,7 @@ fn pop(txn: &mut Txn, key: &[u8], left: bool, count: usize) -> Result<Vec<Bytes>
     Ok(popped)
 }
 
-/// LPOP/RPOP key [count]: one element (or nil), or with a count an array
+/// `LPOP/RPOP key [count]`: one element (or nil), or with a count an array
 /// (a missing key: a null array).
 fn pop_cmd(ctx: &mut Ctx, a: &[&[u8]], left: bool) -> Result<(), CmdError> {
     if a.len() > 3 {
