@@ -71,7 +71,9 @@ pub struct CommandSpec {
     pub name: &'static str,
     pub arity: i32,
     pub flags: Flags,
-    /// Key positions: first, last (-1: the last argument), step; 0 = no keys.
+    /// Key positions: first, last (-1: the last argument), step; 0 = no
+    /// keys; a negative first: the count of keys is at -first and they
+    /// follow it (EVAL, FCALL).
     pub first_key: i32,
     pub last_key: i32,
     pub step: i32,
@@ -92,20 +94,31 @@ impl CommandSpec {
         }
     }
 
-    /// Positions of the keys in `argc` arguments.
-    pub fn key_positions(&self, argc: usize) -> impl Iterator<Item = usize> {
-        let argc = argc as i32;
+    /// Positions of the keys in `args` (the command name first).
+    pub fn key_positions(&self, args: &[&[u8]]) -> impl Iterator<Item = usize> {
+        let argc = args.len() as i32;
         let (first, step) = (self.first_key, self.step.max(1));
-        let last = if self.last_key < 0 {
-            argc + self.last_key
+        let range = if first < 0 {
+            // EVAL's form: a count at -first, that many keys after it.
+            let at = -first;
+            let n = args
+                .get(at as usize)
+                .and_then(|a| std::str::from_utf8(a).ok()?.parse::<i32>().ok())
+                .unwrap_or(0)
+                .clamp(0, (argc - at - 1).max(0));
+            at + 1..=at + n
         } else {
-            self.last_key.min(argc - 1)
-        };
-        // No keys (first == 0): an empty range.
-        let range = if first > 0 {
-            first..=last
-        } else {
-            1..=last.min(0)
+            let last = if self.last_key < 0 {
+                argc + self.last_key
+            } else {
+                self.last_key.min(argc - 1)
+            };
+            // No keys (first == 0): an empty range.
+            if first > 0 {
+                first..=last
+            } else {
+                1..=last.min(0)
+            }
         };
         range.step_by(step as usize).map(|i| i as usize)
     }
@@ -183,6 +196,8 @@ const KEYS_1_2: (i32, i32, i32) = (1, 2, 1);
 /// After a numkeys argument (SINTERCARD): every later argument is taken
 /// as a key, options included (a superset of Redis's movable keys).
 const AFTER_NUMKEYS: (i32, i32, i32) = (2, -1, 1);
+/// EVAL and FCALL: the script, numkeys, then exactly numkeys keys.
+const NUMKEYS_AT_2: (i32, i32, i32) = (-2, 0, 1);
 
 pub static TABLE: &[CommandSpec] = &[
     // connection
@@ -221,6 +236,12 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("dbsize", 1, R | F, NO_KEYS, "server", "1.0.0", Some(keys::dbsize), "Returns the number of keys in the database."),
     cmd!("flushall", -1, W, NO_KEYS, "server", "1.0.0", Some(keys::flushall), "Removes all keys from all databases."),
     cmd!("flushdb", -1, W, NO_KEYS, "server", "1.0.0", Some(keys::flushall), "Remove all keys from the current database."),
+    // scripting
+    cmd!("eval", -3, S, NUMKEYS_AT_2, "scripting", "2.6.0", None, "Executes a server-side Lua script."),
+    cmd!("evalsha", -3, S, NUMKEYS_AT_2, "scripting", "2.6.0", None, "Executes a server-side Lua script by SHA1 digest."),
+    cmd!("eval_ro", -3, R | S, NUMKEYS_AT_2, "scripting", "7.0.0", None, "Executes a read-only server-side Lua script."),
+    cmd!("evalsha_ro", -3, R | S, NUMKEYS_AT_2, "scripting", "7.0.0", None, "Executes a read-only server-side Lua script by SHA1 digest."),
+    cmd!("script", -2, S, NO_KEYS, "scripting", "2.6.0", None, "A container for Lua scripts management commands."),
     cmd!("wait", 3, F, NO_KEYS, "generic", "3.0.0", None, "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
     cmd!("monitor", 1, A | L | S, NO_KEYS, "server", "1.0.0", None, "Listens for all requests received by the server in real-time."),
     cmd!("save", 1, A | S | NOMULTI, NO_KEYS, "server", "1.0.0", None, "Synchronously saves the database(s) to disk."),
@@ -429,14 +450,23 @@ mod tests {
     #[test]
     fn key_positions_follow_the_spec() {
         let mset = lookup(b"mset").unwrap();
-        assert_eq!(mset.key_positions(5).collect::<Vec<_>>(), vec![1, 3]);
+        let keys = |spec: &CommandSpec, args: &str| -> Vec<usize> {
+            let args: Vec<&[u8]> = args.split(' ').map(str::as_bytes).collect();
+            spec.key_positions(&args).collect()
+        };
+        assert_eq!(keys(mset, "mset a 1 b 2"), vec![1, 3]);
         let del = lookup(b"del").unwrap();
-        assert_eq!(del.key_positions(4).collect::<Vec<_>>(), vec![1, 2, 3]);
-        assert_eq!(lookup(b"ping").unwrap().key_positions(1).count(), 0);
+        assert_eq!(keys(del, "del a b c"), vec![1, 2, 3]);
+        assert!(keys(lookup(b"ping").unwrap(), "ping").is_empty());
         let bitop = lookup(b"bitop").unwrap();
-        assert_eq!(bitop.key_positions(5).collect::<Vec<_>>(), vec![2, 3, 4]);
+        assert_eq!(keys(bitop, "bitop and d a b"), vec![2, 3, 4]);
         let pfdebug = lookup(b"pfdebug").unwrap();
-        assert_eq!(pfdebug.key_positions(3).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(keys(pfdebug, "pfdebug getreg k"), vec![2]);
+        let eval = lookup(b"eval").unwrap();
+        assert_eq!(keys(eval, "eval s 2 k1 k2 a1"), vec![3, 4]);
+        assert!(keys(eval, "eval s 0 a1").is_empty());
+        assert_eq!(keys(eval, "eval s 5 k1"), vec![3], "a count past the end");
+        assert!(keys(eval, "eval s x k1").is_empty());
         assert!(lookup(b"get").unwrap().arity_ok(2) && !lookup(b"get").unwrap().arity_ok(3));
         assert!(lookup(b"set").unwrap().arity_ok(5) && !lookup(b"set").unwrap().arity_ok(2));
     }

@@ -323,6 +323,9 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
         // the connections already open and the site's work (spawned tasks)
         // go on until the process ends.
         if let Some(signal) = signal {
+            // A script that runs on would hold the exec gate the handover
+            // needs: it stops, written or not (Redis exits under it too).
+            node.scripts.watchdog.force_kill();
             tokio::select! {
                 _ = stop(&node, signal) => {}
                 again = next_signal(&mut terminate) => tracing::warn!("{again} again: shutting down at once"),

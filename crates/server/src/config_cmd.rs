@@ -281,6 +281,26 @@ static PARAMS: &[Param] = &[
         }),
     },
     Param {
+        name: "busy-reply-threshold",
+        alias: Some("lua-time-limit"),
+        get: |n| {
+            n.scripts
+                .watchdog
+                .threshold_ms
+                .load(Ordering::Relaxed)
+                .to_string()
+        },
+        set: Some(|_, v| {
+            let v = non_negative(v)?;
+            Ok(Box::new(move |n| {
+                n.scripts
+                    .watchdog
+                    .threshold_ms
+                    .store(v as u64, Ordering::Relaxed)
+            }))
+        }),
+    },
+    Param {
         name: "lfu-log-factor",
         alias: None,
         get: |_| keyspace::access::lfu_log_factor().to_string(),

@@ -17,6 +17,9 @@ const SHARDS: usize = 16;
 /// again), so EXEC or a handover waits for at most that many of a long
 /// pipeline.
 const HOLD_COMMANDS: u32 = 64;
+/// How often a command waiting for the gate checks whether a script has
+/// become busy.
+const BUSY_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 
 #[repr(align(128))]
 #[derive(Default)]
@@ -58,15 +61,28 @@ impl<'a> HeldShared<'a> {
         }
     }
 
-    /// Before a command other than EXEC: the gate is held.
-    pub fn hold(&mut self) {
+    /// Before a command other than EXEC: the gate is held. While it waits
+    /// (a transaction or a script holds it exclusively) it asks `busy`
+    /// every few milliseconds: true gives up, not held (a script has run
+    /// past `busy-reply-threshold`: the command answers BUSY).
+    pub fn hold(&mut self, busy: impl Fn() -> bool) -> bool {
         if self.commands == HOLD_COMMANDS {
             self.release();
         }
         if self.guard.is_none() {
-            self.guard = Some(self.gate.shared());
+            let shard = &self.gate.shards[thread_shard(SHARDS)].0;
+            loop {
+                if let Some(g) = shard.try_read_for(BUSY_POLL) {
+                    self.guard = Some(g);
+                    break;
+                }
+                if busy() {
+                    return false;
+                }
+            }
         }
         self.commands += 1;
+        true
     }
 
     /// Before EXEC: the gate is not held.
@@ -112,8 +128,8 @@ mod tests {
     fn a_batch_holds_the_gate_until_exec_or_its_end_and_lets_exec_in_between_long_runs() {
         let gate = ExecGate::default();
         let mut held = HeldShared::new(&gate);
-        held.hold();
-        held.hold();
+        held.hold(|| false);
+        held.hold(|| false);
         assert!(
             gate.try_exclusive().is_none(),
             "EXEC could start between two commands of a batch"
@@ -124,10 +140,10 @@ mod tests {
             "the gate stayed held for EXEC"
         );
         for _ in 0..HOLD_COMMANDS {
-            held.hold();
+            held.hold(|| false);
         }
         assert_eq!(held.commands, HOLD_COMMANDS);
-        held.hold();
+        held.hold(|| false);
         assert_eq!(
             held.commands, 1,
             "the gate was not given back after HOLD_COMMANDS commands"
@@ -137,5 +153,13 @@ mod tests {
             gate.try_exclusive().is_some(),
             "the batch's end did not give the gate back"
         );
+        let exclusive = gate.exclusive();
+        let mut other = HeldShared::new(&gate);
+        assert!(
+            !other.hold(|| true),
+            "a command waited for the gate while a script was busy"
+        );
+        drop(exclusive);
+        assert!(other.hold(|| true));
     }
 }

@@ -1,5 +1,6 @@
 //! The server: connections and the admission pipeline ([`session`]), client
-//! tracking ([`tracking`]), pub/sub, the admin HTTP endpoint with metrics,
+//! tracking ([`tracking`]), pub/sub, Lua scripts ([`scripts`]), the admin
+//! HTTP endpoint with metrics,
 //! and the [`node::Node`] that ties them to a keyspace.
 
 pub mod admin;
@@ -21,6 +22,7 @@ pub mod monitor;
 pub mod node;
 pub mod notify;
 pub mod pubsub;
+pub mod scripts;
 pub mod session;
 pub mod settings;
 pub mod thread_shard;

@@ -40,6 +40,8 @@ pub struct Node {
     /// Commands run under a shared hold; EXEC takes it exclusively, so a
     /// transaction's commands run with no other client's in between.
     pub exec_gate: crate::exec_gate::ExecGate,
+    /// The Lua engine and its script cache (EVAL, SCRIPT).
+    pub scripts: crate::scripts::Scripts,
     /// The site, when this node is one of several; None when standalone.
     pub cluster: Option<Arc<cluster::Cluster>>,
     /// Replication to and from other sites, when configured.
@@ -158,6 +160,7 @@ impl Node {
             started: Instant::now(),
             run_id,
             exec_gate: Default::default(),
+            scripts: Default::default(),
             cluster,
             wan,
             backups,
@@ -186,13 +189,13 @@ impl Node {
         Ok(node)
     }
 
-    /// Microseconds since the epoch on the node's clock (TIME).
+    /// Microseconds since the epoch on the node's clock (TIME). Read
+    /// afresh: a script that loops on TIME must see it move.
     pub fn clock_micros(&self) -> u64 {
-        use keyspace::Clock;
         let sub_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_micros() as u64 % 1000);
-        self.clock.now_ms() * 1000 + sub_ms
+        self.clock.refresh() * 1000 + sub_ms
     }
 
     pub fn used_memory(&self) -> usize {

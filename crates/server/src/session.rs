@@ -89,6 +89,11 @@ fn emptied<'b>(mut v: Vec<&[u8]>) -> Vec<&'b [u8]> {
         .collect()
 }
 
+/// EVAL and its forms: they hold the exec gate exclusively.
+fn is_script(spec: &CommandSpec) -> bool {
+    spec.name.starts_with("eval")
+}
+
 /// Owned arguments (an inline command's, a queued one's) as handlers take them.
 pub(crate) fn borrowed(args: &[Bytes]) -> Vec<&[u8]> {
     args.iter().map(|a| &a[..]).collect()
@@ -142,7 +147,7 @@ impl Session {
         let _bcast =
             keyspace::ChangeObserver::active(&*node.tracking).then(|| node.tracking.defer());
         if self.blocked.is_some() {
-            gate.hold();
+            gate.hold(|| false);
             if self.resume(out) {
                 return false;
             }
@@ -286,10 +291,22 @@ impl Session {
         };
         // Routing (in admit) and the command run under the exec gate, so a
         // handover that takes the gate knows every routed command is done.
-        if spec.name == "exec" {
+        // EXEC and a script take it exclusively themselves. While a script
+        // runs past busy-reply-threshold, commands answer BUSY.
+        let busy = || self.node.scripts.watchdog.busy();
+        let takes_gate = spec.name == "exec" || (is_script(spec) && !self.tx.in_multi());
+        let held = if takes_gate {
             gate.release();
+            !busy()
         } else {
-            gate.hold();
+            gate.hold(busy)
+        };
+        if !held && !crate::scripts::allowed_when_busy(spec, args) {
+            self.node
+                .metrics
+                .error(Some(spec), crate::scripts::BUSY, true);
+            out.error(crate::scripts::BUSY);
+            return start;
         }
         if let Err(e) = self.admit(spec, args) {
             self.tx.dirty |= self.tx.in_multi();
@@ -428,7 +445,7 @@ impl Session {
         if min == 0 || !spec.flags.has(Flags::WRITE) {
             return Ok(());
         }
-        let key = spec.key_positions(args.len()).next().map(|i| args[i]);
+        let key = spec.key_positions(args).next().map(|i| args[i]);
         let good = self
             .node
             .cluster
@@ -453,10 +470,7 @@ impl Session {
             return;
         }
         drop(t);
-        let keys: Vec<Bytes> = spec
-            .key_positions(args.len())
-            .map(|i| owned(args[i]))
-            .collect();
+        let keys: Vec<Bytes> = spec.key_positions(args).map(|i| owned(args[i])).collect();
         if !keys.is_empty() {
             self.node.tracking.remember(self.id, &keys);
         }
@@ -467,7 +481,12 @@ impl Session {
         self.caching_set_now = true;
     }
 
-    fn builtin(&mut self, spec: &CommandSpec, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
+    fn builtin(
+        &mut self,
+        spec: &'static CommandSpec,
+        a: &[&[u8]],
+        out: Reply,
+    ) -> Result<(), CmdError> {
         match spec.name {
             "ping" => self.ping(a, out),
             "echo" => {
@@ -539,6 +558,10 @@ impl Session {
                 out.int(n as i64);
                 Ok(())
             }
+            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => {
+                crate::scripts::eval(self, spec, a, out)
+            }
+            "script" => crate::scripts::script(self, a, out),
             "wanapply" => internal_cmd::wanapply(self, a, out),
             "wansettled" => internal_cmd::wansettled(self, a, out),
             "backupjob" => internal_cmd::backupjob(self, a, out),

@@ -17,7 +17,7 @@ impl Cluster {
         args: &[&[u8]],
         readonly_conn: bool,
     ) -> Result<(), CmdError> {
-        let mut positions = spec.key_positions(args.len());
+        let mut positions = spec.key_positions(args);
         let Some(first) = positions.next() else {
             return Ok(());
         };

@@ -1,0 +1,347 @@
+//! The Lua VM of a node and its script cache.
+//!
+//! One [`Engine`] per node, as Redis has one Lua state: scripts are
+//! compiled once (by EVAL or SCRIPT LOAD) and kept by their SHA1; a run
+//! binds `redis.call`/`redis.pcall` to a [`Host`] (the server runs the
+//! command as the calling client would, into a reply the script reads),
+//! sets `KEYS` and `ARGV`, calls the script under the prelude's error
+//! handler and writes what it returned, or its error, as the reply.
+//! SCRIPT FLUSH replaces the whole state, as Redis does.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use mlua::{
+    Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, Variadic, VmState,
+};
+use resp::{Frame, ReplyWriter};
+
+use crate::convert::{reply_to_lua, single, write_reply};
+use crate::libs::sha1_hex;
+use crate::raising::raising;
+use crate::shebang::{self, ScriptFlags};
+use crate::watchdog::Watchdog;
+
+/// Scripts cached by EVAL (not SCRIPT LOAD) beyond this many are dropped,
+/// oldest first, as Redis 7.4 does: a client that sends ever new script
+/// texts cannot grow the cache without bound.
+const MAX_EVAL_SCRIPTS: usize = 500;
+
+/// Lua instructions between two checks of the watchdog (Redis: 100,000).
+const HOOK_EVERY: u32 = 100_000;
+
+const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
+
+/// What runs a script's commands.
+pub trait Host {
+    /// Runs one command for the script and returns its reply in RESP2, or
+    /// RESP3 when `resp3` (after `redis.setresp(3)`); a command refused
+    /// (unknown, not allowed from scripts...) is an error reply.
+    fn call(&mut self, args: &[&[u8]], resp3: bool) -> Frame;
+}
+
+struct Script {
+    flags: ScriptFlags,
+    func: Function,
+    /// Bytes of its text (SCRIPT memory figures).
+    len: usize,
+}
+
+pub struct Engine {
+    lua: Lua,
+    /// The prelude's private table: `current` is the run's `redis.call`.
+    internal: Table,
+    globals: Table,
+    env: Table,
+    run: Function,
+    resp3: Arc<AtomicBool>,
+    watchdog: Arc<Watchdog>,
+    scripts: HashMap<String, Script>,
+    /// Scripts EVAL cached, oldest first (SCRIPT LOAD's are kept).
+    evaled: VecDeque<String>,
+    version: String,
+}
+
+impl Engine {
+    /// A new Lua state with Redis's libraries and protections. `version`
+    /// is what `redis.REDIS_VERSION` says.
+    pub fn new(watchdog: Arc<Watchdog>, version: &str) -> mlua::Result<Engine> {
+        // The debug library is for the prelude's error handler only: the
+        // prelude takes what it needs and removes it from the globals.
+        let lua = unsafe {
+            Lua::unsafe_new_with(
+                StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG,
+                LuaOptions::default(),
+            )
+        };
+        let resp3 = Arc::new(AtomicBool::new(false));
+        let globals = lua.globals();
+        for (name, lib) in [
+            ("redis", crate::libs::redis(&lua, resp3.clone(), version)?),
+            ("cjson", crate::libs::cjson(&lua)?),
+            ("bit", crate::libs::bit(&lua)?),
+        ] {
+            for (k, v) in lib
+                .pairs::<Value, Value>()
+                .collect::<mlua::Result<Vec<_>>>()?
+            {
+                if let Value::Function(f) = v {
+                    lib.raw_set(k, raising(&lua, f)?)?;
+                }
+            }
+            globals.set(name, lib)?;
+        }
+        let internal = lua.create_table()?;
+        let current = internal.clone();
+        internal.set(
+            "call",
+            lua.create_function(move |_, args: MultiValue| {
+                match current.raw_get::<Value>("current")? {
+                    Value::Function(f) => f.call::<MultiValue>(args),
+                    _ => Err(mlua::Error::runtime(
+                        "redis.call/pcall can only be called inside a script invocation",
+                    )),
+                }
+            })?,
+        )?;
+        internal.set("raising_call", raising(&lua, internal.get("call")?)?)?;
+        let wd = watchdog.clone();
+        internal.set(
+            "killed",
+            lua.create_function(move |lua, ()| {
+                if wd.killed() {
+                    single(lua, "err", Value::String(lua.create_string(KILLED)?))
+                } else {
+                    Ok(Value::Nil)
+                }
+            })?,
+        )?;
+        let (env, run, _handler): (Table, Function, Function) = lua
+            .load(include_str!("prelude.lua"))
+            .set_name("=prelude")
+            .call(internal.clone())?;
+        let wd = watchdog.clone();
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            move |_, _| {
+                if wd.killed() {
+                    return Err(mlua::Error::runtime(KILLED));
+                }
+                if wd.tick() {
+                    tracing::warn!(
+                        "a script has run longer than busy-reply-threshold: other clients get BUSY until it ends or SCRIPT KILL stops it"
+                    );
+                }
+                Ok(VmState::Continue)
+            },
+        )?;
+        Ok(Engine {
+            lua,
+            internal,
+            globals,
+            env,
+            run,
+            resp3,
+            watchdog,
+            scripts: HashMap::new(),
+            evaled: VecDeque::new(),
+            version: version.to_string(),
+        })
+    }
+
+    /// Compiles `body` unless cached; its SHA1 (lower-case hex), or the
+    /// error reply (a shebang refused, a compile error).
+    pub fn create(&mut self, body: &[u8], by_load: bool) -> Result<String, String> {
+        let sha = sha1_hex(body);
+        if self.scripts.contains_key(&sha) {
+            if by_load {
+                self.evaled.retain(|s| *s != sha);
+            }
+            return Ok(sha);
+        }
+        let (flags, skip) = shebang::parse(body).map_err(|e| format!("ERR {e}"))?;
+        let func = self
+            .lua
+            .load(&body[skip..])
+            .set_name("@user_script")
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(|e| {
+                let msg = match &e {
+                    mlua::Error::SyntaxError { message, .. } => message.clone(),
+                    e => e.to_string(),
+                };
+                format!("ERR Error compiling script (new function): {msg}")
+            })?;
+        self.scripts.insert(
+            sha.clone(),
+            Script {
+                flags,
+                func,
+                len: body.len(),
+            },
+        );
+        if !by_load {
+            self.evaled.push_back(sha.clone());
+            while self.evaled.len() > MAX_EVAL_SCRIPTS {
+                if let Some(old) = self.evaled.pop_front() {
+                    self.scripts.remove(&old);
+                }
+            }
+        }
+        Ok(sha)
+    }
+
+    /// The flags of a cached script (`sha` in either case).
+    pub fn flags(&self, sha: &[u8]) -> Option<ScriptFlags> {
+        self.scripts.get(&lower(sha)).map(|s| s.flags)
+    }
+
+    pub fn exists(&self, sha: &[u8]) -> bool {
+        self.scripts.contains_key(&lower(sha))
+    }
+
+    /// SCRIPT FLUSH: a new Lua state, no scripts.
+    pub fn flush(&mut self) -> mlua::Result<()> {
+        *self = Engine::new(self.watchdog.clone(), &self.version)?;
+        Ok(())
+    }
+
+    /// Scripts cached and the bytes of their texts.
+    pub fn cached(&self) -> (usize, usize) {
+        (
+            self.scripts.len(),
+            self.scripts.values().map(|s| s.len).sum(),
+        )
+    }
+
+    /// Bytes the Lua state uses.
+    pub fn memory(&self) -> usize {
+        self.lua.used_memory()
+    }
+
+    /// Runs a cached script and writes its reply (or error) into `out`.
+    pub fn run(
+        &mut self,
+        sha: &[u8],
+        keys: &[&[u8]],
+        argv: &[&[u8]],
+        host: &mut dyn Host,
+        out: &mut ReplyWriter,
+    ) {
+        let sha = lower(sha);
+        let Some(script) = self.scripts.get(&sha) else {
+            out.error("NOSCRIPT No matching script. Please use EVAL.");
+            return;
+        };
+        let func = script.func.clone();
+        self.resp3.store(false, Ordering::Relaxed);
+        self.watchdog.begin();
+        let host = RefCell::new(host);
+        let resp3 = &self.resp3;
+        let result = self.lua.scope(|scope| {
+            let call = scope.create_function(|lua, args: Variadic<Value>| {
+                call_from_script(lua, &host, &args, resp3.load(Ordering::Relaxed))
+            })?;
+            self.internal.raw_set("current", call)?;
+            self.globals.raw_set("KEYS", strings(&self.lua, keys)?)?;
+            self.globals.raw_set("ARGV", strings(&self.lua, argv)?)?;
+            let result = self.run.call::<(bool, Value)>(func);
+            self.internal.raw_set("current", Value::Nil)?;
+            result
+        });
+        let killed = self.watchdog.killed();
+        self.watchdog.end();
+        match result {
+            Ok((true, value)) => write_reply(&value, out, self.resp3.load(Ordering::Relaxed)),
+            Ok((false, Value::Table(err))) => {
+                let text: String = if killed {
+                    KILLED.to_string()
+                } else {
+                    err.raw_get::<mlua::LuaString>("err")
+                        .map(|s| s.to_string_lossy())
+                        .unwrap_or_else(|_| "ERR execution failure".into())
+                };
+                let mut msg = crate::convert::reply_error_text(&text);
+                if let (Ok(source), Ok(line)) = (
+                    err.raw_get::<mlua::LuaString>("source"),
+                    err.raw_get::<i64>("line"),
+                ) {
+                    msg.push_str(&format!(
+                        " script: {sha}, on {}:{line}.",
+                        source.to_string_lossy()
+                    ));
+                }
+                out.error(&msg);
+            }
+            Ok((false, other)) => out.error(&format!(
+                "ERR Error running script {sha}, {}",
+                other.to_string().unwrap_or_default()
+            )),
+            Err(e) => out.error(&crate::convert::reply_error_text(&format!(
+                "ERR Error running script {sha}, {e}"
+            ))),
+        }
+    }
+}
+
+/// `redis.call`/`redis.pcall` for one run: (true, reply) or (false, error
+/// table), see the prelude.
+fn call_from_script(
+    lua: &Lua,
+    host: &RefCell<&mut dyn Host>,
+    args: &[Value],
+    resp3: bool,
+) -> mlua::Result<(bool, Value)> {
+    let fail = |msg: &str| -> mlua::Result<(bool, Value)> {
+        Ok((
+            false,
+            single(lua, "err", Value::String(lua.create_string(msg)?))?,
+        ))
+    };
+    if args.is_empty() {
+        return fail("ERR Please specify at least one argument for this redis lib call");
+    }
+    let mut owned: Vec<Vec<u8>> = Vec::with_capacity(args.len());
+    for a in args {
+        match a {
+            Value::String(s) => owned.push(s.as_bytes().to_vec()),
+            Value::Integer(n) => owned.push(n.to_string().into_bytes()),
+            Value::Number(f) => owned.push(number_text(*f).into_bytes()),
+            _ => return fail("ERR Lua redis lib command arguments must be strings or integers"),
+        }
+    }
+    let argv: Vec<&[u8]> = owned.iter().map(|a| &a[..]).collect();
+    let frame = host
+        .try_borrow_mut()
+        .map_err(|_| mlua::Error::RecursiveMutCallback)?
+        .call(&argv, resp3);
+    match frame {
+        Frame::Error(e) => fail(&e),
+        f => Ok((true, reply_to_lua(lua, f, resp3)?)),
+    }
+}
+
+/// A Lua number as a command argument: integers without a fraction, others
+/// in their shortest exact form (Redis: fpconv_dtoa).
+fn number_text(f: f64) -> String {
+    if f.fract() == 0.0 && f.abs() < 1e17 {
+        format!("{}", f as i64)
+    } else {
+        format!("{f}")
+    }
+}
+
+fn strings(lua: &Lua, items: &[&[u8]]) -> mlua::Result<Table> {
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, item) in items.iter().enumerate() {
+        t.raw_set(i + 1, lua.create_string(item)?)?;
+    }
+    Ok(t)
+}
+
+fn lower(sha: &[u8]) -> String {
+    String::from_utf8_lossy(sha).to_ascii_lowercase()
+}
