@@ -110,7 +110,7 @@ impl Writer<'_, '_> {
             _ => {}
         }
         if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
-            return out.big_number(&s.to_string_lossy());
+            return out.big_number(&s.to_string_lossy().replace(['\r', '\n'], " "));
         }
         if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
             let pairs: Vec<(Value, Value)> =

@@ -50,24 +50,37 @@ struct Script {
 }
 
 pub struct Engine {
-    lua: Lua,
+    pub(crate) lua: Lua,
     /// The prelude's private table: `current` is the run's `redis.call`.
     internal: Table,
     globals: Table,
-    env: Table,
+    pub(crate) env: Table,
+    /// The prelude's `run`, `call` and `load` (see prelude.lua).
     run: Function,
+    call: Function,
+    pub(crate) load: Function,
     resp3: Arc<AtomicBool>,
     watchdog: Arc<Watchdog>,
     scripts: HashMap<String, Script>,
     /// Scripts EVAL cached, oldest first (SCRIPT LOAD's are kept).
     evaled: VecDeque<String>,
+    /// FUNCTION LOAD's libraries and their functions (the engine made
+    /// for functions only).
+    pub(crate) libraries: crate::functions::Libraries,
+    for_functions: bool,
     version: String,
 }
 
 impl Engine {
     /// A new Lua state with Redis's libraries and protections. `version`
-    /// is what `redis.REDIS_VERSION` says.
-    pub fn new(watchdog: Arc<Watchdog>, version: &str) -> mlua::Result<Engine> {
+    /// is what `redis.REDIS_VERSION` says; `for_functions`: the state
+    /// FUNCTION LOAD and FCALL use (Redis keeps it apart from EVAL's, so
+    /// SCRIPT FLUSH leaves functions alone).
+    pub fn new(
+        watchdog: Arc<Watchdog>,
+        version: &str,
+        for_functions: bool,
+    ) -> mlua::Result<Engine> {
         // The debug library is for the prelude's error handler only: the
         // prelude takes what it needs and removes it from the globals.
         let lua = unsafe {
@@ -107,18 +120,22 @@ impl Engine {
             })?,
         )?;
         internal.set("raising_call", raising(&lua, internal.get("call")?)?)?;
+        internal.set("functions", for_functions)?;
         let wd = watchdog.clone();
         internal.set(
             "killed",
             lua.create_function(move |lua, ()| {
                 if wd.killed() {
                     single(lua, "err", Value::String(lua.create_string(KILLED)?))
+                } else if wd.load_overdue() {
+                    let e = format!("ERR {}", crate::functions::LOAD_TIMEOUT);
+                    single(lua, "err", Value::String(lua.create_string(e)?))
                 } else {
                     Ok(Value::Nil)
                 }
             })?,
         )?;
-        let (env, run, _handler): (Table, Function, Function) = lua
+        let api: Table = lua
             .load(include_str!("prelude.lua"))
             .set_name("=prelude")
             .call(internal.clone())?;
@@ -129,6 +146,9 @@ impl Engine {
                 if wd.killed() {
                     return Err(mlua::Error::runtime(KILLED));
                 }
+                if wd.load_overdue() {
+                    return Err(mlua::Error::runtime(crate::functions::LOAD_TIMEOUT));
+                }
                 if wd.tick() {
                     tracing::warn!(
                         "a script has run longer than busy-reply-threshold: other clients get BUSY until it ends or SCRIPT KILL stops it"
@@ -138,15 +158,19 @@ impl Engine {
             },
         )?;
         Ok(Engine {
+            env: api.get("env")?,
+            run: api.get("run")?,
+            call: api.get("call")?,
+            load: api.get("load")?,
             lua,
             internal,
             globals,
-            env,
-            run,
             resp3,
             watchdog,
             scripts: HashMap::new(),
             evaled: VecDeque::new(),
+            libraries: Default::default(),
+            for_functions,
             version: version.to_string(),
         })
     }
@@ -205,7 +229,7 @@ impl Engine {
 
     /// SCRIPT FLUSH: a new Lua state, no scripts.
     pub fn flush(&mut self) -> mlua::Result<()> {
-        *self = Engine::new(self.watchdog.clone(), &self.version)?;
+        *self = Engine::new(self.watchdog.clone(), &self.version, self.for_functions)?;
         Ok(())
     }
 
@@ -215,6 +239,10 @@ impl Engine {
             self.scripts.len(),
             self.scripts.values().map(|s| s.len).sum(),
         )
+    }
+
+    pub(crate) fn watchdog(&self) -> &Watchdog {
+        &self.watchdog
     }
 
     /// Bytes the Lua state uses.
@@ -237,8 +265,24 @@ impl Engine {
             return;
         };
         let func = script.func.clone();
+        self.invoke(Invocation::Eval(func), &sha, keys, argv, host, out);
+    }
+
+    /// Runs `target` (a script, KEYS and ARGV as globals; or a function,
+    /// given them as arguments) and writes its reply or error, naming
+    /// `name` in errors.
+    pub(crate) fn invoke(
+        &mut self,
+        target: Invocation,
+        name: &str,
+        keys: &[&[u8]],
+        argv: &[&[u8]],
+        host: &mut dyn Host,
+        out: &mut ReplyWriter,
+    ) {
         self.resp3.store(false, Ordering::Relaxed);
-        self.watchdog.begin();
+        self.watchdog
+            .begin(matches!(target, Invocation::Eval(_)), name);
         let host = RefCell::new(host);
         let resp3 = &self.resp3;
         let result = self.lua.scope(|scope| {
@@ -246,9 +290,16 @@ impl Engine {
                 call_from_script(lua, &host, &args, resp3.load(Ordering::Relaxed))
             })?;
             self.internal.raw_set("current", call)?;
-            self.globals.raw_set("KEYS", strings(&self.lua, keys)?)?;
-            self.globals.raw_set("ARGV", strings(&self.lua, argv)?)?;
-            let result = self.run.call::<(bool, Value)>(func);
+            let keys = strings(&self.lua, keys)?;
+            let argv = strings(&self.lua, argv)?;
+            let result = match target {
+                Invocation::Eval(func) => {
+                    self.globals.raw_set("KEYS", keys)?;
+                    self.globals.raw_set("ARGV", argv)?;
+                    self.run.call::<(bool, Value)>(func)
+                }
+                Invocation::Function(func) => self.call.call::<(bool, Value)>((func, keys, argv)),
+            };
             self.internal.raw_set("current", Value::Nil)?;
             result
         });
@@ -270,21 +321,27 @@ impl Engine {
                     err.raw_get::<i64>("line"),
                 ) {
                     msg.push_str(&format!(
-                        " script: {sha}, on {}:{line}.",
+                        " script: {name}, on {}:{line}.",
                         source.to_string_lossy()
                     ));
                 }
                 out.error(&msg);
             }
             Ok((false, other)) => out.error(&format!(
-                "ERR Error running script {sha}, {}",
+                "ERR Error running script {name}, {}",
                 other.to_string().unwrap_or_default()
             )),
             Err(e) => out.error(&crate::convert::reply_error_text(&format!(
-                "ERR Error running script {sha}, {e}"
+                "ERR Error running script {name}, {e}"
             ))),
         }
     }
+}
+
+/// What [`Engine::invoke`] runs.
+pub(crate) enum Invocation {
+    Eval(Function),
+    Function(Function),
 }
 
 /// `redis.call`/`redis.pcall` for one run: (true, reply) or (false, error

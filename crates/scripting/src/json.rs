@@ -4,26 +4,109 @@
 //! escaped; JSON null decodes to `cjson.null`. Decoding goes through
 //! serde_json and is bounded in depth like cjson (1000).
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
 use mlua::{LightUserData, Lua, Value};
 
-const MAX_DEPTH: usize = 1000;
+/// lua-cjson's settings that change what encode and decode do.
+pub(crate) struct Config {
+    encode_depth: AtomicUsize,
+    decode_depth: AtomicUsize,
+    invalid_numbers: AtomicBool,
+    keep_buffer: AtomicBool,
+}
 
-pub(crate) fn encode(v: &Value, out: &mut Vec<u8>, depth: usize) -> Result<(), String> {
-    if depth > MAX_DEPTH {
-        return Err("Cannot serialise, excessive nesting (1001)".into());
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            encode_depth: AtomicUsize::new(1000),
+            decode_depth: AtomicUsize::new(1000),
+            invalid_numbers: AtomicBool::new(false),
+            keep_buffer: AtomicBool::new(true),
+        }
     }
+}
+
+#[derive(Clone, Copy)]
+pub(crate) enum Setting {
+    EncodeDepth,
+    DecodeDepth,
+    InvalidNumbers,
+    KeepBuffer,
+    /// Accepted, changes nothing; answers this.
+    Ignored(bool),
+}
+
+impl Config {
+    /// `cjson.<setting>(value)`: sets it when given, answers what it is.
+    pub(crate) fn set(&self, setting: Setting, v: Option<&Value>) -> Value {
+        let number = |v: Option<&Value>| match v {
+            Some(Value::Integer(n)) if *n > 0 => Some(*n as usize),
+            Some(Value::Number(f)) if *f >= 1.0 => Some(*f as usize),
+            _ => None,
+        };
+        let flag = |v: Option<&Value>| match v {
+            Some(Value::Boolean(b)) => Some(*b),
+            Some(Value::String(s)) => Some(&*s.as_bytes() == b"on"),
+            _ => None,
+        };
+        match setting {
+            Setting::EncodeDepth | Setting::DecodeDepth => {
+                let cell = match setting {
+                    Setting::EncodeDepth => &self.encode_depth,
+                    _ => &self.decode_depth,
+                };
+                if let Some(n) = number(v) {
+                    cell.store(n, Ordering::Relaxed);
+                }
+                Value::Integer(cell.load(Ordering::Relaxed) as i64)
+            }
+            Setting::InvalidNumbers | Setting::KeepBuffer => {
+                let cell = match setting {
+                    Setting::InvalidNumbers => &self.invalid_numbers,
+                    _ => &self.keep_buffer,
+                };
+                if let Some(b) = flag(v) {
+                    cell.store(b, Ordering::Relaxed);
+                }
+                Value::Boolean(cell.load(Ordering::Relaxed))
+            }
+            Setting::Ignored(b) => Value::Boolean(b),
+        }
+    }
+}
+
+pub(crate) fn encode(
+    v: &Value,
+    out: &mut Vec<u8>,
+    depth: usize,
+    config: &Config,
+) -> Result<(), String> {
     match v {
         Value::Nil => put(out, "null"),
         Value::LightUserData(p) if p.0.is_null() => put(out, "null"),
         Value::Boolean(b) => put(out, if *b { "true" } else { "false" }),
         Value::Integer(n) => put(out, &format_g14(*n as f64)),
-        Value::Number(f) => {
-            if !f.is_finite() {
+        Value::Number(f) if !f.is_finite() => {
+            if !config.invalid_numbers.load(Ordering::Relaxed) {
                 return Err("Cannot serialise number: must not be NaN or Inf".into());
             }
-            put(out, &format_g14(*f))
+            put(
+                out,
+                if f.is_nan() {
+                    "nan"
+                } else if *f > 0.0 {
+                    "inf"
+                } else {
+                    "-inf"
+                },
+            )
         }
+        Value::Number(f) => put(out, &format_g14(*f)),
         Value::String(s) => string(&s.as_bytes(), out),
+        Value::Table(_) if depth > config.encode_depth.load(Ordering::Relaxed) => {
+            return Err(format!("Cannot serialise, excessive nesting ({depth})"));
+        }
         Value::Table(t) => {
             let pairs: Vec<(Value, Value)> = t
                 .clone()
@@ -44,7 +127,7 @@ pub(crate) fn encode(v: &Value, out: &mut Vec<u8>, depth: usize) -> Result<(), S
                         out.push(b',');
                     }
                     let item: Value = t.raw_get(i).map_err(|e| e.to_string())?;
-                    encode(&item, out, depth + 1)?;
+                    encode(&item, out, depth + 1, config)?;
                 }
                 out.push(b']');
             } else {
@@ -65,7 +148,7 @@ pub(crate) fn encode(v: &Value, out: &mut Vec<u8>, depth: usize) -> Result<(), S
                         }
                     }
                     out.push(b':');
-                    encode(v, out, depth + 1)?;
+                    encode(v, out, depth + 1, config)?;
                 }
                 out.push(b'}');
             }
@@ -135,22 +218,32 @@ pub(crate) fn format_g14(f: f64) -> String {
     }
 }
 
-pub(crate) fn decode(lua: &Lua, text: &[u8]) -> Result<Value, String> {
+pub(crate) fn decode(lua: &Lua, text: &[u8], config: &Config) -> Result<Value, String> {
     let v: serde_json::Value = serde_json::from_slice(text).map_err(|e| {
         format!(
             "Expected value but found invalid token at character {}",
             e.column().max(1)
         )
     })?;
-    to_lua(lua, v, 0).map_err(|e| e.to_string())
-}
-
-fn to_lua(lua: &Lua, v: serde_json::Value, depth: usize) -> mlua::Result<Value> {
-    if depth > MAX_DEPTH {
-        return Err(mlua::Error::runtime(
-            "Found too many nested data structures",
+    let max = config.decode_depth.load(Ordering::Relaxed);
+    if nesting(&v) > max {
+        return Err(format!(
+            "Found too many nested data structures ({})",
+            max + 1
         ));
     }
+    to_lua(lua, v).map_err(|e| e.to_string())
+}
+
+fn nesting(v: &serde_json::Value) -> usize {
+    match v {
+        serde_json::Value::Array(items) => 1 + items.iter().map(nesting).max().unwrap_or(0),
+        serde_json::Value::Object(map) => 1 + map.values().map(nesting).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn to_lua(lua: &Lua, v: serde_json::Value) -> mlua::Result<Value> {
     Ok(match v {
         serde_json::Value::Null => Value::LightUserData(LightUserData(std::ptr::null_mut())),
         serde_json::Value::Bool(b) => Value::Boolean(b),
@@ -159,14 +252,14 @@ fn to_lua(lua: &Lua, v: serde_json::Value, depth: usize) -> mlua::Result<Value> 
         serde_json::Value::Array(items) => {
             let t = lua.create_table_with_capacity(items.len(), 0)?;
             for (i, item) in items.into_iter().enumerate() {
-                t.raw_set(i + 1, to_lua(lua, item, depth + 1)?)?;
+                t.raw_set(i + 1, to_lua(lua, item)?)?;
             }
             Value::Table(t)
         }
         serde_json::Value::Object(map) => {
             let t = lua.create_table_with_capacity(0, map.len())?;
             for (k, v) in map {
-                t.raw_set(k, to_lua(lua, v, depth + 1)?)?;
+                t.raw_set(k, to_lua(lua, v)?)?;
             }
             Value::Table(t)
         }
@@ -192,13 +285,17 @@ mod tests {
     #[test]
     fn a_table_round_trips() {
         let lua = Lua::new();
-        let v = decode(&lua, br#"{"a":[1,2,{"b":null}],"c":"x/y"}"#).unwrap();
+        let config = Config::default();
+        let v = decode(&lua, br#"{"a":[1,2,{"b":null}],"c":"x/y"}"#, &config).unwrap();
         let mut out = Vec::new();
-        encode(&v, &mut out, 0).unwrap();
+        encode(&v, &mut out, 1, &config).unwrap();
         let back: serde_json::Value = serde_json::from_slice(&out).unwrap();
         let out = String::from_utf8(out).unwrap();
         assert_eq!(back, serde_json::json!({"a":[1,2,{"b":null}],"c":"x/y"}));
         assert!(out.contains(r#""x\/y""#));
-        assert!(decode(&lua, b"{bad").is_err());
+        assert!(decode(&lua, b"{bad", &config).is_err());
+        config.set(Setting::DecodeDepth, Some(&Value::Integer(1)));
+        assert!(decode(&lua, br#"{"a":[1]}"#, &config).is_err());
+        assert!(decode(&lua, br#"[1]"#, &config).is_ok());
     }
 }

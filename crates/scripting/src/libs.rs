@@ -184,35 +184,66 @@ pub fn sha1_hex(bytes: &[u8]) -> String {
     sha1_smol::Sha1::from(bytes).digest().to_string()
 }
 
-/// `cjson`: encode and decode; `cjson.null` is a null light userdata.
+/// `cjson`: encode and decode; `cjson.null` is a null light userdata;
+/// the settings scripts may change (`encode_max_depth`...), kept for the
+/// Lua state's life as lua-cjson keeps them.
 pub(crate) fn cjson(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
+    let config = Arc::new(crate::json::Config::default());
+    let c = config.clone();
     t.set(
         "encode",
-        lua.create_function(|lua, args: Variadic<Value>| {
+        lua.create_function(move |lua, args: Variadic<Value>| {
             if args.len() != 1 {
                 return fail(lua, "bad argument #1 to 'encode' (expected 1 argument)");
             }
             let mut out = Vec::new();
-            match crate::json::encode(&args[0], &mut out, 0) {
+            match crate::json::encode(&args[0], &mut out, 1, &c) {
                 Ok(()) => ok(lua, lua.create_string(out)?),
                 Err(e) => fail(lua, &e),
             }
         })?,
     )?;
+    let c = config.clone();
     t.set(
         "decode",
-        lua.create_function(|lua, args: Variadic<Value>| {
+        lua.create_function(move |lua, args: Variadic<Value>| {
             let text = match args.first() {
                 Some(Value::String(s)) => s.as_bytes().to_vec(),
                 _ => return fail(lua, "bad argument #1 to 'decode' (string expected)"),
             };
-            match crate::json::decode(lua, &text) {
+            match crate::json::decode(lua, &text, &c) {
                 Ok(v) => ok(lua, v),
                 Err(e) => fail(lua, &e),
             }
         })?,
     )?;
+    for (name, setting) in [
+        ("encode_max_depth", crate::json::Setting::EncodeDepth),
+        ("decode_max_depth", crate::json::Setting::DecodeDepth),
+        (
+            "encode_invalid_numbers",
+            crate::json::Setting::InvalidNumbers,
+        ),
+        ("encode_keep_buffer", crate::json::Setting::KeepBuffer),
+        (
+            "decode_invalid_numbers",
+            crate::json::Setting::Ignored(true),
+        ),
+        ("encode_sparse_array", crate::json::Setting::Ignored(false)),
+        (
+            "encode_number_precision",
+            crate::json::Setting::Ignored(false),
+        ),
+    ] {
+        let c = config.clone();
+        t.set(
+            name,
+            lua.create_function(move |lua, args: Variadic<Value>| {
+                ok(lua, c.set(setting, args.first()))
+            })?,
+        )?;
+    }
     t.set(
         "null",
         Value::LightUserData(LightUserData(std::ptr::null_mut())),

@@ -73,8 +73,91 @@ end
 for name in next, G do
   if not allowed[name] then G[name] = nil end
 end
-for _, lib in ipairs({ "string", "math", "table", "coroutine", "cjson", "bit", "redis", "cmsgpack", "struct" }) do
+for _, lib in ipairs({ "string", "math", "table", "coroutine", "cjson", "bit", "cmsgpack", "struct" }) do
   if raw_type(G[lib]) == "table" then G[lib] = view(G[lib]) end
+end
+
+-- FUNCTION LOAD runs a library's code with `redis` as the load API
+-- (register_function, log); its functions later run with the full API.
+local loading, pending = false, nil
+local load_api = {}
+for _, k in ipairs({ "log", "LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING",
+                     "REDIS_VERSION", "REDIS_VERSION_NUM", "setresp" }) do
+  load_api[k] = redis[k]
+end
+local function register_error(msg) raw_error({ err = "ERR " .. msg }, 0) end
+local known_flags = { ["no-writes"] = true, ["allow-oom"] = true, ["allow-stale"] = true,
+                      ["no-cluster"] = true, ["allow-cross-slot-keys"] = true }
+load_api.register_function = function(...)
+  if not loading then
+    register_error("redis.register_function can only be called on FUNCTION LOAD command")
+  end
+  local n = select("#", ...)
+  if n < 1 or n > 2 then register_error("wrong number of arguments to redis.register_function") end
+  local name, callback, flags, desc
+  if n == 2 then
+    name, callback = ...
+    if raw_type(name) == "number" then name = tostring(name) end
+    if raw_type(name) ~= "string" then register_error("first argument to redis.register_function must be a string") end
+    if raw_type(callback) ~= "function" then register_error("second argument to redis.register_function must be a function") end
+  else
+    local args = ...
+    if raw_type(args) ~= "table" then
+      register_error("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).")
+    end
+    for k, v in next, args do
+      if raw_type(k) ~= "string" then register_error("named argument key given to redis.register_function is not a string") end
+      local key = k:lower()
+      if key == "function_name" then
+        if raw_type(v) ~= "string" then register_error("function_name argument given to redis.register_function must be a string") end
+        name = v
+      elseif key == "description" then
+        if raw_type(v) ~= "string" then register_error("description argument given to redis.register_function must be a string") end
+        desc = v
+      elseif key == "callback" then
+        if raw_type(v) ~= "function" then register_error("callback argument given to redis.register_function must be a function") end
+        callback = v
+      elseif key == "flags" then
+        if raw_type(v) ~= "table" then register_error("flags argument to redis.register_function must be a table representing function flags") end
+        flags = {}
+        for _, f in ipairs(v) do
+          if raw_type(f) ~= "string" or not known_flags[f] then register_error("unknown flag given") end
+          flags[#flags + 1] = f
+        end
+      else
+        register_error("unknown argument given to redis.register_function")
+      end
+    end
+    if not name then register_error("redis.register_function must get a function name argument") end
+    if not callback then register_error("redis.register_function must get a callback argument") end
+  end
+  if not name:match("^[%w_]+$") then
+    register_error("Function names can only contain letters, numbers, or underscores(_) and must be at least one character long")
+  end
+  for _, f in ipairs(pending) do
+    if f.name:lower() == name:lower() then register_error("Function already exists in the library") end
+  end
+  pending[#pending + 1] = { name = name, callback = callback, flags = flags or {}, description = desc }
+end
+if internal.functions then
+  local run_api = redis
+  local meta = {
+    __index = function(_, k)
+      if not loading then return run_api[k] end
+      local v = load_api[k]
+      if v == nil then
+        raw_error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+      end
+      return v
+    end,
+    __newindex = readonly,
+  }
+  local v = raw_setmetatable({}, meta)
+  meta.__metatable = v
+  protected[v] = true
+  G.redis = v
+else
+  G.redis = view(redis)
 end
 
 -- The environment every script runs in.
@@ -118,8 +201,29 @@ local function handler(err)
   return err
 end
 
-local function run(f, ...)
+local api = { env = env }
+
+-- An EVAL script, KEYS and ARGV being globals.
+function api.run(f)
   return raw_xpcall(f, handler)
 end
 
-return env, run, handler
+-- A function: f(KEYS, ARGV).
+function api.call(f, keys, argv)
+  return raw_xpcall(function() return f(keys, argv) end, handler)
+end
+
+-- A library's code: true and what it registered, or false and the error.
+function api.load(chunk)
+  loading, pending = true, {}
+  local ok, err = raw_pcall(chunk)
+  local registered = pending
+  loading, pending = false, nil
+  if not ok then
+    if raw_type(err) == "table" then err = err.err end
+    return false, tostring(err)
+  end
+  return true, registered
+end
+
+return api

@@ -43,7 +43,7 @@ impl Host for Fake {
 }
 
 fn engine() -> Engine {
-    Engine::new(Arc::new(Watchdog::default()), "7.2.4").unwrap()
+    Engine::new(Arc::new(Watchdog::default()), "7.2.4", false).unwrap()
 }
 
 fn eval(e: &mut Engine, host: &mut Fake, body: &str, keys: &[&str], argv: &[&str]) -> Frame {
@@ -287,10 +287,10 @@ fn errors_say_what_redis_says() {
 #[test]
 fn a_killed_script_stops_even_inside_pcall() {
     let wd = Arc::new(Watchdog::default());
-    let mut e = Engine::new(wd.clone(), "7.2.4").unwrap();
+    let mut e = Engine::new(wd.clone(), "7.2.4", false).unwrap();
     let mut h = Fake::default();
     let killer = std::thread::spawn(move || {
-        while wd.kill().is_err() {
+        while wd.kill(true).is_err() {
             std::thread::yield_now();
         }
     });

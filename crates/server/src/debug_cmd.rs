@@ -12,6 +12,8 @@ use keyspace::codec;
 use crate::session::{Reply, Session};
 
 const HELP: &[&str] = &[
+    "SET-DISABLE-DENY-SCRIPTS <0|1>",
+    "    Let scripts run (1) the commands not allowed from scripts (tests only).",
     "CLOCK-ADVANCE <milliseconds>",
     "    Move this node's clock forward (expiry and versions read it).",
     "CLUSTER-HOLD <member> <0|1>",
@@ -61,6 +63,9 @@ pub fn debug(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     } else if is(sub, "SET-ACTIVE-EXPIRE") && argc == 3 {
         let on = atoi(a[2]) != 0;
         s.node.runtime.active_expire.store(on, Ordering::Relaxed);
+    } else if is(sub, "SET-DISABLE-DENY-SCRIPTS") && argc == 3 {
+        let allow = atoi(a[2]) != 0;
+        s.node.scripts.allow_denied.store(allow, Ordering::Relaxed);
     } else if is(sub, "RELOAD") && argc == 2 {
         // Nothing to save and load back: the dataset after is the one
         // before, which is what a reload promises.

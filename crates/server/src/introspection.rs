@@ -71,6 +71,37 @@ pub fn command(a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
                 out.int(0);
             }
         }
+    } else if is(sub, "GETKEYS") || is(sub, "GETKEYSANDFLAGS") {
+        let Some(spec) = a.get(2).and_then(|n| lookup(n)) else {
+            return Err(CmdError::other("ERR Invalid command specified"));
+        };
+        let args = &a[2..];
+        if !spec.arity_ok(args.len()) {
+            return Err(CmdError::other(
+                "ERR Invalid number of arguments specified for command",
+            ));
+        }
+        let keys: Vec<usize> = spec.key_positions(args).collect();
+        if keys.is_empty() {
+            return Err(CmdError::other("ERR The command has no key arguments"));
+        }
+        let with_flags = is(sub, "GETKEYSANDFLAGS");
+        out.array(keys.len());
+        for i in keys {
+            if with_flags {
+                out.array(2);
+                out.bulk(args[i]);
+                let flag: &[u8] = if spec.flags.has(commands::Flags::WRITE) {
+                    b"RW"
+                } else {
+                    b"RO"
+                };
+                out.array(1);
+                out.simple(std::str::from_utf8(flag).unwrap_or("RO"));
+            } else {
+                out.bulk(args[i]);
+            }
+        }
     } else if is(sub, "LIST") {
         let pattern = match a.get(2) {
             None => None,
@@ -314,6 +345,13 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
             kv("maxmemory", &node.runtime.maxmemory());
             kv("maxmemory_human", &human(node.runtime.maxmemory()));
             kv("maxmemory_policy", &node.runtime.maxmemory_policy().name());
+            let lua = crate::scripts::memory(node);
+            kv("used_memory_lua", &lua.lua_bytes);
+            kv("used_memory_vm_functions", &lua.functions_lua_bytes);
+            kv("used_memory_scripts", &lua.script_bytes);
+            kv("number_of_cached_scripts", &lua.scripts);
+            kv("number_of_functions", &lua.functions);
+            kv("number_of_libraries", &lua.libraries);
             kv(
                 "mem_fragmentation_ratio",
                 &format!("{:.2}", rss as f64 / used.max(1) as f64),

@@ -22,6 +22,7 @@ pub mod monitor;
 pub mod node;
 pub mod notify;
 pub mod pubsub;
+pub mod script_cmd;
 pub mod scripts;
 pub mod session;
 pub mod settings;

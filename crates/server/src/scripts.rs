@@ -17,6 +17,7 @@
 //! watchdog while it waits for the gate); SCRIPT KILL stops a script that
 //! has not written.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -29,43 +30,58 @@ use scripting::{Engine, Host, Watchdog};
 use crate::session::{Reply, Session};
 
 pub struct Scripts {
+    /// EVAL's Lua state and script cache.
     pub engine: Mutex<Engine>,
+    /// FUNCTION LOAD's libraries and FCALL, in a Lua state of their own.
+    pub functions: Mutex<Engine>,
     pub watchdog: Arc<Watchdog>,
+    /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may run commands flagged
+    /// noscript (Redis's test suite uses it).
+    pub allow_denied: AtomicBool,
 }
 
 impl Default for Scripts {
     fn default() -> Self {
         let watchdog = Arc::new(Watchdog::default());
-        let engine = Engine::new(watchdog.clone(), crate::REDIS_VERSION).expect("a new Lua state");
+        let engine = |functions| {
+            Mutex::new(
+                Engine::new(watchdog.clone(), crate::REDIS_VERSION, functions)
+                    .expect("a new Lua state"),
+            )
+        };
         Scripts {
-            engine: Mutex::new(engine),
+            engine: engine(false),
+            functions: engine(true),
             watchdog,
+            allow_denied: AtomicBool::new(false),
         }
     }
 }
-
-/// BUSY, for a command that arrives while a script runs past the
-/// threshold.
-pub const BUSY: &str =
-    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 
 /// Commands that run while a script is busy (Redis's `allow-busy`).
 pub fn allowed_when_busy(spec: &CommandSpec, args: &[&[u8]]) -> bool {
     match spec.name {
         "script" => args.get(1).is_some_and(|a| is(a, "KILL")),
+        "function" => args.get(1).is_some_and(|a| is(a, "KILL") || is(a, "STATS")),
         "shutdown" | "auth" | "hello" | "quit" | "reset" => true,
         _ => false,
     }
 }
 
-/// EVAL / EVALSHA / EVAL_RO / EVALSHA_RO.
+/// EVAL / EVALSHA / EVAL_RO / EVALSHA_RO / FCALL / FCALL_RO.
 pub fn eval(
     s: &mut Session,
     spec: &'static CommandSpec,
     a: &[&[u8]],
     out: Reply,
 ) -> Result<(), CmdError> {
-    let numkeys = int(a[2])?;
+    let numkeys = int(a[2]).map_err(|e| {
+        if spec.name.starts_with("fcall") {
+            CmdError::other("ERR Bad number of keys provided")
+        } else {
+            e
+        }
+    })?;
     if numkeys > (a.len() - 3) as i64 {
         return Err(CmdError::other(
             "ERR Number of keys can't be greater than number of args",
@@ -95,6 +111,7 @@ fn run_script(
     numkeys: usize,
     out: Reply,
 ) -> Result<(), CmdError> {
+    let fcall = spec.name.starts_with("fcall");
     let by_sha = spec.name.starts_with("evalsha");
     let ro_command = spec.name.ends_with("_ro");
     let node = s.node.clone();
@@ -104,23 +121,50 @@ fn run_script(
     if let Some(cluster) = &node.cluster {
         cluster.check(spec, a, s.readonly)?;
     }
-    let mut engine = node.scripts.engine.lock();
-    let sha = if by_sha {
-        if a[1].len() != 40 || !engine.exists(a[1]) {
-            return Err(CmdError::other(
-                "NOSCRIPT No matching script. Please use EVAL.",
-            ));
-        }
-        String::from_utf8_lossy(a[1]).to_ascii_lowercase()
+    let mut engine = if fcall {
+        node.scripts.functions.lock()
     } else {
-        engine.create(a[1], false).map_err(CmdError::other)?
+        node.scripts.engine.lock()
     };
-    let flags = engine.flags(sha.as_bytes()).unwrap_or_default();
+    let name = String::from_utf8_lossy(a[1]).into_owned();
+    // What runs: a function's name, or a script's SHA1.
+    let (target, flags) = if fcall {
+        let f = engine
+            .function(&name)
+            .ok_or_else(|| CmdError::other("ERR Function not found"))?;
+        (name, f.flags)
+    } else {
+        let sha = if by_sha {
+            if a[1].len() != 40 || !engine.exists(a[1]) {
+                return Err(CmdError::other(
+                    "NOSCRIPT No matching script. Please use EVAL.",
+                ));
+            }
+            name.to_ascii_lowercase()
+        } else {
+            engine.create(a[1], false).map_err(CmdError::other)?
+        };
+        let flags = engine.flags(sha.as_bytes()).unwrap_or_default();
+        (sha, flags)
+    };
     if ro_command && flags.shebang && !flags.no_writes {
         return Err(CmdError::other(
             "ERR Can not execute a script with write flag using *_ro command.",
         ));
     }
+    // A script that declares its flags may write unless it says no-writes:
+    // over maxmemory it does not start (Redis checks before the run).
+    if flags.shebang
+        && !flags.allow_oom
+        && !flags.no_writes
+        && node.runtime.maxmemory() > 0
+        && !node.make_room()
+    {
+        return Err(CmdError::other(
+            "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'",
+        ));
+    }
+    node.scripts.watchdog.set_command(a);
     let keys_end = 3 + numkeys;
     let was_in_exec = std::mem::replace(&mut s.in_exec, true);
     let mut host = ScriptHost {
@@ -131,90 +175,13 @@ fn run_script(
         slot: None,
         cross_slot: flags.allow_cross_slot_keys,
     };
-    engine.run(
-        sha.as_bytes(),
-        &a[3..keys_end],
-        &a[keys_end..],
-        &mut host,
-        out,
-    );
-    s.in_exec = was_in_exec;
-    Ok(())
-}
-
-/// SCRIPT LOAD | EXISTS | FLUSH | KILL | HELP.
-pub fn script(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-    let sub = String::from_utf8_lossy(a[1]).to_ascii_uppercase();
-    let node = &s.node;
-    match (sub.as_str(), a.len()) {
-        ("LOAD", 3) => {
-            let sha = node
-                .scripts
-                .engine
-                .lock()
-                .create(a[2], true)
-                .map_err(CmdError::other)?;
-            out.bulk(sha.as_bytes());
-        }
-        ("EXISTS", n) if n >= 3 => {
-            let engine = node.scripts.engine.lock();
-            out.array(n - 2);
-            for sha in &a[2..] {
-                out.int(engine.exists(sha) as i64);
-            }
-        }
-        ("FLUSH", n) => {
-            if n > 3 || (n == 3 && !(is(a[2], "SYNC") || is(a[2], "ASYNC"))) {
-                return Err(CmdError::other(
-                    "ERR SCRIPT FLUSH only support SYNC|ASYNC option",
-                ));
-            }
-            node.scripts
-                .engine
-                .lock()
-                .flush()
-                .map_err(|e| CmdError::other(format!("ERR {e}")))?;
-            out.simple("OK");
-        }
-        ("KILL", 2) => {
-            node.scripts
-                .watchdog
-                .kill()
-                .map_err(|e| CmdError::other(e.reply()))?;
-            out.simple("OK");
-        }
-        ("HELP", 2) => {
-            let lines = [
-                "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "EXISTS <sha1> [<sha1> ...]",
-                "    Return information about the existence of the scripts in the script cache.",
-                "FLUSH [ASYNC|SYNC]",
-                "    Flush the Lua scripts cache. Very dangerous on replicas.",
-                "KILL",
-                "    Kill the currently executing Lua script.",
-                "LOAD <script>",
-                "    Load a script into the scripts cache without executing it.",
-                "HELP",
-                "    Prints this help.",
-            ];
-            out.array(lines.len());
-            for l in lines {
-                out.simple(l);
-            }
-        }
-        ("LOAD" | "EXISTS" | "KILL" | "HELP", _) => {
-            return Err(CmdError::other(format!(
-                "ERR wrong number of arguments for 'script|{}' command",
-                sub.to_ascii_lowercase()
-            )))
-        }
-        _ => {
-            return Err(CmdError::other(format!(
-                "ERR unknown subcommand '{}'. Try SCRIPT HELP.",
-                String::from_utf8_lossy(a[1])
-            )))
-        }
+    let (keys, argv) = (&a[3..keys_end], &a[keys_end..]);
+    if fcall {
+        engine.call_function(&target, keys, argv, &mut host, out);
+    } else {
+        engine.run(target.as_bytes(), keys, argv, &mut host, out);
     }
+    s.in_exec = was_in_exec;
     Ok(())
 }
 
@@ -235,7 +202,9 @@ impl ScriptHost<'_> {
         if !spec.arity_ok(args.len()) {
             return Err("ERR Wrong number of args calling Redis command from script".into());
         }
-        if spec.flags.has(Flags::NOSCRIPT) {
+        if spec.flags.has(Flags::NOSCRIPT)
+            && !self.s.node.scripts.allow_denied.load(Ordering::Relaxed)
+        {
             return Err("ERR This Redis command is not allowed from script".into());
         }
         let node = &self.s.node;
@@ -315,20 +284,28 @@ impl Host for ScriptHost<'_> {
     }
 }
 
-/// INFO's scripting figures: (cached scripts, bytes of their texts, bytes
-/// of the Lua state).
-pub fn memory(node: &crate::node::Node) -> (usize, usize, usize) {
-    // A running script holds the engine: report nothing rather than wait.
-    match node.scripts.engine.try_lock() {
-        Some(e) => {
-            let (n, bytes) = e.cached();
-            (n, bytes, e.memory())
-        }
-        None => (0, 0, 0),
-    }
+/// INFO's scripting figures.
+#[derive(Default)]
+pub struct LuaMemory {
+    pub scripts: usize,
+    pub script_bytes: usize,
+    pub lua_bytes: usize,
+    pub functions: usize,
+    pub libraries: usize,
+    pub functions_lua_bytes: usize,
 }
 
-/// Whether a script is running past the threshold.
-pub fn busy(node: &crate::node::Node) -> bool {
-    node.scripts.watchdog.busy()
+/// What the engines hold; an engine a script is running in is not waited
+/// for (its figures read 0).
+pub fn memory(node: &crate::node::Node) -> LuaMemory {
+    let mut m = LuaMemory::default();
+    if let Some(e) = node.scripts.engine.try_lock() {
+        (m.scripts, m.script_bytes) = e.cached();
+        m.lua_bytes = e.memory();
+    }
+    if let Some(e) = node.scripts.functions.try_lock() {
+        (m.libraries, m.functions) = e.function_counts();
+        m.functions_lua_bytes = e.memory();
+    }
+    m
 }

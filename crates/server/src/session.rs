@@ -89,9 +89,9 @@ fn emptied<'b>(mut v: Vec<&[u8]>) -> Vec<&'b [u8]> {
         .collect()
 }
 
-/// EVAL and its forms: they hold the exec gate exclusively.
+/// EVAL, FCALL and their forms: they hold the exec gate exclusively.
 fn is_script(spec: &CommandSpec) -> bool {
-    spec.name.starts_with("eval")
+    spec.name.starts_with("eval") || spec.name.starts_with("fcall")
 }
 
 /// Owned arguments (an inline command's, a queued one's) as handlers take them.
@@ -302,10 +302,9 @@ impl Session {
             gate.hold(busy)
         };
         if !held && !crate::scripts::allowed_when_busy(spec, args) {
-            self.node
-                .metrics
-                .error(Some(spec), crate::scripts::BUSY, true);
-            out.error(crate::scripts::BUSY);
+            let e = self.node.scripts.watchdog.busy_reply();
+            self.node.metrics.error(Some(spec), e, true);
+            out.error(e);
             return start;
         }
         if let Err(e) = self.admit(spec, args) {
@@ -558,10 +557,11 @@ impl Session {
                 out.int(n as i64);
                 Ok(())
             }
-            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => {
+            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
                 crate::scripts::eval(self, spec, a, out)
             }
-            "script" => crate::scripts::script(self, a, out),
+            "script" => crate::script_cmd::script(self, a, out),
+            "function" => crate::script_cmd::function(self, a, out),
             "wanapply" => internal_cmd::wanapply(self, a, out),
             "wansettled" => internal_cmd::wansettled(self, a, out),
             "backupjob" => internal_cmd::backupjob(self, a, out),
