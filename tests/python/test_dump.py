@@ -303,3 +303,17 @@ def test_interop_redis_to_deltagrid_and_back(real_redis, server):
     assert real_redis.restore("ttl", dg.pttl("ttl"), dg.dump("ttl"))
     assert 90000 <= real_redis.pttl("ttl") <= 100000
     dg.close()
+
+
+def test_function_payloads_move_between_redis_and_deltagrid(real_redis, server):
+    dg = client(server)
+    code = "#!lua name=movelib\nredis.register_function('moved', function() return 'here' end)"
+    real_redis.function_load(code)
+    assert dg.function_restore(real_redis.function_dump(), "REPLACE")
+    assert raw(dg.fcall("moved", 0)) == b"here"
+    dg.function_load(code.replace("movelib", "backlib").replace("moved", "back"))
+    real_redis.function_flush()
+    assert real_redis.function_restore(dg.function_dump())
+    assert raw(real_redis.fcall("back", 0)) == b"here"
+    assert raw(real_redis.fcall("moved", 0)) == b"here"
+    dg.function_flush()

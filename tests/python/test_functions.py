@@ -191,3 +191,23 @@ redis.register_function('spin', function() local a = 1 while true do a = a + 1 e
         killed = runner.read_raw(timeout=10)
         assert killed.startswith(b"-ERR Script killed by user with SCRIPT KILL"), killed
         assert admin.cmd("PING") == b"+PONG\r\n"
+
+
+def test_dump_and_restore_by_policy(fn):
+    fn.cmd("FUNCTION", "LOAD", LIB)
+    payload = fn.call("FUNCTION", "DUMP")
+    assert fn.cmd("FUNCTION", "FLUSH") == b"+OK\r\n"
+    assert fn.cmd("FUNCTION", "RESTORE", payload) == b"+OK\r\n"
+    assert fn.cmd("FCALL", "setit", 1, "k", "v") == b"+OK\r\n"
+    # APPEND (the default) refuses a library already there, and changes nothing.
+    assert fn.cmd("FUNCTION", "RESTORE", payload, "APPEND").startswith(b"-ERR Library ")
+    assert len(fn.call("FUNCTION", "LIST")) == 1
+    assert fn.cmd("FUNCTION", "RESTORE", payload, "REPLACE") == b"+OK\r\n"
+    fn.cmd("FUNCTION", "LOAD", lib("other", "redis.register_function('o', function() return 1 end)"))
+    assert fn.cmd("FUNCTION", "RESTORE", payload, "FLUSH") == b"+OK\r\n"
+    assert [lib_[1] for lib_ in fn.call("FUNCTION", "LIST")] == [b"mylib"]
+    assert fn.cmd("FUNCTION", "RESTORE", payload, "BAD") == err_bytes(
+        "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.")
+    assert fn.cmd("FUNCTION", "RESTORE", b"bad payload") == err_bytes(
+        "ERR DUMP payload version or checksum are wrong")
+    assert len(fn.call("FUNCTION", "LIST")) == 1

@@ -15,6 +15,17 @@ pub(crate) const LOAD_TIMEOUT: &str = "FUNCTION LOAD timeout";
 /// Milliseconds a library's code may run while it loads (Redis: 500).
 const LOAD_TIMEOUT_MS: u64 = 500;
 
+/// What FUNCTION RESTORE does with the libraries already there.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum RestorePolicy {
+    /// All are deleted first.
+    Flush,
+    /// A library of the same name is an error.
+    Append,
+    /// A library of the same name is replaced.
+    Replace,
+}
+
 pub struct Library {
     pub name: String,
     pub code: Vec<u8>,
@@ -127,6 +138,36 @@ impl Engine {
         Ok(name)
     }
 
+    /// FUNCTION RESTORE: the libraries' codes loaded by `policy`, all or
+    /// none (on an error the libraries are as they were).
+    pub fn restore_libraries(
+        &mut self,
+        codes: &[Vec<u8>],
+        policy: RestorePolicy,
+    ) -> Result<(), String> {
+        let saved: Vec<Vec<u8>> = self.libraries().map(|l| l.code.clone()).collect();
+        let mut result = Ok(());
+        if policy == RestorePolicy::Flush {
+            result = self.flush().map_err(|e| format!("ERR {e}"));
+        }
+        for code in codes {
+            if result.is_err() {
+                break;
+            }
+            result = self
+                .load_library(code, policy == RestorePolicy::Replace)
+                .map(drop);
+        }
+        if result.is_err() {
+            // Back to what it was: the saved libraries loaded before.
+            self.flush().map_err(|e| format!("ERR {e}"))?;
+            for code in &saved {
+                let _ = self.load_library(code, false);
+            }
+        }
+        result
+    }
+
     /// FUNCTION DELETE: whether the library was there.
     pub fn delete_library(&mut self, name: &str) -> bool {
         self.libraries.remove(name)
@@ -191,16 +232,19 @@ fn library_name(code: &[u8]) -> Result<String, String> {
         return Err("Missing library metadata".into());
     }
     let end = code.iter().position(|&b| b == b'\n').unwrap_or(code.len());
-    let line = String::from_utf8_lossy(&code[2..end]);
+    let line = String::from_utf8_lossy(&code[..end]);
     let mut parts = line.split_ascii_whitespace();
-    let engine = parts.next().ok_or("Invalid library metadata")?;
+    let engine = parts
+        .next()
+        .and_then(|p| p.strip_prefix("#!"))
+        .ok_or("Invalid library metadata")?;
     let mut name = None;
     for part in parts {
         match part.strip_prefix("name=") {
             Some(_) if name.is_some() => {
                 return Err("Invalid metadata value, name argument was given multiple times".into())
             }
-            Some(n) => name = Some(n.to_string()),
+            Some(n) => name = Some(unquote(n).to_string()),
             None => return Err(format!("Invalid metadata value given: {part}")),
         }
     }
@@ -212,6 +256,17 @@ fn library_name(code: &[u8]) -> Result<String, String> {
         return Err(format!("Engine '{engine}' not found"));
     }
     Ok(name)
+}
+
+/// `"x"` or `'x'` as x (the metadata line is split as Redis splits
+/// arguments).
+fn unquote(s: &str) -> &str {
+    for q in ['"', '\''] {
+        if let Some(inner) = s.strip_prefix(q).and_then(|s| s.strip_suffix(q)) {
+            return inner;
+        }
+    }
+    s
 }
 
 #[cfg(test)]
@@ -237,5 +292,10 @@ mod tests {
             library_name(b"#!lua foo=bar\n").unwrap_err(),
             "Invalid metadata value given: foo=bar"
         );
+        assert_eq!(
+            library_name(b"#! name=x\n").unwrap_err(),
+            "Engine '' not found"
+        );
+        assert_eq!(library_name(b"#!lua name=\"q\"\n").unwrap(), "q");
     }
 }

@@ -28,7 +28,7 @@ mod watchdog;
 
 pub use convert::lua_error_text;
 pub use engine::{Engine, Host};
-pub use functions::{FunctionInfo, Library};
+pub use functions::{FunctionInfo, Library, RestorePolicy};
 pub use libs::sha1_hex;
 pub use shebang::ScriptFlags;
 pub use watchdog::{KillRefused, Watchdog, BUSY_EVAL, BUSY_FUNCTION, DEFAULT_BUSY_MS};

@@ -132,36 +132,49 @@ load_api.register_function = function(...)
     if not callback then register_error("redis.register_function must get a callback argument") end
   end
   if not name:match("^[%w_]+$") then
-    register_error("Function names can only contain letters, numbers, or underscores(_) and must be at least one character long")
+    register_error("Library names can only contain letters, numbers, or underscores(_) and must be at least one character long")
   end
   for _, f in ipairs(pending) do
     if f.name:lower() == name:lower() then register_error("Function already exists in the library") end
   end
   pending[#pending + 1] = { name = name, callback = callback, flags = flags or {}, description = desc }
 end
+G.redis = view(redis)
 if internal.functions then
-  local run_api = redis
-  local meta = {
-    __index = function(_, k)
-      if not loading then return run_api[k] end
-      local v = load_api[k]
-      if v == nil then
-        raw_error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-      end
-      return v
-    end,
-    __newindex = readonly,
-  }
-  local v = raw_setmetatable({}, meta)
-  meta.__metatable = v
-  protected[v] = true
-  G.redis = v
-else
-  G.redis = view(redis)
+  -- Redis's functions engine: redis.register_function exists at run time
+  -- too, and says it cannot be called then.
+  redis.register_function = load_api.register_function
 end
 
--- The environment every script runs in.
-local env_meta = { __index = G, __newindex = readonly }
+-- The environment every script runs in. A function library's code runs
+-- while `loading` with only the load API as globals (`redis` with
+-- register_function and log), as in Redis; its functions run with all.
+local function nonexistent(k)
+  raw_error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 3)
+end
+local load_redis_meta = {
+  __index = function(_, k)
+    local v = load_api[k]
+    if v == nil then nonexistent(k) end
+    return v
+  end,
+  __newindex = readonly,
+}
+local load_redis = raw_setmetatable({}, load_redis_meta)
+load_redis_meta.__metatable = view(load_redis_meta)
+protected[load_redis] = true
+local load_globals = { redis = load_redis }
+local env_meta = { __newindex = readonly }
+if internal.functions then
+  env_meta.__index = function(_, k)
+    if not loading then return G[k] end
+    local v = load_globals[k]
+    if v == nil then nonexistent(k) end
+    return v
+  end
+else
+  env_meta.__index = G
+end
 local env = raw_setmetatable({}, env_meta)
 env_meta.__metatable = view(env_meta)
 protected[env] = true
@@ -220,8 +233,8 @@ function api.load(chunk)
   local registered = pending
   loading, pending = false, nil
   if not ok then
-    if raw_type(err) == "table" then err = err.err end
-    return false, tostring(err)
+    if raw_type(err) == "table" then return false, tostring(err.err) end
+    return false, "ERR " .. tostring(err)
   end
   return true, registered
 end

@@ -1,13 +1,15 @@
 //! SCRIPT (LOAD, EXISTS, FLUSH, KILL) and FUNCTION (LOAD, DELETE, FLUSH,
-//! LIST, STATS, KILL): the script cache and the function libraries of a
+//! LIST, STATS, KILL, DUMP, RESTORE: Redis's RDB payload): the script cache and the function libraries of a
 //! node, as Redis keeps them per server. In a site every node keeps its
 //! own (a client loads a script or library on each node, as Redis Cluster
 //! asks; EVALSHA answers NOSCRIPT where it is missing and clients then
 //! send EVAL).
 
 use commands::args::is;
+use commands::dump::rdb::LoadError;
 use commands::CmdError;
 use keyspace::glob::glob_match;
+use scripting::RestorePolicy;
 
 use crate::session::{Reply, Session};
 
@@ -131,7 +133,7 @@ pub fn function(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError
             }
             out.simple("OK");
         }
-        ("FLUSH", _) => {
+        ("FLUSH", 2 | 3) => {
             flush_mode(a, "ERR FUNCTION FLUSH only supports SYNC|ASYNC option")?;
             scripts
                 .functions
@@ -141,6 +143,37 @@ pub fn function(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError
             out.simple("OK");
         }
         ("LIST", _) => list(s, a, out)?,
+        ("DUMP", 2) => {
+            let engine = scripts.functions.lock();
+            let payload =
+                commands::dump::rdb::dump_functions(engine.libraries().map(|l| &l.code[..]));
+            out.bulk(&payload);
+        }
+        ("RESTORE", 3 | 4) => {
+            let policy = match a.get(3) {
+                None => RestorePolicy::Append,
+                Some(p) if is(p, "APPEND") => RestorePolicy::Append,
+                Some(p) if is(p, "REPLACE") => RestorePolicy::Replace,
+                Some(p) if is(p, "FLUSH") => RestorePolicy::Flush,
+                Some(_) => {
+                    return Err(CmdError::other(
+                        "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
+                    ))
+                }
+            };
+            let codes = commands::dump::rdb::restore_functions(a[2]).map_err(|e| {
+                CmdError::other(match e {
+                    LoadError::Footer => "ERR DUMP payload version or checksum are wrong",
+                    LoadError::Malformed => "ERR given type is not a function",
+                })
+            })?;
+            scripts
+                .functions
+                .lock()
+                .restore_libraries(&codes, policy)
+                .map_err(CmdError::other)?;
+            out.simple("OK");
+        }
         ("STATS", 2) => {
             out.map(2);
             out.bulk(b"running_script");
@@ -197,13 +230,23 @@ pub fn function(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError
                 "    Kill the current running function.",
                 "FLUSH [ASYNC|SYNC]",
                 "    Delete all the libraries.",
+                "DUMP",
+                "    Return a serialized payload representing the current libraries.",
+                "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+                "    Restore the libraries represented by the given payload (APPEND by default).",
                 "HELP",
                 "    Prints this help.",
             ],
         ),
-        ("LOAD" | "DELETE" | "STATS" | "KILL" | "HELP", _) => {
+        ("FLUSH", _) => return Err(CmdError::other(
+            "ERR unknown subcommand or wrong number of arguments for 'flush'. Try FUNCTION HELP.",
+        )),
+        ("LOAD" | "DELETE" | "STATS" | "KILL" | "HELP" | "DUMP", _) => {
             return Err(wrong_args("function", &sub))
         }
+        ("RESTORE", _) => return Err(CmdError::other(
+            "ERR unknown subcommand or wrong number of arguments for 'restore'. Try FUNCTION HELP.",
+        )),
         _ => return Err(unknown_sub("FUNCTION", a[1])),
     }
     Ok(())

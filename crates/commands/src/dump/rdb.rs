@@ -168,6 +168,38 @@ pub fn dump(value: &Value) -> Vec<u8> {
     out
 }
 
+/// RDB's opcode for a function library (Redis 7's `RDB_OPCODE_FUNCTION2`).
+const OPCODE_FUNCTION2: u8 = 245;
+
+/// FUNCTION DUMP's payload: each library's code after the opcode, then the
+/// footer, as Redis writes it (so payloads move between deltagrid and
+/// Redis both ways).
+pub fn dump_functions<'a>(codes: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for code in codes {
+        out.push(OPCODE_FUNCTION2);
+        put_raw(&mut out, code);
+    }
+    out.extend_from_slice(&DUMP_VERSION.to_le_bytes());
+    let crc = crc64(0, &out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The libraries' codes of a FUNCTION RESTORE payload.
+pub fn restore_functions(payload: &[u8]) -> Result<Vec<Vec<u8>>, LoadError> {
+    let body = verify(payload)?;
+    let mut r = Reader { buf: body, pos: 0 };
+    let mut codes = Vec::new();
+    while r.left() > 0 {
+        if r.take(1)?[0] != OPCODE_FUNCTION2 {
+            return Err(LoadError::Malformed);
+        }
+        codes.push(r.string()?.into_owned());
+    }
+    Ok(codes)
+}
+
 /// Redis's `rdbSaveLen`.
 fn put_len(out: &mut Vec<u8>, len: u64) {
     if len < 1 << 6 {
