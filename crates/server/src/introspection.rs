@@ -175,14 +175,25 @@ fn command_info(c: &CommandSpec, out: Reply) {
     out.array(10);
     out.bulk(c.name.as_bytes());
     out.int(c.arity as i64);
-    let flags: Vec<&str> = c.flags.names().collect();
+    // Keys after a count (EVAL, FCALL): "movablekeys", positions 0, and a
+    // keynum key spec; clients then ask COMMAND GETKEYS, as with Redis.
+    let movable = c.first_key < 0;
+    let mut flags: Vec<&str> = c.flags.names().collect();
+    if movable {
+        flags.push("movablekeys");
+    }
     out.set(flags.len());
     for f in flags {
         out.simple(f);
     }
-    out.int(c.first_key as i64);
-    out.int(c.last_key as i64);
-    out.int(c.step as i64);
+    let (first, last, step) = if movable {
+        (0, 0, 0)
+    } else {
+        (c.first_key, c.last_key, c.step)
+    };
+    out.int(first as i64);
+    out.int(last as i64);
+    out.int(step as i64);
     let cats = c.acl_categories();
     out.set(cats.len());
     for cat in cats {
@@ -220,6 +231,31 @@ fn command_info(c: &CommandSpec, out: Reply) {
         out.int(0);
         out.bulk(b"notes");
         out.bulk(b"");
+    } else if movable {
+        out.array(1);
+        out.map(3);
+        out.bulk(b"flags");
+        out.set(0);
+        out.bulk(b"begin_search");
+        out.map(2);
+        out.bulk(b"type");
+        out.bulk(b"index");
+        out.bulk(b"spec");
+        out.map(1);
+        out.bulk(b"index");
+        out.int(-c.first_key as i64);
+        out.bulk(b"find_keys");
+        out.map(2);
+        out.bulk(b"type");
+        out.bulk(b"keynum");
+        out.bulk(b"spec");
+        out.map(3);
+        out.bulk(b"keynumidx");
+        out.int(0);
+        out.bulk(b"firstkey");
+        out.int(1);
+        out.bulk(b"keystep");
+        out.int(1);
     } else {
         out.array(0);
     }

@@ -164,6 +164,20 @@ fn run_script(
             "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'",
         ));
     }
+    // And with min-replicas-to-write, it does not start without them.
+    if flags.shebang && !flags.no_writes {
+        let min = node.runtime.min_replicas_to_write.load(Ordering::Relaxed);
+        let key = (numkeys > 0).then(|| a[3]);
+        let good = node
+            .cluster
+            .as_deref()
+            .map_or(0, |c| cluster::cluster_cmd::in_sync_replicas(c, key));
+        if min > 0 && good < min {
+            return Err(CmdError::other(
+                "NOREPLICAS Not enough good replicas to write.",
+            ));
+        }
+    }
     node.scripts.watchdog.set_command(a);
     let keys_end = 3 + numkeys;
     let was_in_exec = std::mem::replace(&mut s.in_exec, true);
