@@ -746,7 +746,7 @@ def test_config_set_acts_or_refuses(conn):
 
 @pytest.mark.deltagrid_only  # Redis has these features
 @pytest.mark.parametrize("name,value", [("maxmemory-policy", "most-recent"), ("appendonly", "yes"),
-                                        ("save", "900 1"), ("set-max-intset-entries", "100"),
+                                        ("save", "900 1"), ("tcp-keepalive", "300"),
                                         ("maxmemory-clients", "10mb")])
 def test_config_set_refuses_what_would_be_ignored(conn, name, value):
     before = conn.call("CONFIG", "GET", name)

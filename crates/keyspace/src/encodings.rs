@@ -16,13 +16,15 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 use crate::value::{HashValue, ListValue, SetValue, ZSetValue};
 
-/// Redis 7.2's defaults for sets and sorted sets (`set-max-intset-entries`
-/// is not settable yet).
+/// Redis 7.2's defaults for sets and sorted sets.
 const SET_MAX_INTSET_ENTRIES: usize = 512;
 const SET_MAX_LISTPACK_ENTRIES: usize = 128;
 const MAX_LISTPACK_VALUE: usize = 64;
 
 static SET_MAX_ENTRIES: AtomicUsize = AtomicUsize::new(SET_MAX_LISTPACK_ENTRIES);
+/// `set-max-intset-entries`: only what OBJECT ENCODING says changes (a set
+/// of integers is held as any small set).
+static SET_MAX_INTSET: AtomicUsize = AtomicUsize::new(SET_MAX_INTSET_ENTRIES);
 static SET_MAX_VALUE: AtomicUsize = AtomicUsize::new(MAX_LISTPACK_VALUE);
 
 /// Redis 7.2's `list-max-listpack-size` default (-2: a list whose
@@ -135,11 +137,21 @@ impl Encodings {
         SET_MAX_VALUE.store(n, Ordering::Relaxed)
     }
 
+    pub fn set_max_intset(&self) -> usize {
+        SET_MAX_INTSET.load(Ordering::Relaxed)
+    }
+
+    /// `set-max-intset-entries` (OBJECT ENCODING only).
+    pub fn set_set_max_intset(&self, n: usize) {
+        SET_MAX_INTSET.store(n, Ordering::Relaxed)
+    }
+
     /// What Redis 7.2 calls a set's encoding: `intset` (integers only, up
-    /// to 512), `listpack` (the packed form: up to `set-max-listpack-entries`
-    /// members of at most `set-max-listpack-value` bytes) or `hashtable`.
+    /// to `set-max-intset-entries`), `listpack` (the packed form: up to
+    /// `set-max-listpack-entries` members of at most
+    /// `set-max-listpack-value` bytes) or `hashtable`.
     pub fn set_encoding(&self, s: &SetValue) -> &'static str {
-        if s.len() <= SET_MAX_INTSET_ENTRIES && s.all_integers() {
+        if s.len() <= self.set_max_intset() && s.all_integers() {
             "intset"
         } else if s.is_packed() {
             "listpack"

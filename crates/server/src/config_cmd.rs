@@ -86,8 +86,6 @@ fn hash_limit(v: &str) -> Result<usize, String> {
     Ok(n as usize)
 }
 
-const NOT_YET: &str = "that type is not implemented yet";
-
 static PARAMS: &[Param] = &[
     Param {
         name: "maxmemory",
@@ -369,8 +367,11 @@ static PARAMS: &[Param] = &[
     Param {
         name: "set-max-intset-entries",
         alias: None,
-        get: |_| "512".into(),
-        set: Some(|_, v| only(v, "512", NOT_YET)),
+        get: |n| n.ks.encodings().set_max_intset().to_string(),
+        set: Some(|_, v| {
+            let v = hash_limit(v)?;
+            Ok(Box::new(move |n| n.ks.encodings().set_set_max_intset(v)))
+        }),
     },
     Param {
         name: "set-max-listpack-entries",

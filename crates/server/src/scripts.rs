@@ -63,7 +63,8 @@ pub fn allowed_when_busy(spec: &CommandSpec, args: &[&[u8]]) -> bool {
     match spec.name {
         "script" => args.get(1).is_some_and(|a| is(a, "KILL")),
         "function" => args.get(1).is_some_and(|a| is(a, "KILL") || is(a, "STATS")),
-        "shutdown" | "auth" | "hello" | "quit" | "reset" => true,
+        "shutdown" | "auth" | "hello" | "quit" | "reset" | "multi" | "discard" | "watch"
+        | "unwatch" => true,
         _ => false,
     }
 }
@@ -181,6 +182,8 @@ fn run_script(
     node.scripts.watchdog.set_command(a);
     let keys_end = 3 + numkeys;
     let was_in_exec = std::mem::replace(&mut s.in_exec, true);
+    s.in_script = true;
+    s.script_read = false;
     let mut host = ScriptHost {
         s,
         read_only: ro_command || flags.no_writes,
@@ -196,6 +199,11 @@ fn run_script(
         engine.run(target.as_bytes(), keys, argv, &mut host, out);
     }
     s.in_exec = was_in_exec;
+    s.in_script = false;
+    // Tracking: a script that read anything read its declared keys.
+    if s.tracking && s.script_read {
+        s.remember_reads(keys);
+    }
     Ok(())
 }
 

@@ -63,6 +63,11 @@ pub struct Session {
     woken: bool,
     /// EXEC is running the queued commands: a blocking one may not wait.
     pub(crate) in_exec: bool,
+    /// A script is running its commands: their reads are not tracked one
+    /// by one; `script_read` says whether any read ran (then the script's
+    /// declared keys are tracked, as Redis does).
+    pub(crate) in_script: bool,
+    pub(crate) script_read: bool,
 }
 
 pub type Reply<'a, 'b> = &'a mut ReplyWriter<'b>;
@@ -124,6 +129,8 @@ impl Session {
             blocked: None,
             woken: false,
             in_exec: false,
+            in_script: false,
+            script_read: false,
         }
     }
 
@@ -302,9 +309,19 @@ impl Session {
             gate.hold(busy)
         };
         if !held && !crate::scripts::allowed_when_busy(spec, args) {
-            let e = self.node.scripts.watchdog.busy_reply();
-            self.node.metrics.error(Some(spec), e, true);
-            out.error(e);
+            let busy = self.node.scripts.watchdog.busy_reply();
+            self.node.metrics.error(Some(spec), busy, true);
+            // Inside MULTI the transaction fails as on any refusal; EXEC
+            // discards it at once (as Redis).
+            if spec.name == "exec" && self.tx.in_multi() {
+                self.tx.clear();
+                out.error(&format!(
+                    "EXECABORT Transaction discarded because of: {busy}"
+                ));
+            } else {
+                self.tx.dirty |= self.tx.in_multi();
+                out.error(busy);
+            }
             return start;
         }
         if let Err(e) = self.admit(spec, args) {
@@ -387,8 +404,10 @@ impl Session {
                 self.node.metrics.error(Some(spec), &e, false);
                 out.error(&e)
             }
-            Ok(()) if self.tracking && spec.flags.has(Flags::READONLY) => {
-                self.remember_reads(spec, args)
+            Ok(()) if self.in_script && spec.flags.has(Flags::READONLY) => self.script_read = true,
+            Ok(()) if self.tracking && spec.flags.has(Flags::READONLY) && !is_script(spec) => {
+                let keys: Vec<&[u8]> = spec.key_positions(args).map(|i| args[i]).collect();
+                self.remember_reads(&keys)
             }
             Ok(()) => {}
         }
@@ -458,9 +477,10 @@ impl Session {
         Ok(())
     }
 
-    /// Default-mode tracking remembers the keys a read-only command read,
-    /// subject to OPTIN/OPTOUT and CLIENT CACHING.
-    fn remember_reads(&self, spec: &CommandSpec, args: &[&[u8]]) {
+    /// Default-mode tracking remembers the keys a read-only command read
+    /// (a script: the keys it declared, when it read any), subject to
+    /// OPTIN/OPTOUT and CLIENT CACHING.
+    pub(crate) fn remember_reads(&self, keys: &[&[u8]]) {
         let t = self.shared.tracking.lock();
         if t.bcast
             || (t.optin && self.caching != Some(true))
@@ -469,7 +489,7 @@ impl Session {
             return;
         }
         drop(t);
-        let keys: Vec<Bytes> = spec.key_positions(args).map(|i| owned(args[i])).collect();
+        let keys: Vec<Bytes> = keys.iter().map(|k| owned(k)).collect();
         if !keys.is_empty() {
             self.node.tracking.remember(self.id, &keys);
         }
