@@ -567,3 +567,29 @@ def test_a_script_that_wrote_cannot_be_killed(make_server):
             assert admin.cmd("GET", "k") == b"$1\r\nw\r\n"
         finally:
             admin.cmd("CONFIG", "SET", "busy-reply-threshold", old)
+
+
+@pytest.mark.deltagrid_only  # Redis does not bound its Lua memory
+def test_a_script_past_script_memory_fails_and_the_next_runs(make_server):
+    server = make_server(config='[node]\nscript_memory = "16MiB"\n')
+    with RespConn.to(server) as c:
+        body = "local t = {} for i = 1, 10000000 do t[i] = i end return #t"
+        reply = c.cmd("EVAL", body, 0)
+        assert reply.startswith(b"-ERR ") and b"not enough memory" in reply, reply
+        assert c.cmd("EVAL", "return 1", 0) == b":1\r\n"
+        assert c.cmd("PING") == b"+PONG\r\n"
+
+
+def test_cmsgpack_packs_as_redis_and_round_trips(conn):
+    hexed = "local h = '' for i = 1, #e do h = h .. string.format('%02x', string.byte(e, i)) end return h"
+    assert ev(conn, "local e = cmsgpack.pack(0.1) " + hexed) == bulk(b"cb3fb999999999999a")
+    assert ev(conn, "local e = cmsgpack.pack(-1099511627776) " + hexed) == bulk(b"d3ffffff0000000000")
+    assert ev(conn, "local e = cmsgpack.pack({1, 2, 'x'}, true) " + hexed) == bulk(b"930102a178c3")
+    body = """
+        local t = {a = {1, 2, 3}, s = string.rep('y', 300), n = -7, f = 1.5}
+        local u = cmsgpack.unpack(cmsgpack.pack(t))
+        local off, one = cmsgpack.unpack_one(cmsgpack.pack('p', 'q'), 0)
+        return {u.a[3], #u.s, u.n, tostring(u.f), off, one}"""
+    assert ev(conn, body) == b"*6\r\n:3\r\n:300\r\n:-7\r\n$3\r\n1.5\r\n:2\r\n$1\r\np\r\n"
+    reply = ev(conn, "return cmsgpack.unpack('\\221\\255\\255')")
+    assert reply.startswith(b"-ERR ") and b"Missing bytes in input." in reply, reply

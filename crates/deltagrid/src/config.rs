@@ -101,6 +101,8 @@ pub struct NodeSection {
     pub client_query_buffer_limit: Option<Size>,
     pub log_memory: Option<Size>,
     pub tracking_table_max_keys: Option<usize>,
+    /// Bytes each Lua state may allocate (EVAL's, the functions').
+    pub script_memory: Option<Size>,
     pub enable_debug_command: Option<bool>,
     /// Node-to-node address (metadata and replication) in a multi-node site.
     pub cluster_listen: Option<SocketAddr>,
@@ -211,6 +213,9 @@ impl ConfigFile {
         }
         if let Some(v) = n.tracking_table_max_keys {
             s.tracking_table_max_keys = v;
+        }
+        if let Some(v) = n.script_memory {
+            s.script_memory = v.0 as usize;
         }
         if let Some(v) = n.enable_debug_command {
             s.enable_debug_command = v;

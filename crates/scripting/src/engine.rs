@@ -32,6 +32,9 @@ const MAX_EVAL_SCRIPTS: usize = 500;
 /// Lua instructions between two checks of the watchdog (Redis: 100,000).
 const HOOK_EVERY: u32 = 100_000;
 
+/// Runs between two garbage collection steps (Redis: 50).
+const GC_EVERY: u32 = 50;
+
 const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 
 /// What runs a script's commands.
@@ -69,6 +72,10 @@ pub struct Engine {
     pub(crate) libraries: crate::functions::Libraries,
     for_functions: bool,
     version: String,
+    /// Bytes the Lua state may allocate (0: no limit).
+    memory_limit: usize,
+    /// Runs since the last garbage collection step.
+    runs_since_gc: u32,
 }
 
 impl Engine {
@@ -95,6 +102,7 @@ impl Engine {
             ("redis", crate::libs::redis(&lua, resp3.clone(), version)?),
             ("cjson", crate::libs::cjson(&lua)?),
             ("bit", crate::libs::bit(&lua)?),
+            ("cmsgpack", crate::msgpack::table(&lua)?),
         ] {
             for (k, v) in lib
                 .pairs::<Value, Value>()
@@ -172,6 +180,8 @@ impl Engine {
             libraries: Default::default(),
             for_functions,
             version: version.to_string(),
+            memory_limit: 0,
+            runs_since_gc: 0,
         })
     }
 
@@ -229,8 +239,18 @@ impl Engine {
 
     /// SCRIPT FLUSH: a new Lua state, no scripts.
     pub fn flush(&mut self) -> mlua::Result<()> {
+        let limit = self.memory_limit;
         *self = Engine::new(self.watchdog.clone(), &self.version, self.for_functions)?;
+        self.set_memory_limit(limit);
         Ok(())
+    }
+
+    /// At most `bytes` for the Lua state (0: no limit): an allocation past
+    /// it fails the script that made it ("not enough memory").
+    pub fn set_memory_limit(&mut self, bytes: usize) {
+        self.memory_limit = bytes;
+        // Only a state mlua did not create can refuse; this one can't.
+        let _ = self.lua.set_memory_limit(bytes);
     }
 
     /// Scripts cached and the bytes of their texts.
@@ -305,6 +325,18 @@ impl Engine {
         });
         let killed = self.watchdog.killed();
         self.watchdog.end();
+        // A step of garbage collection every few runs, as Redis does, so
+        // that short scripts' garbage does not pile up between the
+        // collector's own cycles.
+        self.runs_since_gc += 1;
+        if self.runs_since_gc == GC_EVERY {
+            self.runs_since_gc = 0;
+            for _ in 0..GC_EVERY {
+                if self.lua.gc_step().unwrap_or(true) {
+                    break;
+                }
+            }
+        }
         match result {
             Ok((true, value)) => write_reply(&value, out, self.resp3.load(Ordering::Relaxed)),
             Ok((false, Value::Table(err))) => {

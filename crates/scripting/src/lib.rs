@@ -1,6 +1,6 @@
 //! Lua scripting as Redis 7 runs it (EVAL, EVALSHA, SCRIPT, FUNCTION,
 //! FCALL): a Lua 5.1 VM ([`Engine`]) with Redis's globals, libraries
-//! (`redis`, `cjson`, `bit`) and read-only protections, the script cache by
+//! (`redis`, `cjson`, `cmsgpack`, `bit`) and read-only protections, the script cache by
 //! SHA1, the libraries FUNCTION LOAD registers, the conversions between
 //! replies and Lua values, and the [`Watchdog`] that lets other clients see
 //! a long script (BUSY) and SCRIPT KILL stop it.
@@ -14,7 +14,7 @@
 //! Layout: `engine` (the VM, the script cache, a run), `functions`
 //! (libraries and FCALL), `prelude.lua` (globals and protections, the
 //! error handler, the load API), `convert` (replies <-> Lua values),
-//! `libs` and `json` (the libraries), `raising` (how they raise errors),
+//! `libs`, `json` and `msgpack` (the libraries), `raising` (how they raise errors),
 //! `shebang` (`#!lua flags=`), `watchdog`.
 
 mod convert;
@@ -22,6 +22,7 @@ mod engine;
 mod functions;
 mod json;
 mod libs;
+mod msgpack;
 mod raising;
 mod shebang;
 mod watchdog;

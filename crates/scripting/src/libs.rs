@@ -1,11 +1,11 @@
 //! The libraries Redis gives scripts besides Lua's own: `redis` (all but
-//! `call`/`pcall`, which the engine binds per run), `cjson` and `bit`.
+//! `call`/`pcall`, which the engine binds per run), `cjson` and `bit`
+//! (`cmsgpack`: the `msgpack` module).
 //!
 //! Every function here answers `(true, results...)` or `(false, error)`;
-//! the prelude wraps each so that the error is raised from Lua (see
-//! `prelude.lua`). Not provided: `cmsgpack` and `struct` (a script that
-//! uses them gets "Script attempted to access nonexistent global
-//! variable").
+//! the engine wraps each so that the error is raised as Lua raises it (see
+//! `raising`). Not provided: `struct` (a script that uses it gets
+//! "Script attempted to access nonexistent global variable").
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -144,6 +144,7 @@ impl Node {
         // calibrates itself at its first use: here, not in a command.
         let _ = quanta::Instant::now();
         let run_id: String = (0..40).map(|_| format!("{:x}", rand_nibble())).collect();
+        let script_memory = settings.script_memory;
         let node = Arc::new(Node {
             runtime: Runtime::new(&settings),
             settings,
@@ -160,7 +161,7 @@ impl Node {
             started: Instant::now(),
             run_id,
             exec_gate: Default::default(),
-            scripts: Default::default(),
+            scripts: crate::scripts::Scripts::new(script_memory),
             cluster,
             wan,
             backups,

@@ -40,14 +40,15 @@ pub struct Scripts {
     pub allow_denied: AtomicBool,
 }
 
-impl Default for Scripts {
-    fn default() -> Self {
+impl Scripts {
+    /// Two Lua states of at most `memory` bytes each.
+    pub fn new(memory: usize) -> Self {
         let watchdog = Arc::new(Watchdog::default());
         let engine = |functions| {
-            Mutex::new(
-                Engine::new(watchdog.clone(), crate::REDIS_VERSION, functions)
-                    .expect("a new Lua state"),
-            )
+            let mut e = Engine::new(watchdog.clone(), crate::REDIS_VERSION, functions)
+                .expect("a new Lua state");
+            e.set_memory_limit(memory);
+            Mutex::new(e)
         };
         Scripts {
             engine: engine(false),

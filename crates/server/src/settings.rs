@@ -39,6 +39,9 @@ pub struct NodeSettings {
     pub log_retain_bytes: Option<usize>,
     /// Keys remembered for client tracking before the oldest are invalidated.
     pub tracking_table_max_keys: usize,
+    /// Bytes each Lua state (EVAL's, the functions') may allocate; a script
+    /// that needs more fails with an error.
+    pub script_memory: usize,
     /// Set when the node is a member of a multi-node site.
     pub cluster: Option<cluster::ClusterSettings>,
     /// Set when the node replicates to or from other sites.
@@ -48,6 +51,9 @@ pub struct NodeSettings {
     /// Scheduled backups to storage, when configured.
     pub backup: Option<backup::schedule::Schedule>,
 }
+
+/// `node.script_memory` when not set.
+pub const DEFAULT_SCRIPT_MEMORY: usize = 256 << 20;
 
 /// `node.idle_poll_us` when not set.
 pub const DEFAULT_IDLE_POLL: std::time::Duration = std::time::Duration::from_micros(50);
@@ -77,6 +83,7 @@ impl Default for NodeSettings {
             partitions: 271,
             log_retain_bytes: None,
             tracking_table_max_keys: 1_000_000,
+            script_memory: DEFAULT_SCRIPT_MEMORY,
             cluster: None,
             wan: None,
             changed_keys_bytes: 64 << 20,
