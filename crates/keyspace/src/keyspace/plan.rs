@@ -132,8 +132,8 @@ pub(super) struct Planned {
 /// so adding a member already held is logged too: it renews the member's
 /// version, and an add wins over a removal that did not see it.
 /// `removed`: the key's last removal here (its floor, or the version at
-/// which it was last a collection that emptied), for a HyperLogLog or a
-/// bitmap made from nothing.
+/// which it was last a collection that emptied), for a HyperLogLog made
+/// from nothing.
 pub(super) fn plan(
     old: Option<&Entry>,
     w: Write,
@@ -150,33 +150,26 @@ pub(super) fn plan(
             index,
             mask,
             splice,
-        } => {
-            // A raise of the string held, or, where sites merge, of
-            // nothing above the key's last removal: two sites that make
-            // one bitmap from nothing then OR their bits (a HyperLogLog
-            // made from nothing does the same).
-            let base = match old {
-                Some(e) if merging && matches!(e.value, Value::Str(_)) && !is_hll(e) => {
-                    Some(e.version)
-                }
-                None if merging => Some(removed.unwrap_or_default()),
-                _ => None,
-            };
-            let Some(base) = base else {
-                return plan(old, Write::Str(splice), merge_site, removed);
-            };
-            let op = DeltaOp::BitsOr {
-                bytes: vec![(index, mask)],
-            };
-            let saved = old
-                .map_or(0, |e| e.value.payload_len())
-                .saturating_sub(delta::op_payload_len(&op));
-            return Ok(Some(Planned {
-                kind: ChangeKind::Delta { base, op },
-                saved,
-                new_value: None,
-            }));
-        }
+        } => match old {
+            Some(e) if merging && matches!(e.value, Value::Str(_)) && !is_hll(e) => {
+                let op = DeltaOp::BitsOr {
+                    bytes: vec![(index, mask)],
+                };
+                let saved = e
+                    .value
+                    .payload_len()
+                    .saturating_sub(delta::op_payload_len(&op));
+                return Ok(Some(Planned {
+                    kind: ChangeKind::Delta {
+                        base: e.version,
+                        op,
+                    },
+                    saved,
+                    new_value: None,
+                }));
+            }
+            _ => Write::Str(splice),
+        },
         w => w,
     };
     let base = old.map_or(Version::ZERO, |e| e.version);

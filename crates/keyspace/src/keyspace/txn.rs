@@ -198,10 +198,9 @@ impl<'a> Txn<'a> {
             Write::Delete => Noticed::Deleted,
         });
         let created = old.is_none();
-        // Only a HyperLogLog or a bitmap made from nothing needs the key's
-        // last removal.
+        // Only a HyperLogLog made from nothing needs the key's last removal.
         let removed = match (&w, old) {
-            (Write::Hll { .. } | Write::Bits { .. }, None) => crate::apply::removed_at(part, key),
+            (Write::Hll { .. }, None) => crate::apply::removed_at(part, key),
             _ => None,
         };
         let Some(Planned {

@@ -581,44 +581,6 @@ fn setbit_raises_merge_by_or_and_a_delta_on_raised_bytes_needs_the_full_value() 
 }
 
 #[test]
-fn two_sites_making_one_bitmap_from_nothing_keep_both_bits() {
-    let a = keyspace(1);
-    let bb = keyspace(2);
-    for (ks, offset) in [(&a, 3u32), (&bb, 20)] {
-        let mut txn = ks.txn([&b"bm"[..]], 0);
-        set_bit(&mut txn, b"bm", offset, true).unwrap();
-    }
-    let from_a = log_of(&a, "bm");
-    let from_b = log_of(&bb, "bm");
-    assert!(matches!(
-        from_a[0].kind,
-        ChangeKind::Delta { base, op: DeltaOp::BitsOr { .. } } if base == Version::ZERO
-    ));
-    for c in &from_a {
-        assert_eq!(apply(&bb, c), Applied);
-    }
-    for c in &from_b {
-        assert_eq!(apply(&a, c), Applied);
-    }
-    assert_eq!(string(&a, "bm"), Some(Bytes::from_static(b"\x10\x00\x08")));
-    assert_eq!(string(&a, "bm"), string(&bb, "bm"));
-    // After a delete, a bitmap made from nothing is a raise above it: the
-    // delete's site keeps what came after it, the older bit stays gone.
-    a.txn([&b"bm"[..]], 0).write(b"bm", Write::Delete).unwrap();
-    let mut txn = a.txn([&b"bm"[..]], 0);
-    set_bit(&mut txn, b"bm", 0, true).unwrap();
-    drop(txn);
-    for c in log_of(&a, "bm")
-        .into_iter()
-        .skip(from_a.len() + from_b.len())
-    {
-        assert_eq!(apply(&bb, &c), Applied);
-    }
-    assert_eq!(string(&a, "bm"), Some(Bytes::from_static(b"\x80")));
-    assert_eq!(string(&a, "bm"), string(&bb, "bm"));
-}
-
-#[test]
 fn an_expire_racing_a_setbit_raise_elsewhere_ends_the_same_at_both_sites() {
     // EXPIRE gives the key a new version; a SETBIT 1 made concurrently at
     // the other site raised the old one there. Unchecked, the expiry
