@@ -4,7 +4,8 @@
 # load and a client.
 #
 # For each test (SET GET HSET INCR; with TESTS, also the data types' rows:
-# TESTS="sadd spop zadd zpopmin zrange100 zincrby setbit pfadd") x value
+# TESTS="sadd spop zadd zpopmin zrange100 zincrby setbit pfadd", and Lua:
+# "eval evalsha", a script that INCRs a random key) x value
 # size (-d 100, 1024) x pipeline
 # (-P 1, 16), with 50 clients, it runs
 #   redis-benchmark -h 127.0.0.1 -p PORT -t TEST -d D -c 50 -P P -n N --csv
@@ -77,9 +78,16 @@ bench_args_of() {
         setbit) echo "-r 100000 SETBIT bench:bits:__rand_int__ 100 1" ;;
         pfadd) echo "-r 1000000 PFADD bench:hll e:__rand_int__" ;;
         zrange100) echo "ZRANGE bench:zr100 0 99" ;;
+        eval) echo "-r 100000 EVAL $SCRIPT 1 bench:c:__rand_int__" ;;
+        evalsha) echo "-r 100000 EVALSHA $SCRIPT_SHA 1 bench:c:__rand_int__" ;;
         *) echo "-t $1 -d $2" ;;
     esac
 }
+
+# The script of the eval rows: no spaces (the arguments are split on them)
+# and no commas (redis-benchmark's CSV names the test by the command).
+SCRIPT="return(redis.call(unpack({'incr';KEYS[1]})))"
+SCRIPT_SHA=$(printf '%s' "$SCRIPT" | sha1sum | cut -d' ' -f1)
 
 # run_one TARGET PORT TEST D P REQUESTS: one redis-benchmark run, one CSV row.
 run_one() {
@@ -90,6 +98,9 @@ run_one() {
         local i members=()
         for ((i = 1; i <= 100; i++)); do members+=("$i" "member:$i"); done
         redis-cli -p "$port" ZADD bench:zr100 "${members[@]}" >/dev/null
+    fi
+    if [[ $test == evalsha ]]; then
+        redis-cli -p "$port" SCRIPT LOAD "$SCRIPT" >/dev/null
     fi
     local what
     read -r -a what <<<"$(bench_args_of "$test" "$d")"

@@ -19,8 +19,15 @@ struct Running {
     command: Vec<String>,
 }
 
+/// Called once in a run that goes on past the hook's first check (see
+/// [`Watchdog::set_on_long_run`]).
+type OnLongRun = Box<dyn Fn() + Send + Sync>;
+
 pub struct Watchdog {
     started: Mutex<Option<Running>>,
+    on_long_run: Mutex<Option<OnLongRun>>,
+    /// This run has called `on_long_run`.
+    long_run: AtomicBool,
     /// While FUNCTION LOAD runs a library's code: when it must be done.
     load_deadline: Mutex<Option<Instant>>,
     /// The command of the next run (FUNCTION STATS shows it).
@@ -36,6 +43,8 @@ impl Default for Watchdog {
     fn default() -> Self {
         Watchdog {
             started: Mutex::new(None),
+            on_long_run: Mutex::new(None),
+            long_run: AtomicBool::new(false),
             load_deadline: Mutex::new(None),
             next_command: Mutex::new(Vec::new()),
             threshold_ms: AtomicU64::new(DEFAULT_BUSY_MS),
@@ -153,7 +162,14 @@ impl Watchdog {
         })
     }
 
+    /// What to do once a script turns out to run long (the hook's first
+    /// check, after 100,000 Lua instructions).
+    pub fn set_on_long_run(&self, f: impl Fn() + Send + Sync + 'static) {
+        *self.on_long_run.lock() = Some(Box::new(f));
+    }
+
     pub(crate) fn begin(&self, eval: bool, name: &str) {
+        self.long_run.store(false, Ordering::Relaxed);
         self.kill.store(false, Ordering::Release);
         self.wrote.store(false, Ordering::Release);
         self.busy.store(false, Ordering::Release);
@@ -185,9 +201,15 @@ impl Watchdog {
         self.kill.store(false, Ordering::Release);
     }
 
-    /// Called from the Lua hook: marks the script busy once past the
-    /// threshold. True when it just became busy.
+    /// Called from the Lua hook: the first time in a run, `on_long_run`;
+    /// marks the script busy once past the threshold. True when it just
+    /// became busy.
     pub(crate) fn tick(&self) -> bool {
+        if !self.long_run.swap(true, Ordering::Relaxed) {
+            if let Some(f) = &*self.on_long_run.lock() {
+                f();
+            }
+        }
         if self.busy() {
             return false;
         }

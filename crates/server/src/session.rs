@@ -392,7 +392,10 @@ impl Session {
         if self.node.events.on() {
             crate::notify::publish(&self.node, spec.name, args);
         }
-        self.monitor_feed(spec, args);
+        // A script's own line goes out before its commands' (scripts).
+        if !is_script(spec) {
+            self.monitor_feed(spec, args);
+        }
         if spec.flags.has(Flags::WRITE) {
             if let Some(w) = keyspace::last_written() {
                 self.last_write = Some(w);
@@ -746,9 +749,14 @@ impl Session {
 
     /// MONITOR: a command that ran (those of a transaction as EXEC runs
     /// them, then EXEC itself).
-    fn monitor_feed(&self, spec: &CommandSpec, args: &[&[u8]]) {
+    pub(crate) fn monitor_feed(&self, spec: &CommandSpec, args: &[&[u8]]) {
         if self.node.monitors.active() && spec.name != "monitor" {
-            let addr = self.shared.addr.to_string();
+            // A script's commands show as Redis shows them: from "lua".
+            let addr = if self.in_script {
+                "lua".to_string()
+            } else {
+                self.shared.addr.to_string()
+            };
             self.node
                 .monitors
                 .feed(&self.node.clients, spec, args, self.id, &addr);
