@@ -252,7 +252,7 @@ pub fn function(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError
     Ok(())
 }
 
-/// FUNCTION LIST [WITHCODE] [LIBRARYNAME pattern].
+/// `FUNCTION LIST [WITHCODE] [LIBRARYNAME pattern]`.
 fn list(s: &Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     let mut with_code = false;
     let mut pattern: Option<&[u8]> = None;
