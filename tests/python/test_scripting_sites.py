@@ -31,6 +31,7 @@ from helpers import wait_until
 from helpers_net import RespConn, RespError
 from helpers_wan import digest, sites, slot_copies, wait_converged, wait_failed_over  # noqa: F401 (sites: a fixture)
 from test_cluster import started_site
+from test_encodings_roundtrip import read_copy as read_with_encodings
 
 pytestmark = pytest.mark.deltagrid_only
 
@@ -100,31 +101,10 @@ def show_diff(want, got):
 
 def read_copy(node, keys, readonly):
     """{key: (type, value, -1)} of `keys` as `node` holds them (a replica:
-    read with READONLY), in digest()'s form; missing keys left out."""
-    out = {}
-    with RespConn.to(node, timeout=10) as c:
-        if readonly:
-            assert c.call("READONLY") == "OK"
-        for k in keys:
-            t = c.call("TYPE", k)
-            assert not isinstance(t, RespError), f"TYPE {k!r} on node {node.port}: {t}"
-            if t == "none":
-                continue
-            if t == "string":
-                v = c.call("GET", k)
-            elif t == "hash":
-                flat = c.call("HGETALL", k)
-                v = tuple(sorted(zip(flat[0::2], flat[1::2])))
-            elif t == "set":
-                v = tuple(sorted(c.call("SMEMBERS", k)))
-            elif t == "zset":
-                flat = c.call("ZRANGE", k, 0, -1, "WITHSCORES")
-                v = tuple(sorted((m, float(s)) for m, s in zip(flat[0::2], flat[1::2])))
-            else:
-                raise AssertionError(f"{k!r} has type {t} on node {node.port}")
-            assert not isinstance(v, RespError), f"reading {k!r} on node {node.port}: {v}"
-            out[k] = (t, v, -1)
-    return out
+    read with READONLY), in digest()'s form (a sorted set's members sorted);
+    missing keys left out."""
+    data, _ = read_with_encodings(node, keys, readonly)
+    return {k: (t, tuple(sorted(v)) if t == "zset" else v, -1) for k, (t, v, _) in data.items()}
 
 
 class Writer(threading.Thread):

@@ -53,11 +53,11 @@ struct Script {
 }
 
 pub struct Engine {
-    pub(crate) lua: Lua,
+    lua: Lua,
     /// The prelude's private table: `current` is the run's `redis.call`.
     internal: Table,
     globals: Table,
-    pub(crate) env: Table,
+    env: Table,
     /// The prelude's `run`, `call` and `load` (see prelude.lua).
     run: Function,
     call: Function,
@@ -196,19 +196,11 @@ impl Engine {
             return Ok(sha);
         }
         let (flags, skip) = shebang::parse(body).map_err(|e| format!("ERR {e}"))?;
-        let func = self
-            .lua
-            .load(&body[skip..])
-            .set_name("@user_script")
-            .set_environment(self.env.clone())
-            .into_function()
-            .map_err(|e| {
-                let msg = match &e {
-                    mlua::Error::SyntaxError { message, .. } => message.clone(),
-                    e => e.to_string(),
-                };
-                format!("ERR Error compiling script (new function): {msg}")
-            })?;
+        let func = self.compile(
+            &body[skip..],
+            "@user_script",
+            "Error compiling script (new function)",
+        )?;
         self.scripts.insert(
             sha.clone(),
             Script {
@@ -226,6 +218,23 @@ impl Engine {
             }
         }
         Ok(sha)
+    }
+
+    /// `code` as a function in the scripts' environment, named `name` in
+    /// errors; a syntax error as the error reply `ERR <what>: <error>`.
+    pub(crate) fn compile(&self, code: &[u8], name: &str, what: &str) -> Result<Function, String> {
+        self.lua
+            .load(code)
+            .set_name(name)
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(|e| {
+                let msg = match &e {
+                    mlua::Error::SyntaxError { message, .. } => message.clone(),
+                    e => e.to_string(),
+                };
+                format!("ERR {what}: {msg}")
+            })
     }
 
     /// The flags of a cached script (`sha` in either case).

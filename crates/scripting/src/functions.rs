@@ -55,19 +55,7 @@ impl Engine {
             return Err(format!("ERR Library '{name}' already exists"));
         }
         let skip = code.iter().position(|&b| b == b'\n').unwrap_or(code.len());
-        let chunk = self
-            .lua
-            .load(&code[skip..])
-            .set_name("@user_function")
-            .set_environment(self.env.clone())
-            .into_function()
-            .map_err(|e| {
-                let msg = match &e {
-                    mlua::Error::SyntaxError { message, .. } => message.clone(),
-                    e => e.to_string(),
-                };
-                format!("ERR Error compiling function: {msg}")
-            })?;
+        let chunk = self.compile(&code[skip..], "@user_function", "Error compiling function")?;
         self.watchdog().begin_load(LOAD_TIMEOUT_MS);
         let loaded = self.load.call::<(bool, Value)>(chunk);
         let overdue = self.watchdog().load_overdue();
