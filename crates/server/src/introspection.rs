@@ -200,7 +200,9 @@ fn command_info(c: &CommandSpec, out: Reply) {
         out.simple(&cat);
     }
     out.set(0);
-    if c.first_key > 0 {
+    if c.first_key != 0 {
+        // One key spec: keys from an index, as a range, or (EVAL, FCALL)
+        // as many as the count at the index says.
         out.array(1);
         out.map(4);
         out.bulk(b"flags");
@@ -212,50 +214,34 @@ fn command_info(c: &CommandSpec, out: Reply) {
         out.bulk(b"spec");
         out.map(1);
         out.bulk(b"index");
-        out.int(c.first_key as i64);
+        out.int(c.first_key.abs() as i64);
         out.bulk(b"find_keys");
         out.map(2);
         out.bulk(b"type");
-        out.bulk(b"range");
-        out.bulk(b"spec");
-        out.map(3);
-        out.bulk(b"lastkey");
-        out.int(if c.last_key < 0 {
-            c.last_key as i64
+        let spec: [(&[u8], i64); 3] = if movable {
+            out.bulk(b"keynum");
+            [(b"keynumidx", 0), (b"firstkey", 1), (b"keystep", 1)]
         } else {
-            (c.last_key - c.first_key) as i64
-        });
-        out.bulk(b"keystep");
-        out.int(c.step as i64);
-        out.bulk(b"limit");
-        out.int(0);
+            out.bulk(b"range");
+            let last = if c.last_key < 0 {
+                c.last_key
+            } else {
+                c.last_key - c.first_key
+            };
+            [
+                (b"lastkey", last as i64),
+                (b"keystep", c.step as i64),
+                (b"limit", 0),
+            ]
+        };
+        out.bulk(b"spec");
+        out.map(spec.len());
+        for (name, v) in spec {
+            out.bulk(name);
+            out.int(v);
+        }
         out.bulk(b"notes");
         out.bulk(b"");
-    } else if movable {
-        out.array(1);
-        out.map(3);
-        out.bulk(b"flags");
-        out.set(0);
-        out.bulk(b"begin_search");
-        out.map(2);
-        out.bulk(b"type");
-        out.bulk(b"index");
-        out.bulk(b"spec");
-        out.map(1);
-        out.bulk(b"index");
-        out.int(-c.first_key as i64);
-        out.bulk(b"find_keys");
-        out.map(2);
-        out.bulk(b"type");
-        out.bulk(b"keynum");
-        out.bulk(b"spec");
-        out.map(3);
-        out.bulk(b"keynumidx");
-        out.int(0);
-        out.bulk(b"firstkey");
-        out.int(1);
-        out.bulk(b"keystep");
-        out.int(1);
     } else {
         out.array(0);
     }
