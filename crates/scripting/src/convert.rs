@@ -8,8 +8,9 @@
 //!
 //! What a script returns becomes the reply ([`write_reply`]): a number is
 //! truncated to an integer, `true` is 1, `false` and `nil` are null, a
-//! table with `err`/`ok`/`double`/`big_number`/`map`/`set` is that reply
-//! and any other table an array up to its first nil.
+//! table with `err`/`ok`/`double`/`big_number`/`map`/`set`
+//! (or `verbatim_string`) is that reply and any other table an array up to
+//! its first nil.
 
 use mlua::{Lua, Table, Value};
 use resp::{Frame, ReplyWriter};
@@ -108,6 +109,16 @@ impl Writer<'_, '_> {
             Ok(Value::Number(f)) => return out.double(f),
             Ok(Value::Integer(n)) => return out.double(n as f64),
             _ => {}
+        }
+        if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
+            let format = v.raw_get::<mlua::LuaString>("format").ok();
+            let text = v.raw_get::<mlua::LuaString>("string").ok();
+            if let (Some(format), Some(text)) = (format, text) {
+                let format = format.to_string_lossy();
+                if format.len() == 3 {
+                    return out.verbatim(&format, &text.as_bytes());
+                }
+            }
         }
         if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
             return out.big_number(&s.to_string_lossy().replace(['\r', '\n'], " "));

@@ -133,6 +133,15 @@ impl Engine {
         codes: &[Vec<u8>],
         policy: RestorePolicy,
     ) -> Result<(), String> {
+        if policy == RestorePolicy::Append {
+            for code in codes {
+                if let Ok(name) = library_name(code) {
+                    if self.libraries.libraries.contains_key(&name) {
+                        return Err(format!("ERR Library {name} already exists"));
+                    }
+                }
+            }
+        }
         let saved: Vec<Vec<u8>> = self.libraries().map(|l| l.code.clone()).collect();
         let mut result = Ok(());
         if policy == RestorePolicy::Flush {

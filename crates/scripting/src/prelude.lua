@@ -82,7 +82,7 @@ end
 local loading, pending = false, nil
 local load_api = {}
 for _, k in ipairs({ "log", "LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING",
-                     "REDIS_VERSION", "REDIS_VERSION_NUM", "setresp" }) do
+                     "REDIS_VERSION", "REDIS_VERSION_NUM" }) do
   load_api[k] = redis[k]
 end
 local function register_error(msg) raw_error({ err = "ERR " .. msg }, 0) end
@@ -140,11 +140,6 @@ load_api.register_function = function(...)
   pending[#pending + 1] = { name = name, callback = callback, flags = flags or {}, description = desc }
 end
 G.redis = view(redis)
-if internal.functions then
-  -- Redis's functions engine: redis.register_function exists at run time
-  -- too, and says it cannot be called then.
-  redis.register_function = load_api.register_function
-end
 
 -- The environment every script runs in. A function library's code runs
 -- while `loading` with only the load API as globals (`redis` with

@@ -105,6 +105,14 @@ pub fn script(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> 
 pub fn function(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     let sub = String::from_utf8_lossy(a[1]).to_ascii_uppercase();
     let scripts = &s.node.scripts;
+    // LOAD and RESTORE add to memory: refused over maxmemory, as Redis's
+    // deny-oom subcommands.
+    if matches!(sub.as_str(), "LOAD" | "RESTORE")
+        && s.node.runtime.maxmemory() > 0
+        && !s.node.make_room()
+    {
+        return Err(CmdError::Oom);
+    }
     match (sub.as_str(), a.len()) {
         ("LOAD", n) if n >= 3 => {
             let mut replace = false;
