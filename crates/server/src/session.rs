@@ -22,6 +22,7 @@ use crate::{client_cmd, config_cmd, debug_cmd, internal_cmd, introspection};
 use cluster::broadcast::MessageKind;
 
 mod blocked;
+mod handshake;
 
 use blocked::Blocked;
 
@@ -611,128 +612,8 @@ impl Session {
         }
     }
 
-    fn ping(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-        if a.len() > 2 {
-            return Err(CmdError::WrongArity("ping".into()));
-        }
-        if self.subscriptions > 0 && !self.resp3 {
-            out.array(2);
-            out.bulk(b"pong");
-            out.bulk(a.get(1).map_or(&b""[..], |b| b));
-        } else if let Some(msg) = a.get(1) {
-            out.bulk(msg);
-        } else {
-            out.simple("PONG");
-        }
-        Ok(())
-    }
-
-    fn check_password(&self, user: &[u8], pass: &[u8]) -> Result<(), CmdError> {
-        let required = self.node.runtime.requirepass.read().clone();
-        let ok = user == b"default" && required.as_deref().is_none_or(|p| p.as_bytes() == pass);
-        if ok {
-            Ok(())
-        } else {
-            Err(CmdError::WrongPass)
-        }
-    }
-
-    fn auth(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-        let (user, pass) = match a.len() {
-            2 => (&b"default"[..], a[1]),
-            3 => (a[1], a[2]),
-            _ => return Err(CmdError::Syntax),
-        };
-        if a.len() == 2 && self.node.runtime.requirepass.read().is_none() {
-            return Err(CmdError::AuthNotConfigured);
-        }
-        self.check_password(user, pass)?;
-        self.authenticated = true;
-        out.simple("OK");
-        Ok(())
-    }
-
-    fn hello(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
-        let mut proto = None;
-        if let Some(v) = a.get(1) {
-            let v = commands::args::int(v).map_err(|_| {
-                CmdError::other("ERR Protocol version is not an integer or out of range")
-            })?;
-            if !(2..=3).contains(&v) {
-                return Err(CmdError::NoProto);
-            }
-            proto = Some(v);
-        }
-        let mut i = 2;
-        let mut setname = None;
-        let mut authed = false;
-        while i < a.len() {
-            if is(a[i], "AUTH") && i + 2 < a.len() {
-                self.check_password(a[i + 1], a[i + 2])?;
-                authed = true;
-                i += 3;
-            } else if is(a[i], "SETNAME") && i + 1 < a.len() {
-                client_cmd::valid_name(a[i + 1])?;
-                setname = Some(a[i + 1]);
-                i += 2;
-            } else {
-                return Err(CmdError::other(format!(
-                    "ERR Syntax error in HELLO option '{}'",
-                    String::from_utf8_lossy(a[i])
-                )));
-            }
-        }
-        if !self.authenticated && !authed {
-            return Err(CmdError::other(
-                "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
-            ));
-        }
-        if authed {
-            self.authenticated = true;
-        }
-        if let Some(name) = setname {
-            *self.shared.name.lock() = (!name.is_empty()).then(|| owned(name));
-        }
-        if let Some(p) = proto {
-            self.set_resp3(p == 3);
-            out.set_resp3(self.resp3);
-        }
-        out.map(7);
-        out.bulk(b"server");
-        out.bulk(b"redis");
-        out.bulk(b"version");
-        out.bulk(crate::REDIS_VERSION.as_bytes());
-        out.bulk(b"proto");
-        out.int(if self.resp3 { 3 } else { 2 });
-        out.bulk(b"id");
-        out.int(self.id as i64);
-        out.bulk(b"mode");
-        out.bulk(b"standalone");
-        out.bulk(b"role");
-        out.bulk(b"master");
-        out.bulk(b"modules");
-        out.array(0);
-        Ok(())
-    }
-
-    fn set_resp3(&mut self, on: bool) {
-        self.resp3 = on;
-        self.shared.resp3.store(on, Ordering::Relaxed);
-    }
-
     pub fn set_tracking(&mut self, on: bool) {
         self.tracking = on;
-    }
-
-    fn reset(&mut self) {
-        self.tx.clear();
-        self.readonly = false;
-        client_cmd::tracking_off(self);
-        pubsub::release_all(self);
-        *self.shared.name.lock() = None;
-        self.set_resp3(false);
-        self.caching = None;
-        self.authenticated = self.node.runtime.requirepass.read().is_none();
     }
 
     /// Connection ended: release what the node holds for it (again
