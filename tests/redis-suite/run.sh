@@ -42,7 +42,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 START=$SECONDS
 
 REDIS_VERSION=7.0.15
-DEFAULT_UNITS="unit/type/string unit/type/hash unit/type/set unit/type/zset unit/type/incr unit/bitops unit/hyperloglog unit/dump unit/expire unit/keyspace unit/scan unit/tracking unit/info-command unit/protocol unit/pubsub unit/multi unit/introspection unit/type/list unit/sort unit/scripting unit/functions"
+DEFAULT_UNITS="unit/type/string unit/type/hash unit/type/set unit/type/zset unit/type/incr unit/bitops unit/hyperloglog unit/dump unit/expire unit/keyspace unit/scan unit/tracking unit/info-command unit/protocol unit/pubsub unit/multi unit/introspection unit/sort unit/scripting unit/functions"
 UNITS="${REDIS_SUITE_UNITS:-$DEFAULT_UNITS}"
 DELTAGRID_BIN="${DELTAGRID_BIN:-$ROOT/target/debug/deltagrid}"
 MIN_PERCENT="${REDIS_SUITE_MIN_PERCENT:-85}"
