@@ -41,6 +41,7 @@ mod mirror;
 mod observers;
 mod plan;
 mod prefetch;
+mod recovery;
 mod remote;
 #[cfg(test)]
 mod replay_tests;
@@ -50,7 +51,10 @@ mod txn;
 pub use backup_copy::PartitionCopy;
 pub use evict::Policy;
 pub use mirror::ReplicaError;
-pub use observers::{last_written, take_written, ChangeObserver, LogListener, ReplicationSink};
+pub use observers::{
+    last_written, take_written, ChangeObserver, LogListener, Persist, ReplicationSink,
+};
+pub use recovery::{CopyForDisk, RecoveryError};
 pub use plan::{Write, WriteError};
 pub use prefetch::prefetch_line;
 pub use remote::RemoteOutcome;
@@ -117,6 +121,7 @@ pub struct Keyspace {
     observer: OnceLock<Arc<dyn ChangeObserver>>,
     sink: OnceLock<Arc<dyn ReplicationSink>>,
     listener: OnceLock<Arc<dyn LogListener>>,
+    persist: OnceLock<Arc<dyn Persist>>,
     expire_cursor: AtomicUsize,
     /// Where [`Keyspace::trim_idle_logs`] goes on from.
     log_trim_cursor: AtomicUsize,
@@ -177,6 +182,7 @@ impl Keyspace {
             observer: OnceLock::new(),
             sink: OnceLock::new(),
             listener: OnceLock::new(),
+            persist: OnceLock::new(),
             expire_cursor: AtomicUsize::new(0),
             log_trim_cursor: AtomicUsize::new(0),
             expiring,

@@ -49,9 +49,9 @@ pub use apply::{apply_change, ApplyError};
 pub use change::{Change, ChangeKind, DeltaOp};
 pub use clock::{Clock, DebugClock, SystemClock};
 pub use keyspace::{
-    last_written, prefetch_line, take_written, ChangeObserver, Keyspace, KeyspaceConfig,
-    LogListener, PartitionCopy, Policy, RemoteOutcome, ReplicaError, ReplicationSink, Txn, Write,
-    WriteError,
+    last_written, prefetch_line, take_written, ChangeObserver, CopyForDisk, Keyspace,
+    KeyspaceConfig, LogListener, PartitionCopy, Persist, Policy, RecoveryError, RemoteOutcome,
+    ReplicaError, ReplicationSink, Txn, Write, WriteError,
 };
 pub use map_key::MapKey;
 pub use partition::Partition;

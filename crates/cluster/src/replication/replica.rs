@@ -132,12 +132,12 @@ impl Replicator {
                         ends.push(Ack::SnapshotRefused { partition: p, id });
                     }
                 }
-                Entry::SnapshotData { change, .. } => {
-                    let change = self.decode_change(p, change)?;
+                Entry::SnapshotData { change: body, .. } => {
+                    let change = self.decode_change(p, body)?;
                     if let Some((_, n)) = self.replica.loading.lock().get_mut(&p) {
                         *n += 1;
                     }
-                    if let Err(e) = self.ks.load_replica_entry(change) {
+                    if let Err(e) = self.ks.load_replica_entry(change, body) {
                         tracing::error!(partition = p, "snapshot entry refused: {e}");
                     }
                 }

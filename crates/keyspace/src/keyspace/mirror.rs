@@ -134,6 +134,9 @@ impl Keyspace {
             // Its batch is held instead (`hold_received`).
             part.log.skip(&key);
             part.stats.record(kind, encoded.len(), 0);
+            if let Some(d) = self.persist() {
+                d.changed(part.id as usize, seq, encoded);
+            }
         }
         if let Some(o) = self.observer() {
             o.changed(&[key], 0);
@@ -169,11 +172,15 @@ impl Keyspace {
         self.log_marks[p].released.store(0, Ordering::Relaxed);
         // Under the partition's lock, as a promotion reads the queue.
         self.forget_received(&[p]);
+        if let Some(d) = self.persist() {
+            d.reset(p, next_seq, settled);
+        }
         Ok(())
     }
 
     /// One entry of a snapshot being loaded: applied, not logged.
-    pub fn load_replica_entry(&self, change: Change) -> Result<(), ReplicaError> {
+    /// `encoded`: the change as the primary encoded it.
+    pub fn load_replica_entry(&self, change: Change, encoded: &[u8]) -> Result<(), ReplicaError> {
         let key = change.key.clone();
         {
             let mut part = self.parts[self.partition_of(&key)].lock();
@@ -182,6 +189,9 @@ impl Keyspace {
             }
             self.hlc.observe(change.version.hlc);
             apply_owned_at(&mut part, None, change)?;
+            if let Some(d) = self.persist() {
+                d.loaded(part.id as usize, encoded);
+            }
         }
         if let Some(o) = self.observer() {
             o.changed(&[key], 0);

@@ -33,6 +33,22 @@ pub trait ReplicationSink: Send + Sync {
     fn backup_taken(&self, _partition: usize, _seq: u64, _id: &str) {}
 }
 
+/// Hears every change to this node's copies in the order they were made,
+/// while the partition is locked (local persistence, the `persist`
+/// crate): changes logged or applied at a seq, a copy replaced by a
+/// snapshot from its primary, and that snapshot's entries. It must only
+/// take note (copy the bytes), never block.
+pub trait Persist: Send + Sync {
+    /// Partition `partition` logged (as primary) or applied (as a replica)
+    /// `encoded` at `seq`.
+    fn changed(&self, partition: usize, seq: u64, encoded: &[u8]);
+    /// The copy of `partition` was emptied to load a snapshot; its log
+    /// goes on at `next_seq`, its tombstones settled at `settled`.
+    fn reset(&self, partition: usize, next_seq: u64, settled: u64);
+    /// One entry of the snapshot being loaded into `partition`.
+    fn loaded(&self, partition: usize, encoded: &[u8]);
+}
+
 /// Hears that a partition's log grew (WAN publishers), while the partition
 /// is locked: it must only take note, never lock or block.
 pub trait LogListener: Send + Sync {
@@ -43,6 +59,11 @@ thread_local! {
     /// (partition, seq) of the changes this thread logged since the last
     /// [`take_written`]; how a connection learns what it must wait for.
     static WRITTEN: std::cell::RefCell<SmallVec<[(usize, u64); 4]>> = std::cell::RefCell::new(SmallVec::new());
+}
+
+thread_local! {
+    /// Where a change the log did not keep is encoded for persistence.
+    static ENCODED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The (partition, seq) of every change this thread logged since the last
@@ -68,6 +89,15 @@ impl Keyspace {
     /// Installs the replication sink; only the first call has an effect.
     pub fn set_sink(&self, sink: Arc<dyn ReplicationSink>) {
         let _ = self.sink.set(sink);
+    }
+
+    /// Installs local persistence; only the first call has an effect.
+    pub fn set_persist(&self, persist: Arc<dyn Persist>) {
+        let _ = self.persist.set(persist);
+    }
+
+    pub(super) fn persist(&self) -> Option<&Arc<dyn Persist>> {
+        self.persist.get()
     }
 
     /// Installs the log listener; only the first call has an effect.
@@ -103,6 +133,17 @@ impl Keyspace {
         // The append trims what this lets go.
         self.catch_up_log(part);
         let (seq, size) = part.log.append(change);
+        if let Some(d) = self.persist.get() {
+            match part.log.get(seq) {
+                Some(encoded) => d.changed(part.id as usize, seq, encoded),
+                None => ENCODED.with(|b| {
+                    let mut b = b.borrow_mut();
+                    b.clear();
+                    crate::codec::encode(change, &mut *b);
+                    d.changed(part.id as usize, seq, &b);
+                }),
+            }
+        }
         if let Some(sink) = self.sink.get() {
             sink.logged(part.id as usize, seq, change, part.log.get(seq));
             WRITTEN.with(|w| w.borrow_mut().push((part.id as usize, seq)));

@@ -1092,7 +1092,7 @@ fn flushall_deletes_leave_tombstones_and_backups_get_the_same() {
     for p in 0..7 {
         fresh.set_replica(p, true);
         for c in ks.with_partition(p, |part, _| part.tombstone_changes()) {
-            fresh.load_replica_entry(c).unwrap();
+            fresh.load_replica_entry(c, &[]).unwrap();
         }
     }
     assert_eq!(tombstones(&fresh), tombstones(&ks));
@@ -1165,7 +1165,7 @@ fn a_snapshot_keeps_a_field_written_again_after_its_removal() {
     let fresh = keyspace(1);
     fresh.set_replica(p, true);
     for c in entries.into_iter().chain(tombs) {
-        fresh.load_replica_entry(c).unwrap();
+        fresh.load_replica_entry(c, &[]).unwrap();
     }
     let held =
         |ks: &Keyspace| ks.with_partition(p, |part, _| part.get(b"h").map(|e| e.value.clone()));
