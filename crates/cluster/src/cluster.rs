@@ -94,6 +94,9 @@ pub struct Cluster {
     /// Fault injection (`DEBUG CLUSTER-ISOLATE 1`): every node-to-node link
     /// is cut, both data and metadata, as if the network were partitioned.
     pub isolated: std::sync::atomic::AtomicBool,
+    /// Local persistence, when on: with `fsync = "always"` a replica
+    /// acknowledges a batch once its changes are on its disk.
+    pub store: OnceLock<Arc<persist::Store>>,
     /// Fault injection (`DEBUG CLUSTER-HOLD NODE 1`): bit i set, no
     /// replication batch leaves for member i (its link stays up, pings
     /// flow): as if its batches were slow to leave, up to `MAX_PENDING`.
@@ -208,6 +211,7 @@ impl Cluster {
             primary_changes: Default::default(),
             rejoining: Default::default(),
             isolated: Default::default(),
+            store: OnceLock::new(),
             held: Default::default(),
             fenced: (0..partitions).map(|_| Default::default()).collect(),
             handovers: Default::default(),
@@ -513,7 +517,12 @@ impl Cluster {
             self.rejoining
                 .store(false, std::sync::atomic::Ordering::Release);
             let lost = table.partitions.iter().filter(|o| only_copy(o)).count();
-            if lost > 0 {
+            if lost > 0 && self.store.get().is_some() {
+                tracing::warn!(
+                    partitions = lost,
+                    "rejoined: partitions that had no other copy keep what was loaded from disk"
+                );
+            } else if lost > 0 {
                 tracing::warn!(
                     partitions = lost,
                     "rejoined: partitions that had no other copy restart empty"

@@ -66,8 +66,11 @@ pub async fn run(c: Arc<Cluster>) {
     }
     let Some(md) = c.metadata.get() else { return };
     // Restarted into a formed site: this process has none of the data the
-    // table says it holds. Serve nothing until the group has failed its
-    // copies over (MarkDead) and made it active again.
+    // table says it holds, or (with persistence) what it loaded from disk
+    // may lack the last writes its replicas acknowledged. Serve nothing
+    // until the group has failed its copies over to members that stayed
+    // up (MarkDead) and made it active again; a partition with no such
+    // copy stays here, with what was loaded.
     if md.current().table.as_ref().is_some_and(|t| {
         let me = c.my_index as u64 + 1;
         t.partitions
@@ -76,7 +79,13 @@ pub async fn run(c: Arc<Cluster>) {
     }) {
         c.rejoining
             .store(true, std::sync::atomic::Ordering::Release);
-        tracing::warn!("restarted without data into a formed site: giving up this node's copies");
+        if c.store.get().is_some() {
+            tracing::warn!(
+                "restarted into a formed site: giving up this node's copies to replicas that stayed up (copies loaded from disk are kept where no other copy is left)"
+            );
+        } else {
+            tracing::warn!("restarted without data into a formed site: giving up this node's copies");
+        }
         let me = c.my_index as u64 + 1;
         loop {
             match md.propose(Command::MarkDead { id: me }).await {
@@ -185,7 +194,10 @@ async fn detect_failures(c: Arc<Cluster>) {
             if m.state == MemberState::Dead && reachable && failed_over() {
                 tracing::info!(node = %m.name, "dead member is reachable again: making it active");
                 // What it still holds had no other copy: those partitions
-                // restart empty, so remote sites must deliver them again.
+                // restart empty (or, with persistence, as its disk held
+                // them, which remote sites' changes may not all have
+                // reached), so remote sites deliver them again: a re-sync
+                // merges whole values, which applies nothing twice.
                 let lost = meta
                     .table
                     .as_ref()
@@ -204,7 +216,7 @@ async fn detect_failures(c: Arc<Cluster>) {
                         Ok(_) => tracing::warn!(
                             node = %m.name,
                             partitions = lost,
-                            "partitions restart empty (no copy survived): new data incarnation, remote sites re-sync"
+                            "partitions had no other copy (empty, or as loaded from its disk): new data incarnation, remote sites re-sync"
                         ),
                         Err(e) => {
                             tracing::warn!("new data incarnation not committed: {e}");

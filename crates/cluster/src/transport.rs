@@ -353,6 +353,15 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
                             match kind {
                                 wire::KIND_BATCH => match c.replicator.apply_received(payload, rb.pin.clone(), peer) {
                                     Ok(applied) => {
+                                        // fsync = "always": acknowledged once on this disk too.
+                                        let handed = persist::take_handed();
+                                        if let Some(store) = c.store.get().filter(|s| handed > 0 && s.waits()) {
+                                            if !store.wait_durable(handed).await {
+                                                tracing::error!(%addr, "changes not written to disk: not acknowledging them");
+                                                c.set_connected(addr, false);
+                                                return;
+                                            }
+                                        }
                                         acks.clear();
                                         Replicator::encode_acks(&applied, &mut acks);
                                         wire::encode_frame(wire::KIND_ACK, &acks, &mut out);

@@ -251,6 +251,7 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("bgsave", -1, A | S, NO_KEYS, "server", "1.0.0", None, "Asynchronously saves the database(s) to disk."),
     cmd!("shutdown", -1, A | L | S | NOMULTI, NO_KEYS, "server", "1.0.0", None, "Synchronously saves the database(s) to disk and shuts down the Redis server."),
     cmd!("time", 1, F | L, NO_KEYS, "server", "2.6.0", None, "Returns the server time."),
+    cmd!("lastsave", 1, F | L, NO_KEYS, "server", "1.0.0", None, "Returns the Unix timestamp of the last successful save to disk."),
     cmd!("wanapply", 3, W | A | L | S, NO_KEYS, "server", "0.1.0", None, "Internal: applies changes that arrived from a remote site (the WAN receiver sends it)."),
     cmd!("wansettled", 4, A | L | S, NO_KEYS, "server", "0.1.0", None, "Internal: how far a remote site has passed each partition, so that tombstones can go (the WAN receiver sends it)."),
     cmd!("backupjob", -2, A | L | S, NO_KEYS, "server", "0.1.0", None, "Internal: starts or reports this node's part of a backup to storage or a restore (`deltagrid backup` sends it)."),

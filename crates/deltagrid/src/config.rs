@@ -84,6 +84,12 @@ pub struct NodeSection {
     pub listen: Option<SocketAddr>,
     pub admin_listen: Option<SocketAddr>,
     pub data_dir: Option<PathBuf>,
+    /// "log" (the default once data_dir is set) or "off".
+    pub persistence: Option<String>,
+    /// "always", "everysec" (default) or "no" (Redis's appendfsync).
+    pub fsync: Option<String>,
+    /// Log growth after which a snapshot is taken (0: BGSAVE only).
+    pub snapshot_every: Option<Size>,
     pub maxmemory: Option<Size>,
     /// Redis's `maxmemory-policy` (noeviction, allkeys-lru, ...).
     pub maxmemory_policy: Option<String>,
@@ -175,9 +181,16 @@ impl ConfigFile {
         if let Some(v) = n.admin_listen {
             s.admin_listen = Some(v);
         }
+        let dir_given = n.data_dir.is_some();
         if let Some(v) = n.data_dir {
             s.data_dir = v;
         }
+        s.persistence = persistence(
+            n.persistence.as_deref(),
+            n.fsync.as_deref(),
+            n.snapshot_every.map(|v| v.0),
+            dir_given,
+        )?;
         if let Some(v) = n.maxmemory {
             s.maxmemory = v.0;
         }
@@ -269,6 +282,32 @@ impl ConfigFile {
         }
         Ok(())
     }
+}
+
+/// `node.persistence`, `node.fsync` and `node.snapshot_every`: "log"
+/// unless "off", once a data directory is given.
+pub fn persistence(
+    mode: Option<&str>,
+    fsync: Option<&str>,
+    snapshot_every: Option<u64>,
+    dir_given: bool,
+) -> anyhow::Result<server::Persistence> {
+    let fsync = match fsync {
+        Some(f) => persist::Fsync::parse(f)
+            .with_context(|| format!("node.fsync {f:?}: not one of always, everysec, no"))?,
+        None => persist::Fsync::default(),
+    };
+    let log = server::Persistence::Log {
+        fsync,
+        snapshot_after_bytes: snapshot_every.unwrap_or(server::DEFAULT_SNAPSHOT_AFTER),
+    };
+    Ok(match mode {
+        Some("off") => server::Persistence::Off,
+        Some("log") => log,
+        Some(m) => bail!("node.persistence {m:?}: not one of log, off"),
+        None if dir_given => log,
+        None => server::Persistence::Unset,
+    })
 }
 
 /// An empty secret would be a secret everyone knows.

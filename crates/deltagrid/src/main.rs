@@ -140,8 +140,16 @@ struct ServerArgs {
     /// Address for /metrics, /health, /status
     #[arg(long)]
     admin_listen: Option<SocketAddr>,
+    /// Where the node keeps its metadata, WAN spill and (with persistence)
+    /// its data
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// log (default once a data directory is given) or off
+    #[arg(long)]
+    persistence: Option<String>,
+    /// always, everysec (default) or no: when the change log is synced
+    #[arg(long)]
+    fsync: Option<String>,
     /// Bytes, e.g. 4GiB, 512mb; past it keys go by --maxmemory-policy
     /// (default noeviction: writes get -OOM)
     #[arg(long)]
@@ -179,11 +187,32 @@ impl ServerArgs {
         if let Some(v) = self.admin_listen {
             s.admin_listen = Some(v);
         }
+        let dir_given = self.data_dir.is_some();
         if let Some(v) = self.data_dir {
             if let Some(w) = s.wan.as_mut() {
                 w.dir = v.join("wan");
             }
             s.data_dir = v;
+        }
+        if self.persistence.is_some() || self.fsync.is_some() || dir_given {
+            let (mode, fsync) = match s.persistence {
+                server::Persistence::Off => (Some("off"), None),
+                server::Persistence::Log { fsync, .. } => (Some("log"), Some(fsync.name())),
+                server::Persistence::Unset => (None, None),
+            };
+            let snapshot_every = match s.persistence {
+                server::Persistence::Log {
+                    snapshot_after_bytes,
+                    ..
+                } => Some(snapshot_after_bytes),
+                _ => None,
+            };
+            s.persistence = config::persistence(
+                self.persistence.as_deref().or(mode),
+                self.fsync.as_deref().or(fsync),
+                snapshot_every,
+                dir_given,
+            )?;
         }
         if let Some(v) = self.maxmemory {
             s.maxmemory = parse_size(&v).with_context(|| format!("invalid --maxmemory {v:?}"))?;
@@ -254,6 +283,10 @@ async fn stop(node: &Node, signal: &str) {
     tracing::info!("{signal}: stopping (a second signal ends the process at once)");
     if let Some(c) = &node.cluster {
         c.stop(HAND_OFF_TIMEOUT).await;
+    }
+    if let Some((store, _)) = &node.store {
+        // What was handed over reaches the disk (synced) before the exit.
+        store.stop();
     }
     tracing::info!("shutting down");
 }

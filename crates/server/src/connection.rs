@@ -191,6 +191,7 @@ async fn run_batch(
     // Writes are collected per batch on this thread: nothing
     // awaits between these three calls.
     keyspace::take_written();
+    persist::take_handed();
     let close = session.process(inbuf, outbuf);
     shared.busy.store(false, Ordering::Release);
     shared.qbuf.store(inbuf.len(), Ordering::Relaxed);
@@ -207,6 +208,18 @@ async fn run_batch(
                 );
                 return false;
             }
+        }
+    }
+    // fsync = "always": replies wait until the changes are on disk (one
+    // fsync covers every connection's changes that arrived meanwhile).
+    let handed = persist::take_handed();
+    if let Some((store, _)) = node.store.as_ref().filter(|(s, _)| handed > 0 && s.waits()) {
+        if !store.wait_durable(handed).await {
+            tracing::warn!(
+                client = shared.id,
+                "the change log cannot be written; closing the connection unanswered"
+            );
+            return false;
         }
     }
     // A closing client (QUIT) is gone before its last reply leaves, as in

@@ -385,11 +385,10 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
             kv("mem_allocator", &"libc");
         }
         "persistence" => {
-            kv("loading", &0);
-            // Nothing is saved (no RDB): the changes this node's writes
-            // logged since it started, one per key a write changed (Redis's
-            // dirty counter, near enough: Redis counts some multi-field
-            // writes once per field, and no expiries).
+            // Without persistence nothing is saved: the changes this node's
+            // writes logged since it started, one per key a write changed
+            // (Redis's dirty counter, near enough: Redis counts some
+            // multi-field writes once per field, and no expiries).
             let st = node.ks.stats();
             let changes: u64 = ChangeKind::NAMES
                 .iter()
@@ -397,8 +396,7 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
                 .filter(|(_, name)| !matches!(**name, "expire" | "evict"))
                 .map(|(k, _)| st.count(k))
                 .sum();
-            kv("rdb_changes_since_last_save", &changes);
-            kv("aof_enabled", &0);
+            crate::persistence_cmd::info(node, changes, &mut kv);
         }
         "stats" => {
             use std::sync::atomic::Ordering::Relaxed;

@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod monitor;
 pub mod node;
 pub mod notify;
+pub mod persistence_cmd;
 pub mod pubsub;
 pub mod script_cmd;
 pub mod scripts;
@@ -32,7 +33,7 @@ pub mod transaction;
 
 pub use keyspace::Policy as EvictionPolicy;
 pub use node::Node;
-pub use settings::NodeSettings;
+pub use settings::{NodeSettings, Persistence, DEFAULT_SNAPSHOT_AFTER};
 
 /// The Redis version we answer to HELLO and INFO: the version whose command
 /// set and reply shapes we implement. Clients switch features on from it

@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use crate::clients::Clients;
 use crate::metrics::{Metrics, Snapshot};
 use crate::pubsub::PubSub;
-use crate::settings::{NodeSettings, Runtime, DEFAULT_LOG_RETAIN_BYTES};
+use crate::settings::{NodeSettings, Persistence, Runtime, DEFAULT_LOG_RETAIN_BYTES};
 use crate::tracking::Tracking;
 use crate::{admin, connection, memory};
 use cluster::broadcast::MessageKind;
@@ -48,6 +48,9 @@ pub struct Node {
     pub wan: Option<Arc<wan::Wan>>,
     /// This node's part of backups to storage and restores.
     pub backups: Arc<backup::Jobs>,
+    /// Local persistence (`node.persistence = "log"`), with what the start
+    /// loaded.
+    pub store: Option<(Arc<persist::Store>, persist::Recovered)>,
 }
 
 /// Keys the active expiry cycle may remove per pass (it runs `hz` times a
@@ -102,6 +105,20 @@ impl Node {
             },
             clock.clone(),
         ));
+        let store = match settings.persistence {
+            Persistence::Log {
+                fsync,
+                snapshot_after_bytes,
+            } => {
+                let mut cfg = persist::StoreConfig::new(&settings.data_dir, fsync);
+                cfg.snapshot_after_bytes = snapshot_after_bytes;
+                let (store, got) = persist::Store::open(cfg, &ks)?;
+                ks.set_persist(store.clone());
+                store.start();
+                Some((store, got))
+            }
+            Persistence::Off | Persistence::Unset => None,
+        };
         let clients = Arc::new(Clients::default());
         let tracking = Arc::new(Tracking::new(
             clients.clone(),
@@ -124,6 +141,9 @@ impl Node {
             )?),
             None => None,
         };
+        if let (Some(c), Some((store, _))) = (&cluster, &store) {
+            let _ = c.store.set(store.clone());
+        }
         let wan = settings.wan.clone().map(|w| {
             let local = wan::LocalSite {
                 site_id: settings.site_id,
@@ -165,6 +185,7 @@ impl Node {
             cluster,
             wan,
             backups,
+            store,
         });
         if let Some(c) = &node.cluster {
             // PUBLISH/SPUBLISH on another member: this node's subscribers.

@@ -18,7 +18,7 @@ use crate::exec_gate::HeldShared;
 use crate::node::Node;
 use crate::pubsub::{commands as pubsub, Scope};
 use crate::transaction::{self, TxState};
-use crate::{client_cmd, config_cmd, debug_cmd, internal_cmd, introspection};
+use crate::{client_cmd, config_cmd, debug_cmd, internal_cmd, introspection, persistence_cmd};
 use cluster::broadcast::MessageKind;
 
 mod blocked;
@@ -539,10 +539,9 @@ impl Session {
                 out.simple("OK");
                 Ok(())
             }
-            "save" | "bgsave" => Err(CmdError::other(format!(
-                "ERR {}: deltagrid keeps no RDB file; replicas and `deltagrid backup` keep the data",
-                spec.name.to_ascii_uppercase()
-            ))),
+            "save" => persistence_cmd::save(self, out),
+            "bgsave" => persistence_cmd::bgsave(self, a, out),
+            "lastsave" => persistence_cmd::lastsave(self, out),
             "shutdown" => self.shutdown(a),
             "reset" => {
                 self.reset();

@@ -50,6 +50,35 @@ pub struct NodeSettings {
     pub changed_keys_bytes: usize,
     /// Scheduled backups to storage, when configured.
     pub backup: Option<backup::schedule::Schedule>,
+    /// Local persistence (`node.persistence`, `node.fsync`).
+    pub persistence: Persistence,
+}
+
+/// `node.persistence`: whether the node keeps its copies on its disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Persistence {
+    /// Not configured: on ("log") once a data directory is given.
+    #[default]
+    Unset,
+    Off,
+    Log {
+        fsync: persist::Fsync,
+        /// Log growth after which a snapshot is taken (0: on BGSAVE only).
+        snapshot_after_bytes: u64,
+    },
+}
+
+/// `node.snapshot_every` when not set.
+pub const DEFAULT_SNAPSHOT_AFTER: u64 = 256 << 20;
+
+impl Persistence {
+    /// With `fsync` and the default snapshot interval.
+    pub fn log(fsync: persist::Fsync) -> Persistence {
+        Persistence::Log {
+            fsync,
+            snapshot_after_bytes: DEFAULT_SNAPSHOT_AFTER,
+        }
+    }
 }
 
 /// `node.script_memory` when not set.
@@ -88,6 +117,7 @@ impl Default for NodeSettings {
             wan: None,
             changed_keys_bytes: 64 << 20,
             backup: None,
+            persistence: Persistence::Unset,
         }
     }
 }
