@@ -7,7 +7,7 @@ payload. Strings are `len: u16 LE | UTF-8 bytes`.
 import struct
 
 # wire.rs PROTOCOL_VERSION
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 MAGIC = b"DGRD"
 KIND_HELLO = 1
 KIND_JOIN = 5

@@ -20,7 +20,7 @@ from redis.cluster import RedisCluster
 
 from conftest import Server, free_port
 from helpers import wait_until
-from test_cluster import cluster_info, site_config
+from test_cluster import all_partitions_backed_up, cluster_info, site_config, status_rows
 
 pytestmark = pytest.mark.deltagrid_only
 
@@ -336,3 +336,56 @@ def test_a_whole_site_killed_with_9_restarts_with_its_data(tmp_path, fsync):
     finally:
         for s in servers:
             s.stop()
+
+
+def replication_info(node):
+    return redis.Redis(port=node.port).info("replication")
+
+
+def test_a_restarted_node_catches_up_from_its_primaries_logs(tmp_path):
+    """One node of three killed with -9 under writes and started again:
+    the copies it held as a replica come back by catch-up from their
+    primaries' logs (the changes it missed), not by snapshots; the site
+    loses no acknowledged write."""
+    nodes, servers = start_site(tmp_path, "always")
+    stop, errors = threading.Event(), []
+    ledgers = [dict() for _ in range(2)]
+    threads = [threading.Thread(target=typed_writer,
+                                args=(servers[0].port, stop, ledgers[i], errors, f"r{i}"))
+               for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: sum(len(l) for l in ledgers) > 3000, timeout=60,
+                   message="writers got going")
+        victim = servers[2]
+        keys_before = sum(redis.Redis(port=s.port).dbsize() for s in servers[:2])
+        victim.proc.kill()
+        victim.proc.wait()
+        victim.log.close()
+        time.sleep(0.5)
+        d, c, p = nodes[2]
+        servers[2] = Server(d, config=c, port=p)
+        count = sum(len(l) for l in ledgers)
+        wait_until(lambda: sum(len(l) for l in ledgers) > count + 500, timeout=60,
+                   message="writes did not go on")
+        wait_until(lambda: all_partitions_backed_up(servers[0]) and
+                   status_rows(servers[0])["n3"][3:5] == ["up", "active"], timeout=90,
+                   message="the restarted node's copies did not come back in sync")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    sent = [replication_info(s) for s in servers[:2]]
+    catch_ups = sum(i["catch_ups_sent"] for i in sent)
+    changes = sum(i["catch_up_changes_sent"] for i in sent)
+    snapshot_keys = sum(i["snapshot_keys_sent"] for i in sent)
+    print(f"catch-ups {catch_ups} with {changes} changes; snapshot keys {snapshot_keys}; "
+          f"keys in the site ~{keys_before}")
+    # Its replica copies (a third of the partitions) came back from logs.
+    assert catch_ups >= 271 // 3 // 2, sent
+    # What they carried is the changes it missed, far less than the copies.
+    assert changes < keys_before / 3, (changes, keys_before)
+    assert not lost_writes(servers[0].port, ledgers)
+    for s in servers:
+        s.stop()

@@ -312,6 +312,12 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
         batches: VecDeque::new(),
     };
     let mut out = BytesMut::new();
+    // Copies loaded from disk, offered to the peer as their primary: it
+    // may bring them up to date from its log instead of a snapshot.
+    let tails = c.keyspace().recovered_tails();
+    if !tails.is_empty() {
+        wire::encode_frame(wire::KIND_HOLDINGS, &wire::encode_holdings(&tails), &mut out);
+    }
     // Reused for every ack frame (a batch's acks, one per partition).
     let mut acks = BytesMut::new();
     loop {
@@ -388,6 +394,10 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
                                     c.lease_answered(peer, token, applied);
                                 }
                                 wire::KIND_MESSAGE => c.messages.received(payload, peer),
+                                wire::KIND_HOLDINGS => match wire::decode_holdings(&payload) {
+                                    Some(copies) => c.replicator.offered(peer, &copies),
+                                    None => tracing::warn!(%addr, "cluster peer sent a bad holdings frame"),
+                                },
                                 wire::KIND_ACK => {
                                     answered = true;
                                     c.replicator.acked_by(peer, payload);

@@ -16,7 +16,7 @@ pub use framing::encode_frame;
 /// 4: pings carry a lease token and are answered ([`KIND_PONG`]); batches
 /// carry the sender's table epoch.
 /// 5: a snapshot's begin carries the copy's settled point (tombstones).
-pub const PROTOCOL_VERSION: u16 = 5;
+pub const PROTOCOL_VERSION: u16 = 6;
 pub const MAX_FRAME: usize = 64 << 20;
 
 /// The data link: magic `DGRD`, its version and limits.
@@ -47,6 +47,48 @@ pub const KIND_PONG: u8 = 8;
 /// ([`crate::broadcast::Message`]); a node that does not know the kind
 /// ignores it.
 pub const KIND_MESSAGE: u8 = 9;
+/// A node's copies loaded from its disk, sent when a connection opens:
+/// `partition u16 | next seq u64 | hlc u64 | site u16` each (protocol 6).
+pub const KIND_HOLDINGS: u8 = 10;
+
+/// Bytes of one copy in a [`KIND_HOLDINGS`] frame.
+const HOLDING_LEN: usize = 2 + 8 + 8 + 2;
+
+/// A [`KIND_HOLDINGS`] payload.
+pub fn encode_holdings(copies: &[(u16, u64, keyspace::Version)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(copies.len() * HOLDING_LEN);
+    for (p, next, v) in copies {
+        out.extend_from_slice(&p.to_le_bytes());
+        out.extend_from_slice(&next.to_le_bytes());
+        out.extend_from_slice(&v.hlc.to_le_bytes());
+        out.extend_from_slice(&v.site.to_le_bytes());
+    }
+    out
+}
+
+/// Reads a [`KIND_HOLDINGS`] payload; None when its length is not a whole
+/// number of copies.
+pub fn decode_holdings(payload: &[u8]) -> Option<Vec<(u16, u64, keyspace::Version)>> {
+    if payload.len() % HOLDING_LEN != 0 {
+        return None;
+    }
+    Some(
+        payload
+            .chunks_exact(HOLDING_LEN)
+            .map(|c| {
+                let u64_at = |i: usize| u64::from_le_bytes(c[i..i + 8].try_into().expect("8 bytes"));
+                (
+                    u16::from_le_bytes([c[0], c[1]]),
+                    u64_at(2),
+                    keyspace::Version {
+                        hlc: u64_at(10),
+                        site: u16::from_le_bytes([c[18], c[19]]),
+                    },
+                )
+            })
+            .collect(),
+    )
+}
 
 /// Why a peer's bytes are refused: the data link has nothing to refuse
 /// beyond what the framing does.
@@ -239,6 +281,23 @@ mod tests {
             if let Ok(Some((kind, p))) = decode_frame(&mut buf) {
                 let _ = Hello::decode(kind, p);
             }
+        }
+
+        #[test]
+        fn holdings_round_trip_and_garbage_never_panics(
+            copies in proptest::collection::vec((any::<u16>(), any::<u64>(), any::<u64>(), any::<u16>()), 0..8),
+            data in proptest::collection::vec(any::<u8>(), 0..120),
+        ) {
+            let copies: Vec<_> = copies
+                .into_iter()
+                .map(|(p, n, hlc, site)| (p, n, keyspace::Version { hlc, site }))
+                .collect();
+            let bytes = encode_holdings(&copies);
+            prop_assert_eq!(decode_holdings(&bytes), Some(copies.clone()));
+            if !bytes.is_empty() {
+                prop_assert_eq!(decode_holdings(&bytes[..bytes.len() - 1]), None);
+            }
+            let _ = decode_holdings(&data);
         }
 
         #[test]

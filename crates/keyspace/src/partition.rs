@@ -64,6 +64,12 @@ pub struct Partition {
     /// with the handover, and so may leave the site (see
     /// `cluster::Replicator::durable_seq`).
     pub promoted_through: u64,
+    /// Loaded from this node's disk at start: the seq the copy goes on at
+    /// and the version of the last change it replayed, which a primary
+    /// checks against its log to send only what the copy lacks
+    /// ([`crate::Keyspace::begin_catch_up`]); gone once the copy is
+    /// replaced.
+    pub(crate) recovered_tail: Option<Box<(u64, crate::version::Version)>>,
 }
 
 impl Partition {
@@ -80,6 +86,7 @@ impl Partition {
             source: ReplicaSource::Unknown,
             tombstones: Tombstones::new(0),
             promoted_through: 0,
+            recovered_tail: None,
         }
     }
 

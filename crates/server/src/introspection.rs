@@ -435,6 +435,14 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
                 kv("partitions_migrating", &site.migrating);
                 kv("lease", &(site.lease as u8));
                 kv("handovers", &site.handovers);
+                if let Some(c) = &node.cluster {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    let sent = c.replicator.sent();
+                    kv("snapshots_sent", &sent.snapshots.load(Relaxed));
+                    kv("snapshot_keys_sent", &sent.snapshot_keys.load(Relaxed));
+                    kv("catch_ups_sent", &sent.catch_ups.load(Relaxed));
+                    kv("catch_up_changes_sent", &sent.catch_up_changes.load(Relaxed));
+                }
                 for m in site.members.iter().filter(|m| !m.myself) {
                     let line = format!(
                         "state={},connected={},replication_pending_bytes={},lag_changes={}",

@@ -80,9 +80,14 @@ impl Node {
                 partitions: settings.partitions,
                 site_id: settings.site_id,
                 // The log must never be what pushes a node over maxmemory.
+                // With persistence, a replica that restarts is brought up
+                // to date from its primary's log when it holds the changes.
                 log_retain_bytes: match (settings.log_retain_bytes, &settings.wan) {
                     (Some(bytes), _) => bytes,
                     (None, Some(_)) => DEFAULT_LOG_RETAIN_BYTES,
+                    (None, None) if matches!(settings.persistence, Persistence::Log { .. }) => {
+                        DEFAULT_LOG_RETAIN_BYTES
+                    }
                     (None, None) => 0,
                 }
                 .min(match settings.maxmemory {

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use keyspace::{codec, Change, HeldChange, HeldChanges, Pinned, ReplicaError};
+use keyspace::{codec, Change, HeldChange, HeldChanges, Pinned, ReplicaError, Version};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
@@ -24,11 +24,15 @@ use super::stream::{Ack, BatchError, Entries, Entry};
 use super::{Replicator, WanWatermarks};
 use crate::placement::PartitionTable;
 
+/// In `loading`: a catch-up from the primary's log (no snapshot's next seq
+/// is this).
+const CATCHING_UP: u64 = u64::MAX;
+
 /// The replica side's state.
 #[derive(Default)]
 pub(super) struct Replica {
     /// Snapshots being loaded, by partition: (next seq, entries received
-    /// since the begin entry).
+    /// since the begin entry), or ([`CATCHING_UP`], 0).
     loading: Mutex<HashMap<u16, (u64, u64)>>,
     wan: OnceLock<Arc<dyn WanWatermarks>>,
 }
@@ -118,6 +122,9 @@ impl Replicator {
                 Entry::SnapshotBegin { next, settled, .. } => {
                     self.begin_snapshot(p, (next, settled), from)
                 }
+                Entry::CatchUpBegin {
+                    next, hlc, site, ..
+                } => self.begin_catch_up(p, next, Version { hlc, site }, from),
                 Entry::SnapshotEnd {
                     next,
                     id,
@@ -224,13 +231,33 @@ impl Replicator {
         }
     }
 
+    /// Partition `p`'s copy, as loaded from this node's disk, is brought
+    /// up to date from the primary's log: changes from `next` on follow.
+    /// Refused (the copy changed, or is not a replica's) leaves nothing
+    /// loading, so the end is refused and the primary sends a snapshot.
+    fn begin_catch_up(&self, p: u16, next: u64, version: Version, from: u16) {
+        match self.ks.begin_catch_up(p as usize, next, version, from) {
+            Ok(()) => {
+                self.replica.loading.lock().insert(p, (CATCHING_UP, 0));
+            }
+            Err(e) => {
+                self.replica.loading.lock().remove(&p);
+                tracing::warn!(partition = p, "catch-up from the primary's log refused: {e}");
+            }
+        }
+    }
+
     /// A snapshot of partition `p` at `next` with `total` entries ends:
     /// whether it was loaded whole. Only if its begin emptied a replica
     /// copy here and set its log to `next` (changes past the snapshot's
     /// point come after this end), and every entry between arrived (a
     /// connection that broke mid-snapshot loses the chunks in flight).
     fn end_snapshot(&self, p: u16, next: u64, total: u64) -> bool {
-        let counted = self.replica.loading.lock().remove(&p) == Some((next, total));
+        let counted = match self.replica.loading.lock().remove(&p) {
+            // A catch-up: every change up to `next` was applied (below).
+            Some((CATCHING_UP, 0)) => total == 0,
+            loading => loading == Some((next, total)),
+        };
         let loaded = counted
             && self.ks.with_partition(p as usize, |part, _| {
                 part.replica && part.log.next_seq() == next

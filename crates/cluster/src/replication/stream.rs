@@ -31,8 +31,10 @@ const SNAPSHOT_NEEDED: u64 = u64::MAX - 4;
 const SNAPSHOT_REFUSED: u64 = u64::MAX - 5;
 const TABLE_EPOCH: u64 = u64::MAX - 6;
 const TOMBSTONES_SETTLED: u64 = u64::MAX - 7;
+/// Protocol version 6.
+const CATCH_UP_BEGIN: u64 = u64::MAX - 8;
 /// The lowest marker: seqs from here up are never changes' seqs.
-const FIRST_MARKER: u64 = TOMBSTONES_SETTLED;
+const FIRST_MARKER: u64 = CATCH_UP_BEGIN;
 const _: () = assert!(FIRST_MARKER < SNAPSHOT_REFUSED && SNAPSHOT_NEEDED < BACKUP_TAKEN);
 
 /// One entry of the stream a primary sends a replica.
@@ -60,6 +62,17 @@ pub enum Entry<'a> {
         partition: u16,
         next: u64,
         settled: u64,
+    },
+    /// Instead of a snapshot's begin: the replica's copy, loaded from its
+    /// disk, goes on at `next` and its last change has the version
+    /// (`hlc`, `site`) the primary's log holds at that seq, so only the
+    /// changes from `next` on follow (as [`Entry::Change`]s), then the
+    /// end entry (with no data entries).
+    CatchUpBegin {
+        partition: u16,
+        next: u64,
+        hlc: u64,
+        site: u16,
     },
     /// One key of a snapshot, a full value (keyspace codec).
     SnapshotData { partition: u16, change: &'a [u8] },
@@ -155,6 +168,7 @@ impl Entry<'_> {
             Entry::TableEpoch { .. } => 0,
             Entry::Change { partition, .. }
             | Entry::SnapshotBegin { partition, .. }
+            | Entry::CatchUpBegin { partition, .. }
             | Entry::SnapshotData { partition, .. }
             | Entry::SnapshotEnd { partition, .. }
             | Entry::WanApplied { partition, .. }
@@ -188,6 +202,12 @@ impl Entry<'_> {
                 next,
                 settled,
             } => words(out, partition, SNAPSHOT_BEGIN, &[next, settled]),
+            Entry::CatchUpBegin {
+                partition,
+                next,
+                hlc,
+                site,
+            } => words(out, partition, CATCH_UP_BEGIN, &[next, hlc, site as u64]),
             Entry::SnapshotData { partition, change } => {
                 put_header(out, partition, SNAPSHOT_DATA, change.len());
                 out.put_slice(change);
@@ -245,6 +265,15 @@ impl Entry<'_> {
                     partition,
                     next: next()?,
                     settled: word(1)?,
+                }
+            }
+            CATCH_UP_BEGIN => {
+                exactly(3)?;
+                Entry::CatchUpBegin {
+                    partition,
+                    next: next()?,
+                    hlc: word(1)?,
+                    site: u16::try_from(word(2)?).map_err(|_| BatchError::Truncated)?,
                 }
             }
             SNAPSHOT_END => {

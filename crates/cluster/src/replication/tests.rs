@@ -187,6 +187,50 @@ fn a_held_seq_from_a_new_primary_is_a_divergence_not_a_duplicate() {
     );
 }
 
+/// A copy loaded from disk is brought up to date from its primary's log
+/// only when it is still that copy, at that seq, with that last change;
+/// otherwise the catch-up's end is refused (and a snapshot follows).
+#[test]
+fn a_catch_up_continues_a_copy_loaded_from_disk_and_nothing_else() {
+    let p = replicator().ks.partition_of(b"k") as u16;
+    let version = set("k", 2, "b").version;
+    // As recovery leaves it: seqs 1 and 2 replayed from disk.
+    let recovered = || {
+        let r = replicator();
+        r.ks.recover_change(p as usize, 1, set("k", 1, "a")).unwrap();
+        r.ks.recover_change(p as usize, 2, set("k", 2, "b")).unwrap();
+        assert_eq!(r.ks.recovered_tails(), vec![(p, 3, version)]);
+        r
+    };
+    let catch_up = |next: u64, hlc: u64, id: u64| {
+        let mut b = BytesMut::new();
+        Entry::CatchUpBegin { partition: p, next, hlc, site: version.site }.encode(&mut b);
+        b.extend_from_slice(&entry(p, 3, "k", "c"));
+        Entry::SnapshotEnd { partition: p, next: 4, id, entries: 0 }.encode(&mut b);
+        b.freeze()
+    };
+    // Another last change: refused, nothing applied until a snapshot.
+    let r = recovered();
+    assert_eq!(
+        r.apply_batch(catch_up(3, version.hlc + 1, 1), 2).unwrap(),
+        vec![Ack::SnapshotRefused { partition: p, id: 1 }, needed(p)]
+    );
+    // The copy did not change: the right catch-up still applies.
+    assert_eq!(
+        r.apply_batch(catch_up(3, version.hlc, 2), 2).unwrap(),
+        vec![applied(p, 3), Ack::SnapshotLoaded { partition: p, id: 2 }]
+    );
+    // Used once: the copy moved on.
+    assert!(r.ks.recovered_tails().is_empty());
+    // A copy that moved on since (here: a change applied) is not caught up.
+    let r = recovered();
+    r.apply_batch(entry(p, 3, "k", "c").freeze(), 2).unwrap();
+    assert_eq!(
+        r.apply_batch(catch_up(3, version.hlc, 3), 2).unwrap(),
+        vec![Ack::SnapshotRefused { partition: p, id: 3 }, needed(p)]
+    );
+}
+
 /// A copy that never held anything (a process restarted without its
 /// data, still listed as a replica) does not take a primary's change at
 /// seq 5 as the start of its copy: that is a gap, and it asks for a

@@ -164,6 +164,7 @@ impl Keyspace {
             return Err(ReplicaError::NotReplica);
         }
         part.source = ReplicaSource::Node(from);
+        part.recovered_tail = None;
         part.drain_keys();
         part.tombstones.clear();
         part.tombstones.settle(settled);

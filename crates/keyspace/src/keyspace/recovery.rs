@@ -7,9 +7,11 @@
 //! partition's log is rebuilt from the replayed changes (so a replica may
 //! catch up from it).
 
-use super::Keyspace;
+use super::{Keyspace, ReplicaError};
 use crate::apply::{apply_owned_at, ApplyError};
 use crate::change::{Change, ChangeKind};
+use crate::partition::ReplicaSource;
+use crate::version::Version;
 
 /// One partition as a snapshot on disk holds it: consistent at one point
 /// of its log.
@@ -65,6 +67,7 @@ impl Keyspace {
         part.tombstones.clear();
         part.tombstones.settle(settled);
         part.log.reset_to(next_seq);
+        part.recovered_tail = None;
         Ok(())
     }
 
@@ -101,7 +104,53 @@ impl Keyspace {
         }
         self.hlc.observe(change.version.hlc);
         part.log.append(&change);
+        part.recovered_tail = Some(Box::new((seq + 1, change.version)));
         apply_owned_at(&mut part, None, change)?;
         Ok(true)
+    }
+
+    /// The copies loaded from disk that a primary may bring up to date
+    /// from its log rather than with a snapshot: (partition, the seq each
+    /// goes on at, the version of its last change).
+    pub fn recovered_tails(&self) -> Vec<(u16, u64, Version)> {
+        self.parts
+            .iter()
+            .filter_map(|p| {
+                let part = p.lock();
+                let tail = part.recovered_tail.as_deref()?;
+                (part.log.next_seq() == tail.0).then_some((part.id, tail.0, tail.1))
+            })
+            .collect()
+    }
+
+    /// A primary (site member `from`) brings this node's copy of `p` up to
+    /// date from its log, from seq `next` on: only if the copy is still
+    /// the one loaded from disk, at `next`, whose last change was
+    /// `version` (the primary found the same change at that seq). The
+    /// changes follow as ordinary replicated changes.
+    pub fn begin_catch_up(
+        &self,
+        p: usize,
+        next: u64,
+        version: Version,
+        from: u16,
+    ) -> Result<(), ReplicaError> {
+        let mut part = self.parts.get(p).ok_or(ReplicaError::NotReplica)?.lock();
+        if !part.replica {
+            return Err(ReplicaError::NotReplica);
+        }
+        let have = part.log.next_seq();
+        if part.recovered_tail.as_deref() != Some(&(next, version)) || have != next {
+            // The changes that follow are not for this copy: refused
+            // until a snapshot replaces it.
+            part.source = ReplicaSource::Diverged;
+            return Err(ReplicaError::Diverged {
+                have: have - 1,
+                got: next,
+            });
+        }
+        part.recovered_tail = None;
+        part.source = ReplicaSource::Node(from);
+        Ok(())
     }
 }

@@ -61,6 +61,21 @@ pub(in crate::replication) struct Primary {
     /// Replicas that reported a gap, by (partition, replica), with the
     /// partition epoch a resync was asked for (None: not yet asked).
     gaps: Mutex<HashMap<(usize, usize), Option<u64>>>,
+    /// Copies a member loaded from its disk, by (partition, member): the
+    /// seq each goes on at and the version of its last change. Its next
+    /// snapshot is a catch-up from the log when the log still holds them.
+    offers: Mutex<HashMap<(usize, usize), (u64, keyspace::Version)>>,
+    /// Snapshots and catch-ups sent, and what they held (INFO replication).
+    pub(in crate::replication) sent: SentCounts,
+}
+
+/// What a primary sent to new copies, for INFO replication.
+#[derive(Debug, Default)]
+pub struct SentCounts {
+    pub snapshots: AtomicU64,
+    pub snapshot_keys: AtomicU64,
+    pub catch_ups: AtomicU64,
+    pub catch_up_changes: AtomicU64,
 }
 
 /// What a primary queued for one replica.
@@ -107,6 +122,8 @@ impl Primary {
             acked: per_member(members, partitions),
             catching_up: per_member(members, partitions),
             snapshot_point: per_member(members, partitions),
+            offers: Mutex::new(HashMap::new()),
+            sent: SentCounts::default(),
             ack_notify: Notify::new(),
             table_generation: AtomicU64::new(0),
             snapshots: Mutex::new(HashMap::new()),

@@ -38,6 +38,10 @@ pub struct SnapshotStream {
     /// Sent with the end entry, acknowledged with it.
     id: u64,
     entries: std::vec::IntoIter<Change>,
+    /// A catch-up instead: the replica's copy goes on at this seq with a
+    /// last change of this version, and the log's changes from it follow.
+    catch_up: Option<(u64, keyspace::Version)>,
+    changes: std::vec::IntoIter<(u64, bytes::Bytes)>,
     begun: bool,
 }
 
@@ -55,7 +59,25 @@ impl SnapshotStream {
             id,
             total: entries.len() as u64,
             entries: entries.into_iter(),
+            catch_up: None,
+            changes: Vec::new().into_iter(),
             begun: false,
+        }
+    }
+
+    /// A catch-up of a copy at `from` (whose last change has `version`)
+    /// with the log's `changes` from `from` up to `next - 1`.
+    pub fn catch_up(
+        partition: usize,
+        next: u64,
+        (from, version): (u64, keyspace::Version),
+        id: u64,
+        changes: Vec<(u64, bytes::Bytes)>,
+    ) -> SnapshotStream {
+        SnapshotStream {
+            catch_up: Some((from, version)),
+            changes: changes.into_iter(),
+            ..SnapshotStream::new(partition, (next, 0), id, Vec::new())
         }
     }
 
@@ -68,18 +90,40 @@ impl SnapshotStream {
     pub fn next_chunk(&mut self, out: &mut BytesMut) -> bool {
         let partition = self.partition as u16;
         if !self.begun {
-            Entry::SnapshotBegin {
-                partition,
-                next: self.next,
-                settled: self.settled,
+            match self.catch_up {
+                Some((next, v)) => Entry::CatchUpBegin {
+                    partition,
+                    next,
+                    hlc: v.hlc,
+                    site: v.site,
+                },
+                None => Entry::SnapshotBegin {
+                    partition,
+                    next: self.next,
+                    settled: self.settled,
+                },
             }
             .encode(out);
             self.begun = true;
         }
         let start = out.len();
+        while out.len() - start < CHUNK_BYTES {
+            let Some((seq, change)) = self.changes.next() else {
+                break;
+            };
+            Entry::Change {
+                partition,
+                seq,
+                change: &change,
+            }
+            .encode(out);
+        }
         let mut body = Vec::new();
         while out.len() - start < CHUNK_BYTES {
             let Some(change) = self.entries.next() else {
+                if self.changes.len() > 0 {
+                    return false;
+                }
                 Entry::SnapshotEnd {
                     partition,
                     next: self.next,
@@ -145,7 +189,25 @@ impl Replicator {
             id
         };
         let queue = &primary.queues[r];
+        let offer = primary.offers.lock().remove(&(p, r));
         let keys = self.ks.with_partition(p, |part, _| {
+            let next = part.log.next_seq();
+            if let Some(changes) = offer.and_then(|o| catch_up_changes(part, o)) {
+                primary.acked[r][p].store(0, Ordering::Release);
+                primary.snapshot_point[r][p].store(next, Ordering::Release);
+                primary.catching_up[r][p].store(false, Ordering::Release);
+                let count = changes.len();
+                primary.sent.catch_ups.fetch_add(1, Ordering::Relaxed);
+                primary
+                    .sent
+                    .catch_up_changes
+                    .fetch_add(count as u64, Ordering::Relaxed);
+                let stream = SnapshotStream::catch_up(p, next, offer.expect("some"), id, changes);
+                let mut queued = queue.snapshots.lock();
+                queued.retain(|s| s.partition != p);
+                queued.push_back(stream);
+                return None;
+            }
             // Entries, then tombstones (so older writes from other sites
             // keep losing on the new copy).
             let entries = part.iter().map(|(key, e)| Change {
@@ -164,20 +226,32 @@ impl Replicator {
             let point = (part.log.next_seq(), part.tombstones.settled());
             let stream = SnapshotStream::new(p, point, id, entries);
             let keys = stream.keys();
+            primary.sent.snapshots.fetch_add(1, Ordering::Relaxed);
+            primary
+                .sent
+                .snapshot_keys
+                .fetch_add(keys as u64, Ordering::Relaxed);
             // Queued before the lock lets the next change be logged, so
             // no change past the snapshot's point can reach the replica
             // ahead of its begin entry (see `take_batch`).
             let mut queued = queue.snapshots.lock();
             queued.retain(|s| s.partition != p);
             queued.push_back(stream);
-            keys
+            Some(keys)
         });
-        tracing::info!(
-            partition = p,
-            replica = r,
-            keys,
-            "snapshot queued for a new replica"
-        );
+        match keys {
+            Some(keys) => tracing::info!(
+                partition = p,
+                replica = r,
+                keys,
+                "snapshot queued for a new replica"
+            ),
+            None => tracing::info!(
+                partition = p,
+                replica = r,
+                "catch-up from the log queued for a copy loaded from disk"
+            ),
+        }
         queue.ready.notify_one();
         true
     }
@@ -270,5 +344,45 @@ impl Replicator {
         {
             s.reported = false;
         }
+    }
+}
+
+/// The changes a copy at `from` whose last change has `version` lacks, if
+/// this log holds them and holds that very change at `from - 1` (the
+/// copy's history is this primary's up to there).
+fn catch_up_changes(
+    part: &keyspace::Partition,
+    (from, version): (u64, keyspace::Version),
+) -> Option<Vec<(u64, bytes::Bytes)>> {
+    let next = part.log.next_seq();
+    if from < 2 || from > next || part.log.first_seq() > from - 1 {
+        return None;
+    }
+    let (last, _) = codec::decode(part.log.get(from - 1)?).ok()?;
+    if last.version != version {
+        return None;
+    }
+    (from..next)
+        .map(|seq| Some((seq, bytes::Bytes::copy_from_slice(part.log.get(seq)?))))
+        .collect()
+}
+
+impl Replicator {
+    /// Member `peer` holds copies loaded from its disk: (partition, the
+    /// seq each goes on at, the version of its last change). Its next
+    /// snapshot of each is a catch-up when this node's log allows.
+    pub fn offered(&self, peer: usize, copies: &[(u16, u64, keyspace::Version)]) {
+        let mut offers = self.primary.offers.lock();
+        offers.retain(|&(_, r), _| r != peer);
+        for &(p, next, version) in copies {
+            if (p as usize) < self.ks.partitions() as usize {
+                offers.insert((p as usize, peer), (next, version));
+            }
+        }
+    }
+
+    /// Snapshots and catch-ups this node sent as a primary.
+    pub fn sent(&self) -> &super::SentCounts {
+        &self.primary.sent
     }
 }
