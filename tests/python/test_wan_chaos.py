@@ -31,7 +31,7 @@ from redis.cluster import RedisCluster
 
 from helpers import wait_until
 from helpers_net import http_json
-from helpers_wan import (WanSite, digest, digest_diff, link_all, source_status, wait_converged, wan_control,
+from helpers_wan import (WanSite, cluster_info, digest, digest_diff, link_all, source_status, wait_converged, wan_control,
                          wait_state)
 
 pytestmark = pytest.mark.deltagrid_only
@@ -221,6 +221,55 @@ def explain_divergence(a, b, ws):
         print(f"DIFF {key}: {a.name} {x!r:.60} {b.name} {y!r:.60} writer (set, deleted, delete unknown) {known}")
 
 
+def lost_writes(ws, contents):
+    """What the writers `ws` had acknowledged that `contents` (a digest)
+    does not hold, or holds wrong; counters must lie between the
+    acknowledged and the attempted increments."""
+    lost = []
+    for w in ws:
+        for key, v in w.values.items():
+            if contents.get(key.encode(), (None, None))[1] != v.encode():
+                lost.append((key, v, contents.get(key.encode())))
+        for key in w.deleted - w.unknown:
+            if key.encode() in contents:
+                lost.append((key, "deleted", contents[key.encode()]))
+        for (h, f), v in w.fields.items():
+            held = dict(contents.get(h.encode(), (None, ()))[1])
+            if held.get(f.encode()) != v.encode():
+                lost.append((h, f, v))
+        lost += [(key, "not there to delete") for key in w.missed]
+        for (key, m), score in w.members.items():
+            kind, held, _ = contents.get(key.encode(), (None, (), None))
+            if kind == "set" and m.encode() in held:
+                continue
+            if kind == "zset" and (m.encode(), score) in held:
+                continue
+            lost.append((key, m, score))
+        held = iter(contents.get(f"{w.prefix}:list".encode(), (None, ()))[1])
+        # Acknowledged pushes in order; an unacknowledged one may be between.
+        if not all(any(x == e.encode() for x in held) for e in w.pushed):
+            lost.append((f"{w.prefix}:list", "pushes", len(w.pushed)))
+        for key, offset in w.bits:
+            held = contents.get(key.encode(), (None, b""))[1]
+            if not (offset // 8 < len(held) and held[offset // 8] >> (7 - offset % 8) & 1):
+                lost.append((key, "bit", offset))
+    # Counters: every acknowledged increment of every writer, at most
+    # the attempted ones (a reply lost to a kill may have applied).
+    for key in {k for w in ws for k in w.increments}:
+        acked_n = sum(w.increments.get(key, [0, 0])[0] for w in ws)
+        tried_n = sum(w.increments.get(key, [0, 0])[1] for w in ws)
+        value = int(contents.get(key.encode(), (None, b"0"))[1])
+        if not acked_n <= value <= tried_n:
+            lost.append((key, "counter", acked_n, value, tried_n))
+    for key, m in {k for w in ws for k in w.score_increments}:
+        acked_n = sum(w.score_increments.get((key, m), [0, 0])[0] for w in ws)
+        tried_n = sum(w.score_increments.get((key, m), [0, 0])[1] for w in ws)
+        score = dict(contents.get(key.encode(), (None, ()))[1]).get(m.encode(), 0.0)
+        if not acked_n <= score <= tried_n:
+            lost.append((key, m, "score", acked_n, score, tried_n))
+    return lost
+
+
 def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tmp_path):
     rounds = int(os.environ.get("CHAOS_ROUNDS", "4"))
     seed = int(os.environ.get("CHAOS_SEED", "7"))
@@ -276,48 +325,7 @@ def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tm
                 explain_divergence(sites[0], other, ws)
             raise
         errors = sum(w.errors for w in ws)
-        lost = []
-        for w in ws:
-            for key, v in w.values.items():
-                if contents.get(key.encode(), (None, None))[1] != v.encode():
-                    lost.append((key, v, contents.get(key.encode())))
-            for key in w.deleted - w.unknown:
-                if key.encode() in contents:
-                    lost.append((key, "deleted", contents[key.encode()]))
-            for (h, f), v in w.fields.items():
-                held = dict(contents.get(h.encode(), (None, ()))[1])
-                if held.get(f.encode()) != v.encode():
-                    lost.append((h, f, v))
-            lost += [(key, "not there to delete") for key in w.missed]
-            for (key, m), score in w.members.items():
-                kind, held, _ = contents.get(key.encode(), (None, (), None))
-                if kind == "set" and m.encode() in held:
-                    continue
-                if kind == "zset" and (m.encode(), score) in held:
-                    continue
-                lost.append((key, m, score))
-            held = iter(contents.get(f"{w.prefix}:list".encode(), (None, ()))[1])
-            # Acknowledged pushes in order; an unacknowledged one may be between.
-            if not all(any(x == e.encode() for x in held) for e in w.pushed):
-                lost.append((f"{w.prefix}:list", "pushes", len(w.pushed)))
-            for key, offset in w.bits:
-                held = contents.get(key.encode(), (None, b""))[1]
-                if not (offset // 8 < len(held) and held[offset // 8] >> (7 - offset % 8) & 1):
-                    lost.append((key, "bit", offset))
-        # Counters: every acknowledged increment of every writer, at most
-        # the attempted ones (a reply lost to a kill may have applied).
-        for key in {k for w in ws for k in w.increments}:
-            acked_n = sum(w.increments.get(key, [0, 0])[0] for w in ws)
-            tried_n = sum(w.increments.get(key, [0, 0])[1] for w in ws)
-            value = int(contents.get(key.encode(), (None, b"0"))[1])
-            if not acked_n <= value <= tried_n:
-                lost.append((key, "counter", acked_n, value, tried_n))
-        for key, m in {k for w in ws for k in w.score_increments}:
-            acked_n = sum(w.score_increments.get((key, m), [0, 0])[0] for w in ws)
-            tried_n = sum(w.score_increments.get((key, m), [0, 0])[1] for w in ws)
-            score = dict(contents.get(key.encode(), (None, ()))[1]).get(m.encode(), 0.0)
-            if not acked_n <= score <= tried_n:
-                lost.append((key, m, "score", acked_n, score, tried_n))
+        lost = lost_writes(ws, contents)
         acked = sum(len(w.values) + len(w.deleted) + len(w.fields) + len(w.members) + len(w.bits) for w in ws)
         assert acked > 1000, f"too few writes to judge: {acked} (errors {errors})"
         assert all(w.bits for w in ws), "a writer set no bit of the shared bitmaps"
@@ -328,6 +336,65 @@ def test_kills_at_both_sites_under_writes_lose_nothing_and_the_sites_converge(tm
         asked = sum(source_status(n, other.name)["need_full"]
                     for site in sites for other in sites if other is not site for n in site.live)
         assert asked > 0, "no delta met another base: the full-value path went untested"
+    finally:
+        for site in sites:
+            site.stop()
+
+
+def test_a_whole_site_killed_with_a_backlog_both_ways_restarts_from_disk_and_converges(tmp_path):
+    """Persistence across sites: both sites' publishers are paused so that
+    changes wait both ways, then every node of london is killed with -9
+    and started again on its data directory (fsync = "always"). London
+    comes back with its data; the sites converge, every acknowledged write
+    is at both, and no change was applied twice (counters and ZINCRBY
+    scores at most what was attempted)."""
+    settings = ['fsync = "always"']
+    london = WanSite(tmp_path, 1, "london", size=3, node_settings=settings)
+    newyork = WanSite(tmp_path, 2, "newyork", size=3, node_settings=settings)
+    sites = [london, newyork]
+    link_all(sites)
+    try:
+        for site in sites:
+            site.start()
+        first = RedisCluster(host="127.0.0.1", port=london.live[0].port, socket_timeout=8)
+        for n in range(SHARED_BITMAPS):
+            first.set(f"shared:b{n}", b"\x00")
+        first.close()
+        wait_converged(sites, timeout=60, min_keys=SHARED_BITMAPS)
+        with writers([(london, "lon0"), (london, "lon1"), (newyork, "nyc0")], 11) as ws:
+            def progress(site):
+                return lambda: sum(w.acked for w in ws if w.site is site)
+            wait_until(lambda: all(w.acked > 50 for w in ws), timeout=30, message="writers got going")
+            for site, other in ((london, newyork), (newyork, london)):
+                for n in site.live:
+                    wan_control(n, "pause", other.name)
+                for n in site.live:
+                    wait_state(n, other.name, "paused")
+            at = [progress(s)() for s in sites]
+            wait_until(lambda: all(progress(s)() > a + 300 for s, a in zip(sites, at)), timeout=60,
+                       message="backlogs formed")
+            for i in range(3):
+                london.kill_node(i)
+            for i in range(3):
+                london.start_node(i, same_dir=True)
+            for s in london.live:
+                wait_until(lambda s=s: b"cluster_state:ok" in cluster_info(s), timeout=60,
+                           message="london did not form again")
+            assert any(b"loaded this node's copies from disk" in n.log_path.read_bytes() for n in london.live)
+            for n in newyork.live:
+                wan_control(n, "resume", london.name)
+            at = progress(london)()
+            wait_until(lambda: progress(london)() > at + 200, timeout=60,
+                       message="london's writers did not go on after the restart")
+        try:
+            contents = wait_converged(sites, timeout=120)
+        except BaseException:
+            explain_divergence(london, newyork, ws)
+            raise
+        lost = lost_writes(ws, contents)
+        acked = sum(len(w.values) + len(w.fields) + len(w.members) for w in ws)
+        assert acked > 1000, f"too few writes to judge: {acked}"
+        assert not lost, f"{len(lost)} of {acked} acknowledged writes missing or wrong, e.g. {lost[:5]}"
     finally:
         for site in sites:
             site.stop()

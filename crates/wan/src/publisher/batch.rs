@@ -165,9 +165,12 @@ impl Publisher {
             let read = self.wan.ks.with_partition(p, |part, _now| {
                 if part.replica {
                     // A replica now, whatever the table this publisher
-                    // last read says: its log stores nothing, and the next
-                    // table makes the partition someone else's.
-                    return Some((None, true, false));
+                    // last read says: its log stores nothing. Either the
+                    // next table makes the partition someone else's, or
+                    // the copy turns primary (a node rejoining its site
+                    // with copies loaded from disk leads them once its
+                    // site made it active again): read again then.
+                    return Some((None, false, false));
                 }
                 let durable = part.durable_through(durable);
                 let iter = part.log.read_from(from)?;
