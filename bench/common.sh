@@ -283,6 +283,7 @@ machine_line() {
 # in-sync backup; exits otherwise. Sets SITE_PORTS (client ports, node 1
 # first) and SITE_ADMIN_PORTS. SITE_NODE_TOML: lines added to every node's
 # [node] section (e.g. SITE_NODE_TOML=$'threads = 1\nidle_poll_us = 0').
+# SITE_PERSISTENCE [off]: node.persistence (Redis beside it keeps no AOF).
 start_site() {
     local name=$1 backups=$2 nodes=${3:-3} dir=$BENCH_WORK/$1 i parts synced
     mkdir -p "$dir"
@@ -299,6 +300,7 @@ listen = "127.0.0.1:${ports[$i]}"
 admin_listen = "127.0.0.1:${aports[$i]}"
 cluster_listen = "127.0.0.1:${cports[$i]}"
 data_dir = "$dir/data$i"
+persistence = "${SITE_PERSISTENCE:-off}"
 ${SITE_NODE_TOML:-}
 [site]
 id = 1

@@ -114,6 +114,7 @@ id = "site$n-n1"
 listen = "127.0.0.1:${!port}"
 admin_listen = "127.0.0.1:${!admin}"
 data_dir = "$dir/data"
+persistence = "off"
 [site]
 id = $n
 name = "site$n"

@@ -389,3 +389,48 @@ def test_a_restarted_node_catches_up_from_its_primaries_logs(tmp_path):
     assert not lost_writes(servers[0].port, ledgers)
     for s in servers:
         s.stop()
+
+
+def test_clients_are_answered_loading_while_the_node_loads(tmp_path):
+    """As Redis answers -LOADING while it reads its AOF: a client that
+    connects before the node loaded its copies gets LOADING, then PONG."""
+    import socket
+    import subprocess
+    from conftest import binary
+    config = node_config(fsync="no")
+    n = Server(tmp_path, config=config)
+    r = redis.Redis(port=n.port)
+    pipe = r.pipeline(transaction=False)
+    for i in range(100_000):
+        pipe.set(f"key:{i}", "v" * 20)
+        if i % 10_000 == 9_999:
+            pipe.execute()
+    pipe.execute()
+    assert r.dbsize() == 100_000
+    kill9(n)
+    log = open(tmp_path / "restart.log", "ab")
+    proc = subprocess.Popen([binary(), "server", "--listen", f"127.0.0.1:{n.port}",
+                             "--admin-listen", f"127.0.0.1:{free_port()}",
+                             "--data-dir", str(tmp_path / "data"), "--config", str(tmp_path / "deltagrid.toml")],
+                            stdout=log, stderr=subprocess.STDOUT)
+    replies = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", n.port), timeout=2) as s:
+                    s.sendall(b"PING\r\n")
+                    reply = s.recv(128)
+            except OSError:
+                time.sleep(0.01)
+                continue
+            replies.append(reply)
+            if reply.startswith(b"+PONG"):
+                break
+        assert replies and replies[-1] == b"+PONG\r\n", replies[-3:]
+        assert any(x.startswith(b"-LOADING") for x in replies), replies[:3]
+        assert redis.Redis(port=n.port).dbsize() == 100_000
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()

@@ -335,7 +335,14 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
                     .map_err(anyhow::Error::msg)?;
             c.joined = Some(joined);
         }
-        let node = Node::new(settings).map_err(anyhow::Error::msg)?;
+        // Loading copies from disk: clients are answered LOADING meanwhile.
+        let (node, listener) = if matches!(settings.persistence, server::Persistence::Log { .. }) {
+            let loading = server::loading::Loading::answer(listener);
+            let node = Node::new(settings).map_err(anyhow::Error::msg)?;
+            (node, loading.done().await.context("the client listener")?)
+        } else {
+            (Node::new(settings).map_err(anyhow::Error::msg)?, listener)
+        };
         let left = async {
             match &node.cluster {
                 Some(c) => c.left.notified().await,

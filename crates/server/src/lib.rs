@@ -15,6 +15,7 @@ pub mod exec_gate;
 pub mod idle_poll;
 pub mod internal_cmd;
 pub mod introspection;
+pub mod loading;
 pub mod memory;
 pub mod memory_report;
 pub mod metrics;

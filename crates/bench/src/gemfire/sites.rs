@@ -164,6 +164,7 @@ listen = "{client}"
 admin_listen = "{admin}"
 cluster_listen = "{cluster}"
 data_dir = "{data}"
+persistence = "off"
 [site]
 id = {site}
 name = "site{site}"
