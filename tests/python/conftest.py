@@ -62,6 +62,10 @@ class Server:
                 cfg = tmp_path / "deltagrid.toml"
                 cfg.write_text(config)
                 args += ["--config", str(cfg)]
+            else:
+                # As Redis above (--appendonly no): nothing kept on disk.
+                # Configured nodes (sites, test_persistence) keep theirs.
+                args += ["--persistence", "off"]
             args += list(extra_args)
         self.log = open(self.log_path, "ab")  # a restart on the same directory appends
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)

@@ -20,6 +20,7 @@ from redis.cluster import RedisCluster
 
 from conftest import Server, free_port
 from helpers import wait_until
+from helpers_net import http_get
 from test_cluster import all_partitions_backed_up, cluster_info, site_config, status_rows
 
 pytestmark = pytest.mark.deltagrid_only
@@ -158,6 +159,13 @@ def test_save_bgsave_and_lastsave(tmp_path):
         r.set("and another", 1)
         r.save()
         assert len(list((tmp_path / "data" / "store" / "snapshots").glob("*.snap"))) == 2
+        from prometheus_client.parser import text_string_to_metric_families
+        metrics = {f.name: f.samples[0].value for f in text_string_to_metric_families(
+            http_get("127.0.0.1", n.admin_port, "/metrics")[2].decode()) if f.samples}
+        assert metrics["deltagrid_persist_snapshots"] == 3  # the _total suffix is the family's
+        assert metrics["deltagrid_persist_log_bytes"] > 0
+        assert metrics["deltagrid_persist_snapshot_bytes"] > 0
+        assert metrics["deltagrid_persist_write_ok"] == 1
     finally:
         n.stop()
 

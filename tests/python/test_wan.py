@@ -649,11 +649,11 @@ def test_a_site_restarted_empty_gets_back_what_it_held(sites):
     wait_converged([london, newyork], timeout=5, min_keys=3)
 
 
-def one_and_three_nodes_holding_200_keys(sites):
-    """A 1-node site and a 3-node site, linked, holding 200 keys written at
-    the first."""
+def one_and_three_nodes_holding_200_keys(sites, newyork_settings=()):
+    """A 1-node site and a 3-node site (more [node] lines:
+    `newyork_settings`), linked, holding 200 keys written at the first."""
     london = sites(1, "london")
-    newyork = sites(2, "newyork", size=3)
+    newyork = sites(2, "newyork", size=3, node_settings=newyork_settings)
     link_all([london, newyork])
     london.start()
     newyork.start()
@@ -678,9 +678,11 @@ def test_a_site_of_three_nodes_formed_anew_gets_back_what_it_held(sites):
 
 
 def test_a_site_whose_every_node_restarted_comes_back_and_is_re_synced(sites):
-    london, newyork, a = one_and_three_nodes_holding_200_keys(sites)
+    # Without persistence (with it, test_wan_chaos.py's whole-site test):
     # kill -9 every node; they restart on their data directories: the
     # metadata survives, the data does not.
+    london, newyork, a = one_and_three_nodes_holding_200_keys(
+        sites, newyork_settings=['persistence = "off"'])
     for i in range(3):
         newyork.kill_node(i)
     a.set("new", "2")

@@ -84,7 +84,9 @@ pub async fn run(c: Arc<Cluster>) {
                 "restarted into a formed site: giving up this node's copies to replicas that stayed up (copies loaded from disk are kept where no other copy is left)"
             );
         } else {
-            tracing::warn!("restarted without data into a formed site: giving up this node's copies");
+            tracing::warn!(
+                "restarted without data into a formed site: giving up this node's copies"
+            );
         }
         let me = c.my_index as u64 + 1;
         loop {

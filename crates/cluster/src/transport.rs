@@ -316,7 +316,11 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
     // may bring them up to date from its log instead of a snapshot.
     let tails = c.keyspace().recovered_tails();
     if !tails.is_empty() {
-        wire::encode_frame(wire::KIND_HOLDINGS, &wire::encode_holdings(&tails), &mut out);
+        wire::encode_frame(
+            wire::KIND_HOLDINGS,
+            &wire::encode_holdings(&tails),
+            &mut out,
+        );
     }
     // Reused for every ack frame (a batch's acks, one per partition).
     let mut acks = BytesMut::new();

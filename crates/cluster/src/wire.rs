@@ -69,14 +69,15 @@ pub fn encode_holdings(copies: &[(u16, u64, keyspace::Version)]) -> Vec<u8> {
 /// Reads a [`KIND_HOLDINGS`] payload; None when its length is not a whole
 /// number of copies.
 pub fn decode_holdings(payload: &[u8]) -> Option<Vec<(u16, u64, keyspace::Version)>> {
-    if payload.len() % HOLDING_LEN != 0 {
+    if !payload.len().is_multiple_of(HOLDING_LEN) {
         return None;
     }
     Some(
         payload
             .chunks_exact(HOLDING_LEN)
             .map(|c| {
-                let u64_at = |i: usize| u64::from_le_bytes(c[i..i + 8].try_into().expect("8 bytes"));
+                let u64_at =
+                    |i: usize| u64::from_le_bytes(c[i..i + 8].try_into().expect("8 bytes"));
                 (
                     u16::from_le_bytes([c[0], c[1]]),
                     u64_at(2),

@@ -54,9 +54,9 @@ pub use mirror::ReplicaError;
 pub use observers::{
     last_written, take_written, ChangeObserver, LogListener, Persist, ReplicationSink,
 };
-pub use recovery::{CopyForDisk, RecoveryError};
 pub use plan::{Write, WriteError};
 pub use prefetch::prefetch_line;
+pub use recovery::{CopyForDisk, RecoveryError};
 pub use remote::RemoteOutcome;
 pub use txn::Txn;
 

@@ -16,8 +16,8 @@
 //! On start [`Store::open`] loads the newest snapshot that reads back whole
 //! (else the one before) and replays the log after it ([`recover`]).
 
-mod recover;
 pub mod record;
+mod recover;
 pub mod snapshot;
 mod store;
 

@@ -131,7 +131,13 @@ mod tests {
     use proptest::prelude::*;
 
     fn record() -> impl Strategy<Value = (u8, u16, u64, u64, Vec<u8>)> {
-        (0u8..3, any::<u16>(), any::<u64>(), any::<u64>(), proptest::collection::vec(any::<u8>(), 0..64))
+        (
+            0u8..3,
+            any::<u16>(),
+            any::<u64>(),
+            any::<u64>(),
+            proptest::collection::vec(any::<u8>(), 0..64),
+        )
     }
 
     proptest! {
@@ -161,7 +167,12 @@ mod tests {
         assert_eq!(Record::decode(&[1, 0]), Err(RecordError::Short));
         assert_eq!(Record::decode(&[9, 0, 0]), Err(RecordError::Kind(9)));
         let mut out = Vec::new();
-        Record::Reset { partition: 1, next_seq: 2, settled: 3 }.encode(&mut out);
+        Record::Reset {
+            partition: 1,
+            next_seq: 2,
+            settled: 3,
+        }
+        .encode(&mut out);
         out.push(0);
         assert_eq!(Record::decode(&out), Err(RecordError::Trailing(1)));
     }

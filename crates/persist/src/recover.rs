@@ -211,7 +211,11 @@ fn replay(journal: &Journal, from: u64, ks: &Keyspace) -> Result<(u64, HashSet<u
             };
             let p = record.partition() as usize;
             if p >= partitions {
-                tracing::error!(id, partition = p, "persistence: log record of no partition of this node skipped");
+                tracing::error!(
+                    id,
+                    partition = p,
+                    "persistence: log record of no partition of this node skipped"
+                );
                 continue;
             }
             let result = match record {
@@ -219,13 +223,17 @@ fn replay(journal: &Journal, from: u64, ks: &Keyspace) -> Result<(u64, HashSet<u
                     next_seq, settled, ..
                 } => {
                     broken.remove(&p);
-                    ks.recover_reset(p, next_seq, settled).map_err(|e| e.to_string())
+                    ks.recover_reset(p, next_seq, settled)
+                        .map_err(|e| e.to_string())
                 }
                 _ if broken.contains(&p) => Ok(()),
                 Record::Loaded { body, .. } => decode_whole(body)
                     .and_then(|c| ks.recover_entry(p, c).map_err(|e| e.to_string())),
-                Record::Change { seq, body, .. } => decode_whole(body)
-                    .and_then(|c| ks.recover_change(p, seq, c).map(|_| ()).map_err(|e| e.to_string())),
+                Record::Change { seq, body, .. } => decode_whole(body).and_then(|c| {
+                    ks.recover_change(p, seq, c)
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                }),
             };
             if let Err(e) = result {
                 tracing::error!(id, partition = p, "persistence: {e}");

@@ -48,7 +48,11 @@ pub enum SnapshotError {
     #[error("{path}: damaged: {reason}")]
     Damaged { path: PathBuf, reason: String },
     #[error("{path}: holds {found} partitions, this node has {want}")]
-    Partitions { path: PathBuf, found: u16, want: u16 },
+    Partitions {
+        path: PathBuf,
+        found: u16,
+        want: u16,
+    },
     #[error("{path}: {reason}")]
     Refused { path: PathBuf, reason: String },
 }
@@ -75,7 +79,7 @@ pub fn list(dir: &Path) -> Vec<(u64, PathBuf)> {
                 .map(|from| (from, path))
         })
         .collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
     found
 }
 

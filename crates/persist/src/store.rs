@@ -152,8 +152,12 @@ impl Store {
         let stats = StoreStats::default();
         stats.write_ok.store(true, Ordering::Relaxed);
         stats.last_snapshot_ok.store(true, Ordering::Relaxed);
-        stats.last_snapshot_unix.store(unix_now(), Ordering::Relaxed);
-        stats.log_bytes.store(journal.disk_bytes(), Ordering::Relaxed);
+        stats
+            .last_snapshot_unix
+            .store(unix_now(), Ordering::Relaxed);
+        stats
+            .log_bytes
+            .store(journal.disk_bytes(), Ordering::Relaxed);
         Arc::new(Store {
             cfg,
             ks: Arc::downgrade(ks),
@@ -256,8 +260,7 @@ impl Store {
             }
             let grown = self.stats.log_bytes_since_snapshot.load(Ordering::Relaxed);
             let due = self.cfg.snapshot_after_bytes > 0 && grown >= self.cfg.snapshot_after_bytes;
-            if (due || snapshot_asked) && !self.stats.snapshot_in_progress.load(Ordering::Acquire)
-            {
+            if (due || snapshot_asked) && !self.stats.snapshot_in_progress.load(Ordering::Acquire) {
                 self.background_snapshot();
             }
         }
@@ -300,7 +303,9 @@ impl Store {
             }
             let us = t.elapsed().as_micros() as u64;
             self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-            self.stats.fsync_micros_total.fetch_add(us, Ordering::Relaxed);
+            self.stats
+                .fsync_micros_total
+                .fetch_add(us, Ordering::Relaxed);
             self.stats.fsync_micros_last.store(us, Ordering::Relaxed);
             *last_sync = Instant::now();
             *unsynced = false;
@@ -330,7 +335,9 @@ impl Store {
     }
 
     fn background_snapshot(self: &Arc<Self>) {
-        self.stats.snapshot_in_progress.store(true, Ordering::Release);
+        self.stats
+            .snapshot_in_progress
+            .store(true, Ordering::Release);
         let me = self.clone();
         let spawned = std::thread::Builder::new()
             .name("persist-snapshot".into())
@@ -339,7 +346,9 @@ impl Store {
             });
         if let Err(e) = spawned {
             tracing::error!("persistence: cannot start a snapshot: {e}");
-            self.stats.snapshot_in_progress.store(false, Ordering::Release);
+            self.stats
+                .snapshot_in_progress
+                .store(false, Ordering::Release);
         }
     }
 
@@ -347,7 +356,9 @@ impl Store {
     /// this too), then drops what the one before no longer needs.
     pub fn snapshot(&self) -> Result<snapshot::Written, String> {
         let _one = self.snapshotting.lock();
-        self.stats.snapshot_in_progress.store(true, Ordering::Release);
+        self.stats
+            .snapshot_in_progress
+            .store(true, Ordering::Release);
         let started = Instant::now();
         let result = self.snapshot_inner();
         self.stats
@@ -356,7 +367,9 @@ impl Store {
         self.stats
             .last_snapshot_ok
             .store(result.is_ok(), Ordering::Relaxed);
-        self.stats.snapshot_in_progress.store(false, Ordering::Release);
+        self.stats
+            .snapshot_in_progress
+            .store(false, Ordering::Release);
         match &result {
             Ok(w) => tracing::info!(
                 from = w.from,
@@ -408,7 +421,9 @@ impl Store {
             if let Err(e) = j.truncate_before(previous) {
                 tracing::warn!("persistence: cannot drop old log segments: {e}");
             }
-            self.stats.log_bytes.store(j.disk_bytes(), Ordering::Relaxed);
+            self.stats
+                .log_bytes
+                .store(j.disk_bytes(), Ordering::Relaxed);
         }
         Ok(written)
     }

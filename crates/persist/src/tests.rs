@@ -178,3 +178,36 @@ async fn a_damaged_snapshot_falls_back_to_the_one_before() {
     assert_eq!(get(&ks, "k7").unwrap(), "b");
     assert_eq!(ks.len(), 30);
 }
+
+proptest::proptest! {
+    /// A snapshot file of any bytes reads as an error (or, by chance, a
+    /// snapshot), never a panic or an allocation past its length.
+    #[test]
+    fn any_snapshot_bytes_read_or_fail(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.snap");
+        std::fs::write(&path, &bytes).unwrap();
+        let _ = crate::snapshot::read(&path, 7, 1 << 20, |_| Ok(()));
+    }
+}
+
+/// A real snapshot cut anywhere never loads.
+#[tokio::test]
+async fn a_snapshot_cut_short_is_refused_at_every_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ks, store, _) = open(dir.path(), Fsync::No);
+    for i in 0..20 {
+        set(&ks, &format!("k{i}"), "v");
+    }
+    store.snapshot().unwrap();
+    let (_, path) = crate::snapshot::list(&dir.path().join("store/snapshots")).remove(0);
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(crate::snapshot::read(&path, 7, 1 << 20, |_| Ok(())).is_ok());
+    for cut in 0..bytes.len() {
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        assert!(
+            crate::snapshot::read(&path, 7, 1 << 20, |_| Ok(())).is_err(),
+            "cut at {cut}"
+        );
+    }
+}

@@ -338,18 +338,33 @@ static PARAMS: &[Param] = &[
         name: "save",
         alias: None,
         get: |_| String::new(),
-        set: Some(|_, v| only(v, "", "there are no RDB snapshots; see `deltagrid backup`")),
+        set: Some(|_, v| {
+            only(
+                v,
+                "",
+                "snapshots follow the change log's growth (node.snapshot_every) and BGSAVE",
+            )
+        }),
     },
     Param {
         name: "appendonly",
         alias: None,
-        get: |_| "no".into(),
-        set: Some(|_, v| {
-            only(
-                v,
-                "no",
-                "there is no append-only file; replicas and `deltagrid backup` keep the data",
-            )
+        // The change log of local persistence (node.persistence = "log").
+        get: |n| yes_no(n.store.is_some()),
+        set: Some(|n, v| unchanged(v, &yes_no(n.store.is_some()))),
+    },
+    Param {
+        name: "appendfsync",
+        alias: None,
+        get: |n| {
+            n.store
+                .as_ref()
+                .map_or("no", |(s, _)| s.cfg.fsync.name())
+                .into()
+        },
+        set: Some(|n, v| {
+            let now = n.store.as_ref().map_or("no", |(s, _)| s.cfg.fsync.name());
+            unchanged(v, now)
         }),
     },
     Param {

@@ -441,7 +441,10 @@ fn section_text(s: &Session, section: &str, t: &mut String) {
                     kv("snapshots_sent", &sent.snapshots.load(Relaxed));
                     kv("snapshot_keys_sent", &sent.snapshot_keys.load(Relaxed));
                     kv("catch_ups_sent", &sent.catch_ups.load(Relaxed));
-                    kv("catch_up_changes_sent", &sent.catch_up_changes.load(Relaxed));
+                    kv(
+                        "catch_up_changes_sent",
+                        &sent.catch_up_changes.load(Relaxed),
+                    );
                 }
                 for m in site.members.iter().filter(|m| !m.myself) {
                     let line = format!(

@@ -412,6 +412,24 @@ impl Metrics {
         if let Some(w) = &s.wan {
             self.render_wan(w);
         }
+        if let Some(p) = &s.persist {
+            self.counter("deltagrid_persist_fsyncs_total", vec![])
+                .absolute(p.fsyncs);
+            self.counter("deltagrid_persist_fsync_microseconds_total", vec![])
+                .absolute(p.fsync_micros_total);
+            self.gauge("deltagrid_persist_fsync_seconds_mean")
+                .set(p.fsync_micros_total as f64 / 1e6 / p.fsyncs.max(1) as f64);
+            self.gauge("deltagrid_persist_log_bytes")
+                .set(p.log_bytes as f64);
+            self.gauge("deltagrid_persist_snapshot_bytes")
+                .set(p.snapshot_bytes as f64);
+            self.counter("deltagrid_persist_snapshots_total", vec![])
+                .absolute(p.snapshots);
+            self.gauge("deltagrid_persist_changes_since_snapshot")
+                .set(p.changes_since_snapshot as f64);
+            self.gauge("deltagrid_persist_write_ok")
+                .set(p.write_ok as u8 as f64);
+        }
         let totals = [
             (
                 "deltagrid_connections_received_total",
@@ -450,6 +468,20 @@ pub struct Snapshot {
     pub delta_bytes_saved: u64,
     pub site: Option<cluster::SiteStatus>,
     pub wan: Option<wan::WanStatus>,
+    /// Local persistence's figures, when it is on.
+    pub persist: Option<PersistFigures>,
+}
+
+/// What local persistence reports to /metrics.
+#[derive(Debug, Default)]
+pub struct PersistFigures {
+    pub fsyncs: u64,
+    pub fsync_micros_total: u64,
+    pub log_bytes: u64,
+    pub snapshot_bytes: u64,
+    pub snapshots: u64,
+    pub changes_since_snapshot: u64,
+    pub write_ok: bool,
 }
 
 pub(crate) fn table_index(spec: &'static CommandSpec) -> usize {

@@ -273,6 +273,19 @@ impl Node {
             delta_bytes_saved: stats.delta_bytes_saved(),
             site: self.cluster.as_ref().map(|c| c.status()),
             wan: self.wan.as_ref().map(|w| w.status()),
+            persist: self.store.as_ref().map(|(st, _)| {
+                use std::sync::atomic::Ordering::Relaxed;
+                let f = &st.stats;
+                crate::metrics::PersistFigures {
+                    fsyncs: f.fsyncs.load(Relaxed),
+                    fsync_micros_total: f.fsync_micros_total.load(Relaxed),
+                    log_bytes: f.log_bytes.load(Relaxed),
+                    snapshot_bytes: st.snapshot_disk_bytes(),
+                    snapshots: f.snapshots.load(Relaxed),
+                    changes_since_snapshot: f.changes_since_snapshot.load(Relaxed),
+                    write_ok: f.write_ok.load(Relaxed),
+                }
+            }),
         }
     }
 

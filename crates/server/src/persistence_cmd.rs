@@ -30,7 +30,7 @@ pub fn save(s: &Session, out: Reply) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// BGSAVE [SCHEDULE]: a snapshot in the background.
+/// `BGSAVE [SCHEDULE]`: a snapshot in the background.
 pub fn bgsave(s: &Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
     let schedule = match a.get(1) {
         None => false,
@@ -59,7 +59,11 @@ pub fn lastsave(s: &Session, out: Reply) -> Result<(), CmdError> {
 }
 
 /// INFO persistence's fields.
-pub fn info(node: &Node, changes_since_start: u64, kv: &mut dyn FnMut(&str, &dyn std::fmt::Display)) {
+pub fn info(
+    node: &Node,
+    changes_since_start: u64,
+    kv: &mut dyn FnMut(&str, &dyn std::fmt::Display),
+) {
     let Some((st, got)) = &node.store else {
         kv("loading", &0);
         kv("async_loading", &0);
@@ -77,10 +81,22 @@ pub fn info(node: &Node, changes_since_start: u64, kv: &mut dyn FnMut(&str, &dyn
     kv("loading_loaded_perc", &"100.00");
     kv("loading_last_load_ms", &got.millis);
     kv("loading_loaded_keys", &got.keys);
-    kv("rdb_changes_since_last_save", &stats.changes_since_snapshot.load(Relaxed));
-    kv("rdb_bgsave_in_progress", &(stats.snapshot_in_progress.load(Relaxed) as u8));
-    kv("rdb_last_save_time", &stats.last_snapshot_unix.load(Relaxed));
-    kv("rdb_last_bgsave_status", &ok(stats.last_snapshot_ok.load(Relaxed)));
+    kv(
+        "rdb_changes_since_last_save",
+        &stats.changes_since_snapshot.load(Relaxed),
+    );
+    kv(
+        "rdb_bgsave_in_progress",
+        &(stats.snapshot_in_progress.load(Relaxed) as u8),
+    );
+    kv(
+        "rdb_last_save_time",
+        &stats.last_snapshot_unix.load(Relaxed),
+    );
+    kv(
+        "rdb_last_bgsave_status",
+        &ok(stats.last_snapshot_ok.load(Relaxed)),
+    );
     kv(
         "rdb_last_bgsave_time_sec",
         &(stats.last_snapshot_micros.load(Relaxed) / 1_000_000),
@@ -95,8 +111,14 @@ pub fn info(node: &Node, changes_since_start: u64, kv: &mut dyn FnMut(&str, &dyn
     kv("persistence_log_bytes", &stats.log_bytes.load(Relaxed));
     kv("persistence_snapshot_bytes", &st.snapshot_disk_bytes());
     kv("persistence_fsyncs", &stats.fsyncs.load(Relaxed));
-    kv("persistence_fsync_last_us", &stats.fsync_micros_last.load(Relaxed));
-    kv("persistence_fsync_total_us", &stats.fsync_micros_total.load(Relaxed));
+    kv(
+        "persistence_fsync_last_us",
+        &stats.fsync_micros_last.load(Relaxed),
+    );
+    kv(
+        "persistence_fsync_total_us",
+        &stats.fsync_micros_total.load(Relaxed),
+    );
     kv("persistence_loaded_snapshot_entries", &got.snapshot_entries);
     kv("persistence_loaded_log_records", &got.log_records);
 }

@@ -242,7 +242,10 @@ impl Replicator {
             }
             Err(e) => {
                 self.replica.loading.lock().remove(&p);
-                tracing::warn!(partition = p, "catch-up from the primary's log refused: {e}");
+                tracing::warn!(
+                    partition = p,
+                    "catch-up from the primary's log refused: {e}"
+                );
             }
         }
     }

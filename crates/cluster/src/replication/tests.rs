@@ -197,28 +197,54 @@ fn a_catch_up_continues_a_copy_loaded_from_disk_and_nothing_else() {
     // As recovery leaves it: seqs 1 and 2 replayed from disk.
     let recovered = || {
         let r = replicator();
-        r.ks.recover_change(p as usize, 1, set("k", 1, "a")).unwrap();
-        r.ks.recover_change(p as usize, 2, set("k", 2, "b")).unwrap();
+        r.ks.recover_change(p as usize, 1, set("k", 1, "a"))
+            .unwrap();
+        r.ks.recover_change(p as usize, 2, set("k", 2, "b"))
+            .unwrap();
         assert_eq!(r.ks.recovered_tails(), vec![(p, 3, version)]);
         r
     };
     let catch_up = |next: u64, hlc: u64, id: u64| {
         let mut b = BytesMut::new();
-        Entry::CatchUpBegin { partition: p, next, hlc, site: version.site }.encode(&mut b);
+        Entry::CatchUpBegin {
+            partition: p,
+            next,
+            hlc,
+            site: version.site,
+        }
+        .encode(&mut b);
         b.extend_from_slice(&entry(p, 3, "k", "c"));
-        Entry::SnapshotEnd { partition: p, next: 4, id, entries: 0 }.encode(&mut b);
+        Entry::SnapshotEnd {
+            partition: p,
+            next: 4,
+            id,
+            entries: 0,
+        }
+        .encode(&mut b);
         b.freeze()
     };
     // Another last change: refused, nothing applied until a snapshot.
     let r = recovered();
     assert_eq!(
         r.apply_batch(catch_up(3, version.hlc + 1, 1), 2).unwrap(),
-        vec![Ack::SnapshotRefused { partition: p, id: 1 }, needed(p)]
+        vec![
+            Ack::SnapshotRefused {
+                partition: p,
+                id: 1
+            },
+            needed(p)
+        ]
     );
     // The copy did not change: the right catch-up still applies.
     assert_eq!(
         r.apply_batch(catch_up(3, version.hlc, 2), 2).unwrap(),
-        vec![applied(p, 3), Ack::SnapshotLoaded { partition: p, id: 2 }]
+        vec![
+            applied(p, 3),
+            Ack::SnapshotLoaded {
+                partition: p,
+                id: 2
+            }
+        ]
     );
     // Used once: the copy moved on.
     assert!(r.ks.recovered_tails().is_empty());
@@ -227,7 +253,13 @@ fn a_catch_up_continues_a_copy_loaded_from_disk_and_nothing_else() {
     r.apply_batch(entry(p, 3, "k", "c").freeze(), 2).unwrap();
     assert_eq!(
         r.apply_batch(catch_up(3, version.hlc, 3), 2).unwrap(),
-        vec![Ack::SnapshotRefused { partition: p, id: 3 }, needed(p)]
+        vec![
+            Ack::SnapshotRefused {
+                partition: p,
+                id: 3
+            },
+            needed(p)
+        ]
     );
 }
 

@@ -29,7 +29,11 @@ pub struct CopyForDisk {
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RecoveryError {
     #[error("partition {partition}: change seq {got} after {have}: changes are missing")]
-    Gap { partition: usize, have: u64, got: u64 },
+    Gap {
+        partition: usize,
+        have: u64,
+        got: u64,
+    },
     #[error("no partition {0}")]
     NoPartition(usize),
     #[error("change of another partition than {0}")]
@@ -61,8 +65,17 @@ impl Keyspace {
     /// Recovery: partition `p` starts over empty, its log at `next_seq`,
     /// its tombstones settled at `settled` (a snapshot's start, or a copy
     /// its primary replaced).
-    pub fn recover_reset(&self, p: usize, next_seq: u64, settled: u64) -> Result<(), RecoveryError> {
-        let mut part = self.parts.get(p).ok_or(RecoveryError::NoPartition(p))?.lock();
+    pub fn recover_reset(
+        &self,
+        p: usize,
+        next_seq: u64,
+        settled: u64,
+    ) -> Result<(), RecoveryError> {
+        let mut part = self
+            .parts
+            .get(p)
+            .ok_or(RecoveryError::NoPartition(p))?
+            .lock();
         part.drain_keys();
         part.tombstones.clear();
         part.tombstones.settle(settled);
@@ -86,7 +99,12 @@ impl Keyspace {
     /// Recovery: the change partition `p` logged at `seq`, applied and
     /// logged again at that seq. False when the copy holds it already (a
     /// snapshot taken after it); a seq past the next one is a gap.
-    pub fn recover_change(&self, p: usize, seq: u64, change: Change) -> Result<bool, RecoveryError> {
+    pub fn recover_change(
+        &self,
+        p: usize,
+        seq: u64,
+        change: Change,
+    ) -> Result<bool, RecoveryError> {
         if self.partition_of(&change.key) != p {
             return Err(RecoveryError::WrongPartition(p));
         }
