@@ -276,8 +276,9 @@ start_server() {
             --save '' --appendonly no --dir "$data" --daemonize no >>"$WORK/redis-server.log" 2>&1 &
     else
         port="$DG_PORT"
+        # No persistence, as redis-server beside it (--appendonly no).
         "$DELTAGRID_BIN" server --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$DG_ADMIN" \
-            --data-dir "$data" "${DG_ARGS[@]}" >>"$WORK/deltagrid-server.log" 2>&1 &
+            --data-dir "$data" --persistence off "${DG_ARGS[@]}" >>"$WORK/deltagrid-server.log" 2>&1 &
     fi
     SERVER_PID=$!
     wait_ping "$port" "$SERVER_PID" || die "$1 did not start on 127.0.0.1:$port (log: $WORK/$1-server.log)"
