@@ -46,6 +46,13 @@ def again(node, tmp_path, config):
     return Server(tmp_path, config=config, port=node.port)
 
 
+def flip(path, at):
+    """Flips the byte `at` (negative: from the end) of the file `path`."""
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
 def fill_every_type(r):
     r.set("s", "string value")
     r.set("long", "x" * 5000)
@@ -178,10 +185,7 @@ def test_a_damaged_log_end_is_cut_and_what_precedes_it_loads(tmp_path):
         r.set(f"k{i}", f"v{i}")
     kill9(n)
     # Flip bytes inside the last record, as a torn or corrupted write.
-    seg = sorted((tmp_path / "data" / "store" / "log").glob("*.seg"))[-1]
-    data = bytearray(seg.read_bytes())
-    data[-3] ^= 0xFF
-    seg.write_bytes(bytes(data))
+    flip(sorted((tmp_path / "data" / "store" / "log").glob("*.seg"))[-1], -3)
     n = again(n, tmp_path, config)
     try:
         r = redis.Redis(port=n.port)
@@ -205,9 +209,7 @@ def test_a_damaged_snapshot_falls_back_to_the_one_before(tmp_path):
     r.set("k0", "c")
     kill9(n)
     snaps = sorted((tmp_path / "data" / "store" / "snapshots").glob("*.snap"))
-    data = bytearray(snaps[-1].read_bytes())
-    data[len(data) // 2] ^= 0x55
-    snaps[-1].write_bytes(bytes(data))
+    flip(snaps[-1], len(snaps[-1].read_bytes()) // 2)
     n = again(n, tmp_path, config)
     try:
         r = redis.Redis(port=n.port)

@@ -239,12 +239,13 @@ mod tests {
 
     /// The bytes on the wire, written out by hand from the protocol as it
     /// was before the framing moved to `framing`: they must not change
-    /// (protocol version 4; 5 changed only the version).
+    /// (protocol version 4; 5 changed only the version; 6 the version, a
+    /// replication entry and a frame kind).
     #[test]
     fn the_bytes_on_the_wire_are_pinned() {
         let mut out = BytesMut::new();
         hello().encode(&mut out);
-        let want: &[u8] = b"\x2e\x00\x00\x00\x01DGRD\x05\x00\x01\x00\
+        let want: &[u8] = b"\x2e\x00\x00\x00\x01DGRD\x06\x00\x01\x00\
             \x02\x00n1\x0f\x00127.0.0.1:17001\x0e\x00127.0.0.1:7001";
         assert_eq!(&out[..], want);
 

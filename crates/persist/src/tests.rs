@@ -85,6 +85,30 @@ async fn writes_survive_a_restart_with_and_without_snapshots() {
     assert_eq!(get(&ks, "k5").unwrap(), "x5");
 }
 
+/// The change log's segment files, oldest first.
+fn segments(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut segs: Vec<_> = std::fs::read_dir(dir.join("store/log"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    segs.sort();
+    segs
+}
+
+/// Flips the byte `at` from the end (negative) or the start of `path`.
+fn flip(path: &std::path::Path, at: isize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let i = if at < 0 {
+        bytes.len() - at.unsigned_abs()
+    } else {
+        at as usize
+    };
+    bytes[i] ^= 0xff;
+    std::fs::write(path, bytes).unwrap();
+}
+
 #[tokio::test]
 async fn a_torn_tail_is_cut_and_what_precedes_it_loads() {
     let dir = tempfile::tempdir().unwrap();
@@ -97,18 +121,7 @@ async fn a_torn_tail_is_cut_and_what_precedes_it_loads() {
         store.stop();
     }
     // Flip a byte in the last record of the last segment.
-    let log = dir.path().join("store/log");
-    let mut segs: Vec<_> = std::fs::read_dir(&log)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    segs.sort();
-    let last = segs.last().unwrap();
-    let mut bytes = std::fs::read(last).unwrap();
-    let n = bytes.len();
-    bytes[n - 2] ^= 0xff;
-    std::fs::write(last, bytes).unwrap();
+    flip(segments(dir.path()).last().unwrap(), -2);
     let (ks, _store, got) = open(dir.path(), Fsync::Always);
     assert_eq!(got.log_records, 49);
     assert_eq!(ks.len(), 49);
@@ -125,17 +138,10 @@ async fn damage_in_an_earlier_segment_ends_the_replay_there() {
         settle(&store).await;
         store.stop();
     }
-    let log = dir.path().join("store/log");
-    let mut segs: Vec<_> = std::fs::read_dir(&log)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    segs.sort();
+    let segs = segments(dir.path());
     assert!(segs.len() > 3, "{segs:?}");
-    let mut bytes = std::fs::read(&segs[1]).unwrap();
-    bytes[100] ^= 0xff;
-    std::fs::write(&segs[1], bytes).unwrap();
+    flip(&segs[1], 100);
+    let log = dir.path().join("store/log");
     let (ks, _store, got) = open(dir.path(), Fsync::Always);
     // What precedes the damage loads; no partition is served with a gap.
     assert!(got.log_records < 400 && got.log_records > 0);

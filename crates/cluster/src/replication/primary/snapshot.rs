@@ -192,10 +192,14 @@ impl Replicator {
         let offer = primary.offers.lock().remove(&(p, r));
         let keys = self.ks.with_partition(p, |part, _| {
             let next = part.log.next_seq();
-            if let Some(changes) = offer.and_then(|o| catch_up_changes(part, o)) {
+            // The replica's acks start over from the snapshot (or catch-up).
+            let start_over = || {
                 primary.acked[r][p].store(0, Ordering::Release);
                 primary.snapshot_point[r][p].store(next, Ordering::Release);
                 primary.catching_up[r][p].store(false, Ordering::Release);
+            };
+            if let Some(changes) = offer.and_then(|o| catch_up_changes(part, o)) {
+                start_over();
                 let count = changes.len();
                 primary.sent.catch_ups.fetch_add(1, Ordering::Relaxed);
                 primary
@@ -219,11 +223,8 @@ impl Replicator {
                 },
             });
             let entries: Vec<Change> = entries.chain(part.tombstone_changes()).collect();
-            // The replica's acks start over from the snapshot.
-            primary.acked[r][p].store(0, Ordering::Release);
-            primary.snapshot_point[r][p].store(part.log.next_seq(), Ordering::Release);
-            primary.catching_up[r][p].store(false, Ordering::Release);
-            let point = (part.log.next_seq(), part.tombstones.settled());
+            start_over();
+            let point = (next, part.tombstones.settled());
             let stream = SnapshotStream::new(p, point, id, entries);
             let keys = stream.keys();
             primary.sent.snapshots.fetch_add(1, Ordering::Relaxed);
