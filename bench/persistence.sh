@@ -15,7 +15,7 @@
 #    ops/s (median of ROUNDS) and two ratios, each the median of the rounds'
 #    ratios: dg-everysec / dg-off (target >= 0.9: the log costs at most 10%)
 #    and dg-always / redis-always (target >= 1.0); and for deltagrid's
-#    logging targets the fsyncs per request and the mean fsync time
+#    logging targets the requests per fsync and the mean fsync time
 #    (INFO persistence: persistence_fsync_total_us / persistence_fsyncs).
 # 2. Latency of one client (-c 1 -P 1, SET -d 100, LAT_N requests):
 #    dg-always and redis-always, with dg-off and redis-off for reference;
@@ -301,7 +301,7 @@ throughput() {
                     P50[$test,$p,$target]+=" $RB_P50"
                     CPU[$test,$p,$target]+=" $RB_CPU"
                     if [[ -n $FS_N ]]; then
-                        FSN[$test,$p,$target]+=" $(awk -v f="$FS_N" -v n="$n" 'BEGIN { printf "%.4f", f / n }')"
+                        ((FS_N == 0)) || FSN[$test,$p,$target]+=" $(awk -v f="$FS_N" -v n="$n" 'BEGIN { printf "%.1f", n / f }')"
                         [[ -z $FS_MEAN ]] || FSMEAN[$test,$p,$target]+=" $FS_MEAN"
                     fi
                 done
@@ -335,7 +335,7 @@ throughput() {
     echo
     {
         printf '%s\t' test P "dg off CPU" "dg everysec CPU" "dg always CPU" "redis off CPU" "redis everysec CPU" "redis always CPU"
-        printf '%s\t%s\n' "dg everysec: fsyncs per 1000 requests, mean µs" "dg always: fsyncs per 1000 requests, mean µs"
+        printf '%s\t%s\n' "dg everysec: requests per fsync, mean fsync µs" "dg always: requests per fsync, mean fsync µs"
         for test in $TESTS; do
             for p in $PIPELINES; do
                 printf '%s\t%s' "${test^^}" "$p"
@@ -343,7 +343,7 @@ throughput() {
                     printf '\t%s' "$(fmt %.2f "$(med "${CPU[$test,$p,$target]:-}")")"
                 done
                 for target in dg-everysec dg-always; do
-                    printf '\t%s, %s' "$(fmt %.1f "$(med "${FSN[$test,$p,$target]:-}" | awk '{ print $1 * 1000 }')")" \
+                    printf '\t%s, %s' "$(thousands "$(med "${FSN[$test,$p,$target]:-}")")" \
                         "$(thousands "$(med "${FSMEAN[$test,$p,$target]:-}")")"
                 done
                 printf '\n'

@@ -104,6 +104,7 @@ def test_a_node_killed_with_9_restarts_with_every_type(tmp_path, snapshot):
         assert read_every_type(r) == before
         info = r.info("persistence")
         assert info["aof_enabled"] == 1 and info["persistence"] == "log"
+        assert info["persistence_fsync"] == "always" and info["persistence_loaded_complete"] == 1
         assert info["loading_loaded_keys"] == 11
         if snapshot:
             assert info["persistence_loaded_snapshot_entries"] >= 11
@@ -343,6 +344,10 @@ def test_a_whole_site_killed_with_9_restarts_with_its_data(tmp_path, fsync):
         rc = RedisCluster(host="127.0.0.1", port=servers[1].port, decode_responses=True)
         assert rc.set("after", "restart") and rc.get("after") == "restart"
         assert any(b"loaded this node's copies from disk" in s.log_path.read_bytes() for s in servers)
+        for s in servers:
+            info = redis.Redis(port=s.port).info("persistence")
+            assert info["persistence_fsync"] == fsync, info
+            assert info["persistence_loaded_complete"] == (fsync == "always"), info
     finally:
         for s in servers:
             s.stop()

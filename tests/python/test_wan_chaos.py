@@ -394,6 +394,10 @@ def test_a_whole_site_killed_with_a_backlog_both_ways_restarts_from_disk_and_con
         lost = lost_writes(ws, contents)
         acked = sum(len(w.values) + len(w.fields) + len(w.members) for w in ws)
         assert acked > 1000, f"too few writes to judge: {acked}"
+        # Every acknowledged write was on london's disks (fsync = always):
+        # its data is what newyork delivered, so newyork resumed, no re-sync.
+        assert b"remote sites resume" in london.logs()
+        assert b"started over without its data" not in newyork.logs()
         assert not lost, f"{len(lost)} of {acked} acknowledged writes missing or wrong, e.g. {lost[:5]}"
     finally:
         for site in sites:

@@ -97,6 +97,12 @@ pub struct Cluster {
     /// Local persistence, when on: with `fsync = "always"` a replica
     /// acknowledges a batch once its changes are on its disk.
     pub store: OnceLock<Arc<persist::Store>>,
+    /// This node's copies came back whole from its disk with every
+    /// acknowledged write (`persist::Recovered::complete`).
+    pub restored: std::sync::atomic::AtomicBool,
+    /// Members that said so when their connection opened
+    /// (`wire::KIND_RESTORED`), by member index.
+    restored_peers: parking_lot::Mutex<std::collections::HashSet<usize>>,
     /// Fault injection (`DEBUG CLUSTER-HOLD NODE 1`): bit i set, no
     /// replication batch leaves for member i (its link stays up, pings
     /// flow): as if its batches were slow to leave, up to `MAX_PENDING`.
@@ -212,6 +218,8 @@ impl Cluster {
             rejoining: Default::default(),
             isolated: Default::default(),
             store: OnceLock::new(),
+            restored: Default::default(),
+            restored_peers: Default::default(),
             held: Default::default(),
             fenced: (0..partitions).map(|_| Default::default()).collect(),
             handovers: Default::default(),
@@ -404,6 +412,26 @@ impl Cluster {
             return;
         };
         self.set_connected_at(i, connected);
+    }
+
+    /// Whether member `i` (this node too) restarted with its copies whole
+    /// from its disk, every acknowledged write included: a partition whose
+    /// only copy it holds kept what remote sites delivered to it.
+    pub fn restored_from_disk(&self, i: usize) -> bool {
+        if i == self.my_index {
+            return self.restored.load(std::sync::atomic::Ordering::Acquire);
+        }
+        self.restored_peers.lock().contains(&i)
+    }
+
+    /// What member `i` said of its copies when its connection opened.
+    pub(crate) fn set_peer_restored(&self, i: usize, restored: bool) {
+        let mut peers = self.restored_peers.lock();
+        if restored {
+            peers.insert(i);
+        } else {
+            peers.remove(&i);
+        }
     }
 
     pub fn set_connected_at(&self, i: usize, connected: bool) {

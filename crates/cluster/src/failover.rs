@@ -212,7 +212,13 @@ async fn detect_failures(c: Arc<Cluster>) {
                 };
                 // First the incarnation: if the member came back and this
                 // were lost, nothing would bring it back.
-                if lost > 0 {
+                if lost > 0 && c.restored_from_disk(i) {
+                    tracing::info!(
+                        node = %m.name,
+                        partitions = lost,
+                        "partitions had no other copy: they keep what its disk held, every acknowledged write (fsync = always); remote sites resume"
+                    );
+                } else if lost > 0 {
                     let value = crate::auth::random_u64();
                     match md.propose(Command::NewDataIncarnation { value }).await {
                         Ok(_) => tracing::warn!(

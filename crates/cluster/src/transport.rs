@@ -322,6 +322,11 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
             &mut out,
         );
     }
+    // Whether its copies came back whole: known afresh on every connection.
+    c.set_peer_restored(peer, false);
+    if c.restored_from_disk(c.my_index) {
+        wire::encode_frame(wire::KIND_RESTORED, &[], &mut out);
+    }
     // Reused for every ack frame (a batch's acks, one per partition).
     let mut acks = BytesMut::new();
     loop {
@@ -398,6 +403,7 @@ async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: Socke
                                     c.lease_answered(peer, token, applied);
                                 }
                                 wire::KIND_MESSAGE => c.messages.received(payload, peer),
+                                wire::KIND_RESTORED => c.set_peer_restored(peer, true),
                                 wire::KIND_HOLDINGS => match wire::decode_holdings(&payload) {
                                     Some(copies) => c.replicator.offered(peer, &copies),
                                     None => tracing::warn!(%addr, "cluster peer sent a bad holdings frame"),

@@ -51,6 +51,10 @@ pub const KIND_MESSAGE: u8 = 9;
 /// `partition u16 | next seq u64 | hlc u64 | site u16` each (protocol 6).
 pub const KIND_HOLDINGS: u8 = 10;
 
+/// Sent when a connection opens by a node whose copies came back whole
+/// from its disk (no payload; protocol 6).
+pub const KIND_RESTORED: u8 = 11;
+
 /// Bytes of one copy in a [`KIND_HOLDINGS`] frame.
 const HOLDING_LEN: usize = 2 + 8 + 8 + 2;
 

@@ -190,6 +190,7 @@ impl ConfigFile {
             n.fsync.as_deref(),
             n.snapshot_every.map(|v| v.0),
             dir_given,
+            s.persistence,
         )?;
         if let Some(v) = n.maxmemory {
             s.maxmemory = v.0;
@@ -284,29 +285,30 @@ impl ConfigFile {
     }
 }
 
-/// `node.persistence`, `node.fsync` and `node.snapshot_every`: "log"
-/// unless "off", once a data directory is given.
+/// `node.persistence`, `node.fsync` and `node.snapshot_every` (or their
+/// flags) over `base`: "log" unless "off", once a data directory is given.
 pub fn persistence(
     mode: Option<&str>,
     fsync: Option<&str>,
     snapshot_every: Option<u64>,
     dir_given: bool,
+    base: server::Persistence,
 ) -> anyhow::Result<server::Persistence> {
     let fsync = match fsync {
         Some(f) => persist::Fsync::parse(f)
             .with_context(|| format!("node.fsync {f:?}: not one of always, everysec, no"))?,
-        None => persist::Fsync::default(),
+        None => base.fsync,
     };
-    let log = server::Persistence::Log {
-        fsync,
-        snapshot_after_bytes: snapshot_every.unwrap_or(server::DEFAULT_SNAPSHOT_AFTER),
-    };
-    Ok(match mode {
-        Some("off") => server::Persistence::Off,
-        Some("log") => log,
+    let log = match mode {
+        Some("off") => Some(false),
+        Some("log") => Some(true),
         Some(m) => bail!("node.persistence {m:?}: not one of log, off"),
-        None if dir_given => log,
-        None => server::Persistence::Unset,
+        None => base.log.or(dir_given.then_some(true)),
+    };
+    Ok(server::Persistence {
+        log,
+        fsync,
+        snapshot_after_bytes: snapshot_every.unwrap_or(base.snapshot_after_bytes),
     })
 }
 
@@ -425,6 +427,32 @@ fn wan_settings(w: WanSection, s: &NodeSettings) -> anyhow::Result<wan::WanSetti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn persistence_is_on_with_a_data_dir_and_keeps_the_files_fsync() {
+        let mut s = NodeSettings::default();
+        let c: ConfigFile = toml::from_str("[node]\nfsync = \"always\"\n").unwrap();
+        c.apply(&mut s).unwrap();
+        assert!(!s.persistence.is_on(), "no data_dir yet");
+        // The data directory from the command line, fsync from the file.
+        s.persistence = persistence(None, None, None, true, s.persistence).unwrap();
+        assert!(s.persistence.is_on());
+        assert_eq!(s.persistence.fsync, persist::Fsync::Always);
+        let c: ConfigFile =
+            toml::from_str("[node]\ndata_dir = \"/d\"\npersistence = \"off\"\n").unwrap();
+        let mut s = NodeSettings::default();
+        c.apply(&mut s).unwrap();
+        s.persistence = persistence(None, None, None, true, s.persistence).unwrap();
+        assert!(!s.persistence.is_on(), "off stays off");
+        let e = toml::from_str::<ConfigFile>("[node]\nfsync = \"sometimes\"\n")
+            .unwrap()
+            .apply(&mut NodeSettings::default())
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("not one of always, everysec, no"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn the_documented_example_parses() {

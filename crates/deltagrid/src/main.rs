@@ -194,26 +194,13 @@ impl ServerArgs {
             }
             s.data_dir = v;
         }
-        if self.persistence.is_some() || self.fsync.is_some() || dir_given {
-            let (mode, fsync) = match s.persistence {
-                server::Persistence::Off => (Some("off"), None),
-                server::Persistence::Log { fsync, .. } => (Some("log"), Some(fsync.name())),
-                server::Persistence::Unset => (None, None),
-            };
-            let snapshot_every = match s.persistence {
-                server::Persistence::Log {
-                    snapshot_after_bytes,
-                    ..
-                } => Some(snapshot_after_bytes),
-                _ => None,
-            };
-            s.persistence = config::persistence(
-                self.persistence.as_deref().or(mode),
-                self.fsync.as_deref().or(fsync),
-                snapshot_every,
-                dir_given,
-            )?;
-        }
+        s.persistence = config::persistence(
+            self.persistence.as_deref(),
+            self.fsync.as_deref(),
+            None,
+            dir_given,
+            s.persistence,
+        )?;
         if let Some(v) = self.maxmemory {
             s.maxmemory = parse_size(&v).with_context(|| format!("invalid --maxmemory {v:?}"))?;
         }
@@ -336,7 +323,7 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
             c.joined = Some(joined);
         }
         // Loading copies from disk: clients are answered LOADING meanwhile.
-        let (node, listener) = if matches!(settings.persistence, server::Persistence::Log { .. }) {
+        let (node, listener) = if settings.persistence.is_on() {
             let loading = server::loading::Loading::answer(listener);
             let node = Node::new(settings).map_err(anyhow::Error::msg)?;
             (node, loading.done().await.context("the client listener")?)

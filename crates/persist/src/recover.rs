@@ -33,6 +33,18 @@ pub struct Recovered {
     pub millis: u64,
     /// Something was found on disk (a node that ran before).
     pub found_data: bool,
+    /// Damage before the log's end was set aside, or a snapshot could not
+    /// be used: what was loaded may lack acknowledged writes.
+    pub damaged: bool,
+}
+
+impl Recovered {
+    /// The copies came back whole from a node whose every acknowledged
+    /// write was on its disk (`fsync = "always"`), with no damage and no
+    /// partition emptied: what remote sites delivered to them is there.
+    pub fn complete(&self, fsync: crate::Fsync) -> bool {
+        self.found_data && !self.damaged && self.emptied.is_empty() && fsync == crate::Fsync::Always
+    }
 }
 
 impl Store {
@@ -42,7 +54,8 @@ impl Store {
     pub fn open(cfg: StoreConfig, ks: &Arc<Keyspace>) -> Result<(Arc<Store>, Recovered), String> {
         let started = Instant::now();
         let mut got = Recovered::default();
-        let journal = open_journal(&cfg)?;
+        let (journal, damaged) = open_journal(&cfg)?;
+        got.damaged = damaged;
         let snapshots = snapshot::list(&cfg.snapshot_dir());
         got.found_data = !snapshots.is_empty() || journal.next_id() > 0;
         let mut from = journal.first_id();
@@ -63,6 +76,7 @@ impl Store {
                 }
                 Err(e @ SnapshotError::Partitions { .. }) => return Err(e.to_string()),
                 Err(e) => {
+                    got.damaged = true;
                     tracing::error!("persistence: snapshot not loaded, trying the one before: {e}");
                     for p in 0..ks.partitions() as usize {
                         let _ = ks.recover_reset(p, 1, 0);
@@ -71,6 +85,7 @@ impl Store {
             }
         }
         if got.snapshot.is_none() && journal.first_id() > 0 {
+            got.damaged = true;
             tracing::error!(
                 first = journal.first_id(),
                 "persistence: no usable snapshot and the log's start is gone: loading what the log holds"
@@ -104,12 +119,14 @@ impl Store {
 }
 
 /// Opens the change log; damage before its last record (which the journal
-/// cuts by itself) sets the damaged segment and every later one aside.
-fn open_journal(cfg: &StoreConfig) -> Result<Journal, String> {
+/// cuts by itself) sets the damaged segment and every later one aside
+/// (then true).
+fn open_journal(cfg: &StoreConfig) -> Result<(Journal, bool), String> {
     let dir = cfg.log_dir();
+    let mut damaged = false;
     for _ in 0..64 {
         match Journal::open(&dir, journal_config(cfg)) {
-            Ok(j) => return Ok(j),
+            Ok(j) => return Ok((j, damaged)),
             Err(JournalError::Corrupt {
                 path,
                 offset,
@@ -122,6 +139,7 @@ fn open_journal(cfg: &StoreConfig) -> Result<Journal, String> {
                     "persistence: the change log is damaged here: replaying up to it, setting the rest aside"
                 );
                 set_aside_from(&dir, &path, offset).map_err(|e| e.to_string())?;
+                damaged = true;
             }
             Err(e) => return Err(format!("persistence: cannot open the change log: {e}")),
         }

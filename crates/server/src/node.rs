@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use crate::clients::Clients;
 use crate::metrics::{Metrics, Snapshot};
 use crate::pubsub::PubSub;
-use crate::settings::{NodeSettings, Persistence, Runtime, DEFAULT_LOG_RETAIN_BYTES};
+use crate::settings::{NodeSettings, Runtime, DEFAULT_LOG_RETAIN_BYTES};
 use crate::tracking::Tracking;
 use crate::{admin, connection, memory};
 use cluster::broadcast::MessageKind;
@@ -85,9 +85,7 @@ impl Node {
                 log_retain_bytes: match (settings.log_retain_bytes, &settings.wan) {
                     (Some(bytes), _) => bytes,
                     (None, Some(_)) => DEFAULT_LOG_RETAIN_BYTES,
-                    (None, None) if matches!(settings.persistence, Persistence::Log { .. }) => {
-                        DEFAULT_LOG_RETAIN_BYTES
-                    }
+                    (None, None) if settings.persistence.is_on() => DEFAULT_LOG_RETAIN_BYTES,
                     (None, None) => 0,
                 }
                 .min(match settings.maxmemory {
@@ -111,18 +109,15 @@ impl Node {
             clock.clone(),
         ));
         let store = match settings.persistence {
-            Persistence::Log {
-                fsync,
-                snapshot_after_bytes,
-            } => {
-                let mut cfg = persist::StoreConfig::new(&settings.data_dir, fsync);
-                cfg.snapshot_after_bytes = snapshot_after_bytes;
+            p if p.is_on() => {
+                let mut cfg = persist::StoreConfig::new(&settings.data_dir, p.fsync);
+                cfg.snapshot_after_bytes = p.snapshot_after_bytes;
                 let (store, got) = persist::Store::open(cfg, &ks)?;
                 ks.set_persist(store.clone());
                 store.start();
                 Some((store, got))
             }
-            Persistence::Off | Persistence::Unset => None,
+            _ => None,
         };
         let clients = Arc::new(Clients::default());
         let tracking = Arc::new(Tracking::new(
@@ -146,8 +141,12 @@ impl Node {
             )?),
             None => None,
         };
-        if let (Some(c), Some((store, _))) = (&cluster, &store) {
-            let _ = c.store.set(store.clone());
+        if let (Some(c), Some((st, got))) = (&cluster, &store) {
+            let _ = c.store.set(st.clone());
+            c.restored.store(
+                got.complete(st.cfg.fsync),
+                std::sync::atomic::Ordering::Release,
+            );
         }
         let wan = settings.wan.clone().map(|w| {
             let local = wan::LocalSite {
@@ -156,8 +155,13 @@ impl Node {
                 node_id: settings.node_id.clone(),
                 client_addr: settings.listen.to_string(),
                 requirepass: settings.requirepass.clone(),
+                restored: store.as_ref().map(|(st, got)| got.complete(st.cfg.fsync)),
             };
-            wan::Wan::new(w, local, ks.clone(), cluster.clone())
+            let wan = wan::Wan::new(w, local, ks.clone(), cluster.clone());
+            if let Some((st, _)) = &store {
+                let _ = wan.store.set(st.clone());
+            }
+            wan
         });
         let backups = backup::Jobs::new(backup::Node {
             ks: ks.clone(),

@@ -121,6 +121,12 @@ pub fn info(
     );
     kv("persistence_loaded_snapshot_entries", &got.snapshot_entries);
     kv("persistence_loaded_log_records", &got.log_records);
+    kv("persistence_loaded_emptied_partitions", &got.emptied.len());
+    kv("persistence_loaded_damaged", &(got.damaged as u8));
+    kv(
+        "persistence_loaded_complete",
+        &(got.complete(st.cfg.fsync) as u8),
+    );
 }
 
 /// When the node started, in Unix seconds.

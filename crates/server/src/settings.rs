@@ -54,30 +54,35 @@ pub struct NodeSettings {
     pub persistence: Persistence,
 }
 
-/// `node.persistence`: whether the node keeps its copies on its disk.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Persistence {
-    /// Not configured: on ("log") once a data directory is given.
-    #[default]
-    Unset,
-    Off,
-    Log {
-        fsync: persist::Fsync,
-        /// Log growth after which a snapshot is taken (0: on BGSAVE only).
-        snapshot_after_bytes: u64,
-    },
+/// `node.persistence`, `node.fsync`, `node.snapshot_every`: whether and how
+/// the node keeps its copies on its disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Persistence {
+    /// "log" (true) or "off" (false); None: not said, and then on once a
+    /// data directory is given.
+    pub log: Option<bool>,
+    pub fsync: persist::Fsync,
+    /// Log growth after which a snapshot is taken (0: on BGSAVE only).
+    pub snapshot_after_bytes: u64,
 }
 
 /// `node.snapshot_every` when not set.
 pub const DEFAULT_SNAPSHOT_AFTER: u64 = 256 << 20;
 
-impl Persistence {
-    /// With `fsync` and the default snapshot interval.
-    pub fn log(fsync: persist::Fsync) -> Persistence {
-        Persistence::Log {
-            fsync,
+impl Default for Persistence {
+    fn default() -> Self {
+        Persistence {
+            log: None,
+            fsync: persist::Fsync::default(),
             snapshot_after_bytes: DEFAULT_SNAPSHOT_AFTER,
         }
+    }
+}
+
+impl Persistence {
+    /// Whether the node keeps its copies on disk.
+    pub fn is_on(&self) -> bool {
+        self.log == Some(true)
     }
 }
 
@@ -117,7 +122,7 @@ impl Default for NodeSettings {
             wan: None,
             changed_keys_bytes: 64 << 20,
             backup: None,
-            persistence: Persistence::Unset,
+            persistence: Persistence::default(),
         }
     }
 }

@@ -85,6 +85,11 @@ pub struct LocalSite {
     /// This node's Redis address (where `WANAPPLY` goes when it owns a key).
     pub client_addr: String,
     pub requirepass: Option<String>,
+    /// With local persistence: whether this node's copies came back whole
+    /// from its disk (`persist::Recovered::complete`); then its publishers
+    /// keep the incarnation they had, so remote receivers' watermarks
+    /// still hold for them. None: no persistence (a new one each start).
+    pub restored: Option<bool>,
 }
 
 /// A publisher's state, as operators see it.
@@ -222,8 +227,13 @@ pub struct Wan {
     /// How far each remote site is known to have passed each partition
     /// (see [`settled`]).
     pub settled: settled::Settled,
-    /// This process's publishers' incarnation (see [`wire::Hello`]).
+    /// This node's publishers' incarnation (see [`wire::Hello`]): new at
+    /// each start, unless the node's copies came back whole from its disk
+    /// ([`LocalSite::restored`]).
     pub incarnation: u64,
+    /// Local persistence: changes applied here from remote sites are
+    /// acknowledged once on disk when it says so (`fsync = "always"`).
+    pub store: std::sync::OnceLock<Arc<persist::Store>>,
 }
 
 impl LogListener for Wan {
@@ -263,6 +273,30 @@ impl cluster::replication::WanWatermarks for Wan {
     }
 }
 
+/// The publishers' incarnation: kept in `<dir>/publisher.incarnation` with
+/// persistence, and used again only when the node's copies came back whole.
+fn publisher_incarnation(dir: &std::path::Path, restored: Option<bool>) -> u64 {
+    let path = dir.join("publisher.incarnation");
+    if restored == Some(true) {
+        let kept = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .filter(|&i| i != 0);
+        if let Some(i) = kept {
+            return i;
+        }
+    }
+    let fresh = cluster::auth::random_u64();
+    if restored.is_some() {
+        let written =
+            std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, fresh.to_string()));
+        if let Err(e) = written {
+            tracing::warn!(file = %path.display(), "cannot keep the publishers' incarnation: {e}");
+        }
+    }
+    fresh
+}
+
 impl Wan {
     pub fn new(
         settings: WanSettings,
@@ -275,6 +309,7 @@ impl Wan {
             .iter()
             .map(|t| Arc::new(Target::new(t.clone(), ks.partitions())))
             .collect();
+        let (dir, local_restored) = (settings.dir.clone(), local.restored);
         let wan = Arc::new(Wan {
             settings,
             local,
@@ -284,7 +319,8 @@ impl Wan {
             received: Mutex::new(HashMap::new()),
             watermarks: Mutex::new(watermarks::Watermarks::default()),
             settled: settled::Settled::default(),
-            incarnation: cluster::auth::random_u64(),
+            incarnation: publisher_incarnation(&dir, local_restored),
+            store: std::sync::OnceLock::new(),
         });
         ks.set_listener(wan.clone());
         if let Some(c) = &wan.cluster {

@@ -119,6 +119,8 @@ pub struct LocalRouter {
     local: LocalSite,
     ks: std::sync::Arc<Keyspace>,
     cluster: Option<std::sync::Arc<cluster::Cluster>>,
+    /// Local persistence (see [`crate::Wan::store`]).
+    store: Option<std::sync::Arc<persist::Store>>,
     conns: HashMap<String, Conn>,
 }
 
@@ -134,11 +136,13 @@ impl LocalRouter {
         local: LocalSite,
         ks: std::sync::Arc<Keyspace>,
         cluster: Option<std::sync::Arc<cluster::Cluster>>,
+        store: Option<std::sync::Arc<persist::Store>>,
     ) -> Self {
         LocalRouter {
             local,
             ks,
             cluster,
+            store,
             conns: HashMap::new(),
         }
     }
@@ -231,11 +235,18 @@ impl LocalRouter {
         // Nothing awaits between these calls: the changes this thread logs
         // are exactly these.
         keyspace::take_written();
+        persist::take_handed();
         let codes = apply_changes(&self.ks, is_primary, changes, 0);
         let written = keyspace::take_written();
+        let handed = persist::take_handed();
         if let Some(c) = cluster.as_ref().filter(|c| c.sync_replication()) {
             if !written.is_empty() && !c.replicator.wait(&written).await {
                 return Err("replicas did not acknowledge in time".into());
+            }
+        }
+        if let Some(store) = self.store.as_ref().filter(|s| handed > 0 && s.waits()) {
+            if !store.wait_durable(handed).await {
+                return Err("the change log cannot be written".into());
             }
         }
         Ok(codes)

@@ -298,7 +298,12 @@ async fn apply_loop(
     let source = hello.site_id;
     let inc = hello.incarnation;
     let stats = wan.receiver_stats(source);
-    let mut router = LocalRouter::new(wan.local.clone(), wan.ks.clone(), wan.cluster.clone());
+    let mut router = LocalRouter::new(
+        wan.local.clone(),
+        wan.ks.clone(),
+        wan.cluster.clone(),
+        wan.store.get().cloned(),
+    );
     while let Some(work) = batches.recv().await {
         let (id, entries) = match work {
             Work::Batch(id, entries) => (id, entries),

@@ -131,6 +131,7 @@ impl Rig {
                 secret: None,
             },
             LocalSite {
+                restored: None,
                 site_id: 1,
                 site_name: "a".into(),
                 node_id: "n1".into(),
