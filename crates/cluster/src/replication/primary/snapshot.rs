@@ -192,53 +192,46 @@ impl Replicator {
         let offer = primary.offers.lock().remove(&(p, r));
         let keys = self.ks.with_partition(p, |part, _| {
             let next = part.log.next_seq();
-            // The replica's acks start over from the snapshot (or catch-up).
-            let start_over = || {
-                primary.acked[r][p].store(0, Ordering::Release);
-                primary.snapshot_point[r][p].store(next, Ordering::Release);
-                primary.catching_up[r][p].store(false, Ordering::Release);
+            let sent = &primary.sent;
+            let (stream, keys) = match offer.and_then(|o| catch_up_changes(part, o)) {
+                Some(changes) => {
+                    sent.catch_ups.fetch_add(1, Ordering::Relaxed);
+                    sent.catch_up_changes
+                        .fetch_add(changes.len() as u64, Ordering::Relaxed);
+                    let offer = offer.expect("a catch-up answers an offer");
+                    (SnapshotStream::catch_up(p, next, offer, id, changes), None)
+                }
+                None => {
+                    // Entries, then tombstones (so older writes from other
+                    // sites keep losing on the new copy).
+                    let entries = part.iter().map(|(key, e)| Change {
+                        key: key.to_bytes(),
+                        version: e.version,
+                        kind: keyspace::ChangeKind::Full {
+                            value: e.value.clone(),
+                            expire_at: e.expire_at,
+                        },
+                    });
+                    let entries: Vec<Change> = entries.chain(part.tombstone_changes()).collect();
+                    let stream =
+                        SnapshotStream::new(p, (next, part.tombstones.settled()), id, entries);
+                    let keys = stream.keys();
+                    sent.snapshots.fetch_add(1, Ordering::Relaxed);
+                    sent.snapshot_keys.fetch_add(keys as u64, Ordering::Relaxed);
+                    (stream, Some(keys))
+                }
             };
-            if let Some(changes) = offer.and_then(|o| catch_up_changes(part, o)) {
-                start_over();
-                let count = changes.len();
-                primary.sent.catch_ups.fetch_add(1, Ordering::Relaxed);
-                primary
-                    .sent
-                    .catch_up_changes
-                    .fetch_add(count as u64, Ordering::Relaxed);
-                let stream = SnapshotStream::catch_up(p, next, offer.expect("some"), id, changes);
-                let mut queued = queue.snapshots.lock();
-                queued.retain(|s| s.partition != p);
-                queued.push_back(stream);
-                return None;
-            }
-            // Entries, then tombstones (so older writes from other sites
-            // keep losing on the new copy).
-            let entries = part.iter().map(|(key, e)| Change {
-                key: key.to_bytes(),
-                version: e.version,
-                kind: keyspace::ChangeKind::Full {
-                    value: e.value.clone(),
-                    expire_at: e.expire_at,
-                },
-            });
-            let entries: Vec<Change> = entries.chain(part.tombstone_changes()).collect();
-            start_over();
-            let point = (next, part.tombstones.settled());
-            let stream = SnapshotStream::new(p, point, id, entries);
-            let keys = stream.keys();
-            primary.sent.snapshots.fetch_add(1, Ordering::Relaxed);
-            primary
-                .sent
-                .snapshot_keys
-                .fetch_add(keys as u64, Ordering::Relaxed);
+            // The replica's acks start over from the snapshot (or catch-up).
+            primary.acked[r][p].store(0, Ordering::Release);
+            primary.snapshot_point[r][p].store(next, Ordering::Release);
+            primary.catching_up[r][p].store(false, Ordering::Release);
             // Queued before the lock lets the next change be logged, so
             // no change past the snapshot's point can reach the replica
             // ahead of its begin entry (see `take_batch`).
             let mut queued = queue.snapshots.lock();
             queued.retain(|s| s.partition != p);
             queued.push_back(stream);
-            Some(keys)
+            keys
         });
         match keys {
             Some(keys) => tracing::info!(
