@@ -121,8 +121,9 @@ pub struct StoreStats {
     pub snapshot_in_progress: AtomicBool,
     pub last_snapshot_ok: AtomicBool,
     pub write_ok: AtomicBool,
-    /// Records appended since the last snapshot.
-    pub changes_since_snapshot: AtomicU64,
+    /// The log record the last snapshot starts from (at start: the next
+    /// one), for [`Store::changes_since_snapshot`].
+    pub snapshot_from: AtomicU64,
 }
 
 pub struct Store {
@@ -192,6 +193,14 @@ impl Store {
             .spawn(move || me.write_loop())
             .expect("spawning the persistence writer");
         *self.writer.lock() = Some(handle);
+    }
+
+    /// Changes handed over since the last snapshot began (or the start):
+    /// Redis's `rdb_changes_since_last_save`.
+    pub fn changes_since_snapshot(&self) -> u64 {
+        self.next_id
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.stats.snapshot_from.load(Ordering::Relaxed))
     }
 
     /// Whether writes wait for the disk before their reply.
@@ -341,9 +350,6 @@ impl Store {
         self.stats
             .log_bytes_since_snapshot
             .fetch_add(after.saturating_sub(before), Ordering::Relaxed);
-        self.stats
-            .changes_since_snapshot
-            .fetch_add(count, Ordering::Relaxed);
         self.durable.store(next, Ordering::Release);
         true
     }
@@ -416,15 +422,12 @@ impl Store {
             self.next_id.load(Ordering::Relaxed)
         };
         let grown_before = self.stats.log_bytes_since_snapshot.load(Ordering::Relaxed);
-        let changes_before = self.stats.changes_since_snapshot.load(Ordering::Relaxed);
         let dir = self.cfg.snapshot_dir();
         let written = snapshot::write(&dir, from, &ks, MAX_RECORD).map_err(|e| e.to_string())?;
         self.stats
             .log_bytes_since_snapshot
             .fetch_sub(grown_before, Ordering::Relaxed);
-        self.stats
-            .changes_since_snapshot
-            .fetch_sub(changes_before, Ordering::Relaxed);
+        self.stats.snapshot_from.store(from, Ordering::Relaxed);
         self.stats.snapshots.fetch_add(1, Ordering::Relaxed);
         self.stats
             .last_snapshot_unix

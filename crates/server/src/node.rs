@@ -286,7 +286,7 @@ impl Node {
                     log_bytes: f.log_bytes.load(Relaxed),
                     snapshot_bytes: st.snapshot_disk_bytes(),
                     snapshots: f.snapshots.load(Relaxed),
-                    changes_since_snapshot: f.changes_since_snapshot.load(Relaxed),
+                    changes_since_snapshot: st.changes_since_snapshot(),
                     write_ok: f.write_ok.load(Relaxed),
                 }
             }),

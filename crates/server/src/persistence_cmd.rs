@@ -81,10 +81,7 @@ pub fn info(
     kv("loading_loaded_perc", &"100.00");
     kv("loading_last_load_ms", &got.millis);
     kv("loading_loaded_keys", &got.keys);
-    kv(
-        "rdb_changes_since_last_save",
-        &stats.changes_since_snapshot.load(Relaxed),
-    );
+    kv("rdb_changes_since_last_save", &st.changes_since_snapshot());
     kv(
         "rdb_bgsave_in_progress",
         &(stats.snapshot_in_progress.load(Relaxed) as u8),
