@@ -76,23 +76,23 @@ pub fn decode_holdings(payload: &[u8]) -> Option<Vec<(u16, u64, keyspace::Versio
     if !payload.len().is_multiple_of(HOLDING_LEN) {
         return None;
     }
-    Some(
-        payload
-            .chunks_exact(HOLDING_LEN)
-            .map(|c| {
-                let u64_at =
-                    |i: usize| u64::from_le_bytes(c[i..i + 8].try_into().expect("8 bytes"));
-                (
-                    u16::from_le_bytes([c[0], c[1]]),
-                    u64_at(2),
-                    keyspace::Version {
-                        hlc: u64_at(10),
-                        site: u16::from_le_bytes([c[18], c[19]]),
-                    },
-                )
-            })
-            .collect(),
-    )
+    let mut copies = Vec::with_capacity(payload.len() / HOLDING_LEN);
+    let mut rest = payload;
+    while let Some((p, r)) = rest.split_first_chunk::<2>() {
+        let (next, r) = r.split_first_chunk::<8>()?;
+        let (hlc, r) = r.split_first_chunk::<8>()?;
+        let (site, r) = r.split_first_chunk::<2>()?;
+        copies.push((
+            u16::from_le_bytes(*p),
+            u64::from_le_bytes(*next),
+            keyspace::Version {
+                hlc: u64::from_le_bytes(*hlc),
+                site: u16::from_le_bytes(*site),
+            },
+        ));
+        rest = r;
+    }
+    rest.is_empty().then_some(copies)
 }
 
 /// Why a peer's bytes are refused: the data link has nothing to refuse

@@ -186,13 +186,14 @@ impl Store {
     }
 
     /// Starts the writer thread.
-    pub fn start(self: &Arc<Self>) {
+    pub fn start(self: &Arc<Self>) -> Result<(), String> {
         let me = self.clone();
         let handle = std::thread::Builder::new()
             .name("persist-writer".into())
             .spawn(move || me.write_loop())
-            .expect("spawning the persistence writer");
+            .map_err(|e| format!("persistence: cannot start the log writer: {e}"))?;
         *self.writer.lock() = Some(handle);
+        Ok(())
     }
 
     /// Changes handed over since the last snapshot began (or the start):
@@ -303,13 +304,15 @@ impl Store {
     /// `fsync` asks.
     fn append_all(&self, taken: &[u8], last_sync: &mut Instant, unsynced: &mut bool) -> bool {
         let mut j = self.journal.lock();
-        let mut at = 0;
         let mut count = 0u64;
         let before = j.disk_bytes();
-        while at + 4 <= taken.len() {
-            let len = u32::from_le_bytes(taken[at..at + 4].try_into().expect("4 bytes")) as usize;
-            let record = &taken[at + 4..at + 4 + len];
-            at += 4 + len;
+        let mut rest = taken;
+        while let Some((len, r)) = rest.split_first_chunk::<4>() {
+            let len = u32::from_le_bytes(*len) as usize;
+            let Some((record, r)) = r.split_at_checked(len) else {
+                break; // never: `hand` frames every record whole
+            };
+            rest = r;
             if let Err(e) = j.append(record) {
                 tracing::error!("persistence: the change log cannot be written: {e}");
                 return false;

@@ -43,7 +43,7 @@ fn open(dir: &std::path::Path, fsync: Fsync) -> (Arc<Keyspace>, Arc<Store>, crat
     cfg.segment_bytes = 4096;
     let (store, got) = Store::open(cfg, &ks).unwrap();
     ks.set_persist(store.clone());
-    store.start();
+    store.start().unwrap();
     (ks, store, got)
 }
 

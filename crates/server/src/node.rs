@@ -114,7 +114,7 @@ impl Node {
                 cfg.snapshot_after_bytes = p.snapshot_after_bytes;
                 let (store, got) = persist::Store::open(cfg, &ks)?;
                 ks.set_persist(store.clone());
-                store.start();
+                store.start()?;
                 Some((store, got))
             }
             _ => None,

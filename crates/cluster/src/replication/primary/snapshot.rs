@@ -193,12 +193,12 @@ impl Replicator {
         let keys = self.ks.with_partition(p, |part, _| {
             let next = part.log.next_seq();
             let sent = &primary.sent;
-            let (stream, keys) = match offer.and_then(|o| catch_up_changes(part, o)) {
-                Some(changes) => {
+            let catch_up = offer.and_then(|o| Some((o, catch_up_changes(part, o)?)));
+            let (stream, keys) = match catch_up {
+                Some((offer, changes)) => {
                     sent.catch_ups.fetch_add(1, Ordering::Relaxed);
                     sent.catch_up_changes
                         .fetch_add(changes.len() as u64, Ordering::Relaxed);
-                    let offer = offer.expect("a catch-up answers an offer");
                     (SnapshotStream::catch_up(p, next, offer, id, changes), None)
                 }
                 None => {
