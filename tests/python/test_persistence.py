@@ -11,6 +11,7 @@ the change log is cut and what precedes it loads; `persistence = "off"`
 restarts empty. SAVE, BGSAVE, LASTSAVE and INFO persistence report the
 snapshots.
 """
+import contextlib
 import threading
 import time
 
@@ -44,6 +45,16 @@ def kill9(node):
 def again(node, tmp_path, config):
     """The node started again on the same data directory and port."""
     return Server(tmp_path, config=config, port=node.port)
+
+
+@contextlib.contextmanager
+def restarted(node, tmp_path, config):
+    """`again`, stopped when the block ends; yields (node, client)."""
+    n = again(node, tmp_path, config)
+    try:
+        yield n, redis.Redis(port=n.port)
+    finally:
+        n.stop()
 
 
 def flip(path, at):
@@ -113,11 +124,8 @@ def test_a_node_killed_with_9_restarts_with_every_type(tmp_path, snapshot):
         assert r.incr("counter") == 42
     finally:
         n.stop()
-    n = again(n, tmp_path, config)
-    try:
-        assert redis.Redis(port=n.port).get("counter") == b"42"
-    finally:
-        n.stop()
+    with restarted(n, tmp_path, config) as (n, r):
+        assert r.get("counter") == b"42"
 
 
 def test_persistence_off_restarts_empty(tmp_path):
@@ -129,12 +137,9 @@ def test_persistence_off_restarts_empty(tmp_path):
     with pytest.raises(redis.ResponseError, match="persistence is off"):
         r.bgsave()
     kill9(n)
-    n = again(n, tmp_path, config)
-    try:
-        assert redis.Redis(port=n.port).dbsize() == 0
+    with restarted(n, tmp_path, config) as (n, r):
+        assert r.dbsize() == 0
         assert not (tmp_path / "data" / "store").exists()
-    finally:
-        n.stop()
 
 
 def test_save_bgsave_and_lastsave(tmp_path):
@@ -187,14 +192,10 @@ def test_a_damaged_log_end_is_cut_and_what_precedes_it_loads(tmp_path):
     kill9(n)
     # Flip bytes inside the last record, as a torn or corrupted write.
     flip(sorted((tmp_path / "data" / "store" / "log").glob("*.seg"))[-1], -3)
-    n = again(n, tmp_path, config)
-    try:
-        r = redis.Redis(port=n.port)
+    with restarted(n, tmp_path, config) as (n, r):
         assert r.dbsize() == 199
         assert r.get("k198") == b"v198" and r.get("k199") is None
         assert b"cutting torn tail" in n.log_path.read_bytes()
-    finally:
-        n.stop()
 
 
 def test_a_damaged_snapshot_falls_back_to_the_one_before(tmp_path):
@@ -211,13 +212,9 @@ def test_a_damaged_snapshot_falls_back_to_the_one_before(tmp_path):
     kill9(n)
     snaps = sorted((tmp_path / "data" / "store" / "snapshots").glob("*.snap"))
     flip(snaps[-1], len(snaps[-1].read_bytes()) // 2)
-    n = again(n, tmp_path, config)
-    try:
-        r = redis.Redis(port=n.port)
+    with restarted(n, tmp_path, config) as (n, r):
         assert r.get("k0") == b"c" and r.get("k50") == b"b" and r.dbsize() == 100
         assert b"snapshot not loaded, trying the one before" in n.log_path.read_bytes()
-    finally:
-        n.stop()
 
 
 # --- a whole site --------------------------------------------------------
