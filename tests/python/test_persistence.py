@@ -7,22 +7,27 @@ its data directory holds every type it held; with `fsync = "always"` a
 whole three-node site killed at once loses no acknowledged write and
 applies none twice (counters exact); with `everysec` what is lost was
 acknowledged in the last second or so before the kill; a damaged end of
-the change log is cut and what precedes it loads; `persistence = "off"`
-restarts empty. SAVE, BGSAVE, LASTSAVE and INFO persistence report the
+the change log is cut and what precedes it loads; partitions whose every
+copy went down wait for the node that had all their writes (CLUSTERDOWN)
+until it is back or revoked; `persistence = "off"` restarts empty. SAVE, BGSAVE, LASTSAVE and INFO persistence report the
 snapshots.
 """
 import contextlib
+import re
+import subprocess
 import threading
 import time
 
 import pytest
 import redis
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
-from conftest import Server, free_port
+from conftest import Server, binary, free_port
 from helpers import wait_until
 from helpers_net import http_get
-from test_cluster import all_partitions_backed_up, cluster_info, site_config, status_rows
+from test_cluster import (all_partitions_backed_up, cluster_info, cluster_status, site_config,
+                          status_rows)
 
 pytestmark = pytest.mark.deltagrid_only
 
@@ -345,6 +350,95 @@ def test_a_whole_site_killed_with_9_restarts_with_its_data(tmp_path, fsync):
             info = redis.Redis(port=s.port).info("persistence")
             assert info["persistence_fsync"] == fsync, info
             assert info["persistence_loaded_complete"] == (fsync == "always"), info
+    finally:
+        for s in servers:
+            s.stop()
+
+
+def waiting_partitions(node):
+    """{partition: [names it waits for]} from `cluster status`."""
+    waiting = {}
+    for line in cluster_status(node).splitlines():
+        m = re.match(r"\s+\d+ waiting for (.+?): ([\d ]+)$", line)
+        if m:
+            for p in m.group(2).split():
+                waiting[int(p)] = m.group(1).split(", ")
+    return waiting
+
+
+def slots_covered(node):
+    slots = redis.Redis(port=node.port).execute_command("CLUSTER SLOTS")
+    return sum(last - first + 1 for first, last, *_ in slots)
+
+
+def key_in_partition(p, partitions=271):
+    return next(k for k in (f"probe{i}" for i in range(100000))
+                if key_slot(k.encode()) * partitions // 16384 == p)
+
+
+def test_partitions_whose_every_copy_went_down_wait_for_their_disks(tmp_path):
+    """The whole site killed with -9 under writes (fsync = always) and two
+    nodes of three started again: the partitions that had a complete copy
+    on the third wait for it (CLUSTERDOWN, listed by `cluster status`)
+    rather than resuming from a copy that may lack acknowledged writes.
+    `deltagrid cluster revoke` gives them to the best copy that came back:
+    the survivors' copies were in sync, so nothing acknowledged is lost.
+    The third node started later rejoins and takes copies again."""
+    nodes, servers = start_site(tmp_path, "always")
+    stop, errors = threading.Event(), []
+    ledgers = [dict() for _ in range(2)]
+    threads = [threading.Thread(target=typed_writer,
+                                args=(servers[i].port, stop, ledgers[i], errors, f"v{i}"))
+               for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: sum(len(l) for l in ledgers) > 1000, timeout=60,
+                   message="writers got going")
+        for s in servers:
+            s.proc.kill()
+        for s in servers:
+            s.proc.wait()
+            s.log.close()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    servers = [Server(d, config=c, port=p) for d, c, p in nodes[:2]]
+    try:
+        wait_until(lambda: waiting_partitions(servers[0]) and
+                   all(w == ["n3"] for w in waiting_partitions(servers[0]).values()),
+                   timeout=60, message="no partition waits for n3")
+        waiting = waiting_partitions(servers[0])
+        print(f"{len(waiting)} of 271 partitions wait for n3")
+        assert len(waiting) < 271, "partitions with both copies back resume"
+        # Still waiting a moment later: nothing resumes without n3's disk.
+        time.sleep(3)
+        assert waiting_partitions(servers[1]) == waiting
+        key = key_in_partition(next(iter(waiting)))
+        for s in servers:
+            with pytest.raises(redis.exceptions.ClusterDownError, match="waits for one to come back"):
+                redis.Redis(port=s.port).get(key)
+        # Partitions that do not wait serve; the others are not served yet.
+        served = key_in_partition(next(p for p in range(271) if p not in waiting))
+        rc = RedisCluster(host="127.0.0.1", port=servers[0].port, decode_responses=True,
+                          require_full_coverage=False)
+        wait_until(lambda: rc.set(served, "ok"), timeout=30, message="a partition that does not wait is not served")
+        out = subprocess.run([binary(), "cluster", "revoke", "--admin",
+                              f"127.0.0.1:{servers[1].admin_port}", "--node", "n3"],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0 and "revoked" in out.stdout, out
+        wait_until(lambda: not waiting_partitions(servers[0]) and slots_covered(servers[0]) == 16384,
+                   timeout=30, message="revoking n3 did not resume the partitions waiting for it")
+        lost = lost_writes(servers[0].port, ledgers)
+        assert not lost, f"{len(lost)} of {sum(len(l) for l in ledgers)} acknowledged writes lost: {lost[:5]}"
+        # n3 comes back: it rejoins, holding copies again, and loses nothing.
+        d, c, p = nodes[2]
+        servers.append(Server(d, config=c, port=p))
+        wait_until(lambda: status_rows(servers[0])["n3"][3:5] == ["up", "active"] and
+                   all_partitions_backed_up(servers[0]) and slots_covered(servers[2]) == 16384,
+                   timeout=90, message="n3 did not rejoin with in-sync copies")
+        assert not lost_writes(servers[2].port, ledgers)
     finally:
         for s in servers:
             s.stop()

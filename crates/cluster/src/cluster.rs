@@ -14,6 +14,9 @@ use keyspace::Keyspace;
 
 mod routing;
 mod status;
+mod waiting;
+
+pub use waiting::WaitingStatus;
 
 pub use status::{MemberStatus, SiteStatus};
 
@@ -109,6 +112,9 @@ pub struct Cluster {
     held: std::sync::atomic::AtomicU64,
     /// Per partition: writes refused with TRYAGAIN while a handover runs.
     pub(crate) fenced: Box<[std::sync::atomic::AtomicBool]>,
+    /// Per partition: every copy went down and it waits for one to come
+    /// back from a disk (`metadata::waiting`): CLUSTERDOWN for its slots.
+    waiting: Box<[std::sync::atomic::AtomicBool]>,
     /// Handovers under way here: partition -> epoch.
     pub(crate) handovers: parking_lot::Mutex<std::collections::HashMap<usize, u64>>,
     pub(crate) handovers_done: std::sync::atomic::AtomicU64,
@@ -222,6 +228,7 @@ impl Cluster {
             restored_peers: Default::default(),
             held: Default::default(),
             fenced: (0..partitions).map(|_| Default::default()).collect(),
+            waiting: (0..partitions).map(|_| Default::default()).collect(),
             handovers: Default::default(),
             handovers_done: Default::default(),
             quiesce: OnceLock::new(),

@@ -145,12 +145,19 @@ fn slots(c: &Cluster, out: &mut ReplyWriter) {
         out.array(0);
         return;
     };
-    let ranges = table.ranges();
+    // A range whose primary this node has not heard of since it started
+    // (a member that is down) is left out, as Redis leaves out slots
+    // nobody serves: clients expect a primary in every entry.
+    let ranges: Vec<_> = table
+        .ranges()
+        .into_iter()
+        .filter(|(_, _, o)| members.get(o.primary).is_some_and(|m| m.is_some()))
+        .collect();
     out.array(ranges.len());
     for (first, last, owners) in ranges {
         let copies: Vec<&Member> = std::iter::once(owners.primary)
             .chain(owners.replicas.iter().copied())
-            .filter_map(|i| members[i].as_ref())
+            .filter_map(|i| members.get(i).and_then(|m| m.as_ref()))
             .collect();
         out.array(2 + copies.len());
         out.int(first as i64);

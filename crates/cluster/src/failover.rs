@@ -33,7 +33,8 @@ use parking_lot::Mutex;
 
 use crate::cluster::Cluster;
 use crate::metadata::{
-    rebalance, Command, MemberState, Metadata, MetadataConfig, NodeId, Seed, SiteMetadata,
+    rebalance, waiting, Command, DiskCopy, MemberState, Metadata, MetadataConfig, NodeId, Seed,
+    SiteMetadata,
 };
 
 /// How long a member's connection must stay down before it is declared dead.
@@ -71,12 +72,14 @@ pub async fn run(c: Arc<Cluster>) {
     // until the group has failed its copies over to members that stayed
     // up (MarkDead) and made it active again; a partition with no such
     // copy stays here, with what was loaded.
-    if md.current().table.as_ref().is_some_and(|t| {
+    let persistent = c.store.get().is_some();
+    let holds = md.current().table.as_ref().is_some_and(|t| {
         let me = c.my_index as u64 + 1;
         t.partitions
             .iter()
             .any(|a| a.primary == me || a.replicas.contains(&me))
-    }) {
+    });
+    if holds || (persistent && !md.current().waiting.is_empty()) {
         c.rejoining
             .store(true, std::sync::atomic::Ordering::Release);
         if c.store.get().is_some() {
@@ -89,8 +92,18 @@ pub async fn run(c: Arc<Cluster>) {
             );
         }
         let me = c.my_index as u64 + 1;
+        // With persistence, the copies loaded go with it: a partition whose
+        // every copy went down waits for the best of them.
+        let cmd = if persistent {
+            Command::Restarted {
+                id: me,
+                copies: disk_copies(&c),
+            }
+        } else {
+            Command::MarkDead { id: me }
+        };
         loop {
-            match md.propose(Command::MarkDead { id: me }).await {
+            match md.propose(cmd.clone()).await {
                 Ok(_) => break,
                 Err(e) => {
                     tracing::warn!("marking this restarted node dead: {e}; retrying");
@@ -113,6 +126,7 @@ pub async fn run(c: Arc<Cluster>) {
     loop {
         let meta = rx.borrow_and_update().clone();
         c.sync_members(&meta);
+        c.set_waiting(&meta);
         if let Some(t) = &meta.table {
             c.install_table(Cluster::table_from_metadata(t));
         }
@@ -266,8 +280,9 @@ async fn detect_failures(c: Arc<Cluster>) {
         let leases_out = dead_since
             .values()
             .all(|t| now.duration_since(*t) >= crate::lease::PROMOTE_AFTER);
+        let wait = c.store.get().is_some();
         let failover = (!quiet)
-            .then(|| rebalance::failover_command(&meta))
+            .then(|| rebalance::failover_command(&meta, wait))
             .flatten();
         if failover.is_some() && !leases_out {
             continue; // not settled: this is worked out again next time
@@ -279,8 +294,11 @@ async fn detect_failures(c: Arc<Cluster>) {
             }
             meta = md.current();
         }
+        if wait && resolve_waiting(&c, md, &meta).await {
+            continue;
+        }
         if let Some(cmd) = (!quiet)
-            .then(|| repair(&meta, c.settings.replicas))
+            .then(|| repair(&meta, c.settings.replicas, wait))
             .flatten()
         {
             match md.propose(cmd).await {
@@ -360,8 +378,9 @@ async fn membership(c: &Arc<Cluster>, md: &Metadata, adding: &Arc<Mutex<HashSet<
 /// A table where every partition with a live primary has `want` replicas
 /// on active members (fewest replicas first), dead ones dropped. None when
 /// nothing needs to change. New replicas are not in sync: they get there by
-/// loading a snapshot.
-pub fn repair(meta: &SiteMetadata, want: usize) -> Option<Command> {
+/// loading a snapshot. With `wait_for_disks`, a partition that waits for a
+/// copy from a disk gets no replicas until it has one.
+pub fn repair(meta: &SiteMetadata, want: usize, wait_for_disks: bool) -> Option<Command> {
     let table = meta.table.as_ref()?;
     let active: Vec<NodeId> = meta.active_members();
     let mut load: HashMap<NodeId, usize> = active.iter().map(|n| (*n, 0)).collect();
@@ -373,9 +392,12 @@ pub fn repair(meta: &SiteMetadata, want: usize) -> Option<Command> {
         }
     }
     let mut partitions = table.partitions.clone();
-    for a in partitions.iter_mut() {
+    for (p, a) in partitions.iter_mut().enumerate() {
         if !active.contains(&a.primary) {
             continue; // failover first
+        }
+        if wait_for_disks && meta.waiting.contains_key(&(p as u16)) {
+            continue;
         }
         a.replicas.retain(|b| active.contains(b));
         a.in_sync.retain(|b| a.replicas.contains(b));
@@ -394,4 +416,77 @@ pub fn repair(meta: &SiteMetadata, want: usize) -> Option<Command> {
         partitions,
         expected_epoch: table.epoch,
     })
+}
+
+/// This node's copies loaded from its disk, as [`Command::Restarted`]
+/// reports them.
+fn disk_copies(c: &Cluster) -> Vec<DiskCopy> {
+    c.keyspace()
+        .recovered_tails()
+        .into_iter()
+        .map(|(partition, next_seq, v)| DiskCopy {
+            partition,
+            next_seq,
+            hlc: v.hlc,
+            site: v.site,
+        })
+        .collect()
+}
+
+/// On the leader of a site whose nodes persist their data: gives each
+/// waiting partition that awaits nobody to the best copy that came back
+/// ([`waiting::resolutions`]), among members this node can reach. True
+/// when it committed something.
+async fn resolve_waiting(c: &Arc<Cluster>, md: &Metadata, meta: &SiteMetadata) -> bool {
+    let Some(table) = &meta.table else {
+        return false;
+    };
+    let reachable = |n: NodeId| {
+        let i = (n as usize).saturating_sub(1);
+        i == c.my_index || (c.down_for(i).is_none() && c.is_connected(i))
+    };
+    let chosen: Vec<(u16, NodeId, bool)> = waiting::resolutions(meta)
+        .into_iter()
+        .filter(|(_, n, _)| reachable(*n))
+        .collect();
+    if chosen.is_empty() {
+        return false;
+    }
+    // A partition that starts empty, or from a disk that did not come back
+    // whole, lacks changes remote sites delivered: they deliver them again.
+    let incomplete = chosen
+        .iter()
+        .filter(|(_, n, has_copy)| {
+            !has_copy || !c.restored_from_disk((*n as usize).saturating_sub(1))
+        })
+        .count();
+    if incomplete > 0 {
+        let value = crate::auth::random_u64();
+        if let Err(e) = md.propose(Command::NewDataIncarnation { value }).await {
+            tracing::warn!("new data incarnation not committed: {e}");
+            return false;
+        }
+        tracing::warn!(
+            partitions = incomplete,
+            "waiting partitions resume from a copy that may lack changes: new data incarnation, remote sites re-sync"
+        );
+    }
+    let cmd = Command::Resolve {
+        partitions: chosen.iter().map(|(p, n, _)| (*p, *n)).collect(),
+        expected_epoch: table.epoch,
+    };
+    match md.propose(cmd).await {
+        Ok(epoch) => {
+            tracing::warn!(
+                epoch,
+                partitions = chosen.len(),
+                "partitions whose every copy went down resume from the best copy that came back"
+            );
+            true
+        }
+        Err(e) => {
+            tracing::warn!("waiting partitions not resolved: {e}");
+            false
+        }
+    }
 }

@@ -27,6 +27,7 @@ pub mod transport;
 pub mod wire;
 
 pub use cluster::{
-    Cluster, ClusterSettings, Member, MemberStatus, Replication, SiteStatus, MAX_MEMBERS,
+    Cluster, ClusterSettings, Member, MemberStatus, Replication, SiteStatus, WaitingStatus,
+    MAX_MEMBERS,
 };
 pub use placement::{PartitionOwners, PartitionTable};

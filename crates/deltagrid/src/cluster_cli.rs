@@ -1,5 +1,5 @@
 //! `deltagrid cluster ...`: site administration through a node's admin
-//! HTTP endpoint (`/status`, `/cluster/leave`).
+//! HTTP endpoint (`/status`, `/cluster/leave`, `/cluster/revoke`).
 
 use anyhow::Context;
 use server::admin_client::{request, PATIENT};
@@ -71,11 +71,45 @@ pub fn status(admin: &str) -> anyhow::Result<()> {
         );
     }
     println!("\n(* = the node answering; counts are partitions)");
+    let waiting = site["waiting"].as_array().cloned().unwrap_or_default();
+    if !waiting.is_empty() {
+        // Grouped by whom they wait for.
+        let mut by: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for w in &waiting {
+            let awaits: Vec<&str> = w["awaits"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n.as_str())
+                .collect();
+            let key = if awaits.is_empty() {
+                "nobody (resuming)".to_string()
+            } else {
+                awaits.join(", ")
+            };
+            by.entry(key).or_default().push(w["partition"].to_string());
+        }
+        println!(
+            "\n{} partitions wait for a copy from a disk (CLUSTERDOWN for their slots):",
+            waiting.len()
+        );
+        for (awaits, parts) in by {
+            println!(
+                "  {} waiting for {awaits}: {}",
+                parts.len(),
+                parts.join(" ")
+            );
+        }
+        println!(
+            "  (start those nodes, or `deltagrid cluster revoke --node NAME` to give up on one)"
+        );
+    }
     Ok(())
 }
 
-pub fn leave(admin: &str, node: &str) -> anyhow::Result<()> {
-    let body = http_request(admin, "POST", &format!("/cluster/leave?node={node}"))?;
+/// `deltagrid cluster leave|revoke --node NODE`.
+pub fn post(admin: &str, action: &str, node: &str) -> anyhow::Result<()> {
+    let body = http_request(admin, "POST", &format!("/cluster/{action}?node={node}"))?;
     print!("{body}");
     Ok(())
 }

@@ -88,6 +88,17 @@ enum ClusterCommand {
         #[arg(long)]
         node: String,
     },
+    /// Give up on a dead node's disk: partitions whose every copy went
+    /// down stop waiting for it and resume from the best copy that came
+    /// back (acknowledged writes only it held are lost)
+    Revoke {
+        /// A node's admin address (any member)
+        #[arg(long)]
+        admin: String,
+        /// The revoked node's name (node.id) or node id
+        #[arg(long)]
+        node: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -240,7 +251,10 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(BenchCommand::WanLoad(args)) => bench::wan_load::run(&args),
         Command::Cluster(ClusterCommand::Status { admin }) => cluster_cli::status(&admin),
         Command::Cluster(ClusterCommand::Leave { admin, node }) => {
-            cluster_cli::leave(&admin, &node)
+            cluster_cli::post(&admin, "leave", &node)
+        }
+        Command::Cluster(ClusterCommand::Revoke { admin, node }) => {
+            cluster_cli::post(&admin, "revoke", &node)
         }
         Command::Backup(BackupCommand::Create(args)) => backup_cli::create(&args),
         Command::Backup(BackupCommand::List { from }) => backup_cli::list(&from),

@@ -53,7 +53,8 @@ async fn handle(node: Arc<Node>, mut stream: TcpStream) -> std::io::Result<()> {
             ),
         },
         ("POST", p) if p.starts_with("/wan/") => wan_control(&node, &p[5..], query),
-        ("POST", "/cluster/leave") => cluster_leave(&node, query).await,
+        ("POST", "/cluster/leave") => cluster_leave(&node, query, false).await,
+        ("POST", "/cluster/revoke") => cluster_leave(&node, query, true).await,
         ("GET", "/metrics") => (
             "200 OK",
             "text/plain; version=0.0.4",
@@ -115,8 +116,14 @@ fn wan_control(node: &Node, action: &str, query: &str) -> (&'static str, &'stati
     }
 }
 
-/// `POST /cluster/leave?node=NAME`: drains that member out of the site.
-async fn cluster_leave(node: &Node, query: &str) -> (&'static str, &'static str, String) {
+/// `POST /cluster/leave?node=NAME`: drains that member out of the site;
+/// `POST /cluster/revoke?node=NAME`: no partition waits for that dead
+/// member's disk any more.
+async fn cluster_leave(
+    node: &Node,
+    query: &str,
+    revoke: bool,
+) -> (&'static str, &'static str, String) {
     let Some(c) = &node.cluster else {
         return (
             "404 Not Found",
@@ -128,7 +135,12 @@ async fn cluster_leave(node: &Node, query: &str) -> (&'static str, &'static str,
         .split('&')
         .find_map(|kv| kv.strip_prefix("node="))
         .unwrap_or("");
-    match c.leave(name).await {
+    let done = if revoke {
+        c.revoke(name).await
+    } else {
+        c.leave(name).await
+    };
+    match done {
         Ok(msg) => ("200 OK", "text/plain", format!("{msg}\n")),
         Err(e) => ("409 Conflict", "text/plain", format!("{e}\n")),
     }
@@ -167,6 +179,10 @@ fn site_json(s: &cluster::SiteStatus) -> serde_json::Value {
         "epoch": s.epoch,
         "leader": s.leader,
         "primary_changes": s.primary_changes,
+        "waiting": s.waiting.iter().map(|w| serde_json::json!({
+            "partition": w.partition,
+            "awaits": w.awaits,
+        })).collect::<Vec<_>>(),
         "members": s.members.iter().map(|m| serde_json::json!({
             "node_id": m.node_id,
             "cluster_addr": m.cluster_addr,

@@ -1,6 +1,7 @@
 //! Redis Cluster routing: the check every keyed command passes in cluster
-//! mode (MOVED, CROSSSLOT, CLUSTERDOWN without the lease, TRYAGAIN while a
-//! slot is handed over), and which partitions this node serves.
+//! mode (MOVED, CROSSSLOT, CLUSTERDOWN without the lease or while the slot
+//! waits for a copy from a disk, TRYAGAIN while a slot is handed over),
+//! and which partitions this node serves.
 
 use commands::{CmdError, CommandSpec, Flags};
 use keyspace::slot::{key_slot, slot_partition};
@@ -32,6 +33,11 @@ impl Cluster {
             return Err(CmdError::other("CLUSTERDOWN The cluster is down"));
         };
         let p = slot_partition(slot, self.partitions) as usize;
+        if self.is_waiting(p) {
+            return Err(CmdError::other(
+                "CLUSTERDOWN Hash slot not served: every copy of its partition went down; it waits for one to come back from its disk (deltagrid cluster status)",
+            ));
+        }
         let primary = table.primary(p);
         if primary == self.my_index && self.rejoining.load(std::sync::atomic::Ordering::Acquire) {
             return Err(CmdError::other(

@@ -18,6 +18,9 @@ pub struct SiteStatus {
     /// This node holds its lease: it may serve the partitions it leads.
     pub lease: bool,
     pub members: Vec<MemberStatus>,
+    /// Partitions every copy of which went down, waiting for one to come
+    /// back from a disk.
+    pub waiting: Vec<super::WaitingStatus>,
 }
 
 #[derive(Clone, Debug)]
@@ -71,6 +74,7 @@ impl Cluster {
                 .handovers_done
                 .load(std::sync::atomic::Ordering::Relaxed),
             lease: self.lease.valid(),
+            waiting: self.waiting_status(),
             members: self
                 .known_addrs()
                 .into_iter()

@@ -13,7 +13,8 @@
 //! it saw, which is what fences a stale actor.
 //!
 //! Parts: [`state`] (the data and its rules), [`rebalance`] (computing
-//! tables), `state_machine` (openraft's state machine, snapshots, the
+//! tables), [`waiting`] (partitions whose every copy went down, and which
+//! copy takes them when members come back from their disks), `state_machine` (openraft's state machine, snapshots, the
 //! watch), `log_store` (the redb log under the data directory), `rpc` (the
 //! wire protocol) and `network` (connections between members).
 
@@ -25,6 +26,7 @@ pub mod state;
 mod state_machine;
 #[cfg(test)]
 mod tests;
+pub mod waiting;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -45,6 +47,7 @@ pub use log_store::StoreError;
 pub use state::{
     Assignment, Command, Member, MemberState, NodeId, Outcome, Refused, SiteMetadata, Table,
 };
+pub use waiting::{DiskCopy, Waiting};
 
 use network::{CallError, Identity, Network, Peers};
 use rpc::{ForwardError, LeaderOp, Request, Response};

@@ -79,8 +79,11 @@ pub fn failover(current: &[Assignment], members: &[NodeId]) -> Vec<Assignment> {
 
 /// The [`Command::SetTable`] for [`failover`] over the members that are
 /// not dead, or None when it would change nothing (or the site is not
-/// formed).
-pub fn failover_command(meta: &SiteMetadata) -> Option<Command> {
+/// formed). With `wait_for_disks` (the site's nodes persist their data),
+/// a partition every copy of which went down keeps its owners: it waits
+/// for one of them to come back from its disk ([`super::waiting`]) rather
+/// than going to a replica that lacks acknowledged writes.
+pub fn failover_command(meta: &SiteMetadata, wait_for_disks: bool) -> Option<Command> {
     let table = meta.table.as_ref()?;
     let alive: Vec<NodeId> = meta
         .members
@@ -88,11 +91,20 @@ pub fn failover_command(meta: &SiteMetadata) -> Option<Command> {
         .filter(|(_, m)| m.state != MemberState::Dead)
         .map(|(id, _)| *id)
         .collect();
-    set_table(
-        &table.partitions,
-        failover(&table.partitions, &alive),
-        table.epoch,
-    )
+    let mut next = failover(&table.partitions, &alive);
+    if wait_for_disks {
+        for p in meta.waiting.keys() {
+            if let (Some(n), Some(cur)) =
+                (next.get_mut(*p as usize), table.partitions.get(*p as usize))
+            {
+                // Its primary only: no copy is promoted, and a replica
+                // that was loading is not sent a snapshot it would wait
+                // for in vain.
+                *n = Assignment::new(cur.primary, Vec::new(), Vec::new());
+            }
+        }
+    }
+    set_table(&table.partitions, next, table.epoch)
 }
 
 /// The [`Command::SetTable`] for [`rebalance`] over the active members, or
@@ -507,7 +519,7 @@ mod tests {
             client_addr: String::new(),
             state: MemberState::Active,
         };
-        assert_eq!(failover_command(&meta), None);
+        assert_eq!(failover_command(&meta, false), None);
         let members = (1..=3).map(|n| (n, member(n))).collect();
         meta.apply(&Command::Form {
             members,
@@ -515,17 +527,17 @@ mod tests {
             data_incarnation: 7,
         })
         .unwrap();
-        assert_eq!(failover_command(&meta), None);
+        assert_eq!(failover_command(&meta, false), None);
         assert_eq!(rebalance_command(&meta, 1), None);
         meta.apply(&Command::MarkDead { id: 3 }).unwrap();
-        let cmd = failover_command(&meta).expect("3 was primary of some partitions");
+        let cmd = failover_command(&meta, false).expect("3 was primary of some partitions");
         let epoch = meta.apply(&cmd).unwrap();
         let t = meta.table.as_ref().unwrap();
         assert!(t
             .partitions
             .iter()
             .all(|a| a.primary != 3 && !a.replicas.contains(&3)));
-        assert_eq!(failover_command(&meta), None);
+        assert_eq!(failover_command(&meta, false), None);
         // The replicas lost with 3 are rebuilt by a rebalance over 1 and 2.
         let cmd = rebalance_command(&meta, 1).expect("replicas to rebuild");
         assert!(matches!(cmd, Command::SetTable { expected_epoch, .. } if expected_epoch == epoch));

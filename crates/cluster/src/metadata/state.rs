@@ -22,6 +22,8 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
+use super::waiting::{DiskCopy, Waiting};
+
 /// A node's id in the metadata group (Raft needs an integer; the node's
 /// configured name travels in [`Member::name`]).
 pub type NodeId = u64;
@@ -119,6 +121,14 @@ pub struct SiteMetadata {
     /// started without its data) has another one, which tells remote
     /// sites' WAN publishers to re-sync it. 0 until formed.
     pub data_incarnation: u64,
+    /// Partitions every copy of which went down, waiting for one with
+    /// every acknowledged write ([`super::waiting`]).
+    #[serde(default)]
+    pub waiting: BTreeMap<u16, Waiting>,
+    /// What each member that restarted with its disk loaded from it;
+    /// forgotten when it is marked dead again.
+    #[serde(default)]
+    pub restarted: BTreeMap<NodeId, Vec<DiskCopy>>,
 }
 
 /// A change to the metadata, proposed through Raft.
@@ -155,6 +165,23 @@ pub enum Command {
     /// Also takes the member out of every in-sync set.
     MarkDead {
         id: NodeId,
+    },
+    /// A member restarted with local persistence: dead (as [`Command::MarkDead`])
+    /// until the leader makes it active again, with the copies it loaded.
+    Restarted {
+        id: NodeId,
+        copies: Vec<DiskCopy>,
+    },
+    /// The operator gives up on dead member `id`: no partition waits for
+    /// its data any more.
+    Revoke {
+        id: NodeId,
+    },
+    /// Waiting partitions given to the member chosen for each (its only
+    /// copy), compare-and-set on the table epoch.
+    Resolve {
+        partitions: Vec<(u16, NodeId)>,
+        expected_epoch: u64,
     },
     /// Refused while the member still holds a copy of any partition.
     RemoveMember {
@@ -208,6 +235,8 @@ pub enum Refused {
     UnknownMember(NodeId),
     #[error("node {0} is dead")]
     DeadMember(NodeId),
+    #[error("node {0} is not dead")]
+    NotDead(NodeId),
     #[error("node {0} still holds partitions")]
     StillHolds(NodeId),
     #[error("partition {partition}: {reason}")]
@@ -325,7 +354,22 @@ impl SiteMetadata {
                 m.state = MemberState::Leaving;
                 Ok(self.table_epoch())
             }
-            Command::MarkDead { id } => self.mark_dead(*id),
+            Command::MarkDead { id } => {
+                self.restarted.remove(id);
+                self.mark_dead(*id)
+            }
+            Command::Restarted { id, copies } => {
+                self.restarted(*id, copies)?;
+                Ok(self.table_epoch())
+            }
+            Command::Revoke { id } => {
+                self.revoke(*id)?;
+                Ok(self.table_epoch())
+            }
+            Command::Resolve {
+                partitions,
+                expected_epoch,
+            } => self.resolve(partitions, *expected_epoch),
             Command::NewDataIncarnation { value } => {
                 if self.table.is_none() {
                     return Err(Refused::NotFormed);
@@ -345,6 +389,11 @@ impl SiteMetadata {
                     return Err(Refused::StillHolds(*id));
                 }
                 self.members.remove(id);
+                // Gone for good: nothing waits for its disk.
+                self.restarted.remove(id);
+                for w in self.waiting.values_mut() {
+                    w.complete.retain(|n| n != id);
+                }
                 Ok(self.table_epoch())
             }
             Command::SetTable {
@@ -435,6 +484,8 @@ impl SiteMetadata {
             members: self.members.clone(),
             table: None,
             data_incarnation: incarnation.max(1),
+            waiting: BTreeMap::new(),
+            restarted: BTreeMap::new(),
         };
         formed
             .members
@@ -458,7 +509,18 @@ impl SiteMetadata {
         Ok(1)
     }
 
-    fn mark_dead(&mut self, id: NodeId) -> Outcome {
+    pub(super) fn mark_dead(&mut self, id: NodeId) -> Outcome {
+        let before = self
+            .table
+            .as_ref()
+            .map(|t| t.partitions.clone())
+            .unwrap_or_default();
+        let epoch = self.mark_dead_only(id)?;
+        self.note_down(id, &before);
+        Ok(epoch)
+    }
+
+    fn mark_dead_only(&mut self, id: NodeId) -> Outcome {
         let m = self
             .members
             .get_mut(&id)
@@ -507,10 +569,14 @@ impl SiteMetadata {
         };
         let next = table.epoch + 1;
         let mut changed = false;
-        for (cur, new) in table.partitions.iter_mut().zip(partitions) {
+        let mut served = Vec::new();
+        for (p, (cur, new)) in table.partitions.iter_mut().zip(partitions).enumerate() {
             let mut new = new.clone();
             new.drop_void_handover();
             if !cur.same_owners(&new) {
+                if new.primary != cur.primary {
+                    served.push((p as u16, new.primary));
+                }
                 *cur = Assignment { epoch: next, ..new };
                 changed = true;
             }
@@ -518,7 +584,19 @@ impl SiteMetadata {
         if changed {
             table.epoch = next;
         }
-        Ok(table.epoch)
+        let epoch = table.epoch;
+        // A waiting partition given to a live member (a failover on a site
+        // that does not wait for disks) waits no more.
+        for (p, primary) in served {
+            if self
+                .members
+                .get(&primary)
+                .is_some_and(|m| m.state != MemberState::Dead)
+            {
+                self.waiting.remove(&p);
+            }
+        }
+        Ok(epoch)
     }
 
     /// Compare-and-set on one partition's epoch; bumps it if `change`
@@ -906,12 +984,28 @@ mod tests {
                     expected_epoch,
                 }
             }),
-            (0u16..3, node, 0u64..6).prop_map(|(partition, node, expected_epoch)| {
+            (0u16..3, node.clone(), 0u64..6).prop_map(|(partition, node, expected_epoch)| {
                 Command::AddToInSync {
                     partition,
                     node,
                     expected_epoch,
                 }
+            }),
+            (node.clone(), 0u64..4).prop_map(|(id, seq)| Command::Restarted {
+                id,
+                copies: (0..3)
+                    .map(|partition| crate::metadata::DiskCopy {
+                        partition,
+                        next_seq: seq + u64::from(partition),
+                        hlc: 1,
+                        site: 1,
+                    })
+                    .collect(),
+            }),
+            node.clone().prop_map(|id| Command::Revoke { id }),
+            (0u16..3, node, 0u64..8).prop_map(|(p, n, expected_epoch)| Command::Resolve {
+                partitions: vec![(p, n)],
+                expected_epoch,
             }),
         ]
     }
@@ -929,6 +1023,10 @@ mod tests {
                 let t = s.table.as_ref().unwrap();
                 let old = before.table.as_ref().unwrap();
                 prop_assert!(t.epoch >= old.epoch);
+                for (p, w) in &s.waiting {
+                    prop_assert!((*p as usize) < t.partitions.len());
+                    prop_assert!(w.complete.iter().all(|n| s.members.contains_key(n)));
+                }
                 for (a, o) in t.partitions.iter().zip(&old.partitions) {
                     prop_assert!(s.members.contains_key(&a.primary));
                     prop_assert!(a.replicas.iter().all(|b| s.members.contains_key(b) && *b != a.primary));

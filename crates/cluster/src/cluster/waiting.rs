@@ -1,0 +1,97 @@
+//! Partitions that wait for a copy from a disk, as this node serves them:
+//! `CLUSTERDOWN` for their slots, what `cluster status` lists, and the
+//! operator's way out (`deltagrid cluster revoke`). The decisions are the
+//! metadata's (`metadata::waiting`).
+
+use std::sync::atomic::Ordering;
+
+use crate::metadata::{Command, SiteMetadata};
+
+use super::Cluster;
+
+/// A partition that waits, and for whom.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaitingStatus {
+    pub partition: u16,
+    /// Names of the members it waits for (empty: about to be resolved).
+    pub awaits: Vec<String>,
+}
+
+impl Cluster {
+    /// Whether this node waits for disks at all: only when it persists its
+    /// data (every node of a site shares that setting).
+    pub(crate) fn waits_for_disks(&self) -> bool {
+        self.store.get().is_some()
+    }
+
+    /// Follows the metadata's waiting partitions.
+    pub(crate) fn set_waiting(&self, meta: &SiteMetadata) {
+        let on = self.waits_for_disks();
+        for (p, flag) in self.waiting.iter().enumerate() {
+            flag.store(
+                on && meta.waiting.contains_key(&(p as u16)),
+                Ordering::Release,
+            );
+        }
+    }
+
+    /// Partition `p` answers CLUSTERDOWN: it waits for a copy.
+    pub fn is_waiting(&self, p: usize) -> bool {
+        self.waiting
+            .get(p)
+            .is_some_and(|w| w.load(Ordering::Acquire))
+    }
+
+    /// The partitions that wait, with the names of the members they wait for.
+    pub fn waiting_status(&self) -> Vec<WaitingStatus> {
+        let Some(meta) = self.metadata.get().map(|m| m.current()) else {
+            return Vec::new();
+        };
+        if !self.waits_for_disks() {
+            return Vec::new();
+        }
+        meta.waiting
+            .keys()
+            .map(|p| WaitingStatus {
+                partition: *p,
+                awaits: meta
+                    .awaits(*p)
+                    .iter()
+                    .map(|n| {
+                        meta.members
+                            .get(n)
+                            .map_or_else(|| n.to_string(), |m| m.name.clone())
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Stops every partition waiting for dead member `node` (its name or
+    /// node id): each resumes from the best copy that came back, and
+    /// acknowledged writes only that member held are lost.
+    pub async fn revoke(&self, node: &str) -> Result<String, String> {
+        let md = self
+            .metadata
+            .get()
+            .ok_or("the site's metadata is not running on this node")?;
+        let meta = md.current();
+        let id = meta
+            .members
+            .iter()
+            .find(|(id, m)| m.name == node || id.to_string() == node)
+            .map(|(id, _)| *id)
+            .ok_or_else(|| format!("no member {node:?} in this site"))?;
+        let waited = meta
+            .waiting
+            .keys()
+            .filter(|p| meta.awaits(**p).contains(&id))
+            .count();
+        md.propose(Command::Revoke { id })
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(format!(
+            "node {node} (id {id}) revoked: {waited} partitions stop waiting for it and resume from the best copy that came back"
+        ))
+    }
+}
