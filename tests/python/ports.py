@@ -10,6 +10,7 @@ As a script (bench/common.sh): `python3 ports.py FILE` prints one port and
 appends it to FILE, the run's list of ports handed out.
 """
 
+import os
 import random
 import socket
 import sys
@@ -26,11 +27,27 @@ def _ephemeral_low():
 _EPHEMERAL_LOW = _ephemeral_low()
 
 
+def _range():
+    """The ports this process hands out: under pytest-xdist each worker
+    (`PYTEST_XDIST_WORKER` gwN of `PYTEST_XDIST_WORKER_COUNT`) takes its own
+    slice, so two workers never pick the same port."""
+    low, high = 10000, max(_EPHEMERAL_LOW, 10001)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if worker.startswith("gw") and worker[2:].isdigit() and count > 1:
+        i, width = int(worker[2:]) % count, (high - low) // count
+        low, high = low + i * width, low + (i + 1) * width
+    return low, high
+
+
+_LOW, _HIGH = _range()
+
+
 def free_port(handed_out):
     """A port that binds now and is not in `handed_out` (a set of ints),
     which it is added to."""
     while True:
-        port = random.randrange(10000, max(_EPHEMERAL_LOW, 10001))
+        port = random.randrange(_LOW, _HIGH)
         if port in handed_out:
             continue
         try:

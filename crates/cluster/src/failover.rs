@@ -98,6 +98,7 @@ pub async fn run(c: Arc<Cluster>) {
             Command::Restarted {
                 id: me,
                 copies: disk_copies(&c),
+                whole: c.restored_from_disk(c.my_index),
             }
         } else {
             Command::MarkDead { id: me }
@@ -226,7 +227,10 @@ async fn detect_failures(c: Arc<Cluster>) {
                 };
                 // First the incarnation: if the member came back and this
                 // were lost, nothing would bring it back.
-                if lost > 0 && c.restored_from_disk(i) {
+                // Whole on its disk: as it reported, or says on its link.
+                let whole =
+                    c.restored_from_disk(i) || meta.restarted.get(id).is_some_and(|r| r.whole);
+                if lost > 0 && whole {
                     tracing::info!(
                         node = %m.name,
                         partitions = lost,
@@ -422,7 +426,7 @@ pub fn repair(meta: &SiteMetadata, want: usize, wait_for_disks: bool) -> Option<
 /// reports them.
 fn disk_copies(c: &Cluster) -> Vec<DiskCopy> {
     c.keyspace()
-        .recovered_tails()
+        .loaded_copies()
         .into_iter()
         .map(|(partition, next_seq, v)| DiskCopy {
             partition,
@@ -454,12 +458,7 @@ async fn resolve_waiting(c: &Arc<Cluster>, md: &Metadata, meta: &SiteMetadata) -
     }
     // A partition that starts empty, or from a disk that did not come back
     // whole, lacks changes remote sites delivered: they deliver them again.
-    let incomplete = chosen
-        .iter()
-        .filter(|(_, n, has_copy)| {
-            !has_copy || !c.restored_from_disk((*n as usize).saturating_sub(1))
-        })
-        .count();
+    let incomplete = chosen.iter().filter(|(_, _, whole)| !whole).count();
     if incomplete > 0 {
         let value = crate::auth::random_u64();
         if let Err(e) = md.propose(Command::NewDataIncarnation { value }).await {

@@ -47,7 +47,7 @@ pub use log_store::StoreError;
 pub use state::{
     Assignment, Command, Member, MemberState, NodeId, Outcome, Refused, SiteMetadata, Table,
 };
-pub use waiting::{DiskCopy, Waiting};
+pub use waiting::{DiskCopy, Report, Waiting};
 
 use network::{CallError, Identity, Network, Peers};
 use rpc::{ForwardError, LeaderOp, Request, Response};

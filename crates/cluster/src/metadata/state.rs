@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::waiting::{DiskCopy, Waiting};
+use super::waiting::{DiskCopy, Report, Waiting};
 
 /// A node's id in the metadata group (Raft needs an integer; the node's
 /// configured name travels in [`Member::name`]).
@@ -128,7 +128,7 @@ pub struct SiteMetadata {
     /// What each member that restarted with its disk loaded from it;
     /// forgotten when it is marked dead again.
     #[serde(default)]
-    pub restarted: BTreeMap<NodeId, Vec<DiskCopy>>,
+    pub restarted: BTreeMap<NodeId, Report>,
 }
 
 /// A change to the metadata, proposed through Raft.
@@ -171,6 +171,9 @@ pub enum Command {
     Restarted {
         id: NodeId,
         copies: Vec<DiskCopy>,
+        /// They came back whole with every write acknowledged to it
+        /// (`persist::Recovered::complete`).
+        whole: bool,
     },
     /// The operator gives up on dead member `id`: no partition waits for
     /// its data any more.
@@ -358,8 +361,8 @@ impl SiteMetadata {
                 self.restarted.remove(id);
                 self.mark_dead(*id)
             }
-            Command::Restarted { id, copies } => {
-                self.restarted(*id, copies)?;
+            Command::Restarted { id, copies, whole } => {
+                self.restarted(*id, copies, *whole)?;
                 Ok(self.table_epoch())
             }
             Command::Revoke { id } => {
@@ -993,6 +996,7 @@ mod tests {
             }),
             (node.clone(), 0u64..4).prop_map(|(id, seq)| Command::Restarted {
                 id,
+                whole: seq % 2 == 0,
                 copies: (0..3)
                     .map(|partition| crate::metadata::DiskCopy {
                         partition,

@@ -36,6 +36,17 @@ pub struct DiskCopy {
     pub site: u16,
 }
 
+/// What a restarted member loaded from its disk.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// Sorted by partition.
+    pub copies: Vec<DiskCopy>,
+    /// The copies came back whole with every write acknowledged to the
+    /// member (`fsync = "always"`, no damage): remote sites' changes need
+    /// not be delivered again.
+    pub whole: bool,
+}
+
 /// A partition whose copies all went down.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Waiting {
@@ -75,7 +86,12 @@ impl SiteMetadata {
 
     /// [`Command::Restarted`]: `id` is back with `copies` (it is dead until
     /// the leader makes it active again).
-    pub(super) fn restarted(&mut self, id: NodeId, copies: &[DiskCopy]) -> Result<(), Refused> {
+    pub(super) fn restarted(
+        &mut self,
+        id: NodeId,
+        copies: &[DiskCopy],
+        whole: bool,
+    ) -> Result<(), Refused> {
         if !self.members.contains_key(&id) {
             return Err(Refused::UnknownMember(id));
         }
@@ -83,7 +99,7 @@ impl SiteMetadata {
         let mut copies = copies.to_vec();
         copies.sort_unstable();
         copies.dedup_by_key(|c| c.partition);
-        self.restarted.insert(id, copies);
+        self.restarted.insert(id, Report { copies, whole });
         Ok(())
     }
 
@@ -155,11 +171,12 @@ impl SiteMetadata {
 }
 
 /// For every waiting partition that awaits nobody: the member to give it
-/// to, and whether that member has a copy (if not, the partition starts
-/// empty: the site's data incarnation must change). The best copy is the
-/// one with the highest (was complete, next seq, version); with no copy
-/// anywhere, a complete member that came back, else the least loaded
-/// active member.
+/// to, and whether that member's copy came back whole (if not, or if the
+/// partition starts empty, the site's data incarnation must change). The
+/// best copy is the one with the highest (was complete, next seq,
+/// version); with no copy anywhere (a member reports every partition that
+/// ever took a change), a complete member that came back, whose whole
+/// disk says the partition is empty; else the least loaded active member.
 pub fn resolutions(meta: &SiteMetadata) -> Vec<(u16, NodeId, bool)> {
     let active = meta.active_members();
     let mut load: BTreeMap<NodeId, usize> = active.iter().map(|n| (*n, 0)).collect();
@@ -178,24 +195,32 @@ pub fn resolutions(meta: &SiteMetadata) -> Vec<(u16, NodeId, bool)> {
         let best = meta
             .restarted
             .iter()
-            .filter_map(|(n, copies)| {
-                let i = copies.binary_search_by_key(p, |c| c.partition).ok()?;
-                let c = copies[i];
-                Some(((w.complete.contains(n), c.next_seq, c.hlc, c.site), *n))
+            .filter_map(|(n, r)| {
+                let i = r.copies.binary_search_by_key(p, |c| c.partition).ok()?;
+                let c = r.copies[i];
+                Some((
+                    (w.complete.contains(n), c.next_seq, c.hlc, c.site),
+                    *n,
+                    r.whole,
+                ))
             })
             .max();
-        let chosen = match best {
-            Some((_, n)) => Some((n, true)),
-            None => w
-                .complete
-                .first()
-                .copied()
-                .or_else(|| load.iter().min_by_key(|(n, l)| (**l, **n)).map(|(n, _)| *n))
-                .map(|n| (n, false)),
+        let complete_back = w
+            .complete
+            .iter()
+            .filter_map(|n| meta.restarted.get(n).map(|r| (r.whole, *n)))
+            .max();
+        let chosen = match (best, complete_back) {
+            (Some((_, n, whole)), _) => Some((n, whole)),
+            (None, Some((whole, n))) => Some((n, whole)),
+            (None, None) => load
+                .iter()
+                .min_by_key(|(n, l)| (**l, **n))
+                .map(|(n, _)| (*n, false)),
         };
-        if let Some((n, has_copy)) = chosen {
+        if let Some((n, whole)) = chosen {
             *load.entry(n).or_default() += 1;
-            out.push((*p, n, has_copy));
+            out.push((*p, n, whole));
         }
     }
     out
@@ -247,6 +272,7 @@ mod tests {
         s.apply(&Command::Restarted {
             id,
             copies: copies.to_vec(),
+            whole: true,
         })
         .unwrap();
     }
@@ -338,6 +364,10 @@ mod tests {
         let mut s = site(&[(1, &[2])]);
         s.apply(&Command::MarkDead { id: 2 }).unwrap();
         restarted(&mut s, 1, &[]);
-        assert_eq!(resolutions(&s), vec![(0, 1, false)]);
+        // Its disk came back whole: the partition never took a change.
+        assert_eq!(resolutions(&s), vec![(0, 1, true)]);
+        s.apply(&Command::Revoke { id: 1 }).unwrap();
+        // Nobody complete left: an active member takes it, empty.
+        assert_eq!(resolutions(&s), vec![(0, 3, false)]);
     }
 }

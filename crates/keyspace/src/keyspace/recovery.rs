@@ -127,6 +127,22 @@ impl Keyspace {
         Ok(true)
     }
 
+    /// Every partition that holds a history after recovery: (partition,
+    /// the seq it goes on at, the version of the last change replayed from
+    /// the log, or the default one when it came from a snapshot alone). A
+    /// partition left out never took a change.
+    pub fn loaded_copies(&self) -> Vec<(u16, u64, Version)> {
+        self.parts
+            .iter()
+            .filter_map(|p| {
+                let part = p.lock();
+                let next = part.log.next_seq();
+                let version = part.recovered_tail.as_deref().map(|t| t.1);
+                (next > 1).then(|| (part.id, next, version.unwrap_or_default()))
+            })
+            .collect()
+    }
+
     /// The copies loaded from disk that a primary may bring up to date
     /// from its log rather than with a snapshot: (partition, the seq each
     /// goes on at, the version of its last change).
