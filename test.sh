@@ -5,7 +5,8 @@
 #   2. cargo build --workspace --locked --features deltagrid/s3   (debug)
 #   3. cargo test --workspace --locked --features deltagrid/s3, then
 #      cargo fmt --check, cargo clippy -D warnings and cargo doc -D warnings
-#   4. python -m pytest tests/python -q      (black-box, against target/debug/deltagrid)
+#   4. python -m pytest tests/python -q -n 2 (black-box, against target/debug/deltagrid;
+#      two pytest-xdist workers, a file per worker at a time, ports apart)
 #   5. bash tests/redis-suite/run.sh         (Redis 7.0.15's own Tcl units against the node
 #      and against redis-server; table of what deltagrid passes, docs/redis-suite.md)
 #   6. bash bench/smoke.sh                   (every benchmark scenario for a few
@@ -18,6 +19,7 @@
 #   DELTAGRID_TEST_TARGET=redis   run the black-box tests against redis-server instead
 #   PYTHON=path             use this interpreter instead of ./.venv
 #   PYTEST_TIMEOUT=secs     hard limit for the pytest step (default 1800)
+#   PYTEST_WORKERS=N        pytest-xdist workers (default 2; 0 runs the tests in this process)
 #   SKIP_REDIS_SUITE=1      skip step 5
 #   REDIS_SUITE_MIN_PERCENT=N     fail step 5 below N% of what Redis passes (default 92: the
 #                           level reached, 95.1% with lists, less some margin for tests that vary
@@ -149,8 +151,11 @@ else
     [ -x "$DELTAGRID_BIN" ] || die "server binary $DELTAGRID_BIN not found (build it, or unset SKIP_CARGO)"
     echo "target: $DELTAGRID_BIN"
 fi
+# Most tests wait on servers rather than compute: two workers halve the
+# step. A file runs on one worker (test_partition's namespaces are shared
+# by its tests); tests/python/ports.py gives each worker its own ports.
 timeout --kill-after=30 "${PYTEST_TIMEOUT:-1800}" \
-    "$PY" -m pytest tests/python -q -p no:cacheprovider "$@"
+    "$PY" -m pytest tests/python -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"
 
 # ---------------------------------------------------------------------------
 if [ "${SKIP_REDIS_SUITE:-0}" = "1" ]; then

@@ -803,13 +803,16 @@ def test_a_change_its_backups_lack_does_not_leave_the_site(sites):
         primary applies it, the client waits, and site 2 does not get it
         in 20 crossings (1 to 2.5 s); then `then()`."""
         os.kill(backup.proc.pid, signal.SIGSTOP)
+        stopped = time.monotonic()
         try:
             with RespConn.to(primary) as held:
                 held.send("SET", "k", value)
                 wait_until(lambda: client(primary).get("k") == value.encode(), timeout=5,
                            message=f"{value} applied at the primary")
                 logged = time.monotonic()
-                time.sleep(min(max(1.0, 20 * crossing), 2.5))
+                # Not past 3 s after the stop: silent for 2 s and down for
+                # 1.5 s, the backup is declared dead and the change ships.
+                time.sleep(max(0.2, min(max(1.0, 20 * crossing), 2.5, stopped + 3.0 - logged)))
                 assert client(newyork.nodes[0]).get("k") != value.encode(), "a change no backup holds left the site"
                 with pytest.raises(TimeoutError):
                     held.read_raw(timeout=0.01)  # still unacknowledged

@@ -384,7 +384,7 @@ def test_a_whole_site_killed_with_a_backlog_both_ways_restarts_from_disk_and_con
             for n in newyork.live:
                 wan_control(n, "resume", london.name)
             at = progress(london)()
-            wait_until(lambda: progress(london)() > at + 200, timeout=60,
+            wait_until(lambda: progress(london)() > at + 400, timeout=90,
                        message="london's writers did not go on after the restart")
         try:
             contents = wait_converged(sites, timeout=120)

@@ -118,13 +118,23 @@ fn info(c: &Cluster) -> String {
     let up = c.is_up();
     let assigned = if up { SLOTS } else { 0 };
     // A node without its lease (cut off from the majority) serves nothing,
-    // as the minority side of a Redis Cluster says `fail`.
-    let up = up && c.lease.valid();
+    // as the minority side of a Redis Cluster says `fail`; slots whose
+    // partition waits for a copy from a disk are not served either (Redis:
+    // `fail` while a slot has no live primary).
+    let failed = if up {
+        (0..SLOTS)
+            .filter(|s| c.is_waiting(slot_partition(*s, c.partitions) as usize))
+            .count()
+    } else {
+        0
+    };
+    let up = up && c.lease.valid() && failed == 0;
     format!(
-        "cluster_enabled:1\r\ncluster_state:{}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{assigned}\r\n\
-         cluster_slots_pfail:0\r\ncluster_slots_fail:0\r\ncluster_known_nodes:{known}\r\ncluster_size:{}\r\n\
+        "cluster_enabled:1\r\ncluster_state:{}\r\ncluster_slots_assigned:{assigned}\r\ncluster_slots_ok:{}\r\n\
+         cluster_slots_pfail:0\r\ncluster_slots_fail:{failed}\r\ncluster_known_nodes:{known}\r\ncluster_size:{}\r\n\
          cluster_current_epoch:{}\r\ncluster_my_epoch:{}\r\n",
         if up { "ok" } else { "fail" },
+        assigned as usize - failed,
         members.len(),
         c.table().map_or(0, |t| t.epoch),
         c.table().map_or(0, |t| t.epoch),
