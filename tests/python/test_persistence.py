@@ -304,20 +304,22 @@ def lost_writes(port, ledgers):
     return lost
 
 
-@pytest.mark.parametrize("fsync", ["always", "everysec"])
-def test_a_whole_site_killed_with_9_restarts_with_its_data(tmp_path, fsync):
-    nodes, servers = start_site(tmp_path, fsync)
+def killed_under_writes(servers, writers, acked, prefix):
+    """`writers` typed writers on the site's nodes in turn until `acked`
+    writes were acknowledged, then every node killed with -9 at once,
+    writers still writing. Returns (their ledgers, when the kill began)."""
     stop, errors = threading.Event(), []
-    ledgers = [dict() for _ in range(4)]
+    ledgers = [dict() for _ in range(writers)]
     threads = [threading.Thread(target=typed_writer,
-                                args=(servers[i % 3].port, stop, ledgers[i], errors, f"w{i}"))
-               for i in range(4)]
+                                args=(servers[i % len(servers)].port, stop, ledgers[i], errors,
+                                      f"{prefix}{i}"))
+               for i in range(writers)]
     for t in threads:
         t.start()
     try:
-        wait_until(lambda: sum(len(l) for l in ledgers) > 1500, timeout=60,
+        wait_until(lambda: sum(len(l) for l in ledgers) > acked, timeout=60,
                    message="writers got going")
-        for s in servers:  # every node at once, writers still writing
+        for s in servers:
             s.proc.kill()
         killed_at = time.monotonic()
         for s in servers:
@@ -327,6 +329,13 @@ def test_a_whole_site_killed_with_9_restarts_with_its_data(tmp_path, fsync):
         stop.set()
         for t in threads:
             t.join(timeout=30)
+    return ledgers, killed_at
+
+
+@pytest.mark.parametrize("fsync", ["always", "everysec"])
+def test_a_whole_site_killed_with_9_restarts_with_its_data(tmp_path, fsync):
+    nodes, servers = start_site(tmp_path, fsync)
+    ledgers, killed_at = killed_under_writes(servers, 4, 1500, "w")
     acked = sum(len(l) for l in ledgers)
     servers = [Server(d, config=c, port=p) for d, c, p in nodes]
     try:
@@ -385,25 +394,7 @@ def test_partitions_whose_every_copy_went_down_wait_for_their_disks(tmp_path):
     the survivors' copies were in sync, so nothing acknowledged is lost.
     The third node started later rejoins and takes copies again."""
     nodes, servers = start_site(tmp_path, "always")
-    stop, errors = threading.Event(), []
-    ledgers = [dict() for _ in range(2)]
-    threads = [threading.Thread(target=typed_writer,
-                                args=(servers[i].port, stop, ledgers[i], errors, f"v{i}"))
-               for i in range(2)]
-    for t in threads:
-        t.start()
-    try:
-        wait_until(lambda: sum(len(l) for l in ledgers) > 1000, timeout=60,
-                   message="writers got going")
-        for s in servers:
-            s.proc.kill()
-        for s in servers:
-            s.proc.wait()
-            s.log.close()
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=30)
+    ledgers, _ = killed_under_writes(servers, 2, 1000, "v")
     servers = [Server(d, config=c, port=p) for d, c, p in nodes[:2]]
     try:
         wait_until(lambda: waiting_partitions(servers[0]) and

@@ -1,7 +1,10 @@
 //! What `/status`, `/metrics`, `INFO` and `deltagrid cluster status` show
 //! of the site as this node sees it.
 
+use std::sync::Arc;
+
 use super::Cluster;
+use crate::metadata::{Metadata, NodeId, SiteMetadata};
 use crate::placement::PartitionOwners;
 
 /// What `/status`, `/metrics` and `deltagrid cluster status` show of a site.
@@ -115,10 +118,12 @@ impl Cluster {
         }
     }
 
-    /// Starts draining member `node` (its name, or its node id): its
-    /// partitions migrate to the others, then it is removed and its
-    /// process ends.
-    pub async fn leave(&self, node: &str) -> Result<String, String> {
+    /// The metadata, as it stands, and the id of member `node` (its name,
+    /// or its node id), for an operator's command.
+    pub(crate) fn member_named(
+        &self,
+        node: &str,
+    ) -> Result<(&Metadata, Arc<SiteMetadata>, NodeId), String> {
         let md = self
             .metadata
             .get()
@@ -130,6 +135,14 @@ impl Cluster {
             .find(|(id, m)| m.name == node || id.to_string() == node)
             .map(|(id, _)| *id)
             .ok_or_else(|| format!("no member {node:?} in this site"))?;
+        Ok((md, meta, id))
+    }
+
+    /// Starts draining member `node` (its name, or its node id): its
+    /// partitions migrate to the others, then it is removed and its
+    /// process ends.
+    pub async fn leave(&self, node: &str) -> Result<String, String> {
+        let (md, meta, id) = self.member_named(node)?;
         let others = meta
             .active_members()
             .into_iter()

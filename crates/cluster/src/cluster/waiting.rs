@@ -71,17 +71,7 @@ impl Cluster {
     /// node id): each resumes from the best copy that came back, and
     /// acknowledged writes only that member held are lost.
     pub async fn revoke(&self, node: &str) -> Result<String, String> {
-        let md = self
-            .metadata
-            .get()
-            .ok_or("the site's metadata is not running on this node")?;
-        let meta = md.current();
-        let id = meta
-            .members
-            .iter()
-            .find(|(id, m)| m.name == node || id.to_string() == node)
-            .map(|(id, _)| *id)
-            .ok_or_else(|| format!("no member {node:?} in this site"))?;
+        let (md, meta, id) = self.member_named(node)?;
         let waited = meta
             .waiting
             .keys()
