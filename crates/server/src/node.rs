@@ -81,11 +81,14 @@ impl Node {
                 site_id: settings.site_id,
                 // The log must never be what pushes a node over maxmemory.
                 // With persistence, a replica that restarts is brought up
-                // to date from its primary's log when it holds the changes.
+                // to date from its primary's log when it holds the changes
+                // (a node alone has no replica: its disk is its log).
                 log_retain_bytes: match (settings.log_retain_bytes, &settings.wan) {
                     (Some(bytes), _) => bytes,
                     (None, Some(_)) => DEFAULT_LOG_RETAIN_BYTES,
-                    (None, None) if settings.persistence.is_on() => DEFAULT_LOG_RETAIN_BYTES,
+                    (None, None) if settings.persistence.is_on() && settings.cluster.is_some() => {
+                        DEFAULT_LOG_RETAIN_BYTES
+                    }
                     (None, None) => 0,
                 }
                 .min(match settings.maxmemory {

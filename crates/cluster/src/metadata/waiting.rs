@@ -7,12 +7,12 @@
 //! dead, the metadata notes who had every acknowledged write at that
 //! moment: the primary and the replicas in sync ([`Waiting::complete`]).
 //! A member that restarts with local persistence reports the copies it
-//! loaded ([`Command::Restarted`]: the seq each goes on at and the version
+//! loaded ([`Command::Restarted`](super::Command::Restarted): the seq each goes on at and the version
 //! of its last change). The partition answers `CLUSTERDOWN` until every
 //! complete member has reported or been revoked by the operator
-//! ([`Command::Revoke`], `deltagrid cluster revoke`); then the leader
+//! ([`Command::Revoke`](super::Command::Revoke), `deltagrid cluster revoke`); then the leader
 //! gives it to the reported copy with the highest (complete, seq, version)
-//! ([`resolutions`], committed as [`Command::Resolve`]), and repair gives it
+//! ([`resolutions`], committed as [`Command::Resolve`](super::Command::Resolve)), and repair gives it
 //! replicas again.
 //!
 //! Only sites whose nodes persist their data act on these notes (a node
@@ -84,7 +84,7 @@ impl SiteMetadata {
         }
     }
 
-    /// [`Command::Restarted`]: `id` is back with `copies` (it is dead until
+    /// [`Command::Restarted`](super::Command::Restarted): `id` is back with `copies` (it is dead until
     /// the leader makes it active again).
     pub(super) fn restarted(
         &mut self,
@@ -103,7 +103,7 @@ impl SiteMetadata {
         Ok(())
     }
 
-    /// [`Command::Revoke`]: partitions stop waiting for dead member `id`.
+    /// [`Command::Revoke`](super::Command::Revoke): partitions stop waiting for dead member `id`.
     pub(super) fn revoke(&mut self, id: NodeId) -> Result<(), Refused> {
         match self.members.get(&id) {
             None => return Err(Refused::UnknownMember(id)),
@@ -116,7 +116,7 @@ impl SiteMetadata {
         Ok(())
     }
 
-    /// [`Command::Resolve`]: each partition given to its chosen member as
+    /// [`Command::Resolve`](super::Command::Resolve): each partition given to its chosen member as
     /// its only copy (repair adds replicas), and no longer waiting.
     pub(super) fn resolve(
         &mut self,
