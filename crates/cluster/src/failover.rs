@@ -72,7 +72,7 @@ pub async fn run(c: Arc<Cluster>) {
     // until the group has failed its copies over to members that stayed
     // up (MarkDead) and made it active again; a partition with no such
     // copy stays here, with what was loaded.
-    let persistent = c.store.get().is_some();
+    let persistent = c.waits_for_disks();
     let holds = md.current().table.as_ref().is_some_and(|t| {
         let me = c.my_index as u64 + 1;
         t.partitions
@@ -82,7 +82,7 @@ pub async fn run(c: Arc<Cluster>) {
     if holds || (persistent && !md.current().waiting.is_empty()) {
         c.rejoining
             .store(true, std::sync::atomic::Ordering::Release);
-        if c.store.get().is_some() {
+        if persistent {
             tracing::warn!(
                 "restarted into a formed site: giving up this node's copies to replicas that stayed up (copies loaded from disk are kept where no other copy is left)"
             );
@@ -205,10 +205,7 @@ async fn detect_failures(c: Arc<Cluster>) {
                         .any(|a| a.holds(*id) && (a.primary != *id || !a.replicas.is_empty()))
                 })
             };
-            // The leader itself counts as reachable: when every node of
-            // the site restarted, one of them leads and is dead too.
-            let reachable = i == c.my_index || (c.down_for(i).is_none() && c.is_connected(i));
-            if m.state == MemberState::Dead && reachable && failed_over() {
+            if m.state == MemberState::Dead && c.reachable(i) && failed_over() {
                 tracing::info!(node = %m.name, "dead member is reachable again: making it active");
                 // What it still holds had no other copy: those partitions
                 // restart empty (or, with persistence, as its disk held
@@ -284,7 +281,7 @@ async fn detect_failures(c: Arc<Cluster>) {
         let leases_out = dead_since
             .values()
             .all(|t| now.duration_since(*t) >= crate::lease::PROMOTE_AFTER);
-        let wait = c.store.get().is_some();
+        let wait = c.waits_for_disks();
         let failover = (!quiet)
             .then(|| rebalance::failover_command(&meta, wait))
             .flatten();
@@ -445,10 +442,7 @@ async fn resolve_waiting(c: &Arc<Cluster>, md: &Metadata, meta: &SiteMetadata) -
     let Some(table) = &meta.table else {
         return false;
     };
-    let reachable = |n: NodeId| {
-        let i = (n as usize).saturating_sub(1);
-        i == c.my_index || (c.down_for(i).is_none() && c.is_connected(i))
-    };
+    let reachable = |n: NodeId| c.reachable((n as usize).saturating_sub(1));
     let chosen: Vec<(u16, NodeId, bool)> = waiting::resolutions(meta)
         .into_iter()
         .filter(|(_, n, _)| reachable(*n))

@@ -24,6 +24,13 @@ impl Cluster {
         self.store.get().is_some()
     }
 
+    /// Member `i` can be acted upon now: this node, or one whose link is
+    /// up (the leader counts itself reachable: when every node restarted,
+    /// it is one of them).
+    pub(crate) fn reachable(&self, i: usize) -> bool {
+        i == self.my_index || (self.down_for(i).is_none() && self.is_connected(i))
+    }
+
     /// Follows the metadata's waiting partitions.
     pub(crate) fn set_waiting(&self, meta: &SiteMetadata) {
         let on = self.waits_for_disks();
