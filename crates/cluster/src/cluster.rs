@@ -115,6 +115,11 @@ pub struct Cluster {
     /// Per partition: every copy went down and it waits for one to come
     /// back from a disk (`metadata::waiting`): CLUSTERDOWN for its slots.
     waiting: Box<[std::sync::atomic::AtomicBool]>,
+    /// Replicas that finished their snapshots, waiting to be proposed into
+    /// their in-sync sets, and whether a proposal is under way
+    /// (`in_sync`: one at a time, each taking all that wait).
+    pub(crate) in_sync_waiting: parking_lot::Mutex<Vec<(usize, usize, u64)>>,
+    pub(crate) in_sync_proposing: std::sync::atomic::AtomicBool,
     /// Handovers under way here: partition -> epoch.
     pub(crate) handovers: parking_lot::Mutex<std::collections::HashMap<usize, u64>>,
     pub(crate) handovers_done: std::sync::atomic::AtomicU64,
@@ -229,6 +234,8 @@ impl Cluster {
             held: Default::default(),
             fenced: (0..partitions).map(|_| Default::default()).collect(),
             waiting: (0..partitions).map(|_| Default::default()).collect(),
+            in_sync_waiting: Default::default(),
+            in_sync_proposing: Default::default(),
             handovers: Default::default(),
             handovers_done: Default::default(),
             quiesce: OnceLock::new(),

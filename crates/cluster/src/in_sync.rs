@@ -5,11 +5,16 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::cluster::Cluster;
-use crate::metadata::{Command, MetadataError};
+use crate::metadata::{Command, InSyncEntry, MetadataError};
 use crate::replication::{Site, RESEND_REFUSED_AFTER, SYNC_TIMEOUT};
+
+/// At most this many replicas are proposed into their in-sync sets by one
+/// metadata entry (bounds the entry's size: ~20 bytes each).
+const IN_SYNC_BATCH: usize = 1024;
 
 impl Cluster {
     /// After acks arrive: replicas that finished loading a snapshot are
@@ -26,7 +31,11 @@ impl Cluster {
             .map(|t| self.replicator.take_gaps(&t))
             .unwrap_or_default();
         let refused = self.replicator.take_refused_snapshots();
-        if done.is_empty() && gaps.is_empty() && refused.is_empty() {
+        if !done.is_empty() {
+            self.in_sync_waiting.lock().extend(done);
+            self.propose_in_sync();
+        }
+        if gaps.is_empty() && refused.is_empty() {
             return;
         }
         let Some(c) = self.arc() else {
@@ -41,36 +50,6 @@ impl Cluster {
                 );
                 if !c.propose_out_of_sync(p, b, epoch).await {
                     c.replicator.ask_gap_again(p, b);
-                }
-            }
-            let Some(md) = c.metadata.get() else { return };
-            for (p, b, epoch) in done {
-                let cmd = Command::AddToInSync {
-                    partition: p as u16,
-                    node: b as u64 + 1,
-                    expected_epoch: epoch,
-                };
-                match md.propose(cmd).await {
-                    Ok(_) => {
-                        tracing::info!(partition = p, replica = b, "replica caught up: in sync")
-                    }
-                    Err(e @ MetadataError::Refused(_)) => {
-                        tracing::warn!(
-                            partition = p,
-                            replica = b,
-                            "replica not added to the in-sync set: {e}"
-                        )
-                    }
-                    Err(e) => {
-                        // Not decided (no leader, a slow commit): asked again
-                        // after its next answer, or it never counts.
-                        tracing::warn!(
-                            partition = p,
-                            replica = b,
-                            "replica not added to the in-sync set yet: {e}"
-                        );
-                        c.replicator.report_again(p, b, epoch);
-                    }
                 }
             }
             if refused.is_empty() {
@@ -89,6 +68,106 @@ impl Cluster {
                 }
             }
         });
+    }
+}
+
+impl Cluster {
+    /// Proposes the replicas waiting in `in_sync_waiting` into their in-sync
+    /// sets, unless a proposal is under way (it takes them when it is done).
+    /// One metadata entry per batch: after a failover hundreds of replicas
+    /// finish within moments, and an entry each would have every member
+    /// apply and publish the whole table hundreds of times while the
+    /// metadata group is at its busiest.
+    fn propose_in_sync(&self) {
+        if self.in_sync_proposing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Some(c) = self.arc() else {
+            self.in_sync_proposing.store(false, Ordering::Release);
+            return;
+        };
+        tokio::spawn(async move {
+            loop {
+                let batch: Vec<_> = {
+                    let mut waiting = c.in_sync_waiting.lock();
+                    let n = waiting.len().min(IN_SYNC_BATCH);
+                    waiting.drain(..n).collect()
+                };
+                if batch.is_empty() {
+                    c.in_sync_proposing.store(false, Ordering::Release);
+                    // One that arrived after the drain and saw the flag set.
+                    if c.in_sync_waiting.lock().is_empty()
+                        || c.in_sync_proposing.swap(true, Ordering::AcqRel)
+                    {
+                        return;
+                    }
+                    continue;
+                }
+                c.add_to_in_sync(&batch).await;
+            }
+        });
+    }
+
+    async fn add_to_in_sync(&self, batch: &[(usize, usize, u64)]) {
+        let Some(md) = self.metadata.get() else {
+            return;
+        };
+        let entries = batch
+            .iter()
+            .map(|&(p, b, epoch)| InSyncEntry {
+                partition: p as u16,
+                node: b as u64 + 1,
+                expected_epoch: epoch,
+            })
+            .collect();
+        match md.propose(Command::AddManyToInSync { entries }).await {
+            Ok(epoch) => {
+                // Which of them counted, once this member applied the entry.
+                let meta = md
+                    .wait_for(SYNC_TIMEOUT, |m| {
+                        m.table.as_ref().is_some_and(|t| t.epoch >= epoch)
+                    })
+                    .await
+                    .unwrap_or_else(|| md.current());
+                let Some(table) = meta.table.as_ref() else {
+                    return;
+                };
+                let mut added = 0;
+                for &(p, b, _) in batch {
+                    let node = b as u64 + 1;
+                    if table
+                        .partitions
+                        .get(p)
+                        .is_some_and(|a| a.in_sync.contains(&node))
+                    {
+                        added += 1;
+                        tracing::debug!(partition = p, replica = b, "replica caught up: in sync");
+                    } else {
+                        tracing::warn!(
+                            partition = p,
+                            replica = b,
+                            "replica not added to the in-sync set: its partition changed owners since its snapshot"
+                        );
+                    }
+                }
+                tracing::info!(replicas = added, "replicas caught up: in sync");
+            }
+            Err(e @ MetadataError::Refused(_)) => tracing::warn!(
+                replicas = batch.len(),
+                "replicas not added to the in-sync set: {e}"
+            ),
+            Err(e) => {
+                // Not decided (no leader, a slow commit): asked again after
+                // their next answer, or they never count.
+                tracing::warn!(
+                    replicas = batch.len(),
+                    "replicas not added to the in-sync set yet: {e}"
+                );
+                for &(p, b, epoch) in batch {
+                    self.replicator.report_again(p, b, epoch);
+                }
+            }
+        }
     }
 }
 

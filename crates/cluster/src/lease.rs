@@ -13,6 +13,15 @@
 //! comparison are this node's own clock, so clocks need not agree, only
 //! tick at about the same rate.
 //!
+//! An answer from a peer that applied more than this node has is not
+//! thrown away: it is kept (a few per peer, [`DEFERRED`]) and counts, still
+//! from its token, once this node has applied as far. While the metadata
+//! takes a stream of commands (thousands of partitions re-replicated after
+//! a failure) a follower is always a few entries behind its leader, and
+//! refusing such answers outright would let the lease lapse for no reason.
+//! Counting one late changes nothing in the argument below: it counts only
+//! when this node knows everything the peer knew when it answered.
+//!
 //! Why this is enough: a node cut off from the majority stops serving
 //! [`LEASE`] after its last grant. The majority declares it dead only once
 //! its connection has been silent for `transport::SILENT_AFTER` and down
@@ -53,12 +62,26 @@ const _: () = assert!(
     PROMOTE_AFTER.as_millis() >= LEASE.as_millis() + 2 * crate::metadata::HEARTBEAT_MILLIS as u128
 );
 
+/// How many answers per peer wait for this node to apply as far as the
+/// peer had; the oldest is dropped past it (pings come every
+/// [`PING_EVERY`], so this covers more than a [`LEASE`]).
+pub const DEFERRED: usize = 16;
+
+/// A peer's answers that wait: (token, the peer's applied index).
+type Deferred = std::collections::VecDeque<(u64, u64)>;
+
 pub struct Lease {
     base: Instant,
     /// Per member index: the token of the latest ping that member granted.
     granted: Box<[AtomicU64]>,
+    /// Per member index: answers (token, the peer's applied index) that
+    /// grant once this node applied that far, oldest first.
+    deferred: Box<[parking_lot::Mutex<Deferred>]>,
     /// Until when (this clock, [`Self::now`]) the lease holds; 0: not held.
     until: AtomicU64,
+    /// Whether the last [`Self::refresh`] found the lease held, so that a
+    /// lease that ran out by the clock between two refreshes is reported.
+    held: std::sync::atomic::AtomicBool,
 }
 
 impl Lease {
@@ -66,7 +89,9 @@ impl Lease {
         Lease {
             base: Instant::now(),
             granted: (0..members).map(|_| AtomicU64::new(0)).collect(),
+            deferred: (0..members).map(|_| Default::default()).collect(),
             until: AtomicU64::new(0),
+            held: Default::default(),
         }
     }
 
@@ -92,6 +117,35 @@ impl Lease {
         }
     }
 
+    /// Member `peer` answered the ping carrying `token` having applied the
+    /// metadata up to `applied`, and this node has applied up to `mine`: a
+    /// grant now if `applied <= mine`, else one kept for [`Self::catch_up`].
+    pub fn answered(&self, peer: usize, token: u64, applied: u64, mine: u64) {
+        if applied <= mine {
+            self.grant(peer, token);
+        } else if let Some(d) = self.deferred.get(peer) {
+            let mut d = d.lock();
+            if d.len() == DEFERRED {
+                d.pop_front();
+            }
+            d.push_back((token, applied));
+        }
+    }
+
+    /// This node has applied the metadata up to `mine`: the kept answers of
+    /// peers that had applied no further grant now.
+    pub fn catch_up(&self, mine: u64) {
+        for (peer, d) in self.deferred.iter().enumerate() {
+            let mut d = d.lock();
+            let Some(latest) = d.iter().filter(|(_, a)| *a <= mine).map(|(t, _)| *t).max() else {
+                continue;
+            };
+            d.retain(|(t, _)| *t > latest);
+            drop(d);
+            self.grant(peer, latest);
+        }
+    }
+
     /// Whether this node may serve its primaries now.
     #[inline]
     pub fn valid(&self) -> bool {
@@ -102,9 +156,9 @@ impl Lease {
     /// alive in its metadata, and holds none) counts for itself if it is
     /// among `voters` (member indexes), and each other voter from its
     /// latest grant; the lease lasts [`LEASE`] from the grant that
-    /// completes a majority. Returns whether it held before and after.
+    /// completes a majority. Returns whether it held at the previous
+    /// refresh and whether it holds now.
     pub fn refresh(&self, me: Option<usize>, voters: &[usize]) -> (bool, bool) {
-        let before = self.valid();
         let mut grants: Vec<u64> = voters
             .iter()
             .map(|&v| match self.granted.get(v) {
@@ -119,7 +173,8 @@ impl Lease {
             _ => 0,
         };
         self.until.store(until, Ordering::Release);
-        (before, self.valid())
+        let now = self.valid();
+        (self.held.swap(now, Ordering::AcqRel), now)
     }
 }
 
@@ -132,16 +187,17 @@ impl crate::Cluster {
 
     /// Member `peer` answered the lease ping carrying `token`, having
     /// applied the metadata up to `applied`: a grant unless it applied
-    /// something this node has not ([`crate::lease`]).
+    /// something this node has not, or once this node applied as far
+    /// ([`crate::lease`]).
     pub fn lease_answered(&self, peer: usize, token: u64, applied: u64) {
-        if applied <= self.applied_index() {
-            self.lease.grant(peer, token);
-            self.refresh_lease();
-        }
+        self.lease
+            .answered(peer, token, applied, self.applied_index());
+        self.refresh_lease();
     }
 
     /// Recomputes whether this node may serve its primaries; logs a change.
     pub fn refresh_lease(&self) {
+        self.lease.catch_up(self.applied_index());
         let (me, voters) = match self.metadata.get() {
             Some(md) => {
                 let id = self.my_index as u64 + 1;
@@ -229,6 +285,30 @@ mod tests {
         l.grant(2, a);
         assert!(l.refresh(Some(0), &[0, 1, 2, 3, 4]).1);
         assert_eq!(l.until.load(Ordering::Acquire), a + LEASE.as_nanos() as u64);
+    }
+
+    #[test]
+    fn an_answer_from_a_peer_ahead_grants_once_this_node_caught_up() {
+        let l = Lease::new(2);
+        let voters = [0, 1];
+        let (a, b) = (l.now(), l.now() + 10);
+        l.answered(1, a, 7, 5);
+        l.answered(1, b, 9, 5);
+        assert!(!l.refresh(Some(0), &voters).1, "the peer knows more");
+        l.catch_up(6);
+        assert!(!l.refresh(Some(0), &voters).1, "still behind both");
+        l.catch_up(7);
+        assert!(l.refresh(Some(0), &voters).1);
+        assert_eq!(l.granted[1].load(Ordering::Acquire), a, "from its token");
+        l.catch_up(9);
+        assert_eq!(l.granted[1].load(Ordering::Acquire), b.min(l.now()));
+        assert!(l.deferred[1].lock().is_empty());
+        // A peer that stays ahead keeps only the latest few answers.
+        for t in 0..(DEFERRED as u64 + 5) {
+            l.answered(1, t + 1, 100, 9);
+        }
+        assert_eq!(l.deferred[1].lock().len(), DEFERRED);
+        l.answered(9, 1, 100, 9); // out of range: ignored
     }
 
     #[test]

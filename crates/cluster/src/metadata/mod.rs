@@ -45,7 +45,8 @@ use tokio::time::Instant;
 
 pub use log_store::StoreError;
 pub use state::{
-    Assignment, Command, Member, MemberState, NodeId, Outcome, Refused, SiteMetadata, Table,
+    Assignment, Command, InSyncEntry, Member, MemberState, NodeId, Outcome, Refused, SiteMetadata,
+    Table,
 };
 pub use waiting::{DiskCopy, Report, Waiting};
 

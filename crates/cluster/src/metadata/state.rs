@@ -219,6 +219,21 @@ pub enum Command {
     NewDataIncarnation {
         value: u64,
     },
+    /// [`Command::AddToInSync`] for many replicas at once (one metadata
+    /// entry for the hundreds that finish their snapshots together after a
+    /// failover): each is applied or refused on its own; the command is
+    /// refused only when all are, with the first refusal.
+    AddManyToInSync {
+        entries: Vec<InSyncEntry>,
+    },
+}
+
+/// One replica proposed into a partition's in-sync set.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InSyncEntry {
+    pub partition: u16,
+    pub node: NodeId,
+    pub expected_epoch: u64,
 }
 
 /// Why a command changed nothing.
@@ -431,28 +446,43 @@ impl SiteMetadata {
                 partition,
                 node,
                 expected_epoch,
-            } => {
-                let a = self.assignment(*partition)?;
-                if !a.replicas.contains(node) {
-                    return Err(invalid(
-                        *partition as usize,
-                        "only a replica can be in sync",
-                    ));
-                }
-                if self
-                    .members
-                    .get(node)
-                    .is_some_and(|m| m.state == MemberState::Dead)
-                {
-                    return Err(Refused::DeadMember(*node));
-                }
-                self.change_partition(*partition, *expected_epoch, |a| {
-                    if !a.in_sync.contains(node) {
-                        a.in_sync.push(*node);
+            } => self.add_to_in_sync(*partition, *node, *expected_epoch),
+            Command::AddManyToInSync { entries } => {
+                let mut first_refusal = None;
+                let mut added = false;
+                for e in entries {
+                    match self.add_to_in_sync(e.partition, e.node, e.expected_epoch) {
+                        Ok(_) => added = true,
+                        Err(r) => {
+                            first_refusal.get_or_insert(r);
+                        }
                     }
-                })
+                }
+                match first_refusal {
+                    Some(r) if !added => Err(r),
+                    _ => Ok(self.table_epoch()),
+                }
             }
         }
+    }
+
+    fn add_to_in_sync(&mut self, partition: u16, node: NodeId, expected_epoch: u64) -> Outcome {
+        let a = self.assignment(partition)?;
+        if !a.replicas.contains(&node) {
+            return Err(invalid(partition as usize, "only a replica can be in sync"));
+        }
+        if self
+            .members
+            .get(&node)
+            .is_some_and(|m| m.state == MemberState::Dead)
+        {
+            return Err(Refused::DeadMember(node));
+        }
+        self.change_partition(partition, expected_epoch, |a| {
+            if !a.in_sync.contains(&node) {
+                a.in_sync.push(node);
+            }
+        })
     }
 
     fn table_epoch(&self) -> u64 {
@@ -827,6 +857,49 @@ mod tests {
     }
 
     #[test]
+    fn many_replicas_enter_their_in_sync_sets_in_one_command_each_on_its_own() {
+        let mut s = formed();
+        for p in 0..2 {
+            let epoch = s.table.as_ref().unwrap().partitions[p].epoch;
+            let replica = s.table.as_ref().unwrap().partitions[p].replicas[0];
+            s.apply(&Command::RemoveFromInSync {
+                partition: p as u16,
+                node: replica,
+                expected_epoch: epoch,
+            })
+            .unwrap();
+        }
+        let t = s.table.clone().unwrap();
+        let entry = |p: usize, epoch: u64| InSyncEntry {
+            partition: p as u16,
+            node: t.partitions[p].replicas[0],
+            expected_epoch: epoch,
+        };
+        // One stale entry is refused, the other applied: the command counts.
+        let many = Command::AddManyToInSync {
+            entries: vec![entry(0, t.partitions[0].epoch), entry(1, 0)],
+        };
+        assert_eq!(s.apply(&many), Ok(t.epoch + 1));
+        let after = s.table.as_ref().unwrap();
+        assert_eq!(after.partitions[0].in_sync, t.partitions[0].replicas);
+        assert!(after.partitions[1].in_sync.is_empty());
+        // All refused: the first refusal, and nothing changes.
+        let before = s.clone();
+        let many = Command::AddManyToInSync {
+            entries: vec![
+                entry(1, 0),
+                InSyncEntry {
+                    partition: 7,
+                    node: 2,
+                    expected_epoch: 1,
+                },
+            ],
+        };
+        assert!(matches!(s.apply(&many), Err(Refused::StaleEpoch { .. })));
+        assert_eq!(s, before);
+    }
+
+    #[test]
     fn a_dead_member_leaves_every_in_sync_set_and_cannot_be_removed_while_it_holds_copies() {
         let mut s = formed();
         assert_eq!(s.apply(&Command::MarkDead { id: 3 }), Ok(2));
@@ -992,6 +1065,18 @@ mod tests {
                     partition,
                     node,
                     expected_epoch,
+                }
+            }),
+            proptest::collection::vec((0u16..3, node.clone(), 0u64..6), 0..4).prop_map(|v| {
+                Command::AddManyToInSync {
+                    entries: v
+                        .into_iter()
+                        .map(|(partition, node, expected_epoch)| InSyncEntry {
+                            partition,
+                            node,
+                            expected_epoch,
+                        })
+                        .collect(),
                 }
             }),
             (node.clone(), 0u64..4).prop_map(|(id, seq)| Command::Restarted {

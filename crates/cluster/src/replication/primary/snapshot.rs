@@ -275,11 +275,13 @@ impl Replicator {
             }
             Some(s) if !loaded => {
                 s.refused = true;
+                primary.refused_snapshots.store(true, Ordering::Release);
                 false
             }
             _ => false,
         };
         if counted {
+            primary.answered_snapshots.lock().insert((p, peer));
             // Counted for acks first, then the last seq read under the
             // partition's lock (with the snapshots' lock let go: the two
             // are never nested): a write logged after that sees the flag
@@ -303,13 +305,26 @@ impl Replicator {
     /// (partition, replica, partition epoch).
     pub fn take_finished_snapshots(&self) -> Vec<(usize, usize, u64)> {
         let mut done = Vec::new();
-        for ((p, r), s) in self.primary.snapshots.lock().iter_mut() {
-            let acked = || self.primary.acked[*r][*p].load(Ordering::Acquire);
-            if s.acknowledged && !s.reported && s.need.is_some_and(|need| acked() >= need) {
-                s.reported = true;
-                done.push((*p, *r, s.epoch));
-            }
+        let mut answered = self.primary.answered_snapshots.lock();
+        if answered.is_empty() {
+            return done;
         }
+        let mut snapshots = self.primary.snapshots.lock();
+        answered.retain(|&(p, r)| {
+            let Some(s) = snapshots.get_mut(&(p, r)) else {
+                return false; // forgotten (refused, its replica gone)
+            };
+            let acked = || self.primary.acked[r][p].load(Ordering::Acquire);
+            if !s.acknowledged || s.reported {
+                return false;
+            }
+            if s.need.is_some_and(|need| acked() >= need) {
+                s.reported = true;
+                done.push((p, r, s.epoch));
+                return false;
+            }
+            true
+        });
         done
     }
 
@@ -317,6 +332,9 @@ impl Replicator {
     /// sent again: (partition, replica, partition epoch).
     pub fn take_refused_snapshots(&self) -> Vec<(usize, usize, u64)> {
         let mut refused = Vec::new();
+        if !self.primary.refused_snapshots.swap(false, Ordering::AcqRel) {
+            return refused;
+        }
         self.primary.snapshots.lock().retain(|&(p, r), s| {
             if s.refused {
                 refused.push((p, r, s.epoch));
@@ -337,7 +355,10 @@ impl Replicator {
             .filter(|s| s.epoch == epoch)
         {
             s.reported = false;
+        } else {
+            return;
         }
+        self.primary.answered_snapshots.lock().insert((p, r));
     }
 }
 
