@@ -109,6 +109,10 @@ def translate_for_redis(extra_args):
             yield from [a, next(it)]
         elif a == "--maxclients":
             yield from ["--maxclients", next(it)]
+        elif a == "--tls-listen":
+            yield from ["--tls-port", next(it).rsplit(":", 1)[1]]
+        elif a in ("--tls-cert-file", "--tls-key-file", "--tls-ca-cert-file", "--tls-auth-clients"):
+            yield from [a, next(it)]
         else:
             raise ValueError(f"no redis-server equivalent for {a}")
 

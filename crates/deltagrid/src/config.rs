@@ -112,6 +112,16 @@ pub struct NodeSection {
     pub enable_debug_command: Option<bool>,
     /// Node-to-node address (metadata and replication) in a multi-node site.
     pub cluster_listen: Option<SocketAddr>,
+    /// The TLS client port (Redis's `tls-port`), beside `listen`.
+    pub tls_listen: Option<SocketAddr>,
+    /// PEM certificate chain and private key of the TLS port.
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+    /// PEM CA certificates that client certificates are checked against.
+    pub tls_ca_cert_file: Option<PathBuf>,
+    /// "yes" (default, as Redis), "optional" or "no": whether TLS clients
+    /// must show a certificate signed by `tls_ca_cert_file`.
+    pub tls_auth_clients: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -181,6 +191,13 @@ impl ConfigFile {
         if let Some(v) = n.admin_listen {
             s.admin_listen = Some(v);
         }
+        s.tls = tls(
+            n.tls_listen,
+            n.tls_cert_file,
+            n.tls_key_file,
+            n.tls_ca_cert_file,
+            n.tls_auth_clients,
+        )?;
         let dir_given = n.data_dir.is_some();
         if let Some(v) = n.data_dir {
             s.data_dir = v;
@@ -283,6 +300,39 @@ impl ConfigFile {
         }
         Ok(())
     }
+}
+
+/// `node.tls_*` (or their flags): the TLS client port, when `tls_listen`
+/// is set.
+pub fn tls(
+    listen: Option<SocketAddr>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    ca: Option<PathBuf>,
+    auth: Option<String>,
+) -> anyhow::Result<Option<server::tls::TlsSettings>> {
+    let Some(listen) = listen else {
+        if cert.is_some() || key.is_some() || ca.is_some() || auth.is_some() {
+            bail!("node.tls_* is set but node.tls_listen is not");
+        }
+        return Ok(None);
+    };
+    let (Some(cert_file), Some(key_file)) = (cert, key) else {
+        bail!("node.tls_listen needs node.tls_cert_file and node.tls_key_file");
+    };
+    let auth_clients = match auth.as_deref() {
+        None => server::tls::AuthClients::Yes,
+        Some(a) => server::tls::AuthClients::parse(a).with_context(|| {
+            format!("node.tls_auth_clients {a:?}: not one of yes, optional, no")
+        })?,
+    };
+    Ok(Some(server::tls::TlsSettings {
+        listen,
+        cert_file,
+        key_file,
+        ca_cert_file: ca,
+        auth_clients,
+    }))
 }
 
 /// `node.persistence`, `node.fsync` and `node.snapshot_every` (or their

@@ -184,6 +184,21 @@ struct ServerArgs {
     /// Allow DEBUG (CLOCK-ADVANCE, SET-ACTIVE-EXPIRE): for tests
     #[arg(long)]
     enable_debug_command: bool,
+    /// Address of the TLS client port (Redis's tls-port)
+    #[arg(long)]
+    tls_listen: Option<SocketAddr>,
+    /// PEM certificate chain of the TLS port
+    #[arg(long)]
+    tls_cert_file: Option<PathBuf>,
+    /// PEM private key of the TLS port
+    #[arg(long)]
+    tls_key_file: Option<PathBuf>,
+    /// PEM CA certificates client certificates are checked against
+    #[arg(long)]
+    tls_ca_cert_file: Option<PathBuf>,
+    /// yes (default), optional or no: whether TLS clients show a certificate
+    #[arg(long)]
+    tls_auth_clients: Option<String>,
 }
 
 impl ServerArgs {
@@ -232,6 +247,26 @@ impl ServerArgs {
             s.idle_poll = config::idle_poll(v)?;
         }
         s.enable_debug_command |= self.enable_debug_command;
+        let tls_flags = self.tls_listen.is_some()
+            || self.tls_cert_file.is_some()
+            || self.tls_key_file.is_some()
+            || self.tls_ca_cert_file.is_some()
+            || self.tls_auth_clients.is_some();
+        if tls_flags {
+            // Flags over the file's [node] tls_* keys.
+            let file = s.tls.take();
+            s.tls = config::tls(
+                self.tls_listen.or(file.as_ref().map(|t| t.listen)),
+                self.tls_cert_file
+                    .or(file.as_ref().map(|t| t.cert_file.clone())),
+                self.tls_key_file
+                    .or(file.as_ref().map(|t| t.key_file.clone())),
+                self.tls_ca_cert_file
+                    .or(file.as_ref().and_then(|t| t.ca_cert_file.clone())),
+                self.tls_auth_clients
+                    .or(file.map(|t| t.auth_clients.name().to_string())),
+            )?;
+        }
         Ok(s)
     }
 }
@@ -310,6 +345,14 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await
             .with_context(|| format!("binding {}", settings.listen))?;
+        let tls_listener = match &settings.tls {
+            Some(t) => Some(
+                tokio::net::TcpListener::bind(t.listen)
+                    .await
+                    .with_context(|| format!("binding tls_listen {}", t.listen))?,
+            ),
+            None => None,
+        };
         let admin = match settings.admin_listen {
             Some(a) => Some(tokio::net::TcpListener::bind(a).await.with_context(|| format!("binding admin {a}"))?),
             None => None,
@@ -352,7 +395,7 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
         };
         let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let signal = tokio::select! {
-            _ = node.clone().serve(listener, admin, peers) => None,
+            _ = node.clone().serve(listener, tls_listener, admin, peers) => None,
             _ = left => {
                 tracing::info!("this node left its site: shutting down");
                 None

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use parking_lot::Mutex;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
 
@@ -25,11 +25,44 @@ use crate::session::Session;
 const READ_CHUNK: usize = 16 * 1024;
 const MAX_READ_CHUNK: usize = 256 * 1024;
 
-pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
+/// What a connection reads and writes: a TCP socket, or TLS over one
+/// ([`crate::tls::TlsClient`]). Reads wait for the socket to be readable,
+/// then take what is there without blocking (see `serve`).
+pub trait ClientStream: AsyncWrite + Unpin + Send + 'static {
+    fn readable(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send;
+    fn try_read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize>;
+    fn socket(&self) -> &TcpStream;
+}
+
+impl ClientStream for TcpStream {
+    fn readable(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        TcpStream::readable(self)
+    }
+    fn try_read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        TcpStream::try_read_buf(self, buf)
+    }
+    fn socket(&self) -> &TcpStream {
+        self
+    }
+}
+
+impl ClientStream for crate::tls::TlsClient {
+    fn readable(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        crate::tls::TlsClient::readable(self)
+    }
+    fn try_read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        crate::tls::TlsClient::try_read_buf(self, buf)
+    }
+    fn socket(&self) -> &TcpStream {
+        crate::tls::TlsClient::socket(self)
+    }
+}
+
+pub async fn serve<S: ClientStream>(node: Arc<Node>, mut stream: S, addr: SocketAddr) {
     node.metrics
         .connections_received
         .fetch_add(1, Ordering::Relaxed);
-    let _ = stream.set_nodelay(true);
+    let _ = stream.socket().set_nodelay(true);
     if node.clients.len() >= node.runtime.maxclients.load(Ordering::Relaxed) {
         node.metrics
             .rejected_connections
@@ -37,9 +70,10 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
         let _ = stream
             .write_all(b"-ERR max number of clients reached\r\n")
             .await;
+        let _ = stream.flush().await;
         return;
     }
-    let laddr = stream.local_addr().unwrap_or(addr);
+    let laddr = stream.socket().local_addr().unwrap_or(addr);
     let (push_tx, mut push_rx) = mpsc::channel(PUSH_QUEUE);
     let shared = Arc::new(ClientShared {
         id: node.clients.next_id(),
@@ -58,7 +92,7 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
         subs: Mutex::new(Default::default()),
         qbuf: AtomicUsize::new(0),
         qbuf_free: AtomicUsize::new(0),
-        fd: std::os::fd::AsRawFd::as_raw_fd(&stream),
+        fd: std::os::fd::AsRawFd::as_raw_fd(stream.socket()),
         busy: Default::default(),
         unblock: Notify::new(),
         block_state: Default::default(),
@@ -133,7 +167,7 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
                 while let Ok(p) = push_rx.try_recv() {
                     write_push(&session, &shared, p, &mut outbuf);
                 }
-                if !outbuf.is_empty() && stream.write_all(&outbuf).await.is_err() {
+                if !outbuf.is_empty() && write_out(&mut stream, &outbuf).await.is_err() {
                     break;
                 }
                 outbuf.clear();
@@ -147,11 +181,17 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream, addr: SocketAddr) {
 /// Runs the requests read (after a blocked command's turn, see
 /// [`Session::process`]) and writes the replies. False: the connection
 /// must close.
-async fn run_batch(
+/// Writes `out` whole (TLS: and the records it makes).
+async fn write_out<S: ClientStream>(stream: &mut S, out: &[u8]) -> std::io::Result<()> {
+    stream.write_all(out).await?;
+    stream.flush().await
+}
+
+async fn run_batch<S: ClientStream>(
     node: &Node,
     shared: &ClientShared,
     session: &mut Session,
-    stream: &mut TcpStream,
+    stream: &mut S,
     inbuf: &mut BytesMut,
     outbuf: &mut BytesMut,
     push_rx: &mut mpsc::Receiver<Push>,
@@ -239,7 +279,7 @@ async fn run_batch(
         if node.clients.len() > 1 {
             tokio::task::yield_now().await;
         }
-        if stream.write_all(outbuf).await.is_err() {
+        if write_out(stream, outbuf).await.is_err() {
             return false;
         }
     }

@@ -29,6 +29,7 @@ pub mod scripts;
 pub mod session;
 pub mod settings;
 pub mod thread_shard;
+pub mod tls;
 pub mod tracking;
 pub mod transaction;
 

@@ -56,6 +56,8 @@ pub struct Metrics {
     per_command: Box<[CommandStats]>,
     pub connections_received: AtomicU64,
     pub rejected_connections: AtomicU64,
+    /// TLS connections whose handshake failed or timed out.
+    pub tls_handshake_failures: AtomicU64,
     pub protocol_errors: AtomicU64,
     pub oom_rejections: AtomicU64,
     /// Error replies (INFO errorstats, commandstats' failed and rejected
@@ -105,6 +107,7 @@ impl Metrics {
                 .collect(),
             connections_received: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
+            tls_handshake_failures: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
             oom_rejections: AtomicU64::new(0),
             errors: Default::default(),
@@ -438,6 +441,10 @@ impl Metrics {
             (
                 "deltagrid_connections_rejected_total",
                 &self.rejected_connections,
+            ),
+            (
+                "deltagrid_tls_handshake_failures_total",
+                &self.tls_handshake_failures,
             ),
             ("deltagrid_protocol_errors_total", &self.protocol_errors),
             ("deltagrid_oom_rejections_total", &self.oom_rejections),

@@ -51,6 +51,8 @@ pub struct Node {
     /// Local persistence (`node.persistence = "log"`), with what the start
     /// loaded.
     pub store: Option<(Arc<persist::Store>, persist::Recovered)>,
+    /// The TLS client port's configuration, when there is one.
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
 
 /// Keys the active expiry cycle may remove per pass (it runs `hz` times a
@@ -61,6 +63,9 @@ const EXPIRE_BUDGET: usize = 2000;
 /// Keys one [`Node::make_room`] may evict: a write waits for at most this
 /// many evictions (the periodic pass, and the next writes, go on).
 const EVICT_BUDGET: usize = 256;
+
+/// How long a TLS client has to finish its handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Node {
     /// Starts loading what a command on `key` will read first (its
@@ -177,7 +182,12 @@ impl Node {
         let _ = quanta::Instant::now();
         let run_id: String = (0..40).map(|_| format!("{:x}", rand_nibble())).collect();
         let script_memory = settings.script_memory;
+        let tls = match &settings.tls {
+            Some(t) => Some(Arc::new(crate::tls::Tls::new(t.clone())?)),
+            None => None,
+        };
         let node = Arc::new(Node {
+            tls,
             runtime: Runtime::new(&settings),
             settings,
             ks,
@@ -296,13 +306,18 @@ impl Node {
         }
     }
 
-    /// Serves until the process ends: RESP clients, admin HTTP, expiry.
+    /// Serves until the process ends: RESP clients (plain, and over TLS
+    /// on `tls_listener`), admin HTTP, expiry.
     pub async fn serve(
         self: Arc<Self>,
         listener: TcpListener,
+        tls_listener: Option<TcpListener>,
         admin: Option<TcpListener>,
         peers: Option<TcpListener>,
     ) {
+        if let (Some(tls), Some(l)) = (self.tls.clone(), tls_listener) {
+            tokio::spawn(self.clone().serve_tls(tls, l));
+        }
         if let Some(admin) = admin {
             tokio::spawn(admin::serve(self.clone(), admin));
         }
@@ -336,6 +351,60 @@ impl Node {
                 Err(e) => {
                     // Out of file descriptors and the like: back off, keep serving.
                     tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    /// The TLS client port: a handshake (at most [`TLS_HANDSHAKE_TIMEOUT`])
+    /// per connection, then the connection as on the plain port; SIGHUP
+    /// reads the certificate files again.
+    async fn serve_tls(self: Arc<Self>, tls: Arc<crate::tls::Tls>, listener: TcpListener) {
+        if let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        {
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    match tls.reload() {
+                        Ok(()) => tracing::info!("SIGHUP: TLS certificates read again"),
+                        Err(e) => tracing::error!(
+                            "SIGHUP: TLS certificates not reloaded, the old ones stay: {e}"
+                        ),
+                    }
+                }
+            });
+        }
+        loop {
+            match listener.accept().await {
+                Ok((stream, addr)) => {
+                    let node = self.clone();
+                    let acceptor = tls.acceptor();
+                    tokio::spawn(async move {
+                        let _ = stream.set_nodelay(true);
+                        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream))
+                            .await
+                        {
+                            Ok(Ok(s)) => {
+                                connection::serve(node, crate::tls::TlsClient::new(s), addr).await
+                            }
+                            Ok(Err(e)) => {
+                                node.metrics
+                                    .tls_handshake_failures
+                                    .fetch_add(1, Ordering::Relaxed);
+                                tracing::debug!(%addr, "TLS handshake failed: {e}");
+                            }
+                            Err(_) => {
+                                node.metrics
+                                    .tls_handshake_failures
+                                    .fetch_add(1, Ordering::Relaxed);
+                                tracing::debug!(%addr, "TLS handshake timed out");
+                            }
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!("TLS accept failed: {e}");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }

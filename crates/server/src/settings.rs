@@ -52,6 +52,8 @@ pub struct NodeSettings {
     pub backup: Option<backup::schedule::Schedule>,
     /// Local persistence (`node.persistence`, `node.fsync`).
     pub persistence: Persistence,
+    /// The TLS client port (`node.tls_listen` and its files).
+    pub tls: Option<crate::tls::TlsSettings>,
 }
 
 /// `node.persistence`, `node.fsync`, `node.snapshot_every`: whether and how
@@ -123,6 +125,7 @@ impl Default for NodeSettings {
             changed_keys_bytes: 64 << 20,
             backup: None,
             persistence: Persistence::default(),
+            tls: None,
         }
     }
 }
