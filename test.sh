@@ -60,6 +60,8 @@ fi
 command -v python3 >/dev/null 2>&1 || APT_PKGS+=(python3)
 # ip (network namespaces, veth, bridges) for tests/python/test_partition.py
 command -v ip >/dev/null 2>&1 || APT_PKGS+=(iproute2)
+# openssl makes the certificates of tests/python/test_tls.py
+command -v openssl >/dev/null 2>&1 || APT_PKGS+=(openssl)
 if [ -z "${PYTHON:-}" ] && [ ! -x .venv/bin/python ]; then
     # Debian splits venv/ensurepip out of python3
     if ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
