@@ -127,6 +127,9 @@ wait_ready() {
 # start_deltagrid) and for its load client; empty unless pin_setup set them.
 SERVER_PIN=()
 CLIENT_PIN=()
+# Extra server arguments a scenario may set before starting them.
+REDIS_EXTRA_ARGS=()
+DG_EXTRA_ARGS=()
 
 # pin_setup: with PIN=1, servers on CPU 0 and the load client on the other
 # CPUs (SERVER_CPUS / CLIENT_CPUS, taskset lists, override either), so that
@@ -185,10 +188,28 @@ us_per_op() {
     awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { if (n > 0) printf "%.2f", t * 1e6 / hz / n }'
 }
 
-# Sets REDIS_PORT: a redis-server alone.
+# Sets REDIS_PORT: a redis-server alone (with REDIS_EXTRA_ARGS, if set).
 start_redis() {
     REDIS_PORT=$(free_port)
-    redis_up redis "$REDIS_PORT"
+    redis_up redis "$REDIS_PORT" "${REDIS_EXTRA_ARGS[@]}"
+}
+
+# tls_certs DIR: a CA, a server certificate for 127.0.0.1 and a client
+# certificate (X.509 v3, RSA 2048) in DIR, made with openssl.
+tls_certs() {
+    local d=$1
+    mkdir -p "$d"
+    (
+        cd "$d"
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=bench-ca
+        echo "subjectAltName=IP:127.0.0.1,DNS:localhost" >server.ext
+        echo "extendedKeyUsage=clientAuth" >client.ext
+        for who in server client; do
+            openssl req -newkey rsa:2048 -nodes -keyout "$who.key" -out "$who.csr" -subj "/CN=$who"
+            openssl x509 -req -in "$who.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$who.crt" \
+                -days 2 -extfile "$who.ext"
+        done
+    ) >"$d/openssl.log" 2>&1 || die "openssl could not make the TLS certificates (see $d/openssl.log)"
 }
 
 # Sets REDIS_PRIMARY_PORT and REDIS_REPLICA_PORT: a redis-server and one
@@ -241,7 +262,7 @@ start_deltagrid() {
     local threads=()
     [[ -z ${DG_THREADS:-} ]] || threads=(--threads "$DG_THREADS")
     "${SERVER_PIN[@]}" "$DG_BIN" server --listen "127.0.0.1:$DG_PORT" --admin-listen "127.0.0.1:$DG_ADMIN_PORT" "${threads[@]}" \
-        >"$BENCH_WORK/deltagrid.log" 2>&1 &
+        "${DG_EXTRA_ARGS[@]}" >"$BENCH_WORK/deltagrid.log" 2>&1 &
     local pid=$! rc=0
     BENCH_PIDS+=("$pid")
     DG_PID=$pid

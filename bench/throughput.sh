@@ -37,6 +37,10 @@
 #                 others (SERVER_CPUS, CLIENT_CPUS: taskset lists; bench/common.sh).
 #                 Unpinned, the scheduler sometimes puts the client on the
 #                 server's CPU or moves them, which moves a row by several %
+#   TLS=1         both servers also listen with TLS (certificates made with
+#                 openssl in the run's work directory, client certificates
+#                 required, as Redis's default) and redis-benchmark runs
+#                 with --tls against those ports
 #   DELTAGRID_BIN, DELTAGRID_BUILD, REDIS_SERVER, PLOT_PYTHON: see bench/common.sh
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -55,7 +59,28 @@ ROUNDS=${ROUNDS:-1}
 command -v redis-benchmark >/dev/null || { say "error: redis-benchmark not found (apt-get install redis-tools)"; exit 1; }
 
 pin_setup
+TLS=${TLS:-0}
+TLS_ARGS=()
+if ((TLS)); then
+    tls_certs "$BENCH_WORK/tls"
+    REDIS_TLS_PORT=$(free_port)
+    DG_TLS_PORT=$(free_port)
+    REDIS_EXTRA_ARGS=(--tls-port "$REDIS_TLS_PORT" --tls-cert-file "$BENCH_WORK/tls/server.crt"
+        --tls-key-file "$BENCH_WORK/tls/server.key" --tls-ca-cert-file "$BENCH_WORK/tls/ca.crt")
+    DG_EXTRA_ARGS=(--tls-listen "127.0.0.1:$DG_TLS_PORT" --tls-cert-file "$BENCH_WORK/tls/server.crt"
+        --tls-key-file "$BENCH_WORK/tls/server.key" --tls-ca-cert-file "$BENCH_WORK/tls/ca.crt")
+    TLS_ARGS=(--tls --cacert "$BENCH_WORK/tls/ca.crt" --cert "$BENCH_WORK/tls/client.crt"
+        --key "$BENCH_WORK/tls/client.key")
+fi
 bench_start_servers
+if ((TLS)); then
+    # The rows measure the TLS ports (the plain ones answer the setup).
+    REDIS_BENCH_PORT=$REDIS_TLS_PORT
+    DG_BENCH_PORT=$DG_TLS_PORT
+else
+    REDIS_BENCH_PORT=$REDIS_PORT
+    DG_BENCH_PORT=${DG_PORT:-}
+fi
 
 STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
 CSV=$OUT/throughput.csv
@@ -89,9 +114,12 @@ bench_args_of() {
 SCRIPT="return(redis.call(unpack({'incr';KEYS[1]})))"
 SCRIPT_SHA=$(printf '%s' "$SCRIPT" | sha1sum | cut -d' ' -f1)
 
-# run_one TARGET PORT TEST D P REQUESTS: one redis-benchmark run, one CSV row.
+# run_one TARGET PORT TEST D P REQUESTS: one redis-benchmark run, one CSV row
+# (PORT: the plain port, for the setup; the run goes to the TLS one with TLS=1).
 run_one() {
     local target=$1 port=$2 test=$3 d=$4 p=$5 n=$6
+    local bench_port=$REDIS_BENCH_PORT
+    [[ $target == deltagrid ]] && bench_port=$DG_BENCH_PORT
     local out=$BENCH_WORK/rb.out err=$BENCH_WORK/rb.err rc=0 status=ok
     if [[ $test == zrange100 ]]; then
         # ZRANGE of 100 members reads a sorted set of 100 members.
@@ -104,7 +132,7 @@ run_one() {
     fi
     local what
     read -r -a what <<<"$(bench_args_of "$test" "$d")"
-    local cmd=("${CLIENT_PIN[@]}" redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -P "$p" -n "$n" --csv "${what[@]}")
+    local cmd=("${CLIENT_PIN[@]}" redis-benchmark -h 127.0.0.1 -p "$bench_port" "${TLS_ARGS[@]}" -c "$CLIENTS" -P "$p" -n "$n" --csv "${what[@]}")
     local pid=$REDIS_PID
     [[ $target == deltagrid ]] && pid=$DG_PID
     say "  $target: ${cmd[*]}"
@@ -174,7 +202,7 @@ ratios() { paste -d' ' <(tr ' ' '\n' <<<"$1" | grep .) <(tr ' ' '\n' <<<"$2" | g
 # The table (Markdown, pastes into docs/benchmarks.md).
 cell() { local v=${1:-}; [[ -n $v ]] && printf '%s' "$v" || printf 'n/a'; }
 echo
-echo "Throughput, redis-benchmark -c $CLIENTS, -n $N (-P 1) / $N_PIPELINED (-P 16), loopback, $STAMP$( ((SMOKE)) && echo ", smoke run")"
+echo "Throughput$( ((TLS)) && echo " over TLS"), redis-benchmark -c $CLIENTS, -n $N (-P 1) / $N_PIPELINED (-P 16), loopback, $STAMP$( ((SMOKE)) && echo ", smoke run")"
 echo "Machine: $MACHINE"
 ((DG_UP)) || echo "deltagrid NOT measured: $DG_STATUS"
 echo

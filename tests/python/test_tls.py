@@ -219,3 +219,32 @@ def test_bad_tls_settings_stop_the_node_with_a_clear_error(tmp_path, certs):
                              capture_output=True, text=True, timeout=30)
         assert out.returncode != 0
         assert named in out.stderr + out.stdout, (args, out.stderr)
+
+
+def test_config_set_tls_files_swaps_the_certificate_and_refuses_a_bad_one(tmp_path, certs):
+    s = tls_server(tmp_path, certs)
+    try:
+        plain = redis.Redis(port=s.port, decode_responses=True)
+        assert plain.config_get("tls-port") == {"tls-port": str(s.tls_port)}
+        assert plain.config_get("tls-auth-clients")["tls-auth-clients"] == "yes"
+        kept = tls_client(s, certs)
+        assert kept.set("a", 1)
+        before = server_cert_serial(s.tls_port, certs)
+        # Certificate and key together: read as a pair.
+        assert plain.config_set("tls-cert-file", str(certs / "server2.crt"),
+                                "tls-key-file", str(certs / "server2.key"))
+        assert server_cert_serial(s.tls_port, certs) != before
+        assert plain.config_get("tls-cert-file")["tls-cert-file"] == str(certs / "server2.crt")
+        assert kept.get("a") == b"1", "an open connection keeps working"
+        # A key that does not match the certificate: refused, nothing changes.
+        with pytest.raises(redis.exceptions.ResponseError, match="CONFIG SET failed"):
+            plain.config_set("tls-key-file", str(certs / "server.key"))
+        assert plain.config_get("tls-key-file")["tls-key-file"] == str(certs / "server2.key")
+        assert tls_client(s, certs).ping()
+        # tls-auth-clients at run time: optional lets a client without one in.
+        assert plain.config_set("tls-auth-clients", "optional")
+        assert tls_client(s, certs, cert=None).ping()
+        with pytest.raises(redis.exceptions.ResponseError):
+            plain.config_set("tls-auth-clients", "sometimes")
+    finally:
+        s.stop()

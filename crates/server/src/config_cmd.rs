@@ -484,7 +484,95 @@ static PARAMS: &[Param] = &[
         get: |n| yes_no(n.settings.enable_debug_command),
         set: None,
     },
+    Param {
+        name: "tls-port",
+        alias: None,
+        get: |n| {
+            n.tls
+                .as_ref()
+                .map_or(0, |t| t.settings().listen.port())
+                .to_string()
+        },
+        set: None,
+    },
+    Param {
+        name: "tls-cert-file",
+        alias: None,
+        get: |n| tls_get(n, |t| t.cert_file.display().to_string()),
+        set: Some(tls_path),
+    },
+    Param {
+        name: "tls-key-file",
+        alias: None,
+        get: |n| tls_get(n, |t| t.key_file.display().to_string()),
+        set: Some(tls_path),
+    },
+    Param {
+        name: "tls-ca-cert-file",
+        alias: None,
+        get: |n| {
+            tls_get(n, |t| {
+                t.ca_cert_file
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            })
+        },
+        set: Some(|_, _| Ok(Box::new(|_| {}))),
+    },
+    Param {
+        name: "tls-auth-clients",
+        alias: None,
+        get: |n| tls_get(n, |t| t.auth_clients.name().to_string()),
+        set: Some(|_, v| {
+            crate::tls::AuthClients::parse(v)
+                .map(|_| -> Apply { Box::new(|_| {}) })
+                .ok_or_else(|| "argument(s) must be one of the following: no, yes, optional".into())
+        }),
+    },
 ];
+
+fn tls_get(n: &Node, f: impl Fn(&crate::tls::TlsSettings) -> String) -> String {
+    n.tls.as_ref().map(|t| f(&t.settings())).unwrap_or_default()
+}
+
+fn tls_path(_: &Node, v: &str) -> Result<Apply, String> {
+    if v.is_empty() {
+        return Err("a file is needed".into());
+    }
+    Ok(Box::new(|_| {}))
+}
+
+/// CONFIG SET of `tls-*` parameters, all at once: the files they name are
+/// read together (a new certificate with its new key) before anything
+/// else is applied; on an error nothing changes. New TLS connections get
+/// the result, open ones keep theirs.
+fn set_tls(node: &Node, changes: &[(&'static str, String)]) -> Result<(), (String, String)> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let Some(tls) = &node.tls else {
+        let name = changes[0].0.to_string();
+        return Err((
+            name,
+            "TLS is not enabled: set node.tls_listen in the config file and restart".into(),
+        ));
+    };
+    tls.reconfigure(|t| {
+        for (name, v) in changes {
+            match *name {
+                "tls-cert-file" => t.cert_file = v.into(),
+                "tls-key-file" => t.key_file = v.into(),
+                "tls-ca-cert-file" => t.ca_cert_file = (!v.is_empty()).then(|| v.into()),
+                "tls-auth-clients" => {
+                    t.auth_clients = crate::tls::AuthClients::parse(v).unwrap_or(t.auth_clients)
+                }
+                _ => {}
+            }
+        }
+    })
+    .map_err(|e| (changes[0].0.to_string(), e))
+}
 
 fn find(name: &[u8]) -> Option<&'static Param> {
     PARAMS.iter().find(|p| {
@@ -540,6 +628,7 @@ pub fn config(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> 
         }
         let mut actions: Vec<Apply> = Vec::new();
         let mut seen: Vec<&'static str> = Vec::new();
+        let mut tls_changes: Vec<(&'static str, String)> = Vec::new();
         for pair in a[2..].chunks(2) {
             let typed = String::from_utf8_lossy(pair[0]).into_owned();
             let failed = |why: &str| {
@@ -559,7 +648,15 @@ pub fn config(s: &mut Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> 
             let check = param.set.ok_or_else(|| failed(IMMUTABLE))?;
             let value = String::from_utf8_lossy(pair[1]);
             actions.push(check(node, &value).map_err(|why| failed(&why))?);
+            if param.name.starts_with("tls-") {
+                tls_changes.push((param.name, value.into_owned()));
+            }
         }
+        set_tls(node, &tls_changes).map_err(|(name, why)| {
+            CmdError::other(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+            ))
+        })?;
         for apply in actions {
             apply(node);
         }

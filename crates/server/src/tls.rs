@@ -67,7 +67,7 @@ pub struct TlsSettings {
 
 /// The TLS port's configuration, swapped whole on reload.
 pub struct Tls {
-    pub settings: TlsSettings,
+    settings: parking_lot::Mutex<TlsSettings>,
     acceptor: ArcSwap<TlsAcceptor>,
 }
 
@@ -75,12 +75,30 @@ impl Tls {
     /// Reads the files; an error names the file and what is wrong with it.
     pub fn new(settings: TlsSettings) -> Result<Tls, String> {
         let acceptor = ArcSwap::from_pointee(acceptor(&settings)?);
-        Ok(Tls { settings, acceptor })
+        Ok(Tls {
+            settings: parking_lot::Mutex::new(settings),
+            acceptor,
+        })
+    }
+
+    /// The settings in use.
+    pub fn settings(&self) -> TlsSettings {
+        self.settings.lock().clone()
     }
 
     /// Reads the files again; on an error the configuration in use stays.
     pub fn reload(&self) -> Result<(), String> {
-        self.acceptor.store(Arc::new(acceptor(&self.settings)?));
+        self.reconfigure(|_| {})
+    }
+
+    /// Changes the settings (CONFIG SET tls-*) and reads the files they
+    /// name; on an error nothing changes.
+    pub fn reconfigure(&self, change: impl FnOnce(&mut TlsSettings)) -> Result<(), String> {
+        let mut settings = self.settings.lock();
+        let mut next = settings.clone();
+        change(&mut next);
+        self.acceptor.store(Arc::new(acceptor(&next)?));
+        *settings = next;
         Ok(())
     }
 
