@@ -7,7 +7,7 @@ payload. Strings are `len: u16 LE | UTF-8 bytes`.
 import struct
 
 # wire.rs PROTOCOL_VERSION
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 MAGIC = b"DGRD"
 KIND_HELLO = 1
 KIND_JOIN = 5
@@ -24,11 +24,14 @@ def wire_str(s):
     return struct.pack("<H", len(b)) + b
 
 
-def wire_hello(node_id, cluster_addr, client_addr, site_id=1, version=PROTOCOL_VERSION):
+def wire_hello(node_id, cluster_addr, client_addr, site_id=1, version=PROTOCOL_VERSION,
+               tls_client_addr=""):
     """Hello::encode: magic, protocol version (u16), site id (u16), node
-    id, cluster address, client address (strings), in a KIND_HELLO frame."""
+    id, cluster address, client address, TLS client address ("" for none)
+    (strings), in a KIND_HELLO frame."""
     payload = MAGIC + struct.pack("<HH", version, site_id)
     payload += wire_str(node_id) + wire_str(cluster_addr) + wire_str(client_addr)
+    payload += wire_str(tls_client_addr)
     return wire_frame(KIND_HELLO, payload)
 
 

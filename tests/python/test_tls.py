@@ -248,3 +248,59 @@ def test_config_set_tls_files_swaps_the_certificate_and_refuses_a_bad_one(tmp_pa
             plain.config_set("tls-auth-clients", "sometimes")
     finally:
         s.stop()
+
+
+@pytest.mark.deltagrid_only
+def test_a_cluster_client_over_tls_is_sent_to_tls_ports(tmp_path, certs):
+    """A 3-node site, each node with a TLS port: redis-py's RedisCluster
+    over TLS learns the TLS ports from CLUSTER SLOTS and MOVED, writes and
+    reads keys of every node; plain clients still get the plain ports."""
+    from redis.cluster import RedisCluster
+    from test_cluster import cluster_info, site_config
+    n = 3
+    ports = [free_port() for _ in range(n)]
+    cluster_ports = [free_port() for _ in range(n)]
+    tls_ports = [free_port() for _ in range(n)]
+    nodes = []
+    try:
+        for i in range(n):
+            d = tmp_path / f"n{i + 1}"
+            d.mkdir()
+            args = ["--tls-listen", f"127.0.0.1:{tls_ports[i]}",
+                    "--tls-cert-file", str(certs / "server.crt"), "--tls-key-file", str(certs / "server.key"),
+                    "--tls-ca-cert-file", str(certs / "ca.crt")]
+            nodes.append(Server(d, extra_args=args, config=site_config(i, ports, cluster_ports),
+                                port=ports[i]))
+        for s in nodes:
+            wait_until(lambda s=s: b"cluster_state:ok" in cluster_info(s), timeout=20,
+                       message="site did not form")
+        rc = RedisCluster(host="127.0.0.1", port=tls_ports[0], ssl=True,
+                          ssl_ca_certs=str(certs / "ca.crt"), ssl_certfile=str(certs / "client.crt"),
+                          ssl_keyfile=str(certs / "client.key"), decode_responses=True)
+        written = {f"tls:{i}": f"v{i}" for i in range(300)}
+        for k, v in written.items():
+            assert rc.set(k, v)
+        assert {k: rc.get(k) for k in written} == written
+        served = {n.port for n in rc.get_nodes()}
+        assert served <= set(tls_ports) and len(served) == 3, served
+        rc.close()
+        # Over TLS, CLUSTER SLOTS and a MOVED name TLS ports; in plain text, plain ones.
+        r = tls_client(type("S", (), {"tls_port": tls_ports[0]}), certs)
+        tls_slot_ports = {e[2][1] for e in r.execute_command("CLUSTER", "SLOTS")}
+        assert tls_slot_ports == set(tls_ports)
+        plain = redis.Redis(port=ports[0])
+        plain_slot_ports = {e[2][1] for e in plain.execute_command("CLUSTER", "SLOTS")}
+        assert plain_slot_ports == set(ports)
+        moved = None
+        for k in written:
+            try:
+                r.get(k)
+            except redis.exceptions.ResponseError as e:
+                moved = e
+                break
+        # redis-py's MovedError: "slot host:port".
+        assert type(moved).__name__ == "MovedError", moved
+        assert int(str(moved).rsplit(":", 1)[1]) in tls_ports, moved
+    finally:
+        for s in nodes:
+            s.stop()

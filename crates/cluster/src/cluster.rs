@@ -46,6 +46,20 @@ pub struct ClusterSettings {
     /// both ends proving they know it ([`crate::auth`]). None: anyone who
     /// reaches `cluster_listen` may speak the protocol.
     pub secret: Option<String>,
+    /// This node's TLS client port (`node.tls_listen`), told to its peers so
+    /// that MOVED and CLUSTER SLOTS name it to clients over TLS.
+    pub tls_client_addr: Option<SocketAddr>,
+}
+
+impl Member {
+    /// The address to give a client: its TLS port's to a client over TLS
+    /// when it has one.
+    pub fn client_addr_for(&self, tls: bool) -> &str {
+        match &self.tls_client_addr {
+            Some(a) if tls => a,
+            _ => &self.client_addr,
+        }
+    }
 }
 
 /// Member slots (node ids 1..=MAX_MEMBERS are indexes 0..MAX_MEMBERS).
@@ -56,6 +70,8 @@ pub struct Member {
     pub node_id: String,
     pub cluster_addr: SocketAddr,
     pub client_addr: String,
+    /// Its TLS client port, if it has one.
+    pub tls_client_addr: Option<String>,
     /// The 40-hex-digit id Redis Cluster clients expect.
     pub cluster_id: String,
     pub connected: bool,
@@ -201,6 +217,7 @@ impl Cluster {
             node_id: node_id.to_string(),
             cluster_addr: settings.cluster_listen,
             client_addr: client_addr.to_string(),
+            tls_client_addr: settings.tls_client_addr.map(|a| a.to_string()),
             cluster_id: cluster_id(node_id),
             connected: true,
         };
@@ -265,6 +282,16 @@ impl Cluster {
 
     pub fn members(&self) -> Vec<Option<Member>> {
         self.members.read().clone()
+    }
+
+    /// [`Self::members`], each named to clients by
+    /// [`Member::client_addr_for`]`(tls)` (CLUSTER SLOTS, NODES, SHARDS).
+    pub fn members_for(&self, tls: bool) -> Vec<Option<Member>> {
+        let mut members = self.members();
+        for m in members.iter_mut().flatten() {
+            m.client_addr = m.client_addr_for(tls).to_string();
+        }
+        members
     }
 
     pub fn table(&self) -> Option<Arc<PartitionTable>> {
@@ -708,6 +735,7 @@ mod tests {
             .map(|i| SocketAddr::from(([127, 0, 0, 1], i)))
             .collect();
         let settings = ClusterSettings {
+            tls_client_addr: None,
             cluster_listen: seeds[1],
             seeds: seeds.clone(),
             replicas: 1,

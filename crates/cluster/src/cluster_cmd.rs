@@ -23,10 +23,13 @@ pub fn disabled() -> CmdError {
     CmdError::other("ERR This instance has cluster support disabled")
 }
 
+/// `tls`: the client is connected over TLS, so members are named by their
+/// TLS client ports where they have one (Redis with `tls-cluster yes`).
 pub fn cluster(
     c: Option<&Cluster>,
     ks: &Keyspace,
     a: &[&[u8]],
+    tls: bool,
     out: &mut ReplyWriter,
 ) -> Result<(), CmdError> {
     let sub = String::from_utf8_lossy(a[1]).to_ascii_lowercase();
@@ -55,15 +58,15 @@ pub fn cluster(
         }
         "slots" => {
             arity(a.len() == 2)?;
-            slots(c, out);
+            slots(c, tls, out);
         }
         "shards" => {
             arity(a.len() == 2)?;
-            shards(c, out);
+            shards(c, tls, out);
         }
         "nodes" => {
             arity(a.len() == 2)?;
-            out.verbatim("txt", nodes(c).as_bytes());
+            out.verbatim("txt", nodes(c, tls).as_bytes());
         }
         "countkeysinslot" => {
             arity(a.len() == 3)?;
@@ -150,8 +153,8 @@ fn node_entry(m: &Member, out: &mut ReplyWriter) {
     out.map(0);
 }
 
-fn slots(c: &Cluster, out: &mut ReplyWriter) {
-    let (Some(table), members) = (c.table(), c.members()) else {
+fn slots(c: &Cluster, tls: bool, out: &mut ReplyWriter) {
+    let (Some(table), members) = (c.table(), c.members_for(tls)) else {
         out.array(0);
         return;
     };
@@ -236,8 +239,8 @@ fn dead_members(c: &Cluster, n: usize) -> Vec<bool> {
 /// ranges they hold together. A member leads some partitions and replicates
 /// others, so it appears in several shards, as `master` where it leads and
 /// `replica` where it copies.
-fn shards(c: &Cluster, out: &mut ReplyWriter) {
-    let (Some(table), members) = (c.table(), c.members()) else {
+fn shards(c: &Cluster, tls: bool, out: &mut ReplyWriter) {
+    let (Some(table), members) = (c.table(), c.members_for(tls)) else {
         out.array(0);
         return;
     };
@@ -312,11 +315,11 @@ fn shard_node(m: &Member, primary: bool, failed: bool, out: &mut ReplyWriter) {
 /// member whose partitions it copies most. A member the metadata declared
 /// dead has the `fail` flag. Which member copies which slot range is in
 /// CLUSTER SLOTS and CLUSTER SHARDS.
-fn nodes(c: &Cluster) -> String {
+fn nodes(c: &Cluster, tls: bool) -> String {
     let table = c.table();
     let ranges = table.as_ref().map(|t| t.ranges()).unwrap_or_default();
     let epoch = table.as_ref().map_or(0, |t| t.epoch);
-    let members = c.members();
+    let members = c.members_for(tls);
     let dead = dead_members(c, members.len());
     let mut text = String::new();
     for (i, m) in members.iter().enumerate() {

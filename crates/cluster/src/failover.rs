@@ -157,6 +157,7 @@ async fn form(c: &Arc<Cluster>, md: &Metadata) {
                 name: m.node_id,
                 cluster_addr: m.cluster_addr,
                 client_addr: m.client_addr,
+                tls_client_addr: m.tls_client_addr,
             })
         })
         .collect();
@@ -221,6 +222,7 @@ async fn detect_failures(c: Arc<Cluster>) {
                     name: m.name.clone(),
                     cluster_addr: m.cluster_addr,
                     client_addr: m.client_addr.clone(),
+                    tls_client_addr: m.tls_client_addr.clone(),
                 };
                 // First the incarnation: if the member came back and this
                 // were lost, nothing would bring it back.

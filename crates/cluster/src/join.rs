@@ -39,6 +39,7 @@ pub async fn join(
     node_id: &str,
     cluster_addr: SocketAddr,
     client_addr: &str,
+    tls_client_addr: Option<SocketAddr>,
     secret: Option<&str>,
 ) -> Result<Joined, String> {
     let hello = Hello {
@@ -47,6 +48,7 @@ pub async fn join(
         node_id: node_id.to_string(),
         cluster_addr: cluster_addr.to_string(),
         client_addr: client_addr.to_string(),
+        tls_client_addr: tls_client_addr.map(|a| a.to_string()),
     };
     let deadline = tokio::time::Instant::now() + GIVE_UP_AFTER;
     let mut last = String::from("no seed answered");
@@ -140,6 +142,7 @@ async fn admit(c: &Arc<Cluster>, hello: &Hello) -> Result<JoinAnswer, String> {
         name: hello.node_id.clone(),
         cluster_addr,
         client_addr: hello.client_addr.clone(),
+        tls_client_addr: hello.tls_client_addr.clone(),
     };
     let id = md.propose(cmd).await.map_err(|e| match e {
         MetadataError::Refused(r) => r.to_string(),

@@ -99,6 +99,7 @@ fn my_hello(c: &Cluster) -> BytesMut {
         node_id: c.me.node_id.clone(),
         cluster_addr: c.me.cluster_addr.to_string(),
         client_addr: c.me.client_addr.clone(),
+        tls_client_addr: c.me.tls_client_addr.clone(),
     }
     .encode(&mut out);
     out
@@ -141,6 +142,7 @@ fn accept_member(c: &Cluster, h: &Hello) -> Result<Member, HandshakeError> {
         node_id: h.node_id.clone(),
         cluster_addr,
         client_addr: h.client_addr.clone(),
+        tls_client_addr: h.tls_client_addr.clone(),
         cluster_id: cluster_id(&h.node_id),
         connected: true,
     };

@@ -16,7 +16,7 @@ pub use framing::encode_frame;
 /// 4: pings carry a lease token and are answered ([`KIND_PONG`]); batches
 /// carry the sender's table epoch.
 /// 5: a snapshot's begin carries the copy's settled point (tombstones).
-pub const PROTOCOL_VERSION: u16 = 6;
+pub const PROTOCOL_VERSION: u16 = 7;
 pub const MAX_FRAME: usize = 64 << 20;
 
 /// The data link: magic `DGRD`, its version and limits.
@@ -109,6 +109,8 @@ pub struct Hello {
     pub cluster_addr: String,
     /// Address Redis clients use (what MOVED points to).
     pub client_addr: String,
+    /// Address of its TLS client port, if any (sent as "" when none).
+    pub tls_client_addr: Option<String>,
 }
 
 impl Hello {
@@ -119,6 +121,10 @@ impl Hello {
         put_str(out, self.node_id.as_bytes());
         put_str(out, self.cluster_addr.as_bytes());
         put_str(out, self.client_addr.as_bytes());
+        put_str(
+            out,
+            self.tls_client_addr.as_deref().unwrap_or("").as_bytes(),
+        );
         frame.finish(out, 0);
     }
 
@@ -132,6 +138,7 @@ impl Hello {
             node_id: p.string("hello")?,
             cluster_addr: p.string("hello")?,
             client_addr: p.string("hello")?,
+            tls_client_addr: Some(p.string("hello")?).filter(|a| !a.is_empty()),
         })
     }
 }
@@ -189,6 +196,7 @@ mod tests {
             node_id: "n1".into(),
             cluster_addr: "127.0.0.1:17001".into(),
             client_addr: "127.0.0.1:7001".into(),
+            tls_client_addr: Some("127.0.0.1:7443".into()),
         }
     }
 
@@ -244,13 +252,14 @@ mod tests {
     /// The bytes on the wire, written out by hand from the protocol as it
     /// was before the framing moved to `framing`: they must not change
     /// (protocol version 4; 5 changed only the version; 6 the version, a
-    /// replication entry and a frame kind).
+    /// replication entry and a frame kind; 7 added the hello's TLS client
+    /// address).
     #[test]
     fn the_bytes_on_the_wire_are_pinned() {
         let mut out = BytesMut::new();
         hello().encode(&mut out);
-        let want: &[u8] = b"\x2e\x00\x00\x00\x01DGRD\x06\x00\x01\x00\
-            \x02\x00n1\x0f\x00127.0.0.1:17001\x0e\x00127.0.0.1:7001";
+        let want: &[u8] = b"\x3e\x00\x00\x00\x01DGRD\x07\x00\x01\x00\
+            \x02\x00n1\x0f\x00127.0.0.1:17001\x0e\x00127.0.0.1:7001\x0e\x00127.0.0.1:7443";
         assert_eq!(&out[..], want);
 
         let mut out = BytesMut::new();

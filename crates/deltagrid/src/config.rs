@@ -281,6 +281,8 @@ impl ConfigFile {
                     cluster_listen,
                     seeds,
                     joined: None,
+                    // Set from node.tls_listen once flags are applied.
+                    tls_client_addr: None,
                     replicas: site.backups.unwrap_or(1),
                     replication: match site.replication.unwrap_or(ReplicationMode::Sync) {
                         ReplicationMode::Sync => cluster::Replication::Sync,

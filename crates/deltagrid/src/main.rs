@@ -267,6 +267,10 @@ impl ServerArgs {
                     .or(file.map(|t| t.auth_clients.name().to_string())),
             )?;
         }
+        // Told to the site's other members (MOVED, CLUSTER SLOTS over TLS).
+        if let Some(c) = s.cluster.as_mut() {
+            c.tls_client_addr = s.tls.as_ref().map(|t| t.listen);
+        }
         Ok(s)
     }
 }
@@ -374,8 +378,16 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
             let client_addr = settings.listen.to_string();
             let secret = c.secret.as_deref();
             let joined =
-                cluster::join::join(&c.seeds, settings.site_id, &settings.node_id, c.cluster_listen, &client_addr, secret)
-                    .await
+                cluster::join::join(
+                    &c.seeds,
+                    settings.site_id,
+                    &settings.node_id,
+                    c.cluster_listen,
+                    &client_addr,
+                    c.tls_client_addr,
+                    secret,
+                )
+                .await
                     .map_err(anyhow::Error::msg)?;
             c.joined = Some(joined);
         }

@@ -61,6 +61,8 @@ pub struct ClientShared {
     pub id: u64,
     pub addr: SocketAddr,
     pub laddr: SocketAddr,
+    /// Connected over TLS (the `tls_listen` port).
+    pub tls: bool,
     pub created: Instant,
     pub name: Mutex<Option<Bytes>>,
     pub lib: Mutex<(String, String)>,

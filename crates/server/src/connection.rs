@@ -32,6 +32,7 @@ pub trait ClientStream: AsyncWrite + Unpin + Send + 'static {
     fn readable(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send;
     fn try_read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize>;
     fn socket(&self) -> &TcpStream;
+    const TLS: bool;
 }
 
 impl ClientStream for TcpStream {
@@ -44,6 +45,7 @@ impl ClientStream for TcpStream {
     fn socket(&self) -> &TcpStream {
         self
     }
+    const TLS: bool = false;
 }
 
 impl ClientStream for crate::tls::TlsClient {
@@ -56,6 +58,7 @@ impl ClientStream for crate::tls::TlsClient {
     fn socket(&self) -> &TcpStream {
         crate::tls::TlsClient::socket(self)
     }
+    const TLS: bool = true;
 }
 
 pub async fn serve<S: ClientStream>(node: Arc<Node>, mut stream: S, addr: SocketAddr) {
@@ -79,6 +82,7 @@ pub async fn serve<S: ClientStream>(node: Arc<Node>, mut stream: S, addr: Socket
         id: node.clients.next_id(),
         addr,
         laddr,
+        tls: S::TLS,
         created: std::time::Instant::now(),
         name: Mutex::new(None),
         lib: Mutex::new((String::new(), String::new())),

@@ -136,7 +136,7 @@ fn run_script(
     // while it takes the engine.
     let _exclusive = (!s.in_exec).then(|| node.exec_gate.exclusive());
     if let Some(cluster) = &node.cluster {
-        cluster.check(spec, a, s.readonly)?;
+        cluster.check(spec, a, s.readonly, s.shared.tls)?;
     }
     let mut engine = if fcall {
         node.scripts.functions.lock()
@@ -265,7 +265,7 @@ impl ScriptHost<'_> {
             }
         }
         if let Some(cluster) = &node.cluster {
-            if let Err(e) = cluster.check(spec, args, self.s.readonly) {
+            if let Err(e) = cluster.check(spec, args, self.s.readonly, self.s.shared.tls) {
                 let e = e.to_string();
                 return Err(if e.starts_with("CLUSTERDOWN") {
                     "ERR Script attempted to execute a command while the cluster is down".into()

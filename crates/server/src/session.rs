@@ -442,7 +442,7 @@ impl Session {
             ));
         }
         if let Some(cluster) = &self.node.cluster {
-            cluster.check(spec, args, self.readonly)?;
+            cluster.check(spec, args, self.readonly, self.shared.tls)?;
         }
         // As Redis, eviction runs before any command (its invalidations
         // then reach a tracking client before the reply); only a write that
@@ -588,9 +588,13 @@ impl Session {
             "wanapply" => internal_cmd::wanapply(self, a, out),
             "wansettled" => internal_cmd::wansettled(self, a, out),
             "backupjob" => internal_cmd::backupjob(self, a, out),
-            "cluster" => {
-                cluster::cluster_cmd::cluster(self.node.cluster.as_deref(), &self.node.ks, a, out)
-            }
+            "cluster" => cluster::cluster_cmd::cluster(
+                self.node.cluster.as_deref(),
+                &self.node.ks,
+                a,
+                self.shared.tls,
+                out,
+            ),
             "asking" | "readonly" | "readwrite" => {
                 if self.node.cluster.is_none() {
                     return Err(cluster::cluster_cmd::disabled());

@@ -116,7 +116,7 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
     // handed to another node): check again under the gate.
     if let Some(cluster) = &node.cluster {
         for (spec, args) in &queued {
-            cluster.check(spec, &borrowed(args), s.readonly)?;
+            cluster.check(spec, &borrowed(args), s.readonly, s.shared.tls)?;
         }
     }
     let changed = watched.iter().any(|(key, version)| {

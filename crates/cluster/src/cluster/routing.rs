@@ -11,12 +11,14 @@ use super::Cluster;
 impl Cluster {
     /// Redis Cluster routing for one command: every key in one slot, and
     /// that slot's partition served here (or a replica here and the
-    /// connection said READONLY, for a read).
+    /// connection said READONLY, for a read). A MOVED names the TLS port
+    /// of the member to a connection over TLS (`tls_conn`).
     pub fn check(
         &self,
         spec: &CommandSpec,
         args: &[&[u8]],
         readonly_conn: bool,
+        tls_conn: bool,
     ) -> Result<(), CmdError> {
         let mut positions = spec.key_positions(args);
         let Some(first) = positions.next() else {
@@ -64,7 +66,10 @@ impl Cluster {
         }
         let owners = table.owners(p);
         if let Some(m) = &self.members.read()[owners.primary] {
-            return Err(CmdError::other(format!("MOVED {slot} {}", m.client_addr)));
+            return Err(CmdError::other(format!(
+                "MOVED {slot} {}",
+                m.client_addr_for(tls_conn)
+            )));
         }
         // Not connected to it (yet): the metadata knows where it serves.
         let meta = self.metadata.get().map(|md| md.current());
@@ -72,7 +77,13 @@ impl Cluster {
             .as_ref()
             .and_then(|md| md.members.get(&(owners.primary as u64 + 1)))
         {
-            Some(m) => Err(CmdError::other(format!("MOVED {slot} {}", m.client_addr))),
+            Some(m) => Err(CmdError::other(format!(
+                "MOVED {slot} {}",
+                match &m.tls_client_addr {
+                    Some(a) if tls_conn => a,
+                    _ => &m.client_addr,
+                }
+            ))),
             None => Err(CmdError::other("CLUSTERDOWN Hash slot not served")),
         }
     }

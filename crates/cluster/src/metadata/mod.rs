@@ -152,6 +152,7 @@ pub struct Seed {
     pub name: String,
     pub cluster_addr: SocketAddr,
     pub client_addr: String,
+    pub tls_client_addr: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -303,6 +304,7 @@ impl Metadata {
                         name: s.name.clone(),
                         cluster_addr: s.cluster_addr,
                         client_addr: s.client_addr.clone(),
+                        tls_client_addr: s.tls_client_addr.clone(),
                         state: MemberState::Active,
                     };
                     (s.id, m)

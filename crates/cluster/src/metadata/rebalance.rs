@@ -517,6 +517,7 @@ mod tests {
             name: format!("n{n}"),
             cluster_addr: format!("127.0.0.1:{}", 17000 + n).parse().unwrap(),
             client_addr: String::new(),
+            tls_client_addr: None,
             state: MemberState::Active,
         };
         assert_eq!(failover_command(&meta, false), None);

@@ -236,6 +236,7 @@ mod tests {
             node_id: "n1".into(),
             cluster_addr: "127.0.0.1:1".into(),
             client_addr: "127.0.0.1:2".into(),
+            tls_client_addr: None,
         }
         .encode(&mut data);
         assert_eq!(PROTOCOL.check_preamble(&data), Err(PROTOCOL.bad_magic()));

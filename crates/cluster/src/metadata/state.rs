@@ -45,6 +45,10 @@ pub struct Member {
     pub cluster_addr: SocketAddr,
     /// Address Redis clients use (what MOVED points to).
     pub client_addr: String,
+    /// Address of its TLS client port, if it has one (what MOVED and
+    /// CLUSTER SLOTS name to clients connected over TLS).
+    #[serde(default)]
+    pub tls_client_addr: Option<String>,
     pub state: MemberState,
 }
 
@@ -149,6 +153,7 @@ pub enum Command {
         name: String,
         cluster_addr: SocketAddr,
         client_addr: String,
+        tls_client_addr: Option<String>,
     },
     /// A node that is not a seed asks to join: it gets the id of the
     /// member with its cluster address if there is one (a restart), else
@@ -158,6 +163,7 @@ pub enum Command {
         name: String,
         cluster_addr: SocketAddr,
         client_addr: String,
+        tls_client_addr: Option<String>,
     },
     MarkLeaving {
         id: NodeId,
@@ -306,11 +312,13 @@ impl SiteMetadata {
                 name,
                 cluster_addr,
                 client_addr,
+                tls_client_addr,
             } => {
                 let member = Member {
                     name: name.clone(),
                     cluster_addr: *cluster_addr,
                     client_addr: client_addr.clone(),
+                    tls_client_addr: tls_client_addr.clone(),
                     state: MemberState::Active,
                 };
                 self.members.insert(*id, member);
@@ -320,6 +328,7 @@ impl SiteMetadata {
                 name,
                 cluster_addr,
                 client_addr,
+                tls_client_addr,
             } => {
                 if self.table.is_none() {
                     return Err(Refused::NotFormed);
@@ -356,6 +365,7 @@ impl SiteMetadata {
                     name: name.clone(),
                     cluster_addr: *cluster_addr,
                     client_addr: client_addr.clone(),
+                    tls_client_addr: tls_client_addr.clone(),
                     state,
                 };
                 self.members.insert(id, m);
@@ -698,6 +708,7 @@ mod tests {
             name: format!("n{n}"),
             cluster_addr: format!("127.0.0.1:{}", 17000 + n).parse().unwrap(),
             client_addr: format!("127.0.0.1:{}", 7000 + n),
+            tls_client_addr: None,
             state: MemberState::Active,
         }
     }
@@ -939,6 +950,7 @@ mod tests {
             name: m.name,
             cluster_addr: m.cluster_addr,
             client_addr: m.client_addr,
+            tls_client_addr: None,
         };
         assert_eq!(s.apply(&cmd), Ok(3));
         assert_eq!(s.active_members(), vec![1, 2, 3]);
@@ -951,6 +963,7 @@ mod tests {
             name: format!("j{port}"),
             cluster_addr: format!("127.0.0.1:{port}").parse().unwrap(),
             client_addr: String::new(),
+            tls_client_addr: None,
         };
         assert_eq!(s.apply(&join(9001)), Err(Refused::NotFormed));
         let mut s = formed();
@@ -978,6 +991,7 @@ mod tests {
             name: name.clone(),
             cluster_addr: SocketAddr::from(([127, 0, 0, 1], port)),
             client_addr: String::new(),
+            tls_client_addr: None,
         };
         let before = s.clone();
         assert_eq!(
@@ -1032,6 +1046,7 @@ mod tests {
                     name: m.name,
                     cluster_addr: m.cluster_addr,
                     client_addr: m.client_addr,
+                    tls_client_addr: None,
                 }
             }),
             node.clone().prop_map(|id| {
@@ -1040,6 +1055,7 @@ mod tests {
                     name: m.name,
                     cluster_addr: m.cluster_addr,
                     client_addr: m.client_addr,
+                    tls_client_addr: None,
                 }
             }),
             (0u16..3, node.clone(), nodes.clone(), nodes, 0u64..6).prop_map(

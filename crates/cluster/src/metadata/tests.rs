@@ -55,6 +55,7 @@ impl Site {
                 name: format!("n{id}"),
                 cluster_addr: format!("127.0.0.1:{}", 17000 + id).parse().unwrap(),
                 client_addr: format!("127.0.0.1:{}", 7000 + id),
+                tls_client_addr: None,
             });
             listeners.push(l);
         }
@@ -382,6 +383,7 @@ async fn a_fourth_node_joins_the_group_counts_in_its_quorum_and_the_dead_leave_i
         name: "n4".into(),
         cluster_addr: "127.0.0.1:17004".parse().unwrap(),
         client_addr: "127.0.0.1:7004".into(),
+        tls_client_addr: None,
     };
     let fourth = Metadata::start(site.config(4), Some(l)).await.unwrap();
     assert!(!fourth.current().is_formed());
@@ -398,6 +400,7 @@ async fn a_fourth_node_joins_the_group_counts_in_its_quorum_and_the_dead_leave_i
         name: seed.name.clone(),
         cluster_addr: seed.cluster_addr,
         client_addr: seed.client_addr.clone(),
+        tls_client_addr: None,
     };
     site.member(2).propose(cmd).await.unwrap();
     site.all_at(1).await;

@@ -241,6 +241,7 @@ mod tests {
                         name: format!("n{n}"),
                         cluster_addr: format!("127.0.0.1:{}", 17000 + n).parse().unwrap(),
                         client_addr: format!("127.0.0.1:{}", 7000 + n),
+                        tls_client_addr: None,
                         state: MemberState::Active,
                     },
                 )
