@@ -190,36 +190,37 @@ impl TlsClient {
     }
 
     /// Decrypts what has arrived into `buf` (0: the peer closed);
-    /// `WouldBlock` when no whole record is in yet.
+    /// `WouldBlock` when no whole record is in yet. One read of the socket
+    /// at most, as on a plain connection: rustls decrypts every whole
+    /// record that read brought, and hands over all of it unless `buf`
+    /// fills (then the next wait returns at once). A socket with more
+    /// bytes still is readable again for the next wait.
     pub fn try_read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
         let mut cx = Context::from_waker(Waker::noop());
-        let mut total = 0;
         self.more = false;
-        loop {
-            if buf.capacity() == buf.len() {
-                self.more = true;
-                return Ok(total);
-            }
-            let start = buf.len();
-            // Zeroed first (no unsafe code): a TLS record's worth at a time.
-            buf.resize(buf.capacity().min(start + 16 * 1024), 0);
-            let mut rb = ReadBuf::new(&mut buf[start..]);
-            let polled = Pin::new(&mut self.stream).poll_read(&mut cx, &mut rb);
-            let n = rb.filled().len();
-            buf.truncate(start + n);
-            match polled {
+        READ_BUF.with(|b| {
+            let mut b = b.borrow_mut();
+            let room = (buf.capacity() - buf.len()).clamp(1, b.len());
+            let mut rb = ReadBuf::new(&mut b[..room]);
+            match Pin::new(&mut self.stream).poll_read(&mut cx, &mut rb) {
                 Poll::Ready(Ok(())) => {
-                    if n == 0 {
-                        return Ok(total);
-                    }
-                    total += n;
+                    let n = rb.filled().len();
+                    buf.extend_from_slice(rb.filled());
+                    self.more = n == room;
+                    Ok(n)
                 }
-                Poll::Ready(Err(e)) => return if total > 0 { Ok(total) } else { Err(e) },
-                Poll::Pending if total > 0 => return Ok(total),
-                Poll::Pending => return Err(io::ErrorKind::WouldBlock.into()),
+                Poll::Ready(Err(e)) => Err(e),
+                Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
             }
-        }
+        })
     }
+}
+
+thread_local! {
+    /// Where TLS reads decrypt to before the bytes join the connection's
+    /// buffer: initialized once per thread, not per read.
+    static READ_BUF: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0; 16 * 1024].into_boxed_slice());
 }
 
 impl AsyncWrite for TlsClient {
