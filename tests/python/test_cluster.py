@@ -50,9 +50,9 @@ backups = {backups}
 
 
 @contextlib.contextmanager
-def started_site(tmp_path, n=3, backups=1, partitions=271):
-    """`n` nodes started from config files; yields them once the site
-    formed, stops them after."""
+def started_site(tmp_path, n=3, backups=1, partitions=271, extra_args=lambda i: ()):
+    """`n` nodes started from config files (and `extra_args(i)` flags for
+    node i); yields them once the site formed, stops them after."""
     cluster_ports = [free_port() for _ in range(n)]
     ports = [free_port() for _ in range(n)]
     nodes = []
@@ -61,7 +61,7 @@ def started_site(tmp_path, n=3, backups=1, partitions=271):
             d = tmp_path / f"n{i + 1}"
             d.mkdir()
             config = site_config(i, ports, cluster_ports, backups=backups, partitions=partitions)
-            node = Server(d, config=config, port=ports[i])
+            node = Server(d, extra_args=extra_args(i), config=config, port=ports[i])
             node.cluster_port = cluster_ports[i]
             node.restart_args = (d, config, ports[i])
             nodes.append(node)

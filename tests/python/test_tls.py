@@ -256,24 +256,16 @@ def test_a_cluster_client_over_tls_is_sent_to_tls_ports(tmp_path, certs):
     over TLS learns the TLS ports from CLUSTER SLOTS and MOVED, writes and
     reads keys of every node; plain clients still get the plain ports."""
     from redis.cluster import RedisCluster
-    from test_cluster import cluster_info, site_config
-    n = 3
-    ports = [free_port() for _ in range(n)]
-    cluster_ports = [free_port() for _ in range(n)]
-    tls_ports = [free_port() for _ in range(n)]
-    nodes = []
-    try:
-        for i in range(n):
-            d = tmp_path / f"n{i + 1}"
-            d.mkdir()
-            args = ["--tls-listen", f"127.0.0.1:{tls_ports[i]}",
-                    "--tls-cert-file", str(certs / "server.crt"), "--tls-key-file", str(certs / "server.key"),
-                    "--tls-ca-cert-file", str(certs / "ca.crt")]
-            nodes.append(Server(d, extra_args=args, config=site_config(i, ports, cluster_ports),
-                                port=ports[i]))
-        for s in nodes:
-            wait_until(lambda s=s: b"cluster_state:ok" in cluster_info(s), timeout=20,
-                       message="site did not form")
+    from test_cluster import started_site
+    tls_ports = [free_port() for _ in range(3)]
+
+    def tls_args(i):
+        return ["--tls-listen", f"127.0.0.1:{tls_ports[i]}",
+                "--tls-cert-file", str(certs / "server.crt"), "--tls-key-file", str(certs / "server.key"),
+                "--tls-ca-cert-file", str(certs / "ca.crt")]
+
+    with started_site(tmp_path, extra_args=tls_args) as nodes:
+        ports = [n.port for n in nodes]
         rc = RedisCluster(host="127.0.0.1", port=tls_ports[0], ssl=True,
                           ssl_ca_certs=str(certs / "ca.crt"), ssl_certfile=str(certs / "client.crt"),
                           ssl_keyfile=str(certs / "client.key"), decode_responses=True)
@@ -301,6 +293,4 @@ def test_a_cluster_client_over_tls_is_sent_to_tls_ports(tmp_path, certs):
         # redis-py's MovedError: "slot host:port".
         assert type(moved).__name__ == "MovedError", moved
         assert int(str(moved).rsplit(":", 1)[1]) in tls_ports, moved
-    finally:
-        for s in nodes:
-            s.stop()
+
