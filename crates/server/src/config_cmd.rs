@@ -523,7 +523,13 @@ static PARAMS: &[Param] = &[
     Param {
         name: "tls-auth-clients",
         alias: None,
-        get: |n| tls_get(n, |t| t.auth_clients.name().to_string()),
+        // Redis's default, also shown while TLS is off.
+        get: |n| {
+            n.tls
+                .as_ref()
+                .map_or("yes", |t| t.settings().auth_clients.name())
+                .to_string()
+        },
         set: Some(|_, v| {
             crate::tls::AuthClients::parse(v)
                 .map(|_| -> Apply { Box::new(|_| {}) })
@@ -536,10 +542,8 @@ fn tls_get(n: &Node, f: impl Fn(&crate::tls::TlsSettings) -> String) -> String {
     n.tls.as_ref().map(|t| f(&t.settings())).unwrap_or_default()
 }
 
-fn tls_path(_: &Node, v: &str) -> Result<Apply, String> {
-    if v.is_empty() {
-        return Err("a file is needed".into());
-    }
+/// A path is read (and checked) by [`set_tls`], with the other tls-* files.
+fn tls_path(_: &Node, _: &str) -> Result<Apply, String> {
     Ok(Box::new(|_| {}))
 }
 
@@ -552,6 +556,14 @@ fn set_tls(node: &Node, changes: &[(&'static str, String)]) -> Result<(), (Strin
         return Ok(());
     }
     let Some(tls) = &node.tls else {
+        // Without TLS, setting a value to what CONFIG GET shows changes
+        // nothing (Redis accepts it too); anything else needs tls_listen.
+        let unchanged = changes
+            .iter()
+            .all(|(name, v)| find(name.as_bytes()).is_some_and(|p| (p.get)(node) == *v));
+        if unchanged {
+            return Ok(());
+        }
         let name = changes[0].0.to_string();
         return Err((
             name,
