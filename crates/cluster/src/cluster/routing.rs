@@ -79,10 +79,7 @@ impl Cluster {
         {
             Some(m) => Err(CmdError::other(format!(
                 "MOVED {slot} {}",
-                match &m.tls_client_addr {
-                    Some(a) if tls_conn => a,
-                    _ => &m.client_addr,
-                }
+                m.client_addr_for(tls_conn)
             ))),
             None => Err(CmdError::other("CLUSTERDOWN Hash slot not served")),
         }

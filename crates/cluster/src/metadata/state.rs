@@ -52,6 +52,17 @@ pub struct Member {
     pub state: MemberState,
 }
 
+impl Member {
+    /// The address to give a client: its TLS port's to a client over TLS
+    /// when it has one.
+    pub fn client_addr_for(&self, tls: bool) -> &str {
+        match &self.tls_client_addr {
+            Some(a) if tls => a,
+            _ => &self.client_addr,
+        }
+    }
+}
+
 /// Who holds one partition.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Assignment {
