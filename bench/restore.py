@@ -39,7 +39,8 @@ class Node:
         self.log = open(work / f"{name}.log", "wb")
         self.proc = subprocess.Popen(
             [binary, "server", "--listen", f"127.0.0.1:{self.port}", "--admin-listen",
-             f"127.0.0.1:{self.admin_port}", "--data-dir", str(work / name)],
+             f"127.0.0.1:{self.admin_port}", "--data-dir", str(work / name),
+             "--backup-allowed-url", f"file://{work}"],
             stdout=self.log, stderr=subprocess.STDOUT)
         self.r = redis.Redis(port=self.port)
         deadline = time.monotonic() + 30

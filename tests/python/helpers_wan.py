@@ -91,6 +91,8 @@ class WanSite:
             lines.append(f'secret = "{self.secret}"')
         if self.tombstone_memory:
             lines.append(f'tombstone_memory = "{self.tombstone_memory}"')
+        # Backups (test_backup, test_encodings_roundtrip) go under the test's directory.
+        lines += ["[backup]", f'allowed_urls = ["file://{self.tmp_path}"]']
         for other, delta, ack in self.targets:
             eps = ", ".join(f'"{e}"' for e in other.endpoints)
             lines += ["[[wan.targets]]", f'name = "{other.name}"', f"endpoints = [{eps}]",

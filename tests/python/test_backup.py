@@ -25,6 +25,17 @@ pytestmark = pytest.mark.deltagrid_only
 PARTITIONS = 271
 
 
+@pytest.fixture
+def make_server(make_server, tmp_path):
+    """conftest's make_server, with backups allowed under the test's
+    directory and at the S3 fixture's prefix (nothing else)."""
+    allow = ["--backup-allowed-url", f"file://{tmp_path}", "--backup-allowed-url", "s3://backups/site1"]
+
+    def start(extra_args=(), config=None):
+        return make_server(extra_args=[*allow, *extra_args], config=config)
+    return start
+
+
 def run(*args, env=None, check=True):
     """Runs `deltagrid *args`; the CompletedProcess (text)."""
     p = subprocess.run([binary(), *args], capture_output=True, text=True, timeout=120,
@@ -169,6 +180,25 @@ def test_a_restore_refuses_a_node_that_holds_keys(make_server, tmp_path):
     _, p = restore(dst, url, tmp_path, check=False)
     assert p.returncode != 0 and "restore needs an empty node" in p.stderr
     assert redis.Redis(port=dst.port).get("mine") == b"x"
+
+
+def test_a_backup_or_restore_outside_allowed_urls_is_refused_and_writes_nothing(make_server, tmp_path):
+    src = make_server()
+    redis.Redis(port=src.port).set("a", "1")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    for url in (f"file://{outside}", f"file://{tmp_path}/../{tmp_path.name}-outside",
+                f"file://{tmp_path}/%2e%2e/{tmp_path.name}-outside"):
+        p = run("backup", "create", "--admin", admin(src), "--to", url, check=False)
+        assert p.returncode != 0 and "is not under [backup] allowed_urls" in p.stderr, p.stderr
+        with RespConn.to(src) as c:
+            reply = c.cmd("BACKUPJOB", "CREATE", url, "b1", "-", "65536", "1048576")
+        assert reply.startswith(b"-ERR") and b"allowed_urls" in reply, reply
+    # (The CLI, run by the operator, may have created the directory itself.)
+    assert not outside.exists() or not any(outside.iterdir()), "nothing written outside allowed_urls"
+    dst = make_server(extra_args=[])
+    # A restore reads only from allowed URLs too.
+    with RespConn.to(dst) as c:
+        assert b"allowed_urls" in c.cmd("BACKUPJOB", "RESTORE", "file:///etc", "b1", "reverse")
 
 
 def corrupt(path):

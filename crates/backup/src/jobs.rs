@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::manifest::{Manifest, PartitionEntry};
 use crate::restore::{LayerStats, Order};
-use crate::{create, restore, Error, Node, Store};
+use crate::{create, restore, AllowedUrls, Error, Node, Store};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Progress {
@@ -37,15 +37,18 @@ pub struct Progress {
 
 pub struct Jobs {
     node: Node,
+    allowed: AllowedUrls,
     current: Arc<Mutex<Progress>>,
     running: AtomicBool,
     restoring: Arc<AtomicBool>,
 }
 
 impl Jobs {
-    pub fn new(node: Node) -> Arc<Jobs> {
+    /// Jobs of `node`, reading and writing only under `allowed`.
+    pub fn new(node: Node, allowed: AllowedUrls) -> Arc<Jobs> {
         Arc::new(Jobs {
             node,
+            allowed,
             current: Arc::default(),
             running: AtomicBool::new(false),
             restoring: Arc::new(AtomicBool::new(false)),
@@ -83,6 +86,7 @@ impl Jobs {
         parent: Option<String>,
         sizes: (usize, usize),
     ) -> Result<(), Error> {
+        self.allowed.check(url)?;
         let store = Store::open(url)?;
         let (job_id, me) = (id.to_string(), self.clone());
         self.start("create", id, async move {
@@ -100,6 +104,7 @@ impl Jobs {
 
     /// Starts restoring backup `id` into this node's (empty) primaries.
     pub fn start_restore(self: &Arc<Self>, url: &str, id: &str, order: Order) -> Result<(), Error> {
+        self.allowed.check(url)?;
         let store = Store::open(url)?;
         let (job_id, me) = (id.to_string(), self.clone());
         self.restoring.store(true, Ordering::Relaxed);

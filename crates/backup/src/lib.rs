@@ -16,8 +16,10 @@
 //! backup holds, the chain), [`index`], [`resolved`] and [`chunk`] (the
 //! stored formats, with [`framing`] and [`key_list`]), [`create`] and
 //! [`restore`] (what a node does), [`verify`] (reads a whole chain back),
-//! [`jobs`] (one running job per node, its progress).
+//! [`jobs`] (one running job per node, its progress), [`allowed`] (the
+//! storage URLs a node may use).
 
+pub mod allowed;
 pub mod chunk;
 pub mod coordinate;
 pub mod create;
@@ -34,6 +36,7 @@ pub mod verify;
 
 use std::sync::Arc;
 
+pub use allowed::AllowedUrls;
 pub use jobs::{Jobs, Progress};
 pub use manifest::Manifest;
 pub use store::Store;

@@ -43,6 +43,9 @@ pub struct BackupSection {
     pub keep_full: Option<usize>,
     /// Bytes of key names per node remembered for incrementals.
     pub tracking_memory: Option<Size>,
+    /// Where `deltagrid backup` may write and read (URLs and everything
+    /// under them); default: only `to`.
+    pub allowed_urls: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -298,6 +301,12 @@ impl ConfigFile {
             if let Some(v) = b.tracking_memory {
                 s.changed_keys_bytes = v.0 as usize;
             }
+            let allowed = match (&b.allowed_urls, &b.to) {
+                (Some(list), _) => list.clone(),
+                (None, to) => to.iter().cloned().collect(),
+            };
+            s.backup_allowed_urls = backup::AllowedUrls::new(&allowed)
+                .map_err(|e| anyhow::anyhow!("backup.allowed_urls: {e}"))?;
             s.backup = backup_schedule(b)?;
         }
         Ok(())

@@ -171,6 +171,10 @@ struct ServerArgs {
     maxmemory_policy: Option<String>,
     #[arg(long)]
     requirepass: Option<String>,
+    /// Where `deltagrid backup` may write and read: a URL and everything
+    /// under it (repeat for more); over `[backup] allowed_urls`
+    #[arg(long = "backup-allowed-url")]
+    backup_allowed_urls: Vec<String>,
     #[arg(long)]
     maxclients: Option<usize>,
     /// Worker threads (default: one per CPU)
@@ -236,6 +240,10 @@ impl ServerArgs {
         }
         if let Some(v) = self.requirepass {
             s.requirepass = Some(v);
+        }
+        if !self.backup_allowed_urls.is_empty() {
+            s.backup_allowed_urls = backup::AllowedUrls::new(&self.backup_allowed_urls)
+                .map_err(|e| anyhow::anyhow!("--backup-allowed-url: {e}"))?;
         }
         if let Some(v) = self.maxclients {
             s.maxclients = v;

@@ -171,12 +171,15 @@ impl Node {
             }
             wan
         });
-        let backups = backup::Jobs::new(backup::Node {
-            ks: ks.clone(),
-            cluster: cluster.clone(),
-            site_id: settings.site_id,
-            site_name: settings.site_name.clone(),
-        });
+        let backups = backup::Jobs::new(
+            backup::Node {
+                ks: ks.clone(),
+                cluster: cluster.clone(),
+                site_id: settings.site_id,
+                site_name: settings.site_name.clone(),
+            },
+            settings.backup_allowed_urls.clone(),
+        );
         // Commands are timed by quanta's TSC clock (session.rs), which
         // calibrates itself at its first use: here, not in a command.
         let _ = quanta::Instant::now();

@@ -50,6 +50,9 @@ pub struct NodeSettings {
     pub changed_keys_bytes: usize,
     /// Scheduled backups to storage, when configured.
     pub backup: Option<backup::schedule::Schedule>,
+    /// Where `BACKUPJOB` may write or read (`[backup] allowed_urls`; by
+    /// default only the schedule's `backup.to`).
+    pub backup_allowed_urls: backup::AllowedUrls,
     /// Local persistence (`node.persistence`, `node.fsync`).
     pub persistence: Persistence,
     /// The TLS client port (`node.tls_listen` and its files).
@@ -123,6 +126,7 @@ impl Default for NodeSettings {
             cluster: None,
             wan: None,
             changed_keys_bytes: 64 << 20,
+            backup_allowed_urls: backup::AllowedUrls::default(),
             backup: None,
             persistence: Persistence::default(),
             tls: None,
