@@ -471,6 +471,12 @@ def varint(n):
     return bytes(out)
 
 
+def now_hlc(ahead_ms=0):
+    """An HLC of this machine's clock `ahead_ms` from now (milliseconds in
+    the high 48 bits)."""
+    return (int(time.time() * 1000) + ahead_ms) << 16
+
+
 def delete_change(key, hlc, site):
     """A keyspace codec Change: key, version (hlc, site), kind Delete."""
     return varint(len(key)) + key + varint(hlc) + varint(site) + b"\x02"

@@ -23,7 +23,7 @@ from redis.cluster import RedisCluster
 from conftest import binary
 from helpers import wait_until
 from helpers_net import RespConn, http_json
-from helpers_wan import (FakeSite, batch, client, delete_change, entry, hello,
+from helpers_wan import (FakeSite, batch, client, delete_change, entry, hello, now_hlc,
                          link_all, metric, partition_of, proof_frame, read_frames, refusal_text, rss_bytes,
                          reset_peak_rss, slot_copies, source_status, target_status, wait_converged, wait_drained, wait_state,
                          sites, wan_control, wan_proof, wan_status, welcome_challenge,  # noqa: F401 (sites: a fixture)
@@ -1163,7 +1163,7 @@ def test_bad_input_on_the_wan_port_is_refused_and_the_link_keeps_working(sites):
     port = newyork.wan_ports[0]
     key = b"forged"
     p = partition_of(key)
-    good_change = delete_change(key, 1 << 60, 1)
+    good_change = delete_change(key, now_hlc(200), 1)
     london_hello = hello(1, "london")
     cases = [
         # (name, bytes sent, text expected in the log, expected in the refusal)
@@ -1284,7 +1284,7 @@ def test_sites_prove_the_shared_secret_before_anything_is_replicated(sites):
          "does not match wan.secret"),
         ("receiver's own proof reflected", lambda mine, theirs: proof_frame(wan_proof("s3cret", "receiver", mine, theirs)),
          "does not match wan.secret"),
-        ("a batch instead", lambda mine, theirs: batch(1, entry(partition_of(key), 1, delete_change(key, 1 << 60, 1))),
+        ("a batch instead", lambda mine, theirs: batch(1, entry(partition_of(key), 1, delete_change(key, now_hlc(200), 1))),
          "a batch instead of a proof"),
     ]
     for name, answer, why in cases:
@@ -1302,13 +1302,40 @@ def test_sites_prove_the_shared_secret_before_anything_is_replicated(sites):
     s, theirs = handshake(mine)
     with s:
         s.sendall(proof_frame(wan_proof("s3cret", "publisher", mine, theirs))
-                  + batch(1, entry(partition_of(key), 1, delete_change(key, 1 << 60, 1))))
+                  + batch(1, entry(partition_of(key), 1, delete_change(key, now_hlc(200), 1))))
         kind, _ = recv_frame(s)
         assert kind == 5  # received
     wait_key(ny, key, None)
     # The real links still work.
     a.set("after", "2")
     wait_key(ny, b"after", b"2")
+
+
+def test_a_change_from_a_site_whose_clock_is_far_ahead_is_refused_not_adopted(sites):
+    """A remote site's clock 8,900 years ahead (the largest HLC) would win
+    last-writer-wins for ever: the receiver refuses it (max_clock_offset,
+    default 500 ms), counts and logs it, and never moves its own clock
+    there; a change within the offset applies."""
+    london, newyork = pair(sites)
+    b = client(newyork.nodes[0])
+    node = newyork.nodes[0]
+    b.set("mine", "kept")
+    key = b"mine"
+    log_before = len(node.log_path.read_bytes())
+    with socket.create_connection(("127.0.0.1", newyork.wan_ports[0]), timeout=5) as s:
+        s.sendall(hello(1, "london") + batch(1, entry(partition_of(key), 1, delete_change(key, (1 << 64) - 2, 1))))
+        wait_until(lambda: metric(node, "deltagrid_clock_ahead_total") >= 1, timeout=10,
+                   message="the far-ahead version counted")
+        wait_until(lambda: "max_clock_offset" in node.log_path.read_bytes()[log_before:].decode(errors="replace"),
+                   timeout=10, message="a log line names max_clock_offset")
+        assert b.get(key) == b"kept"
+    # Within the offset a change applies (a delete 200 ms ahead).
+    with socket.create_connection(("127.0.0.1", newyork.wan_ports[0]), timeout=5) as s:
+        s.sendall(hello(1, "london") + batch(1, entry(partition_of(key), 2, delete_change(key, now_hlc(200), 1))))
+        wait_key(node, key, None)
+    a = client(london.nodes[0])
+    a.set("after", "2")
+    wait_key(node, b"after", b"2")
 
 
 def test_a_client_blocked_at_one_site_is_served_by_a_write_at_the_other(sites):

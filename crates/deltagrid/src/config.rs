@@ -112,6 +112,9 @@ pub struct NodeSection {
     pub tracking_table_max_keys: Option<usize>,
     /// Bytes each Lua state may allocate (EVAL's, the functions').
     pub script_memory: Option<Size>,
+    /// How far ahead of this node's clock a version from a peer or a
+    /// remote site may be ("500ms"; "0ms": no bound).
+    pub max_clock_offset: Option<String>,
     pub enable_debug_command: Option<bool>,
     /// Node-to-node address (metadata and replication) in a multi-node site.
     pub cluster_listen: Option<SocketAddr>,
@@ -235,6 +238,11 @@ impl ConfigFile {
         }
         if let Some(v) = n.idle_poll_us {
             s.idle_poll = idle_poll(v)?;
+        }
+        if let Some(v) = n.max_clock_offset {
+            s.max_clock_offset_ms = duration_ms(&v).with_context(|| {
+                format!("node.max_clock_offset = {v:?}: use e.g. \"500ms\", \"2s\"")
+            })?;
         }
         if let Some(v) = n.proto_max_bulk_len {
             s.proto_max_bulk_len = v.0 as usize;
@@ -418,20 +426,27 @@ pub fn idle_poll(us: u64) -> anyhow::Result<std::time::Duration> {
 
 /// "90s", "15m", "1h", "7d" (a number and one unit).
 fn parse_duration(v: &str) -> anyhow::Result<std::time::Duration> {
+    let ms = duration_ms(v)?;
+    if ms == 0 {
+        bail!("must be more than zero");
+    }
+    Ok(std::time::Duration::from_millis(ms))
+}
+
+/// "500ms", "90s", "15m", "1h", "7d" in milliseconds (0 allowed).
+pub fn duration_ms(v: &str) -> anyhow::Result<u64> {
     let v = v.trim();
     let split = v.find(|c: char| !c.is_ascii_digit()).context("no unit")?;
     let n: u64 = v[..split].parse().context("not a number")?;
-    let secs = match &v[split..] {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
+    let unit: u64 = match &v[split..] {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
         u => bail!("unknown unit {u:?}"),
     };
-    if secs == 0 {
-        bail!("must be more than zero");
-    }
-    Ok(std::time::Duration::from_secs(secs))
+    n.checked_mul(unit).context("too large")
 }
 
 fn wan_settings(w: WanSection, s: &NodeSettings) -> anyhow::Result<wan::WanSettings> {

@@ -175,6 +175,10 @@ struct ServerArgs {
     /// under it (repeat for more); over `[backup] allowed_urls`
     #[arg(long = "backup-allowed-url")]
     backup_allowed_urls: Vec<String>,
+    /// How far ahead of this node's clock a version from a peer or a
+    /// remote site may be ("500ms"; "0ms": no bound)
+    #[arg(long)]
+    max_clock_offset: Option<String>,
     #[arg(long)]
     maxclients: Option<usize>,
     /// Worker threads (default: one per CPU)
@@ -244,6 +248,10 @@ impl ServerArgs {
         if !self.backup_allowed_urls.is_empty() {
             s.backup_allowed_urls = backup::AllowedUrls::new(&self.backup_allowed_urls)
                 .map_err(|e| anyhow::anyhow!("--backup-allowed-url: {e}"))?;
+        }
+        if let Some(v) = &self.max_clock_offset {
+            s.max_clock_offset_ms = config::duration_ms(v)
+                .with_context(|| format!("invalid --max-clock-offset {v:?}"))?;
         }
         if let Some(v) = self.maxclients {
             s.maxclients = v;

@@ -49,6 +49,10 @@ pub enum ApplyError {
     /// backup: only the primary resolves and orders them.
     #[error("not the primary of this partition")]
     NotPrimary,
+    /// A change from another site whose version lies further ahead of
+    /// this node's clock than `max_clock_offset` allows.
+    #[error("version {ahead_ms} ms ahead of this node's clock (max_clock_offset {max_ms} ms)")]
+    ClockAhead { ahead_ms: u64, max_ms: u64 },
 }
 
 pub fn apply_change(part: &mut Partition, change: &Change) -> Result<(), ApplyError> {

@@ -31,9 +31,17 @@ impl Version {
 
 const LOGICAL_BITS: u32 = 16;
 
+/// The default `max_clock_offset`, in milliseconds.
+pub const DEFAULT_MAX_OFFSET_MS: u64 = 500;
+
 pub struct Hlc {
     last: AtomicU64,
     clock: Arc<dyn Clock>,
+    /// `max_clock_offset` in milliseconds (0: no bound).
+    max_offset_ms: AtomicU64,
+    /// Versions seen from elsewhere further ahead than that: refused or
+    /// adopted only up to the bound.
+    ahead: AtomicU64,
 }
 
 impl Hlc {
@@ -41,7 +49,47 @@ impl Hlc {
         Hlc {
             last: AtomicU64::new(0),
             clock,
+            max_offset_ms: AtomicU64::new(DEFAULT_MAX_OFFSET_MS),
+            ahead: AtomicU64::new(0),
         }
+    }
+
+    /// Sets `max_clock_offset` (milliseconds; 0: no bound).
+    pub fn set_max_offset_ms(&self, ms: u64) {
+        self.max_offset_ms.store(ms, Ordering::Relaxed);
+    }
+
+    pub fn max_offset_ms(&self) -> u64 {
+        self.max_offset_ms.load(Ordering::Relaxed)
+    }
+
+    /// Versions seen from peers or remote sites further ahead of this
+    /// node's clock than `max_clock_offset`.
+    pub fn ahead_count(&self) -> u64 {
+        self.ahead.load(Ordering::Relaxed)
+    }
+
+    /// The latest timestamp this node may adopt now: its clock plus the
+    /// bound (None: no bound).
+    fn bound(&self) -> Option<u64> {
+        let max = self.max_offset_ms();
+        let ms = self
+            .clock
+            .now_ms()
+            .saturating_add(max)
+            .min(u64::MAX >> LOGICAL_BITS);
+        (max > 0).then_some(ms << LOGICAL_BITS | 0xffff)
+    }
+
+    /// How many milliseconds `hlc` lies ahead of this node's clock, when
+    /// that is more than `max_clock_offset` (counted); None when within.
+    pub fn too_far_ahead(&self, hlc: u64) -> Option<u64> {
+        let bound = self.bound()?;
+        if hlc <= bound {
+            return None;
+        }
+        self.ahead.fetch_add(1, Ordering::Relaxed);
+        Some((hlc >> LOGICAL_BITS).saturating_sub(self.clock.now_ms()))
     }
 
     /// A new timestamp, greater than every one handed out or observed before.
@@ -60,8 +108,24 @@ impl Hlc {
         }
     }
 
-    /// Move past a timestamp seen from elsewhere (a peer or a remote site).
+    /// Move past a timestamp seen from elsewhere (a peer or a remote site),
+    /// but not past this node's clock plus `max_clock_offset` (a timestamp
+    /// further ahead is counted, and adopted only up to that bound).
     pub fn observe(&self, hlc: u64) {
+        let hlc = match self.bound() {
+            Some(bound) if hlc > bound => {
+                self.ahead.fetch_add(1, Ordering::Relaxed);
+                bound
+            }
+            _ => hlc,
+        };
+        self.last.fetch_max(hlc, Ordering::AcqRel);
+    }
+
+    /// Move past a timestamp of this node's own history (its log read
+    /// back at a restart), however far ahead: what it handed out before
+    /// must stay behind what it hands out next.
+    pub fn observe_own(&self, hlc: u64) {
         self.last.fetch_max(hlc, Ordering::AcqRel);
     }
 
@@ -87,6 +151,30 @@ mod tests {
         assert!(c >> LOGICAL_BITS >= (a >> LOGICAL_BITS) + 10_000);
         hlc.observe(c + 1_000_000);
         assert!(hlc.tick() > c + 1_000_000);
+    }
+
+    #[test]
+    fn a_timestamp_beyond_the_max_offset_is_adopted_only_up_to_it() {
+        let clock = Arc::new(DebugClock::default());
+        let hlc = Hlc::new(clock.clone());
+        let now = clock.now_ms();
+        let within = (now + 400) << LOGICAL_BITS;
+        assert_eq!(hlc.too_far_ahead(within), None);
+        hlc.observe(within);
+        assert!(hlc.tick() > within);
+        assert_eq!(hlc.ahead_count(), 0);
+        // A clock 8,900 years ahead (the largest HLC).
+        let far = u64::MAX - 1;
+        assert!(hlc.too_far_ahead(far).unwrap() > 8_000 * 365 * 86_400_000);
+        hlc.observe(far);
+        assert_eq!(hlc.ahead_count(), 2);
+        let next = hlc.tick() >> LOGICAL_BITS;
+        assert!(next <= clock.now_ms() + DEFAULT_MAX_OFFSET_MS + 1, "{next}");
+        // Its own history is adopted whatever it is; 0 lifts the bound.
+        hlc.observe_own(far - 10);
+        assert!(hlc.tick() > far - 10);
+        hlc.set_max_offset_ms(0);
+        assert_eq!(hlc.too_far_ahead(far), None);
     }
 
     #[test]

@@ -381,6 +381,8 @@ impl Metrics {
         }
         self.counter("deltagrid_delta_bytes_saved_total", vec![])
             .absolute(s.delta_bytes_saved);
+        self.counter("deltagrid_clock_ahead_total", vec![])
+            .absolute(s.clock_ahead);
         if let Some(site) = &s.site {
             self.gauge("deltagrid_partition_table_epoch")
                 .set(site.epoch as f64);
@@ -473,6 +475,9 @@ pub struct Snapshot {
     pub changes: [u64; keyspace::stats::KINDS],
     pub change_bytes: [u64; keyspace::stats::KINDS],
     pub delta_bytes_saved: u64,
+    /// Versions from peers or remote sites further ahead of this node's
+    /// clock than `max_clock_offset`.
+    pub clock_ahead: u64,
     pub site: Option<cluster::SiteStatus>,
     pub wan: Option<wan::WanStatus>,
     /// Local persistence's figures, when it is on.

@@ -116,6 +116,7 @@ impl Node {
             },
             clock.clone(),
         ));
+        ks.hlc().set_max_offset_ms(settings.max_clock_offset_ms);
         let store = match settings.persistence {
             p if p.is_on() => {
                 let mut cfg = persist::StoreConfig::new(&settings.data_dir, p.fsync);
@@ -291,6 +292,7 @@ impl Node {
             changes: std::array::from_fn(|k| stats.count(k)),
             change_bytes: std::array::from_fn(|k| stats.bytes(k)),
             delta_bytes_saved: stats.delta_bytes_saved(),
+            clock_ahead: self.ks.hlc().ahead_count(),
             site: self.cluster.as_ref().map(|c| c.status()),
             wan: self.wan.as_ref().map(|w| w.status()),
             persist: self.store.as_ref().map(|(st, _)| {

@@ -50,6 +50,9 @@ pub struct NodeSettings {
     pub changed_keys_bytes: usize,
     /// Scheduled backups to storage, when configured.
     pub backup: Option<backup::schedule::Schedule>,
+    /// How far ahead of this node's clock a version from a peer or a
+    /// remote site may be, in milliseconds (0: no bound).
+    pub max_clock_offset_ms: u64,
     /// Where `BACKUPJOB` may write or read (`[backup] allowed_urls`; by
     /// default only the schedule's `backup.to`).
     pub backup_allowed_urls: backup::AllowedUrls,
@@ -127,6 +130,7 @@ impl Default for NodeSettings {
             wan: None,
             changed_keys_bytes: 64 << 20,
             backup_allowed_urls: backup::AllowedUrls::default(),
+            max_clock_offset_ms: keyspace::version::DEFAULT_MAX_OFFSET_MS,
             backup: None,
             persistence: Persistence::default(),
             tls: None,

@@ -35,6 +35,10 @@ pub enum Outcome {
     NeedFull = 3,
     /// This node is not the key's primary (any more): route again.
     Moved = 4,
+    /// The change's version lies further ahead of the primary's clock than
+    /// `max_clock_offset`: refused, and sent again until that clock has
+    /// caught up (the link waits; the remote site's clock needs fixing).
+    ClockAhead = 5,
 }
 
 impl Outcome {
@@ -45,6 +49,7 @@ impl Outcome {
             2 => Outcome::ConflictLost,
             3 => Outcome::NeedFull,
             4 => Outcome::Moved,
+            5 => Outcome::ClockAhead,
             _ => return None,
         })
     }
@@ -104,6 +109,7 @@ pub fn apply_changes(
             // publisher no longer led their partition by the time the
             // answer came (found by test_wan_chaos.py).
             Err(keyspace::ApplyError::NotPrimary) => Outcome::Moved,
+            Err(keyspace::ApplyError::ClockAhead { .. }) => Outcome::ClockAhead,
             // Whatever else did not apply (a type clash, an overflow
             // against a base we hold differently) is settled by the full
             // value, sent to the primary.
@@ -165,16 +171,24 @@ impl LocalRouter {
     }
 
     /// Applies `changes` (from site `source`) at this site's primaries,
-    /// retrying until every one has an outcome other than Moved. Changes of
+    /// retrying until every one has an outcome other than Moved or
+    /// ClockAhead, or until `gone()` (the link closed): then some may be
+    /// left Moved or ClockAhead, unapplied. Changes of
     /// one key keep their order: they share a partition, hence a group.
-    pub async fn apply(&mut self, source: u16, changes: &[Change]) -> Vec<Outcome> {
+    pub async fn apply(
+        &mut self,
+        source: u16,
+        changes: &[Change],
+        gone: impl Fn() -> bool,
+    ) -> Vec<Outcome> {
         let mut outcomes = vec![Outcome::Moved; changes.len()];
         let mut attempt = 0u32;
+        let again = |o: &Outcome| matches!(o, Outcome::Moved | Outcome::ClockAhead);
         loop {
             let mut groups: HashMap<String, Vec<usize>> = HashMap::new();
             let mut unrouted = false;
             for (i, c) in changes.iter().enumerate() {
-                if outcomes[i] != Outcome::Moved {
+                if !again(&outcomes[i]) {
                     continue;
                 }
                 match self.primary_addr(self.ks.partition_of(&c.key)) {
@@ -219,7 +233,23 @@ impl LocalRouter {
                     }
                 }
             }
-            if outcomes.contains(&Outcome::Moved) {
+            if let Some(at) = outcomes.iter().position(|o| *o == Outcome::ClockAhead) {
+                if attempt.is_multiple_of(50) {
+                    tracing::warn!(
+                        source,
+                        version_ms = changes[at].version.millis(),
+                        "changes from site {source} carry versions further ahead of this site's \
+                         clock than max_clock_offset: refused and retried until this clock has \
+                         caught up (check that site's clock; counted in deltagrid_clock_ahead_total)"
+                    );
+                }
+            }
+            if outcomes.iter().any(again) {
+                if gone() {
+                    // Nobody is left to acknowledge them to: the publisher
+                    // sends them again (they were not acknowledged).
+                    return outcomes;
+                }
                 attempt += 1;
                 tokio::time::sleep(RETRY).await;
             }

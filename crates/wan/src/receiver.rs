@@ -329,7 +329,15 @@ async fn apply_loop(
         add(&stats.duplicates, (total - fresh.len()) as u64);
         let changes: Vec<keyspace::Change> = fresh.iter().map(|e| e.change.clone()).collect();
         wan.check_data_incarnation();
-        let outcomes = router.apply(source, &changes).await;
+        let outcomes = router.apply(source, &changes, || batches.is_closed()).await;
+        if outcomes
+            .iter()
+            .any(|o| matches!(o, Outcome::Moved | Outcome::ClockAhead))
+        {
+            // The link closed while some waited: not acknowledged, so the
+            // publisher sends them again.
+            break;
+        }
         let mut need = Vec::new();
         for (e, o) in fresh.iter().zip(&outcomes) {
             match o {
@@ -340,7 +348,7 @@ async fn apply_loop(
                     add(&stats.need_full, 1);
                     need.push((e.partition, e.change.key.clone()));
                 }
-                Outcome::Moved => {}
+                Outcome::Moved | Outcome::ClockAhead => {}
             }
         }
         wan.watermarks.lock().raise(

@@ -113,7 +113,8 @@ impl From<ApplyError> for WriteError {
             ApplyError::WrongType
             | ApplyError::BaseMismatch { .. }
             | ApplyError::ListEdit
-            | ApplyError::NotPrimary => WriteError::WrongType,
+            | ApplyError::NotPrimary
+            | ApplyError::ClockAhead { .. } => WriteError::WrongType,
         }
     }
 }

@@ -90,7 +90,7 @@ impl Keyspace {
         if self.partition_of(&change.key) != p {
             return Err(RecoveryError::WrongPartition(p));
         }
-        self.hlc.observe(change.version.hlc);
+        self.hlc.observe_own(change.version.hlc);
         let mut part = self.parts[p].lock();
         apply_owned_at(&mut part, None, change)?;
         Ok(())
@@ -120,7 +120,7 @@ impl Keyspace {
                 got: seq,
             });
         }
-        self.hlc.observe(change.version.hlc);
+        self.hlc.observe_own(change.version.hlc);
         part.log.append(&change);
         part.recovered_tail = Some(Box::new((seq + 1, change.version)));
         apply_owned_at(&mut part, None, change)?;

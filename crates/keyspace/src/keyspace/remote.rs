@@ -84,8 +84,18 @@ impl Keyspace {
     /// `origin` is the client the observer is told about.
     ///
     /// On a partition held as a backup it refuses with
-    /// [`ApplyError::NotPrimary`]. An error leaves the change unapplied.
+    /// [`ApplyError::NotPrimary`]; a change whose version lies further
+    /// ahead of this node's clock than `max_clock_offset` with
+    /// [`ApplyError::ClockAhead`] (counted; the sender retries, and it
+    /// applies once this clock has caught up). An error leaves the change
+    /// unapplied.
     pub fn apply_remote(&self, change: Change, origin: u64) -> Result<RemoteOutcome, ApplyError> {
+        if let Some(ahead_ms) = self.hlc.too_far_ahead(change.version.hlc) {
+            return Err(ApplyError::ClockAhead {
+                ahead_ms,
+                max_ms: self.hlc.max_offset_ms(),
+            });
+        }
         self.hlc.observe(change.version.hlc);
         let key = change.key.clone();
         let mut touched = false;

@@ -950,7 +950,8 @@ fn refuses_on_a_backup_partition() {
 #[test]
 fn the_hlc_moves_past_remote_versions() {
     let ks = keyspace(1);
-    let far = remote_version(&ks, 1 << 40);
+    // Ahead, within max_clock_offset (400 ms).
+    let far = remote_version(&ks, 400 << 16);
     apply(&ks, &full("k", "v", far));
     assert!(local_set(&ks, "k", "w") > far);
 }
@@ -2109,4 +2110,27 @@ fn a_hash_write_removes_older_members_of_a_sorted_set_shipped_whole() {
         Local(1, HDel(1, vec![0])),
     ];
     converge(actions, &[47, 0, 0]).unwrap();
+}
+
+#[test]
+fn a_change_further_ahead_than_max_clock_offset_is_refused_and_not_adopted() {
+    let ks = keyspace(1);
+    let before = ks.hlc().tick();
+    // A remote clock 8,900 years ahead: refused, nothing stored, this
+    // clock not dragged along, the refusal counted.
+    let far = Version {
+        hlc: u64::MAX - 1,
+        site: 2,
+    };
+    assert!(matches!(
+        ks.apply_remote(full("k", "from the future", far), 0),
+        Err(ApplyError::ClockAhead { max_ms: 500, .. })
+    ));
+    assert_eq!(string(&ks, "k"), None);
+    assert!(ks.hlc().tick() < before + (10_000 << 16));
+    assert_eq!(ks.hlc().ahead_count(), 1);
+    // Within the offset it applies.
+    let near = remote_version(&ks, 300 << 16);
+    assert_eq!(apply(&ks, &full("k", "near", near)), Applied);
+    assert_eq!(string(&ks, "k"), Some(b("near")));
 }
