@@ -33,6 +33,13 @@ def free_port():
         return s.getsockname()[1]
 
 
+def users_file(work):
+    """The nodes' ACL users: default, and `backup` for the CLI."""
+    path = work / "users.acl"
+    path.write_text("user default on nopass ~* &* +@all\nuser backup on >backup ~* &* +@all +@internal\n")
+    return path
+
+
 class Node:
     def __init__(self, binary, work, name):
         self.port, self.admin_port = free_port(), free_port()
@@ -40,7 +47,7 @@ class Node:
         self.proc = subprocess.Popen(
             [binary, "server", "--listen", f"127.0.0.1:{self.port}", "--admin-listen",
              f"127.0.0.1:{self.admin_port}", "--data-dir", str(work / name),
-             "--backup-allowed-url", f"file://{work}"],
+             "--backup-allowed-url", f"file://{work}", "--aclfile", str(users_file(work))],
             stdout=self.log, stderr=subprocess.STDOUT)
         self.r = redis.Redis(port=self.port)
         deadline = time.monotonic() + 30
@@ -73,7 +80,11 @@ class Node:
 
 
 def dg(binary, *args):
-    p = subprocess.run([binary, *args], capture_output=True, text=True, env={**os.environ, "RUST_BACKTRACE": "0"})
+    # BACKUPJOB is an internal command: the CLI logs in as `backup`
+    # (+@internal, from the nodes' aclfile).
+    p = subprocess.run([binary, *args], capture_output=True, text=True,
+                       env={**os.environ, "RUST_BACKTRACE": "0", "DELTAGRID_USER": "backup",
+                            "DELTAGRID_PASSWORD": "backup"})
     if p.returncode != 0:
         sys.exit(f"deltagrid {' '.join(args)} failed:\n{p.stdout}{p.stderr}")
     return p.stdout

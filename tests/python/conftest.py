@@ -107,6 +107,8 @@ def translate_for_redis(extra_args):
             yield from ["--requirepass", next(it)]
         elif a in ("--maxmemory", "--maxmemory-policy"):
             yield from [a, next(it)]
+        elif a == "--aclfile":
+            yield from ["--aclfile", next(it)]
         elif a == "--maxclients":
             yield from ["--maxclients", next(it)]
         elif a == "--tls-listen":

@@ -76,6 +76,7 @@ class WanSite:
         if self.log_memory is not None:
             lines.append(f'log_memory = "{self.log_memory}"')
         lines += self.node_settings
+        lines.append(f'aclfile = "{backup_users(self.tmp_path)}"')
         lines += ["[site]", f"id = {self.id}", f'name = "{self.name}"']
         if self.partitions:
             lines.append(f"partitions = {self.partitions}")
@@ -261,6 +262,21 @@ def sites(tmp_path):
     yield make
     for s in made:
         s.stop()
+
+
+# `deltagrid backup` logs in as a user allowed the internal BACKUPJOB
+# (environment of the CLI).
+BACKUP_ENV = {"DELTAGRID_USER": "backup", "DELTAGRID_PASSWORD": "backup"}
+
+
+def backup_users(directory):
+    """An ACL file with the default user and `backup` (password `backup`,
+    +@internal), as an operator would give `deltagrid backup`."""
+    path = directory / "backup-users.acl"
+    if not path.exists():
+        path.write_text("user default on nopass ~* &* +@all\n"
+                        "user backup on >backup ~* &* +@all +@internal\n")
+    return path
 
 
 def reset_peak_rss(server):

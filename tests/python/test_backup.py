@@ -18,7 +18,7 @@ import redis
 from conftest import Server, binary, free_port
 from helpers import wait_until
 from helpers_net import RespConn, RespError
-from helpers_wan import WanSite, digest as site_digest, wait_failed_over
+from helpers_wan import BACKUP_ENV, WanSite, backup_users, digest as site_digest, wait_failed_over
 
 pytestmark = pytest.mark.deltagrid_only
 
@@ -29,7 +29,8 @@ PARTITIONS = 271
 def make_server(make_server, tmp_path):
     """conftest's make_server, with backups allowed under the test's
     directory and at the S3 fixture's prefix (nothing else)."""
-    allow = ["--backup-allowed-url", f"file://{tmp_path}", "--backup-allowed-url", "s3://backups/site1"]
+    allow = ["--backup-allowed-url", f"file://{tmp_path}", "--backup-allowed-url", "s3://backups/site1",
+             "--aclfile", str(backup_users(tmp_path))]
 
     def start(extra_args=(), config=None):
         return make_server(extra_args=[*allow, *extra_args], config=config)
@@ -39,7 +40,7 @@ def make_server(make_server, tmp_path):
 def run(*args, env=None, check=True):
     """Runs `deltagrid *args`; the CompletedProcess (text)."""
     p = subprocess.run([binary(), *args], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "RUST_BACKTRACE": "0", **(env or {})})
+                       env={**os.environ, "RUST_BACKTRACE": "0", **BACKUP_ENV, **(env or {})})
     if check and p.returncode != 0:
         raise AssertionError(f"deltagrid {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
     return p
@@ -191,6 +192,7 @@ def test_a_backup_or_restore_outside_allowed_urls_is_refused_and_writes_nothing(
         p = run("backup", "create", "--admin", admin(src), "--to", url, check=False)
         assert p.returncode != 0 and "is not under [backup] allowed_urls" in p.stderr, p.stderr
         with RespConn.to(src) as c:
+            assert c.cmd("AUTH", "backup", "backup") == b"+OK\r\n"
             reply = c.cmd("BACKUPJOB", "CREATE", url, "b1", "-", "65536", "1048576")
         assert reply.startswith(b"-ERR") and b"allowed_urls" in reply, reply
     # (The CLI, run by the operator, may have created the directory itself.)
@@ -198,7 +200,11 @@ def test_a_backup_or_restore_outside_allowed_urls_is_refused_and_writes_nothing(
     dst = make_server(extra_args=[])
     # A restore reads only from allowed URLs too.
     with RespConn.to(dst) as c:
+        assert c.cmd("AUTH", "backup", "backup") == b"+OK\r\n"
         assert b"allowed_urls" in c.cmd("BACKUPJOB", "RESTORE", "file:///etc", "b1", "reverse")
+        # Without +@internal (the default user): refused before anything else.
+        assert c.cmd("AUTH", "default", "x") == b"+OK\r\n"
+        assert c.cmd("BACKUPJOB", "STATUS").startswith(b"-NOPERM")
 
 
 def corrupt(path):
@@ -568,6 +574,7 @@ def test_a_node_answers_loading_while_it_restores(make_server, tmp_path):
     dst = make_server()
     r = redis.Redis(port=dst.port)
     cli = subprocess.Popen([binary(), "backup", "restore", "--admin", admin(dst), "--from", url],
+                           env={**os.environ, **BACKUP_ENV},
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # A raw connection: redis-py retries LOADING errors by itself.
     replies = set()

@@ -56,7 +56,7 @@ from redis.crc import key_slot
 from conftest import binary
 from helpers import wait_until
 from helpers_net import RespConn, RespError
-from helpers_wan import sites, slot_copies, wait_failed_over  # noqa: F401 (sites: a fixture)
+from helpers_wan import BACKUP_ENV, sites, slot_copies, wait_failed_over  # noqa: F401 (sites: a fixture)
 
 pytestmark = pytest.mark.deltagrid_only
 
@@ -698,7 +698,7 @@ def set_thresholds(nodes):
 
 def deltagrid(*args):
     p = subprocess.run([binary(), *args], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "RUST_BACKTRACE": "0"})
+                       env={**os.environ, "RUST_BACKTRACE": "0", **BACKUP_ENV})
     assert p.returncode == 0, f"deltagrid {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}"
     return p
 

@@ -183,6 +183,28 @@ impl User {
         Err(worst.unwrap_or(Denied::Command(info.name)))
     }
 
+    /// ACLUserCheckCmdWithUnrestrictedKeyAccess with read access (what
+    /// SORT's BY and GET patterns need): some selector allows the call and
+    /// may read every key (`allkeys`, or a `*` pattern with read).
+    pub fn unrestricted_read(&self, spec: &CommandSpec, args: &[&[u8]]) -> bool {
+        let reg = registry();
+        let id = reg.resolve(spec, args);
+        let Some(info) = reg.cmds.get(id as usize) else {
+            return false;
+        };
+        let mut keys = None;
+        std::iter::once(&self.root)
+            .chain(&self.selectors)
+            .any(|sel| {
+                check_selector(sel, id, info, args, &mut keys).is_ok()
+                    && (sel.all_keys
+                        || sel
+                            .keys
+                            .iter()
+                            .any(|p| p.perms & PERM_READ != 0 && p.pattern == b"*"))
+            })
+    }
+
     /// ACLUserCheckKeyPerm: whether some selector grants access to `key`
     /// with key-spec flags `flags` (see [`crate::keys::kf`]).
     pub fn check_key(&self, key: &[u8], flags: u16) -> bool {

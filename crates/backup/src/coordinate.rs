@@ -19,13 +19,14 @@ pub struct Site {
     pub partitions: u16,
     /// Redis addresses (host:port) of its nodes.
     pub nodes: Vec<String>,
+    /// Who the coordinator logs in as: BACKUPJOB is an `@internal`
+    /// command (a node logs in as `cluster::internal_auth::USER`; the CLI
+    /// as a user the operator gave `+@internal`).
+    pub user: Option<String>,
     pub password: Option<String>,
 }
 
-async fn connect(
-    addr: &str,
-    password: &Option<String>,
-) -> Result<redis::aio::MultiplexedConnection, Error> {
+async fn connect(addr: &str, site: &Site) -> Result<redis::aio::MultiplexedConnection, Error> {
     let refused = |e: String| Error::Refused(format!("node {addr}: {e}"));
     let (host, port) = addr
         .rsplit_once(':')
@@ -36,7 +37,8 @@ async fn connect(
             port.parse().map_err(|_| refused("bad port".into()))?,
         ),
         redis: redis::RedisConnectionInfo {
-            password: password.clone(),
+            username: site.user.clone(),
+            password: site.password.clone(),
             ..Default::default()
         },
     };
@@ -60,7 +62,7 @@ pub async fn run_job(
 ) -> Result<Vec<(String, Progress)>, Error> {
     let mut conns = Vec::new();
     for addr in &site.nodes {
-        let mut c = connect(addr, &site.password).await?;
+        let mut c = connect(addr, site).await?;
         redis::cmd("BACKUPJOB")
             .arg(args)
             .query_async::<()>(&mut c)

@@ -32,7 +32,6 @@ pub struct Coordinator {
     pub node: Node,
     pub node_id: String,
     pub client_addr: String,
-    pub password: Option<String>,
 }
 
 pub async fn run(schedule: Schedule, me: Coordinator) {
@@ -134,7 +133,9 @@ impl Coordinator {
             name: self.node.site_name.clone(),
             partitions: ks.partitions(),
             nodes: vec![self.client_addr.clone()],
-            password: self.password.clone(),
+            // BACKUPJOB is internal: the coordinator logs in as a node.
+            user: Some(cluster::internal_auth::USER.to_string()),
+            password: cluster::internal_auth::password(self.node.cluster.as_deref()),
         };
         let Some(cluster) = &self.node.cluster else {
             return Some(site);

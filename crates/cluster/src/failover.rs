@@ -176,6 +176,15 @@ async fn form(c: &Arc<Cluster>, md: &Metadata) {
         replicas = c.settings.replicas,
         "site formed"
     );
+    // The token nodes log in with to run each other's internal commands:
+    // every seed proposes one, the first committed stays.
+    while md.current().internal_token == [0, 0] {
+        let token = crate::internal_auth::new_token();
+        if let Err(e) = md.propose(Command::SetInternalToken { token }).await {
+            tracing::warn!("setting the site's internal token: {e}; retrying");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
 }
 
 async fn detect_failures(c: Arc<Cluster>) {

@@ -77,6 +77,8 @@ pub struct Lease {
     /// Per member index: answers (token, the peer's applied index) that
     /// grant once this node applied that far, oldest first.
     deferred: Box<[parking_lot::Mutex<Deferred>]>,
+    /// Per member index: the highest metadata index it said it applied.
+    peer_applied: Box<[AtomicU64]>,
     /// Until when (this clock, [`Self::now`]) the lease holds; 0: not held.
     until: AtomicU64,
     /// Whether the last [`Self::refresh`] found the lease held, so that a
@@ -90,6 +92,7 @@ impl Lease {
             base: Instant::now(),
             granted: (0..members).map(|_| AtomicU64::new(0)).collect(),
             deferred: (0..members).map(|_| Default::default()).collect(),
+            peer_applied: (0..members).map(|_| AtomicU64::new(0)).collect(),
             until: AtomicU64::new(0),
             held: Default::default(),
         }
@@ -121,6 +124,9 @@ impl Lease {
     /// metadata up to `applied`, and this node has applied up to `mine`: a
     /// grant now if `applied <= mine`, else one kept for [`Self::catch_up`].
     pub fn answered(&self, peer: usize, token: u64, applied: u64, mine: u64) {
+        if let Some(a) = self.peer_applied.get(peer) {
+            a.fetch_max(applied, Ordering::AcqRel);
+        }
         if applied <= mine {
             self.grant(peer, token);
         } else if let Some(d) = self.deferred.get(peer) {
@@ -178,7 +184,39 @@ impl Lease {
     }
 }
 
+impl Lease {
+    /// The highest metadata index member `peer` said it applied (its
+    /// answers to this node's pings).
+    pub fn peer_applied(&self, peer: usize) -> u64 {
+        self.peer_applied
+            .get(peer)
+            .map_or(0, |a| a.load(Ordering::Acquire))
+    }
+}
+
 impl crate::Cluster {
+    /// Waits until every member this node is connected to has said (in
+    /// its answers to lease pings, every [`PING_EVERY`]) that it applied
+    /// the metadata up to `index`; false after `timeout`. A change that
+    /// must hold everywhere once acknowledged (ACL users) waits for it.
+    pub async fn members_applied(&self, index: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let behind = self.members().iter().enumerate().any(|(i, m)| {
+                i != self.my_index
+                    && m.as_ref().is_some_and(|m| m.connected)
+                    && self.lease.peer_applied(i) < index
+            });
+            if !behind {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// The index of the last metadata entry this node applied, what its
     /// answers to lease pings carry.
     pub fn applied_index(&self) -> u64 {

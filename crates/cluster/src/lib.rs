@@ -18,6 +18,7 @@ pub mod cluster_cmd;
 pub mod failover;
 mod handover;
 mod in_sync;
+pub mod internal_auth;
 pub mod join;
 pub mod lease;
 pub mod metadata;

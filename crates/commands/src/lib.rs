@@ -45,6 +45,9 @@ pub struct Ctx<'a, 'b> {
     /// Set by a blocking command that found nothing and may wait: what
     /// the session waits for before it runs the command again.
     pub wait: Option<Wait>,
+    /// The client's ACL user may read every key: SORT's BY and GET
+    /// patterns, which name keys of their own, need it (as Redis).
+    pub read_any_key: bool,
 }
 
 /// How a blocking command runs.

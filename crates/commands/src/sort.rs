@@ -30,7 +30,7 @@ struct Options<'a> {
     store: Option<&'a [u8]>,
 }
 
-fn options<'a>(a: &[&'a [u8]], read_only: bool) -> Result<Options<'a>, CmdError> {
+fn options<'a>(a: &[&'a [u8]], read_only: bool, read_any: bool) -> Result<Options<'a>, CmdError> {
     let mut o = Options {
         by: None,
         dont_sort: false,
@@ -59,9 +59,19 @@ fn options<'a>(a: &[&'a [u8]], read_only: bool) -> Result<Options<'a>, CmdError>
                 o.by = Some(a[i + 1]);
                 // A pattern naming no key: do not sort.
                 o.dont_sort = !a[i + 1].contains(&b'*');
+                if !o.dont_sort && !read_any {
+                    return Err(CmdError::other(
+                        "ERR BY option of SORT denied due to insufficient ACL permissions.",
+                    ));
+                }
                 i += 1;
             }
             w if is(w, "GET") && more >= 1 => {
+                if !read_any {
+                    return Err(CmdError::other(
+                        "ERR GET option of SORT denied due to insufficient ACL permissions.",
+                    ));
+                }
                 o.gets.push(a[i + 1]);
                 i += 1;
             }
@@ -145,7 +155,7 @@ pub fn sort_ro(ctx: &mut Ctx, a: &[&[u8]]) -> Result<(), CmdError> {
 }
 
 fn sort_generic(ctx: &mut Ctx, a: &[&[u8]], read_only: bool) -> Result<(), CmdError> {
-    let mut o = options(a, read_only)?;
+    let mut o = options(a, read_only, ctx.read_any_key)?;
     let source = a[1];
     let ks = ctx.ks;
     let mut locked: Vec<Vec<u8>> = vec![source.to_vec()];

@@ -233,6 +233,7 @@ pub static TABLE: &[CommandSpec] = &[
     cmd!("command", -1, L, NO_KEYS, "server", "2.8.13", None, "Returns detailed information about all commands."),
     cmd!("info", -1, L, NO_KEYS, "server", "1.0.0", None, "Returns information and statistics about the server."),
     cmd!("config", -2, A | L | S, NO_KEYS, "server", "2.0.0", None, "A container for server configuration commands."),
+    cmd!("acl", -2, L | S, NO_KEYS, "server", "6.0.0", None, "A container for Access List Control commands."),
     cmd!("dbsize", 1, R | F, NO_KEYS, "server", "1.0.0", Some(keys::dbsize), "Returns the number of keys in the database."),
     cmd!("flushall", -1, W, NO_KEYS, "server", "1.0.0", Some(keys::flushall), "Removes all keys from all databases."),
     cmd!("flushdb", -1, W, NO_KEYS, "server", "1.0.0", Some(keys::flushall), "Remove all keys from the current database."),

@@ -21,7 +21,11 @@ pub struct Target {
     /// A node's admin address (its admin_listen); the whole site is used
     #[arg(long)]
     pub admin: String,
-    /// The nodes' requirepass, if set
+    /// The ACL user to log in as: BACKUPJOB needs `+@internal` (e.g.
+    /// `ACL SETUSER backup on >secret +@all +@internal ~* &*`)
+    #[arg(long, env = "DELTAGRID_USER")]
+    pub user: Option<String>,
+    /// Its password (or the nodes' requirepass, for the default user)
     #[arg(long, env = "DELTAGRID_PASSWORD", hide_env_values = true)]
     pub password: Option<String>,
 }
@@ -90,6 +94,7 @@ fn site(t: &Target) -> anyhow::Result<Site> {
             .as_u64()
             .context("/status has no partition count")? as u16,
         nodes,
+        user: t.user.clone(),
         password: t.password.clone(),
     })
 }

@@ -128,6 +128,9 @@ pub struct NodeSection {
     /// "yes" (default, as Redis), "optional" or "no": whether TLS clients
     /// must show a certificate signed by `tls_ca_cert_file`.
     pub tls_auth_clients: Option<String>,
+    /// ACL users (Redis's aclfile format), loaded at start; ACL LOAD and
+    /// ACL SAVE read and write it.
+    pub aclfile: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -204,6 +207,9 @@ impl ConfigFile {
             n.tls_ca_cert_file,
             n.tls_auth_clients,
         )?;
+        if let Some(v) = n.aclfile {
+            s.aclfile = Some(v);
+        }
         let dir_given = n.data_dir.is_some();
         if let Some(v) = n.data_dir {
             s.data_dir = v;

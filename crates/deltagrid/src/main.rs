@@ -207,6 +207,10 @@ struct ServerArgs {
     /// yes (default), optional or no: whether TLS clients show a certificate
     #[arg(long)]
     tls_auth_clients: Option<String>,
+    /// ACL users file (Redis's aclfile format): loaded at start, read by
+    /// ACL LOAD, written by ACL SAVE
+    #[arg(long)]
+    aclfile: Option<PathBuf>,
 }
 
 impl ServerArgs {
@@ -244,6 +248,9 @@ impl ServerArgs {
         }
         if let Some(v) = self.requirepass {
             s.requirepass = Some(v);
+        }
+        if let Some(v) = self.aclfile {
+            s.aclfile = Some(v);
         }
         if !self.backup_allowed_urls.is_empty() {
             s.backup_allowed_urls = backup::AllowedUrls::new(&self.backup_allowed_urls)

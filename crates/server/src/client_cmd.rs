@@ -199,7 +199,7 @@ fn unblock(s: &Session, id: u64, reason: u8) -> bool {
     asked
 }
 
-fn client_line(s: &Session, c: &ClientShared, current: &str) -> String {
+pub(crate) fn client_line(s: &Session, c: &ClientShared, current: &str) -> String {
     let name = c
         .name
         .lock()
@@ -242,7 +242,7 @@ fn client_line(s: &Session, c: &ClientShared, current: &str) -> String {
         c.last_cmd_name()
     };
     format!(
-        "id={} addr={} laddr={} fd=8 name={} age={} idle=0 flags={} db=0 sub={} psub={} ssub={} multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}\n",
+        "id={} addr={} laddr={} fd=8 name={} age={} idle=0 flags={} db=0 sub={} psub={} ssub={} multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
         c.id,
         c.addr,
         c.laddr,
@@ -255,6 +255,7 @@ fn client_line(s: &Session, c: &ClientShared, current: &str) -> String {
         qbuf,
         qbuf_free,
         cmd,
+        String::from_utf8_lossy(&c.user.lock()),
         if t.on { t.redirect as i64 } else { -1 },
         if c.resp3.load(Ordering::Relaxed) { 3 } else { 2 },
         lib.0,

@@ -65,6 +65,8 @@ pub struct ClientShared {
     pub tls: bool,
     pub created: Instant,
     pub name: Mutex<Option<Bytes>>,
+    /// The ACL user it is authenticated as (CLIENT LIST `user`).
+    pub user: Mutex<Bytes>,
     pub lib: Mutex<(String, String)>,
     pub resp3: AtomicBool,
     /// The last command run ([`ClientShared::set_last_cmd`]): its index in

@@ -176,8 +176,65 @@ static PARAMS: &[Param] = &[
         get: |n| n.runtime.requirepass.read().clone().unwrap_or_default(),
         set: Some(|_, v| {
             let v = (!v.is_empty()).then(|| v.to_string());
-            Ok(Box::new(move |n| *n.runtime.requirepass.write() = v))
+            Ok(Box::new(move |n| {
+                // The default user's password (Redis 6+: requirepass is
+                // a shorthand for it).
+                let _ = n
+                    .users
+                    .change(|acl| crate::users::set_default_password(acl, v.as_deref()));
+                *n.runtime.requirepass.write() = v;
+            }))
         }),
+    },
+    Param {
+        name: "acllog-max-len",
+        alias: None,
+        get: |n| n.users.log.lock().max_len().to_string(),
+        set: Some(|_, v| {
+            let v = int(v)?;
+            if v < 0 {
+                return Err("argument must be between 0 and 9223372036854775807 inclusive".into());
+            }
+            Ok(Box::new(move |n| {
+                n.users.log.lock().set_max_len(v as usize)
+            }))
+        }),
+    },
+    Param {
+        name: "acl-pubsub-default",
+        alias: None,
+        get: |n| {
+            if n.users.pubsub_default_all() {
+                "allchannels".into()
+            } else {
+                "resetchannels".into()
+            }
+        },
+        set: Some(|_, v| {
+            let all = match v.to_ascii_lowercase().as_str() {
+                "allchannels" => true,
+                "resetchannels" => false,
+                _ => {
+                    return Err(
+                        "argument(s) must be one of the following: allchannels, resetchannels"
+                            .into(),
+                    )
+                }
+            };
+            Ok(Box::new(move |n| n.users.set_pubsub_default(all)))
+        }),
+    },
+    Param {
+        name: "aclfile",
+        alias: None,
+        get: |n| {
+            n.users
+                .file
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        },
+        set: None,
     },
     Param {
         name: "hz",

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -85,6 +85,7 @@ pub async fn serve<S: ClientStream>(node: Arc<Node>, mut stream: S, addr: Socket
         tls: S::TLS,
         created: std::time::Instant::now(),
         name: Mutex::new(None),
+        user: Mutex::new(Bytes::from_static(b"default")),
         lib: Mutex::new((String::new(), String::new())),
         resp3: Default::default(),
         last_cmd: AtomicUsize::new(0),
@@ -252,6 +253,15 @@ async fn run_batch<S: ClientStream>(
                 );
                 return false;
             }
+        }
+    }
+    // ACL changes made here hold on every member before the client hears
+    // OK (see site_acl).
+    if !session.pending_acl.is_empty() {
+        let pending = std::mem::take(&mut session.pending_acl);
+        if let Err(e) = crate::site_acl::commit(node, pending).await {
+            tracing::warn!(client = shared.id, "{e}; closing the connection unanswered");
+            return false;
         }
     }
     // fsync = "always": replies wait until the changes are on disk (one

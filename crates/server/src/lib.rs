@@ -1,8 +1,10 @@
 //! The server: connections and the admission pipeline ([`session`]), client
-//! tracking ([`tracking`]), pub/sub, Lua scripts ([`scripts`]), the admin
+//! tracking ([`tracking`]), pub/sub, Lua scripts ([`scripts`]), ACL users
+//! ([`users`], [`acl_cmd`]), the admin
 //! HTTP endpoint with metrics,
 //! and the [`node::Node`] that ties them to a keyspace.
 
+pub mod acl_cmd;
 pub mod admin;
 pub mod admin_client;
 pub mod blocking;
@@ -28,10 +30,12 @@ pub mod script_cmd;
 pub mod scripts;
 pub mod session;
 pub mod settings;
+pub mod site_acl;
 pub mod thread_shard;
 pub mod tls;
 pub mod tracking;
 pub mod transaction;
+pub mod users;
 
 pub use keyspace::Policy as EvictionPolicy;
 pub use node::Node;

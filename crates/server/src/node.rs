@@ -53,6 +53,8 @@ pub struct Node {
     pub store: Option<(Arc<persist::Store>, persist::Recovered)>,
     /// The TLS client port's configuration, when there is one.
     pub tls: Option<Arc<crate::tls::Tls>>,
+    /// ACL users, the ACL LOG and the ACL file.
+    pub users: crate::users::Users,
 }
 
 /// Keys the active expiry cycle may remove per pass (it runs `hz` times a
@@ -163,7 +165,6 @@ impl Node {
                 site_name: settings.site_name.clone(),
                 node_id: settings.node_id.clone(),
                 client_addr: settings.listen.to_string(),
-                requirepass: settings.requirepass.clone(),
                 restored: store.as_ref().map(|(st, got)| got.complete(st.cfg.fsync)),
             };
             let wan = wan::Wan::new(w, local, ks.clone(), cluster.clone());
@@ -190,8 +191,11 @@ impl Node {
             Some(t) => Some(Arc::new(crate::tls::Tls::new(t.clone())?)),
             None => None,
         };
+        let users =
+            crate::users::Users::new(settings.aclfile.clone(), settings.requirepass.as_deref())?;
         let node = Arc::new(Node {
             tls,
+            users,
             runtime: Runtime::new(&settings),
             settings,
             ks,
@@ -339,12 +343,14 @@ impl Node {
             tokio::spawn(cluster::transport::run(cluster, peers));
         }
         tokio::spawn(self.clone().expire_loop());
+        if self.cluster.is_some() {
+            tokio::spawn(crate::site_acl::follow(self.clone()));
+        }
         if let Some(schedule) = self.settings.backup.clone() {
             let me = backup::schedule::Coordinator {
                 node: self.backups.node().clone(),
                 node_id: self.settings.node_id.clone(),
                 client_addr: self.settings.listen.to_string(),
-                password: self.settings.requirepass.clone(),
             };
             tokio::spawn(backup::schedule::run(schedule, me));
         }

@@ -245,6 +245,12 @@ impl ScriptHost<'_> {
         {
             return Err("ERR This Redis command is not allowed from script".into());
         }
+        if let Err(denied) = crate::acl_cmd::check_in(self.s, spec, args, acl::LogContext::Lua) {
+            return Err(format!(
+                "ERR The user executing the script {}",
+                crate::acl_cmd::refusal_reason(&denied)
+            ));
+        }
         let node = &self.s.node;
         if spec.flags.has(Flags::WRITE) {
             if self.read_only {

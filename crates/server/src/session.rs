@@ -23,6 +23,7 @@ use cluster::broadcast::MessageKind;
 
 mod blocked;
 mod handshake;
+mod user;
 
 use blocked::Blocked;
 
@@ -32,6 +33,15 @@ pub struct Session {
     pub id: u64,
     pub resp3: bool,
     pub authenticated: bool,
+    /// The ACL user its commands run as (a snapshot, looked up again when
+    /// [`crate::users::Users::epoch`] moves past `user_epoch`).
+    pub user: Arc<acl::User>,
+    user_epoch: u64,
+    /// Logged in as another node (`cluster::internal_auth::USER`).
+    internal: bool,
+    /// ACL changes made here, to commit to the site before the replies
+    /// leave ([`crate::site_acl`]).
+    pub(crate) pending_acl: Vec<crate::site_acl::Pending>,
     closing: bool,
     /// Tracking on (copy of shared.tracking.on for the hot path).
     pub tracking: bool,
@@ -107,13 +117,21 @@ pub(crate) fn borrowed(args: &[Bytes]) -> Vec<&[u8]> {
 
 impl Session {
     pub fn new(node: Arc<Node>, shared: Arc<ClientShared>) -> Self {
-        let authenticated = node.runtime.requirepass.read().is_none();
+        let user_epoch = node.users.epoch();
+        let user = node.users.current().default_user();
+        // As Redis: a connection starts authenticated as `default` when
+        // that user needs no password and is on.
+        let authenticated = user.enabled() && user.nopass();
         Session {
             id: shared.id,
             node,
             shared,
             resp3: false,
             authenticated,
+            user,
+            user_epoch,
+            internal: false,
+            pending_acl: Vec::new(),
             closing: false,
             tracking: false,
             caching: None,
@@ -144,7 +162,7 @@ impl Session {
     pub fn process(&mut self, inbuf: &mut BytesMut, out: &mut BytesMut) -> bool {
         let node = self.node.clone();
         self.qbuf = inbuf.len();
-        let limits = node.runtime.limits();
+        let mut limits = self.request_limits();
         node.clock.refresh();
         // One clock read per command: a command's end is the next one's
         // start. quanta's clock reads the TSC, without the fence and the
@@ -201,7 +219,12 @@ impl Session {
                     args.extend(places.iter().map(|&(at, len)| &request[at..at + len]));
                     done += end;
                     if !args.is_empty() {
+                        let was = self.authenticated;
                         start = self.execute(&mut gate, &args, out, start);
+                        if self.authenticated != was {
+                            limits = self.request_limits();
+                            located_ahead = None;
+                        }
                     }
                     spare = emptied(args);
                     if self.closing {
@@ -219,6 +242,7 @@ impl Session {
                         Ok(true) if owned.is_empty() => {}
                         Ok(true) => {
                             start = self.execute(&mut gate, &borrowed(&owned), out, start);
+                            limits = self.request_limits();
                             if self.closing {
                                 break true;
                             }
@@ -239,13 +263,33 @@ impl Session {
         close
     }
 
+    /// The request size limits: a client not yet authenticated may send
+    /// at most 10 arguments of at most 16 KiB each (as Redis).
+    fn request_limits(&self) -> resp::Limits {
+        let mut limits = self.node.runtime.limits();
+        if !self.authenticated {
+            limits.max_multibulk_len = limits.max_multibulk_len.min(10);
+            limits.max_bulk_len = limits.max_bulk_len.min(16 * 1024);
+        }
+        limits
+    }
+
     fn protocol_error(&self, e: resp::ProtocolError, out: &mut BytesMut) -> bool {
         self.node
             .metrics
             .protocol_errors
             .fetch_add(1, Ordering::Relaxed);
         tracing::info!(client = self.id, addr = %self.shared.addr, "protocol error: {e}");
-        ReplyWriter::new(out, self.resp3).error(&format!("ERR {e}"));
+        let text = match e {
+            resp::ProtocolError::InvalidMultibulkLength if !self.authenticated => {
+                "Protocol error: unauthenticated multibulk length".to_string()
+            }
+            resp::ProtocolError::InvalidBulkLength if !self.authenticated => {
+                "Protocol error: unauthenticated bulk length".to_string()
+            }
+            e => e.to_string(),
+        };
+        ReplyWriter::new(out, self.resp3).error(&format!("ERR {text}"));
         true
     }
 
@@ -381,6 +425,9 @@ impl Session {
                         BlockMode::Allow
                     },
                     wait: None,
+                    // Only SORT asks (its BY and GET patterns).
+                    read_any_key: !spec.name.starts_with("sort")
+                        || self.user.unrestricted_read(spec, args),
                 };
                 let result = handler(&mut ctx, args);
                 if let Some(wait) = ctx.wait.take() {
@@ -423,12 +470,15 @@ impl Session {
         }
     }
 
-    fn admit(&self, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), CmdError> {
+    fn admit(&mut self, spec: &'static CommandSpec, args: &[&[u8]]) -> Result<(), CmdError> {
         if !spec.arity_ok(args.len()) {
             return Err(CmdError::WrongArity(spec.name.into()));
         }
         if !self.authenticated && !spec.flags.has(Flags::NOAUTH) {
             return Err(CmdError::NoAuth);
+        }
+        if let Err(denied) = crate::acl_cmd::check(self, spec, args) {
+            return Err(CmdError::other(denied.noperm_message()));
         }
         if self.subscriptions > 0 && !self.resp3 && !spec.flags.has(Flags::SUBSCRIBED) {
             return Err(CmdError::other(format!(
@@ -518,6 +568,7 @@ impl Session {
             }
             "hello" => self.hello(a, out),
             "auth" => self.auth(a, out),
+            "acl" => crate::acl_cmd::acl(self, a, out),
             "select" => match commands::args::int(a[1])? {
                 0 => {
                     out.simple("OK");

@@ -60,6 +60,8 @@ pub struct NodeSettings {
     pub persistence: Persistence,
     /// The TLS client port (`node.tls_listen` and its files).
     pub tls: Option<crate::tls::TlsSettings>,
+    /// `aclfile`: ACL users loaded at start, by ACL LOAD, written by ACL SAVE.
+    pub aclfile: Option<std::path::PathBuf>,
 }
 
 /// `node.persistence`, `node.fsync`, `node.snapshot_every`: whether and how
@@ -134,6 +136,7 @@ impl Default for NodeSettings {
             backup: None,
             persistence: Persistence::default(),
             tls: None,
+            aclfile: None,
         }
     }
 }

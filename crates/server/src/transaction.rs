@@ -133,7 +133,21 @@ pub fn exec(s: &mut Session, out: Reply) -> Result<(), CmdError> {
     s.in_exec = true;
     for (spec, args) in queued {
         s.caching = caching;
-        s.run(spec, &borrowed(&args), out);
+        let args = borrowed(&args);
+        // ACLs may have changed since the command was queued.
+        if let Err(denied) = crate::acl_cmd::check_in(s, spec, &args, acl::LogContext::Multi) {
+            out.error(&format!(
+                "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {}",
+                match denied {
+                    acl::Denied::Command(_) => "no permission to execute the command or subcommand",
+                    acl::Denied::Key(_) => "no permission to touch the specified keys",
+                    acl::Denied::Channel(_) =>
+                        "no permission to access one of the channels used as arguments",
+                }
+            ));
+            continue;
+        }
+        s.run(spec, &args, out);
     }
     s.in_exec = false;
     s.caching = None;

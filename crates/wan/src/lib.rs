@@ -84,7 +84,6 @@ pub struct LocalSite {
     pub node_id: String,
     /// This node's Redis address (where `WANAPPLY` goes when it owns a key).
     pub client_addr: String,
-    pub requirepass: Option<String>,
     /// With local persistence: whether this node's copies came back whole
     /// from its disk (`persist::Recovered::complete`); then its publishers
     /// keep the incarnation they had, so remote receivers' watermarks

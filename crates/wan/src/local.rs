@@ -335,11 +335,13 @@ impl LocalRouter {
                 stream,
                 buf: BytesMut::with_capacity(4096),
             };
-            if let Some(pass) = &self.local.requirepass {
-                match conn.request(&[b"AUTH", pass.as_bytes()]).await? {
-                    Frame::Simple(_) => {}
-                    other => return Err(format!("AUTH at {addr}: {other:?}")),
-                }
+            // WANAPPLY and WANSETTLED are internal commands: log in as a node.
+            let pass = cluster::internal_auth::password(self.cluster.as_deref())
+                .ok_or("this site's internal token is not set yet")?;
+            let user = cluster::internal_auth::USER.as_bytes();
+            match conn.request(&[b"AUTH", user, pass.as_bytes()]).await? {
+                Frame::Simple(_) => {}
+                other => return Err(format!("AUTH at {addr}: {other:?}")),
             }
             self.conns.insert(addr.to_string(), conn);
         }

@@ -22,6 +22,7 @@ mod log_store;
 mod network;
 pub mod rebalance;
 pub mod rpc;
+pub mod site_acl;
 pub mod state;
 mod state_machine;
 #[cfg(test)]

@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
+use super::site_acl::{AclChange, SiteAcl};
 use super::waiting::{DiskCopy, Report, Waiting};
 
 /// A node's id in the metadata group (Raft needs an integer; the node's
@@ -144,6 +145,13 @@ pub struct SiteMetadata {
     /// forgotten when it is marked dead again.
     #[serde(default)]
     pub restarted: BTreeMap<NodeId, Report>,
+    /// The site's ACL users ([`super::site_acl`]).
+    #[serde(default)]
+    pub acl: SiteAcl,
+    /// What members prove to each other's client ports to run internal
+    /// commands (WANAPPLY, BACKUPJOB...); random, set once (0: not yet).
+    #[serde(default)]
+    pub internal_token: [u64; 2],
 }
 
 /// A change to the metadata, proposed through Raft.
@@ -243,6 +251,18 @@ pub enum Command {
     AddManyToInSync {
         entries: Vec<InSyncEntry>,
     },
+    /// A change to the site's ACL users, on top of the current ones (or,
+    /// while the site has none, on top of `base`, the proposer's users as
+    /// an ACL file). `pubsub_all`: the proposer's `acl-pubsub-default`.
+    ChangeAcl {
+        change: AclChange,
+        base: Vec<u8>,
+        pubsub_all: bool,
+    },
+    /// Sets [`SiteMetadata::internal_token`] if it is not set yet.
+    SetInternalToken {
+        token: [u64; 2],
+    },
 }
 
 /// One replica proposed into a partition's in-sync set.
@@ -280,6 +300,9 @@ pub enum Refused {
     Full,
     #[error("the name {name:?} is member {id}'s, at another address")]
     NameTaken { name: String, id: NodeId },
+    /// An ACL change the users refuse (its Redis error text).
+    #[error("{0}")]
+    Acl(String),
 }
 
 /// The highest node id: per-member state (replication buffers, acks) is
@@ -468,6 +491,20 @@ impl SiteMetadata {
                 node,
                 expected_epoch,
             } => self.add_to_in_sync(*partition, *node, *expected_epoch),
+            Command::ChangeAcl {
+                change,
+                base,
+                pubsub_all,
+            } => self
+                .acl
+                .apply(change, base, *pubsub_all)
+                .map_err(|e| Refused::Acl(e.to_string())),
+            Command::SetInternalToken { token } => {
+                if self.internal_token == [0, 0] {
+                    self.internal_token = *token;
+                }
+                Ok(self.table_epoch())
+            }
             Command::AddManyToInSync { entries } => {
                 let mut first_refusal = None;
                 let mut added = false;
@@ -540,6 +577,8 @@ impl SiteMetadata {
             data_incarnation: incarnation.max(1),
             waiting: BTreeMap::new(),
             restarted: BTreeMap::new(),
+            acl: self.acl.clone(),
+            internal_token: self.internal_token,
         };
         formed
             .members

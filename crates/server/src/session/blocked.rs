@@ -82,6 +82,7 @@ impl Session {
                 client_id: self.id,
                 blocking: BlockMode::Retry,
                 wait: None,
+                read_any_key: true,
             };
             let result = handler(&mut ctx, &args);
             let again = ctx.wait.is_some();

@@ -27,27 +27,16 @@ impl Session {
         Ok(())
     }
 
-    fn check_password(&self, user: &[u8], pass: &[u8]) -> Result<(), CmdError> {
-        let required = self.node.runtime.requirepass.read().clone();
-        let ok = user == b"default" && required.as_deref().is_none_or(|p| p.as_bytes() == pass);
-        if ok {
-            Ok(())
-        } else {
-            Err(CmdError::WrongPass)
-        }
-    }
-
     pub(super) fn auth(&mut self, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         let (user, pass) = match a.len() {
             2 => (&b"default"[..], a[1]),
             3 => (a[1], a[2]),
             _ => return Err(CmdError::Syntax),
         };
-        if a.len() == 2 && self.node.runtime.requirepass.read().is_none() {
+        if a.len() == 2 && self.node.users.current().default_user().nopass() {
             return Err(CmdError::AuthNotConfigured);
         }
-        self.check_password(user, pass)?;
-        self.authenticated = true;
+        self.login(a[0], user, pass)?;
         out.simple("OK");
         Ok(())
     }
@@ -68,7 +57,7 @@ impl Session {
         let mut authed = false;
         while i < a.len() {
             if is(a[i], "AUTH") && i + 2 < a.len() {
-                self.check_password(a[i + 1], a[i + 2])?;
+                self.login(a[0], a[i + 1], a[i + 2])?;
                 authed = true;
                 i += 3;
             } else if is(a[i], "SETNAME") && i + 1 < a.len() {
@@ -86,9 +75,6 @@ impl Session {
             return Err(CmdError::other(
                 "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
             ));
-        }
-        if authed {
-            self.authenticated = true;
         }
         if let Some(name) = setname {
             *self.shared.name.lock() = (!name.is_empty()).then(|| owned(name));
@@ -128,6 +114,6 @@ impl Session {
         *self.shared.name.lock() = None;
         self.set_resp3(false);
         self.caching = None;
-        self.authenticated = self.node.runtime.requirepass.read().is_none();
+        self.logout();
     }
 }

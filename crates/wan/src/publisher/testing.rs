@@ -136,7 +136,6 @@ impl Rig {
                 site_name: "a".into(),
                 node_id: "n1".into(),
                 client_addr: String::new(),
-                requirepass: None,
             },
             ks.clone(),
             None,
