@@ -35,9 +35,11 @@ def site_config(i, ports, cluster_ports, backups=1, seed_ports=None, partitions=
     admin = f'admin_listen = "{host}:{admin_ports[i]}"\n' if admin_ports else ""
     data = f'data_dir = "{data_dir}"\n' if data_dir else ""
     repl = f'replication = "{replication}"\n' if replication else ""
+    # Namespaces of this machine (test_partition): no passwords asked.
+    protected = "protected_mode = false\n" if hosts else ""
     return f'''
 [node]
-id = "n{i + 1}"
+{protected}id = "n{i + 1}"
 listen = "{host}:{ports[i]}"
 {admin}cluster_listen = "{host}:{cluster_ports[i]}"
 {data}[site]

@@ -86,6 +86,11 @@ pub struct NodeSection {
     pub id: Option<String>,
     pub listen: Option<SocketAddr>,
     pub admin_listen: Option<SocketAddr>,
+    /// What state-changing admin requests must carry (default: requirepass).
+    pub admin_token: Option<String>,
+    /// false: start even with ports other hosts reach and no proof asked
+    /// there (see README, "Security").
+    pub protected_mode: Option<bool>,
     pub data_dir: Option<PathBuf>,
     /// "log" (the default once data_dir is set) or "off".
     pub persistence: Option<String>,
@@ -199,6 +204,12 @@ impl ConfigFile {
         }
         if let Some(v) = n.admin_listen {
             s.admin_listen = Some(v);
+        }
+        if let Some(v) = n.protected_mode {
+            s.protected_mode = v;
+        }
+        if let Some(v) = n.admin_token {
+            s.admin_token = (!v.is_empty()).then_some(v);
         }
         s.tls = tls(
             n.tls_listen,

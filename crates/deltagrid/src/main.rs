@@ -171,6 +171,14 @@ struct ServerArgs {
     maxmemory_policy: Option<String>,
     #[arg(long)]
     requirepass: Option<String>,
+    /// What state-changing admin requests (POST /cluster/leave, /wan/...)
+    /// must carry as `Authorization: Bearer`; default: the requirepass
+    #[arg(long)]
+    admin_token: Option<String>,
+    /// no: start even with ports other hosts reach and no password or
+    /// secret asked there (Redis's protected-mode)
+    #[arg(long)]
+    protected_mode: Option<String>,
     /// Where `deltagrid backup` may write and read: a URL and everything
     /// under it (repeat for more); over `[backup] allowed_urls`
     #[arg(long = "backup-allowed-url")]
@@ -248,6 +256,16 @@ impl ServerArgs {
         }
         if let Some(v) = self.requirepass {
             s.requirepass = Some(v);
+        }
+        if let Some(v) = &self.protected_mode {
+            s.protected_mode = match v.as_str() {
+                "yes" => true,
+                "no" => false,
+                _ => anyhow::bail!("--protected-mode {v:?}: use yes or no"),
+            };
+        }
+        if let Some(v) = self.admin_token {
+            s.admin_token = (!v.is_empty()).then_some(v);
         }
         if let Some(v) = self.aclfile {
             s.aclfile = Some(v);
@@ -363,6 +381,11 @@ async fn next_signal(terminate: &mut tokio::signal::unix::Signal) -> &'static st
 }
 
 fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
+    // Before any port opens: refuse ports others reach without proof.
+    let users =
+        server::users::Users::new(settings.aclfile.clone(), settings.requirepass.as_deref())
+            .map_err(anyhow::Error::msg)?;
+    server::protected::check(&settings, &users).map_err(anyhow::Error::msg)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if settings.threads > 0 {
         rt.worker_threads(settings.threads);

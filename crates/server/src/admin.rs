@@ -1,7 +1,10 @@
 //! The admin HTTP endpoint: `/metrics` (Prometheus text), `/health`,
-//! `/status` (JSON). A minimal HTTP/1.1 server: GET only, one request per
-//! connection, request head capped at 8 KiB, so a misbehaving scraper costs
-//! bounded memory.
+//! `/status` and `/wan/status` (JSON), open to anyone who reaches the port;
+//! and requests that change state (`POST /wan/...`, `/cluster/leave`,
+//! `/cluster/revoke`), which need `Authorization: Bearer <admin_token>`
+//! (the `requirepass` when no `admin_token` is set; open only when neither
+//! is). A minimal HTTP/1.1 server: one request per connection, request
+//! head capped at 8 KiB, so a misbehaving scraper costs bounded memory.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +42,19 @@ async fn handle(node: Arc<Node>, mut stream: TcpStream) -> std::io::Result<()> {
     let mut parts = line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    if method == "POST" && !authorized(&node, &head) {
+        node.metrics
+            .admin_refused
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::warn!("admin endpoint: refused {method} {path} without the admin token");
+        let body = "this request needs the admin token: Authorization: Bearer <admin_token> (or the requirepass)\n";
+        let resp = format!(
+            "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(resp.as_bytes()).await?;
+        return stream.shutdown().await;
+    }
     let (status, ctype, body) = match (method, path) {
         ("GET", "/wan/status") => match &node.wan {
             Some(w) => (
@@ -75,6 +91,36 @@ async fn handle(node: Arc<Node>, mut stream: TcpStream) -> std::io::Result<()> {
     );
     stream.write_all(resp.as_bytes()).await?;
     stream.shutdown().await
+}
+
+/// Whether the request head carries the admin token, when one is needed
+/// (`admin_token`, else `requirepass`); compared in constant time.
+fn authorized(node: &Node, head: &[u8]) -> bool {
+    let want = node
+        .settings
+        .admin_token
+        .clone()
+        .or_else(|| node.runtime.requirepass.read().clone());
+    let Some(want) = want.filter(|t| !t.is_empty()) else {
+        return true;
+    };
+    let head = String::from_utf8_lossy(head);
+    let given = head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        let value = value.trim();
+        (name.trim().eq_ignore_ascii_case("authorization")).then(|| {
+            value
+                .strip_prefix("Bearer ")
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        })
+    });
+    let Some(given) = given else {
+        return false;
+    };
+    let (a, b) = (want.as_bytes(), given.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 /// `POST /wan/{pause|resume|stop|resync}?target=NAME`.

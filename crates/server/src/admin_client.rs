@@ -1,7 +1,8 @@
 //! A client of the admin HTTP endpoint ([`crate::admin`]): one request
 //! without a body, on its own connection, answered with the body when the
 //! status is 200. The `deltagrid` CLI (cluster, wan, backup commands) and
-//! the benchmarks use it.
+//! the benchmarks use it; `DELTAGRID_ADMIN_TOKEN` in the environment is
+//! sent as the admin token.
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -49,9 +50,15 @@ pub fn request(addr: &str, method: &str, path: &str, t: Timeouts) -> Result<Stri
     .map_err(|e| format!("connecting to admin endpoint {addr}: {e}"))?;
     s.set_read_timeout(Some(t.io)).map_err(fail)?;
     s.set_write_timeout(Some(t.io)).map_err(fail)?;
+    // State-changing requests carry the admin token, from the environment.
+    let auth = std::env::var("DELTAGRID_ADMIN_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .map_err(fail)?;
     let mut resp = String::new();

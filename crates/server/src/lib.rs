@@ -25,6 +25,7 @@ pub mod monitor;
 pub mod node;
 pub mod notify;
 pub mod persistence_cmd;
+pub mod protected;
 pub mod pubsub;
 pub mod script_cmd;
 pub mod scripts;

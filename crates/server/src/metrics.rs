@@ -59,6 +59,8 @@ pub struct Metrics {
     /// TLS connections whose handshake failed or timed out.
     pub tls_handshake_failures: AtomicU64,
     pub protocol_errors: AtomicU64,
+    /// Admin requests refused for want of the admin token.
+    pub admin_refused: AtomicU64,
     pub oom_rejections: AtomicU64,
     /// Error replies (INFO errorstats, commandstats' failed and rejected
     /// calls), under a lock: an error is rarer than a command.
@@ -109,6 +111,7 @@ impl Metrics {
             rejected_connections: AtomicU64::new(0),
             tls_handshake_failures: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
+            admin_refused: AtomicU64::new(0),
             oom_rejections: AtomicU64::new(0),
             errors: Default::default(),
         }
@@ -449,6 +452,7 @@ impl Metrics {
                 &self.tls_handshake_failures,
             ),
             ("deltagrid_protocol_errors_total", &self.protocol_errors),
+            ("deltagrid_admin_refused_total", &self.admin_refused),
             ("deltagrid_oom_rejections_total", &self.oom_rejections),
         ];
         for (name, v) in totals {

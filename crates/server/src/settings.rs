@@ -12,6 +12,10 @@ pub struct NodeSettings {
     pub node_id: String,
     pub listen: SocketAddr,
     pub admin_listen: Option<SocketAddr>,
+    /// What the admin endpoint's state-changing requests must carry
+    /// (`Authorization: Bearer <token>`); None: `requirepass`, and with
+    /// neither they are open.
+    pub admin_token: Option<String>,
     pub data_dir: PathBuf,
     pub maxmemory: u64,
     /// What goes when memory passes `maxmemory` (`noeviction`: writes get -OOM).
@@ -62,6 +66,9 @@ pub struct NodeSettings {
     pub tls: Option<crate::tls::TlsSettings>,
     /// `aclfile`: ACL users loaded at start, by ACL LOAD, written by ACL SAVE.
     pub aclfile: Option<std::path::PathBuf>,
+    /// Refuse to start with a port other hosts reach and no proof asked
+    /// there ([`crate::protected`]).
+    pub protected_mode: bool,
 }
 
 /// `node.persistence`, `node.fsync`, `node.snapshot_every`: whether and how
@@ -111,6 +118,7 @@ impl Default for NodeSettings {
             node_id: "n1".into(),
             listen: "127.0.0.1:6379".parse().expect("valid literal"),
             admin_listen: Some("127.0.0.1:9379".parse().expect("valid literal")),
+            admin_token: None,
             data_dir: PathBuf::from("./data"),
             maxmemory: 0,
             maxmemory_policy: keyspace::Policy::NoEviction,
@@ -137,6 +145,7 @@ impl Default for NodeSettings {
             persistence: Persistence::default(),
             tls: None,
             aclfile: None,
+            protected_mode: true,
         }
     }
 }

@@ -165,6 +165,8 @@ admin_listen = "{admin}"
 cluster_listen = "{cluster}"
 data_dir = "{data}"
 persistence = "off"
+# Network namespaces of this machine (bench/netns.sh): no passwords.
+protected_mode = false
 [site]
 id = {site}
 name = "site{site}"
