@@ -347,6 +347,28 @@ def test_a_raw_hello_claiming_a_live_members_address_is_refused(tmp_path):
         every_partition_takes_a_write(n1.port, 30)
 
 
+def test_a_join_under_another_name_at_a_live_members_address_is_refused(tmp_path):
+    """A hello and a join frame claiming live n2's cluster address under
+    another name and with another client address (an attacker's port, to
+    take n2's slots' clients and their AUTH): refused, n2 keeps its name and
+    its client address in every node's view, and stays active."""
+    with started_site(tmp_path) as nodes:
+        n1, n2, _ = nodes
+        expected = roster(n1)
+        wait_for(lambda: what_is_unhealthy(nodes, expected), 30, "the site to settle")
+        claimed = f"127.0.0.1:{n2.cluster_port}"
+        trap = f"127.0.0.1:{free_port()}"
+        with socket.create_connection(("127.0.0.1", n1.cluster_port), timeout=10) as sock:
+            sock.sendall(wire_hello("attacker", claimed, trap) + wire_join())
+            closed, frames, _ = read_frames_until_closed(sock, 10)
+        assert KIND_JOINED not in [k for k, _ in frames], frames
+        for node in nodes:
+            assert roster(node) == expected
+            view = [m for m in site_view(node)["members"] if m["cluster_addr"] == claimed]
+            assert [m["client_addr"] for m in view] == [f"127.0.0.1:{n2.port}"], view
+        holds_for(lambda: what_is_unhealthy(nodes, expected), 3, "the site changed after the forged join")
+
+
 def test_a_phantom_member_that_never_connects_is_marked_dead(tmp_path):
     """A join committed for a node that then never connects: from Python, a
     hello for an address where nothing listens, the join frame, its answer

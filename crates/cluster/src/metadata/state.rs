@@ -300,6 +300,12 @@ pub enum Refused {
     Full,
     #[error("the name {name:?} is member {id}'s, at another address")]
     NameTaken { name: String, id: NodeId },
+    #[error("the cluster address {addr} is member {id}'s ({name:?}), which is not dead")]
+    AddressTaken {
+        addr: SocketAddr,
+        id: NodeId,
+        name: String,
+    },
     /// An ACL change the users refuse (its Redis error text).
     #[error("{0}")]
     Acl(String),
@@ -377,6 +383,21 @@ impl SiteMetadata {
                     return Err(Refused::NameTaken {
                         name: name.clone(),
                         id: *id,
+                    });
+                }
+                // An address is one member's too: a process claiming a
+                // live member's address under another name would take its
+                // slots' clients (MOVED names its client address). Only a
+                // dead member's place may be taken by a new name.
+                if let Some((id, m)) = self.members.iter().find(|(_, m)| {
+                    m.cluster_addr == *cluster_addr
+                        && m.name != *name
+                        && m.state != MemberState::Dead
+                }) {
+                    return Err(Refused::AddressTaken {
+                        addr: *cluster_addr,
+                        id: *id,
+                        name: m.name.clone(),
                     });
                 }
                 let known = self
@@ -1019,10 +1040,19 @@ mod tests {
         let mut s = formed();
         assert_eq!(s.apply(&join(9001)), Ok(4));
         assert_eq!(s.apply(&join(9001)), Ok(4), "a restart keeps its id");
+        // Another name at a live member's address: refused (it would
+        // take that member's clients); once the member is dead, its place.
+        let before = s.clone();
+        assert!(matches!(
+            s.apply(&join(17002)),
+            Err(Refused::AddressTaken { id: 2, .. })
+        ));
+        assert_eq!(s, before);
+        s.members.get_mut(&2).unwrap().state = MemberState::Dead;
         assert_eq!(
             s.apply(&join(17002)),
             Ok(2),
-            "a seed's address keeps the seed's id"
+            "a dead seed's address keeps the seed's id"
         );
         assert_eq!(s.members[&2].name, "j17002");
         for want in 5..=MAX_MEMBER_ID {
