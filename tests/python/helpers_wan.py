@@ -40,9 +40,11 @@ class WanSite:
     before it runs and a node restarts on the same ports."""
 
     def __init__(self, tmp_path, site_id, name, size=1, memory_budget=None, disk_budget=None, backups=1,
-                 secret=None, partitions=None, log_memory=None, tombstone_memory=None, node_settings=()):
+                 secret=None, partitions=None, log_memory=None, tombstone_memory=None, node_settings=(),
+                 wan_settings=()):
         self.tmp_path = tmp_path
         self.node_settings = list(node_settings)  # more lines of [node], e.g. 'maxmemory = "32MiB"'
+        self.wan_settings = list(wan_settings)  # more lines of [wan], e.g. 'tls = true'
         self.tombstone_memory = tombstone_memory
         self.partitions = partitions
         self.log_memory = log_memory
@@ -53,6 +55,7 @@ class WanSite:
         self.cluster_ports = [fresh_port() for _ in range(size)]
         self.wan_ports = [fresh_port() for _ in range(size)]
         self.targets = []  # (WanSite, delta, ack)
+        self.via = {}  # target site name -> endpoints to use instead of its own (a proxy)
         self.nodes = [None] * size
         self.incarnation = [0] * size
         self.retired = []  # stopped Server objects (logs kept)
@@ -92,10 +95,11 @@ class WanSite:
             lines.append(f'secret = "{self.secret}"')
         if self.tombstone_memory:
             lines.append(f'tombstone_memory = "{self.tombstone_memory}"')
+        lines += self.wan_settings
         # Backups (test_backup, test_encodings_roundtrip) go under the test's directory.
         lines += ["[backup]", f'allowed_urls = ["file://{self.tmp_path}"]']
         for other, delta, ack in self.targets:
-            eps = ", ".join(f'"{e}"' for e in other.endpoints)
+            eps = ", ".join(f'"{e}"' for e in self.via.get(other.name, other.endpoints))
             lines += ["[[wan.targets]]", f'name = "{other.name}"', f"endpoints = [{eps}]",
                       f"delta = {'true' if delta else 'false'}", f'ack = "{ack}"']
         return "\n".join(lines) + "\n"

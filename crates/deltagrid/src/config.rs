@@ -60,6 +60,12 @@ pub struct WanSection {
     /// Shared by all sites: a link is up only when both ends prove they
     /// know it.
     pub secret: Option<String>,
+    /// Mutual TLS on every WAN link: each site's certificate (from the
+    /// shared CA) names the site.
+    pub tls: Option<bool>,
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+    pub tls_ca_cert_file: Option<PathBuf>,
     #[serde(default)]
     pub targets: Vec<WanTarget>,
 }
@@ -406,6 +412,34 @@ fn check_secret(key: &str, v: &Option<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `[section] tls = true` and its files: the link's mutual TLS, loaded
+/// (an error names the key and the file).
+fn peer_tls(
+    section: &str,
+    on: Option<bool>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    ca: Option<PathBuf>,
+) -> anyhow::Result<Option<framing::tls::PeerTls>> {
+    if on != Some(true) {
+        if cert.is_some() || key.is_some() || ca.is_some() {
+            bail!("{section}.tls_* files are set but {section}.tls is not true");
+        }
+        return Ok(None);
+    }
+    let need = |v: Option<PathBuf>, k: &str| {
+        v.with_context(|| format!("{section}.tls = true needs {section}.{k}"))
+    };
+    let files = framing::tls::TlsFiles {
+        cert_file: need(cert, "tls_cert_file")?,
+        key_file: need(key, "tls_key_file")?,
+        ca_cert_file: need(ca, "tls_ca_cert_file")?,
+    };
+    framing::tls::PeerTls::load(&files, section)
+        .map(Some)
+        .map_err(anyhow::Error::msg)
+}
+
 fn backup_schedule(b: BackupSection) -> anyhow::Result<Option<backup::schedule::Schedule>> {
     let every = |name: &str, v: Option<String>| -> anyhow::Result<Option<std::time::Duration>> {
         v.map(|v| {
@@ -494,9 +528,17 @@ fn wan_settings(w: WanSection, s: &NodeSettings) -> anyhow::Result<wan::WanSetti
         }
     }
     check_secret("wan.secret", &w.secret)?;
+    let tls = peer_tls(
+        "wan",
+        w.tls,
+        w.tls_cert_file,
+        w.tls_key_file,
+        w.tls_ca_cert_file,
+    )?;
     Ok(wan::WanSettings {
         listen: w.listen,
         secret: w.secret,
+        tls,
         memory_budget: w.memory_budget.map_or(256 << 20, |v| v.0),
         disk_budget: w.disk_budget.map_or(10 << 30, |v| v.0),
         tombstone_memory: w.tombstone_memory.map_or(32 << 20, |v| v.0),

@@ -18,12 +18,14 @@
 //! - [`read`]: reading frames off a connection ([`read_with`], [`expect`]).
 //! - [`proof`]: proving a shared secret without sending it (HMAC-SHA256
 //!   over both ends' nonces under a label naming the role).
+//! - [`tls`]: mutual TLS of a peer link, a peer named by its certificate.
 
 pub mod frame;
 pub mod hello;
 pub mod payload;
 pub mod proof;
 pub mod read;
+pub mod tls;
 
 pub use frame::{announced_len, begin_frame, encode_frame, Limits, OpenFrame};
 pub use hello::Protocol;

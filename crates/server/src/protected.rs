@@ -56,7 +56,7 @@ pub fn check(s: &NodeSettings, users: &Users) -> Result<(), String> {
         }
     }
     if let Some(w) = &s.wan {
-        if w.listen.is_some_and(|a| open(&a)) && w.secret.is_none() {
+        if w.listen.is_some_and(|a| open(&a)) && w.secret.is_none() && w.tls.is_none() {
             why.push(format!(
                 "[wan] listen {} is not on loopback and [wan] has no secret: any process that reaches it could write here",
                 w.listen.map(|a| a.to_string()).unwrap_or_default()

@@ -73,6 +73,9 @@ pub struct WanSettings {
     /// ([`auth`]). None: this node accepts any publisher that reaches
     /// `listen` and sends to any receiver.
     pub secret: Option<String>,
+    /// `[wan] tls`: mutual TLS on every link, each site named by its
+    /// certificate ([`framing::tls`]).
+    pub tls: Option<framing::tls::PeerTls>,
 }
 
 /// What the node around the WAN tells it: its identity and how to reach

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use framing::tls::{Reader, Writer};
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
@@ -61,7 +61,7 @@ pub async fn serve(wan: Arc<Wan>, listener: TcpListener) {
 
 /// Reads one frame, adding what it read to `counter`.
 async fn read_frame(
-    rd: &mut OwnedReadHalf,
+    rd: &mut Reader,
     buf: &mut BytesMut,
     counter: Option<&std::sync::atomic::AtomicU64>,
 ) -> Result<Option<Frame>, String> {
@@ -93,7 +93,41 @@ fn check_hello(wan: &Wan, h: &Hello) -> Result<(), String> {
 }
 
 async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr) {
-    let (mut rd, mut wr) = stream.into_split();
+    // With [wan] tls: the publisher shows a certificate from our CA, and
+    // (below, once its hello says which site it is) one naming that site.
+    let (mut rd, mut wr, tls) = match &wan.settings.tls {
+        None => {
+            let (rd, wr) = framing::tls::split(stream);
+            (rd, wr, None)
+        }
+        Some(t) => match tokio::time::timeout(HELLO_TIMEOUT, t.accept(stream)).await {
+            Ok(Ok(s)) => {
+                let names = |site: &str| framing::tls::peer_is(&s, site);
+                let check: Box<dyn Fn(&str) -> bool + Send + Sync> = {
+                    let ok: std::collections::HashSet<String> = wan
+                        .settings
+                        .targets
+                        .iter()
+                        .map(|t| t.name.clone())
+                        .filter(|n| names(n))
+                        .collect();
+                    Box::new(move |site: &str| ok.contains(site))
+                };
+                let (rd, wr) = framing::tls::split(s);
+                (rd, wr, Some(check))
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(%addr, "refused WAN connection: TLS handshake failed: {e}");
+                add(&wan.receiver_stats(0).refused, 1);
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(%addr, "refused WAN connection: no TLS handshake in time");
+                add(&wan.receiver_stats(0).refused, 1);
+                return;
+            }
+        },
+    };
     let mut buf = BytesMut::with_capacity(64 << 10);
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut rd, &mut buf, None)).await
     {
@@ -112,7 +146,14 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
         }
     };
     let stats = wan.receiver_stats(hello.site_id);
-    if let Err(why) = check_hello(&wan, &hello) {
+    let certified = |h: &Hello| match &tls {
+        Some(names) if !names(&h.site_name) => Err(format!(
+            "its TLS certificate does not name site {:?}",
+            h.site_name
+        )),
+        _ => Ok(()),
+    };
+    if let Err(why) = check_hello(&wan, &hello).and_then(|()| certified(&hello)) {
         tracing::warn!(%addr, site = hello.site_name, "refused WAN connection: {why}");
         add(&stats.refused, 1);
         refuse(&mut wr, why).await;
@@ -190,7 +231,7 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
             return;
         }
     }
-    tracing::info!(%addr, site = hello.site_name, node = hello.node_id, authenticated = challenge.is_some(), "WAN publisher connected");
+    tracing::info!(%addr, site = hello.site_name, node = hello.node_id, authenticated = challenge.is_some(), tls = tls.is_some(), "WAN publisher connected");
     let (batch_tx, batch_rx) = mpsc::channel(APPLY_QUEUE);
     let applier = tokio::spawn(apply_loop(
         wan.clone(),
@@ -269,7 +310,7 @@ async fn connection(wan: Arc<Wan>, stream: TcpStream, addr: std::net::SocketAddr
 }
 
 /// Tells a publisher why it is refused, before the connection closes.
-async fn refuse(wr: &mut tokio::net::tcp::OwnedWriteHalf, why: String) {
+async fn refuse(wr: &mut Writer, why: String) {
     let mut out = BytesMut::new();
     wire::encode(&Frame::Refuse(why), &mut out);
     let _ = wr.write_all(&out).await;

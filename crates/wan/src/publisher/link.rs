@@ -186,7 +186,18 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<Op
         .map_err(|_| "connect timed out".to_string())?
         .map_err(|e| e.to_string())?;
     let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
+    // With [wan] tls: the receiver's certificate must name the target site.
+    let (mut rd, mut wr) = match &wan.settings.tls {
+        None => framing::tls::split(stream),
+        Some(tls) => {
+            let name = &target.settings.name;
+            let s = tokio::time::timeout(CONNECT_TIMEOUT, tls.connect(stream, name))
+                .await
+                .map_err(|_| "TLS handshake timed out".to_string())?
+                .map_err(|e| format!("TLS handshake with site {name:?} failed: {e}"))?;
+            framing::tls::split(s)
+        }
+    };
     let mut out = BytesMut::new();
     let nonce = auth::nonce();
     wire::encode(
@@ -274,10 +285,7 @@ async fn open(wan: &Arc<Wan>, target: &Arc<Target>, endpoint: &str) -> Result<Op
 
 /// Writes every part, in order, with as few system calls as the socket
 /// allows; empties `parts`.
-async fn write_parts(
-    wr: &mut tokio::net::tcp::OwnedWriteHalf,
-    parts: &mut Vec<Bytes>,
-) -> std::io::Result<()> {
+async fn write_parts(wr: &mut framing::tls::Writer, parts: &mut Vec<Bytes>) -> std::io::Result<()> {
     use bytes::Buf;
     parts.retain(|p| !p.is_empty());
     let mut first = 0;
@@ -309,7 +317,7 @@ async fn write_parts(
 /// `wan.secret` sends nothing to a site that cannot prove it knows it.
 async fn authenticate(
     wan: &Wan,
-    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    wr: &mut framing::tls::Writer,
     nonce: &auth::Nonce,
     challenge: Option<&wire::Challenge>,
 ) -> Result<(), String> {

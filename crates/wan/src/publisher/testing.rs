@@ -129,6 +129,7 @@ impl Rig {
                 }],
                 dir: dir.path().to_path_buf(),
                 secret: None,
+                tls: None,
             },
             LocalSite {
                 restored: None,
