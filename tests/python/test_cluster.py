@@ -21,13 +21,13 @@ pytestmark = pytest.mark.deltagrid_only
 
 
 def site_config(i, ports, cluster_ports, backups=1, seed_ports=None, partitions=271,
-                hosts=None, admin_ports=None, data_dir=None, replication=None):
+                hosts=None, admin_ports=None, data_dir=None, replication=None, site_extra=""):
     """Node i's config; `seed_ports` (default: all of `cluster_ports`) may
     leave it out, and then it joins the site the seeds formed. `hosts`
     (indexed like `ports`; default 127.0.0.1 for every node) gives each
     node an address of its own, and then every node is a seed;
     `admin_ports` (indexed alike), `data_dir` and `replication` add those
-    settings."""
+    settings; `site_extra`, more lines of [site]."""
     assert not (hosts and seed_ports), "seed_ports are on 127.0.0.1"
     host = hosts[i] if hosts else "127.0.0.1"
     seeds = zip(hosts, cluster_ports) if hosts else (("127.0.0.1", p) for p in (seed_ports or cluster_ports))
@@ -48,13 +48,14 @@ name = "london"
 partitions = {partitions}
 seeds = [{seeds}]
 backups = {backups}
-{repl}'''
+{repl}{site_extra}'''
 
 
 @contextlib.contextmanager
-def started_site(tmp_path, n=3, backups=1, partitions=271, extra_args=lambda i: ()):
+def started_site(tmp_path, n=3, backups=1, partitions=271, extra_args=lambda i: (), site_extra=""):
     """`n` nodes started from config files (and `extra_args(i)` flags for
-    node i); yields them once the site formed, stops them after."""
+    node i, `site_extra` lines of [site]); yields them once the site
+    formed, stops them after."""
     cluster_ports = [free_port() for _ in range(n)]
     ports = [free_port() for _ in range(n)]
     nodes = []
@@ -62,7 +63,8 @@ def started_site(tmp_path, n=3, backups=1, partitions=271, extra_args=lambda i: 
         for i in range(n):
             d = tmp_path / f"n{i + 1}"
             d.mkdir()
-            config = site_config(i, ports, cluster_ports, backups=backups, partitions=partitions)
+            config = site_config(i, ports, cluster_ports, backups=backups, partitions=partitions,
+                                 site_extra=site_extra)
             node = Server(d, extra_args=extra_args(i), config=config, port=ports[i])
             node.cluster_port = cluster_ports[i]
             node.restart_args = (d, config, ports[i])

@@ -4,7 +4,6 @@ plaintext peer, a publisher showing another site's certificate, an expired
 certificate or one from another CA are refused with a log line saying why;
 a man in the middle flipping one byte breaks the connection, never the
 data (the link comes back and the sites converge)."""
-import datetime
 import socket
 import threading
 
@@ -15,48 +14,7 @@ from helpers_wan import WanSite, client, hello, read_frames, wait_converged
 
 pytestmark = pytest.mark.deltagrid_only
 
-x509 = pytest.importorskip("cryptography.x509")
-from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
-from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: E402
-
-NOW = datetime.datetime.now(datetime.timezone.utc)
-DAY = datetime.timedelta(days=1)
-
-
-def _name(cn):
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def make_ca(d, name):
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name))
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(NOW - DAY).not_valid_after(NOW + DAY)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    (d / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return key, cert
-
-
-def issue(d, ca, site, file=None, not_before=None, not_after=None):
-    """A certificate naming `site` (DNS SAN), for both ends of a link,
-    signed by `ca`; written as <file>.crt / <file>.key."""
-    ca_key, ca_cert = ca
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder().subject_name(_name(site)).issuer_name(ca_cert.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(not_before or NOW - DAY).not_valid_after(not_after or NOW + DAY)
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(site)]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                  ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    file = file or site
-    (d / f"{file}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (d / f"{file}.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                                      serialization.PrivateFormat.PKCS8,
-                                                      serialization.NoEncryption()))
+from helpers_certs import DAY, NOW, issue, make_ca
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@
 use std::time::Duration;
 
 use framing::proof::{nonce, proof, verify, Nonce, NONCE_LEN, PROOF_LEN};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use framing::tls::{PeerStream, PeerTls};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// What an accepting node sends first: this magic and its nonce.
@@ -53,7 +54,10 @@ async fn step<T>(
 
 /// The accepting side: challenges, checks the answer, proves itself.
 /// Nothing happens without a secret.
-pub async fn accept(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(), String> {
+pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    secret: Option<&[u8]>,
+) -> Result<(), String> {
     let Some(secret) = secret else { return Ok(()) };
     let mine = nonce();
     let mut challenge = [0u8; 4 + NONCE_LEN];
@@ -79,7 +83,10 @@ pub async fn accept(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(),
 
 /// The connecting side: answers the challenge, checks the acceptor's proof.
 /// Nothing happens without a secret.
-pub async fn initiate(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(), String> {
+pub async fn initiate<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    secret: Option<&[u8]>,
+) -> Result<(), String> {
     let Some(secret) = secret else { return Ok(()) };
     let mut challenge = [0u8; 4 + NONCE_LEN];
     match tokio::time::timeout(STEP_TIMEOUT, stream.read_exact(&mut challenge)).await {
@@ -116,6 +123,64 @@ pub async fn initiate(stream: &mut TcpStream, secret: Option<&[u8]>) -> Result<(
         ));
     }
     Ok(())
+}
+
+/// `[site] tls`: the nodes' mutual TLS, each node's certificate (from the
+/// site's CA) naming the site.
+#[derive(Clone, Debug)]
+pub struct SiteTls {
+    pub tls: PeerTls,
+    /// The site's name: what every node's certificate names.
+    pub site: String,
+}
+
+/// The accepting end of a node-to-node connection: TLS first when the
+/// site has it (the peer's certificate must be from the site's CA and
+/// name the site), then the proof of `site.secret` when there is one.
+pub async fn secure_accept(
+    stream: TcpStream,
+    secret: Option<&[u8]>,
+    tls: Option<&SiteTls>,
+) -> Result<PeerStream, String> {
+    let mut stream = match tls {
+        None => PeerStream::Plain(stream),
+        Some(t) => {
+            let s = tokio::time::timeout(STEP_TIMEOUT, t.tls.accept(stream))
+                .await
+                .map_err(|_| format!("{BROKE_OFF}: no TLS handshake within {STEP_TIMEOUT:?}"))?
+                .map_err(|e| format!("{REFUSED}: TLS handshake failed: {e}"))?;
+            if !framing::tls::peer_is(&s, &t.site) {
+                return Err(format!(
+                    "{REFUSED}: the peer's TLS certificate does not name site {:?}",
+                    t.site
+                ));
+            }
+            PeerStream::Server(Box::new(s))
+        }
+    };
+    accept(&mut stream, secret).await?;
+    Ok(stream)
+}
+
+/// The connecting end: TLS first when the site has it (the acceptor's
+/// certificate must name the site), then the proof of `site.secret`.
+pub async fn secure_initiate(
+    stream: TcpStream,
+    secret: Option<&[u8]>,
+    tls: Option<&SiteTls>,
+) -> Result<PeerStream, String> {
+    let mut stream = match tls {
+        None => PeerStream::Plain(stream),
+        Some(t) => {
+            let s = tokio::time::timeout(STEP_TIMEOUT, t.tls.connect(stream, &t.site))
+                .await
+                .map_err(|_| format!("{BROKE_OFF}: no TLS handshake within {STEP_TIMEOUT:?}"))?
+                .map_err(|e| format!("{REFUSED}: TLS handshake failed: {e}"))?;
+            PeerStream::Client(Box::new(s))
+        }
+    };
+    initiate(&mut stream, secret).await?;
+    Ok(stream)
 }
 
 #[cfg(test)]

@@ -49,6 +49,9 @@ pub struct ClusterSettings {
     /// This node's TLS client port (`node.tls_listen`), told to its peers so
     /// that MOVED and CLUSTER SLOTS name it to clients over TLS.
     pub tls_client_addr: Option<SocketAddr>,
+    /// `[site] tls`: mutual TLS on every node-to-node connection (data,
+    /// metadata, joins), each node's certificate naming the site.
+    pub tls: Option<crate::auth::SiteTls>,
 }
 
 impl Member {
@@ -742,6 +745,7 @@ mod tests {
             replication: Replication::Sync,
             joined: None,
             secret: None,
+            tls: None,
         };
         let ks = keyspace();
         let replica = Cluster::new(

@@ -55,6 +55,7 @@ pub async fn run(c: Arc<Cluster>) {
         .secret
         .as_deref()
         .map(|s| Arc::from(s.as_bytes()));
+    config.tls = c.settings.tls.clone();
     let md = match Metadata::start(config, None).await {
         Ok(md) => md,
         Err(e) => {

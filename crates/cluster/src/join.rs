@@ -32,29 +32,32 @@ pub struct Joined {
     pub members: Vec<(usize, SocketAddr)>,
 }
 
-/// Asks the seeds, in turn, until one lets this node join.
+/// Asks the seeds (`settings.seeds`), in turn, until one lets this node
+/// join, over the site's `secret` and `tls` as `settings` has them.
 pub async fn join(
-    seeds: &[SocketAddr],
+    settings: &crate::ClusterSettings,
     site_id: u16,
     node_id: &str,
-    cluster_addr: SocketAddr,
     client_addr: &str,
-    tls_client_addr: Option<SocketAddr>,
-    secret: Option<&str>,
 ) -> Result<Joined, String> {
+    let (seeds, secret, tls) = (
+        &settings.seeds,
+        settings.secret.as_deref(),
+        settings.tls.as_ref(),
+    );
     let hello = Hello {
         version: wire::PROTOCOL_VERSION,
         site_id,
         node_id: node_id.to_string(),
-        cluster_addr: cluster_addr.to_string(),
+        cluster_addr: settings.cluster_listen.to_string(),
         client_addr: client_addr.to_string(),
-        tls_client_addr: tls_client_addr.map(|a| a.to_string()),
+        tls_client_addr: settings.tls_client_addr.map(|a| a.to_string()),
     };
     let deadline = tokio::time::Instant::now() + GIVE_UP_AFTER;
     let mut last = String::from("no seed answered");
     loop {
         for seed in seeds {
-            match tokio::time::timeout(ASK_TIMEOUT, ask(*seed, &hello, secret)).await {
+            match tokio::time::timeout(ASK_TIMEOUT, ask(*seed, &hello, secret, tls)).await {
                 Ok(Ok(joined)) => {
                     tracing::info!(%seed, node = joined.index + 1, "joined the site");
                     return Ok(joined);
@@ -78,9 +81,14 @@ pub async fn join(
     }
 }
 
-async fn ask(seed: SocketAddr, hello: &Hello, secret: Option<&str>) -> Result<Joined, String> {
-    let mut stream = TcpStream::connect(seed).await.map_err(|e| e.to_string())?;
-    crate::auth::initiate(&mut stream, secret.map(str::as_bytes)).await?;
+async fn ask(
+    seed: SocketAddr,
+    hello: &Hello,
+    secret: Option<&str>,
+    tls: Option<&crate::auth::SiteTls>,
+) -> Result<Joined, String> {
+    let stream = TcpStream::connect(seed).await.map_err(|e| e.to_string())?;
+    let mut stream = crate::auth::secure_initiate(stream, secret.map(str::as_bytes), tls).await?;
     let mut out = BytesMut::new();
     hello.encode(&mut out);
     wire::encode_frame(wire::KIND_JOIN, &[], &mut out);
@@ -89,7 +97,19 @@ async fn ask(seed: SocketAddr, hello: &Hello, secret: Option<&str>) -> Result<Jo
     let read = wire::PROTOCOL.limits.read_frame(&mut stream, &mut buf);
     let (kind, payload) = framing::expect("join answer", ASK_TIMEOUT, read)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| {
+            // TLS 1.3: a seed that refuses our certificate says so only
+            // once we read (an alert), and that is final.
+            let e = e.to_string();
+            if e.contains("received fatal alert") {
+                format!(
+                    "{}: the seed refused our TLS certificate: {e}",
+                    crate::auth::REFUSED
+                )
+            } else {
+                e
+            }
+        })?;
     match kind {
         wire::KIND_JOINED => {
             let a = JoinAnswer::decode(payload).map_err(|e| e.to_string())?;
@@ -113,7 +133,7 @@ async fn ask(seed: SocketAddr, hello: &Hello, secret: Option<&str>) -> Result<Jo
 /// A member's side: commits the join and answers (or says why not).
 pub(crate) async fn answer(
     c: &Arc<Cluster>,
-    stream: &mut TcpStream,
+    stream: &mut framing::tls::PeerStream,
     hello: &Hello,
 ) -> Result<u64, String> {
     let result = admit(c, hello).await;

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
+use framing::tls::PeerStream;
 use framing::ReadError;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -121,7 +122,7 @@ enum HandshakeError {
 }
 
 /// Reads the peer's hello, refusing anything that is not one.
-async fn read_hello(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<Hello, HandshakeError> {
+async fn read_hello(stream: &mut PeerStream, buf: &mut BytesMut) -> Result<Hello, HandshakeError> {
     let (kind, payload) = wire::PROTOCOL
         .read_hello(stream, buf, HELLO_TIMEOUT)
         .await?;
@@ -153,7 +154,7 @@ fn accept_member(c: &Cluster, h: &Hello) -> Result<Member, HandshakeError> {
 /// Reads the first bytes of an inbound connection and tells the data
 /// protocol's hello from the metadata group's (both start with a frame
 /// header, a hello kind and a 4-byte magic).
-async fn sniff(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<bool, HandshakeError> {
+async fn sniff(stream: &mut PeerStream, buf: &mut BytesMut) -> Result<bool, HandshakeError> {
     let which = |b: &mut BytesMut| {
         let metadata = rpc::PROTOCOL.check_preamble(b).is_ok();
         if !metadata && wire::PROTOCOL.check_preamble(b).is_err() {
@@ -165,14 +166,18 @@ async fn sniff(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<bool, Hands
     Ok(framing::expect("hello", HELLO_TIMEOUT, read).await?)
 }
 
-async fn inbound(c: Arc<Cluster>, mut stream: TcpStream, peer: SocketAddr) {
+async fn inbound(c: Arc<Cluster>, stream: TcpStream, peer: SocketAddr) {
     if c.is_isolated() {
         return;
     }
-    if let Err(e) = crate::auth::accept(&mut stream, c.secret()).await {
-        tracing::warn!(%peer, "refused connection on cluster_listen: {e}");
-        return;
-    }
+    let mut stream =
+        match crate::auth::secure_accept(stream, c.secret(), c.settings.tls.as_ref()).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(%peer, "refused connection on cluster_listen: {e}");
+                return;
+            }
+        };
     let mut buf = BytesMut::with_capacity(1024);
     match sniff(&mut stream, &mut buf).await {
         Ok(true) => {
@@ -215,7 +220,7 @@ async fn inbound(c: Arc<Cluster>, mut stream: TcpStream, peer: SocketAddr) {
 async fn asks_to_join(
     c: &Arc<Cluster>,
     hello: &Hello,
-    stream: &mut TcpStream,
+    stream: &mut PeerStream,
     buf: &mut BytesMut,
 ) -> Result<bool, HandshakeError> {
     let known = hello
@@ -267,20 +272,21 @@ async fn dial_loop(c: Arc<Cluster>, i: usize) {
             continue;
         }
         match TcpStream::connect(addr).await {
-            Ok(mut stream) => {
+            Ok(stream) => {
                 let _ = stream.set_nodelay(true);
                 let mut buf = BytesMut::with_capacity(1024);
                 let result = async {
-                    crate::auth::initiate(&mut stream, c.secret())
-                        .await
-                        .map_err(HandshakeError::Refused)?;
+                    let mut stream =
+                        crate::auth::secure_initiate(stream, c.secret(), c.settings.tls.as_ref())
+                            .await
+                            .map_err(HandshakeError::Refused)?;
                     stream.write_all(&my_hello(&c)).await?;
                     let hello = read_hello(&mut stream, &mut buf).await?;
-                    accept_member(&c, &hello)
+                    accept_member(&c, &hello).map(|m| (m, stream))
                 }
                 .await;
                 match result {
-                    Ok(m) => {
+                    Ok((m, stream)) => {
                         tracing::info!(peer = %m.node_id, %addr, "cluster peer connected");
                         session(&c, stream, buf, addr).await;
                     }
@@ -298,14 +304,14 @@ async fn dial_loop(c: Arc<Cluster>, i: usize) {
 /// peer goes silent. Every batch frame is answered by one ack frame (empty
 /// when the batch held no change, e.g. only snapshot data), which is what
 /// [`MAX_BATCHES_IN_FLIGHT`] counts.
-async fn session(c: &Arc<Cluster>, stream: TcpStream, buf: BytesMut, addr: SocketAddr) {
+async fn session(c: &Arc<Cluster>, stream: PeerStream, buf: BytesMut, addr: SocketAddr) {
     let Some(peer) = c.peer_index(addr) else {
         return;
     };
     let mut rb = ReadBuffer::new(buf, c.keyspace().holds_received());
     c.set_connected(addr, true);
     c.replicator.peer_connected(peer);
-    let (mut rd, mut wr) = stream.into_split();
+    let (mut rd, mut wr) = tokio::io::split(stream);
     let mut ping = tokio::time::interval(PING_EVERY);
     let mut last_heard = tokio::time::Instant::now();
     let mut in_flight = Unanswered {

@@ -158,6 +158,12 @@ pub struct SiteSection {
     /// Shared by the site's nodes: node-to-node connections open only
     /// between nodes that prove they know it.
     pub secret: Option<String>,
+    /// Mutual TLS on every node-to-node connection: each node's
+    /// certificate (from the site's CA) names the site.
+    pub tls: Option<bool>,
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+    pub tls_ca_cert_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -310,7 +316,19 @@ impl ConfigFile {
                     bail!("site.seeds is empty: list the site's first members (this node joins them if it is not one)");
                 }
                 check_secret("site.secret", &site.secret)?;
+                let tls = peer_tls(
+                    "site",
+                    site.tls,
+                    site.tls_cert_file.clone(),
+                    site.tls_key_file.clone(),
+                    site.tls_ca_cert_file.clone(),
+                )?
+                .map(|tls| cluster::auth::SiteTls {
+                    tls,
+                    site: s.site_name.clone(),
+                });
                 s.cluster = Some(cluster::ClusterSettings {
+                    tls,
                     secret: site.secret.clone(),
                     cluster_listen,
                     seeds,

@@ -422,19 +422,9 @@ fn run_server(settings: NodeSettings) -> anyhow::Result<()> {
         let mut settings = settings;
         if let Some(c) = settings.cluster.as_mut().filter(|c| !c.seeds.contains(&c.cluster_listen)) {
             let client_addr = settings.listen.to_string();
-            let secret = c.secret.as_deref();
-            let joined =
-                cluster::join::join(
-                    &c.seeds,
-                    settings.site_id,
-                    &settings.node_id,
-                    c.cluster_listen,
-                    &client_addr,
-                    c.tls_client_addr,
-                    secret,
-                )
+            let joined = cluster::join::join(c, settings.site_id, &settings.node_id, &client_addr)
                 .await
-                    .map_err(anyhow::Error::msg)?;
+                .map_err(anyhow::Error::msg)?;
             c.joined = Some(joined);
         }
         // Loading copies from disk: clients are answered LOADING meanwhile.

@@ -158,3 +158,86 @@ pub fn peer_is(stream: &tokio_rustls::server::TlsStream<TcpStream>, who: &str) -
     webpki::EndEntityCert::try_from(cert)
         .is_ok_and(|ee| ee.verify_is_valid_for_subject_name(&name).is_ok())
 }
+
+/// A peer link's stream: plain TCP, or TLS from either end.
+pub enum PeerStream {
+    Plain(TcpStream),
+    Client(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    Server(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl PeerStream {
+    /// Whether the link is TLS.
+    pub fn is_tls(&self) -> bool {
+        !matches!(self, PeerStream::Plain(_))
+    }
+}
+
+macro_rules! each {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self.get_mut() {
+            PeerStream::Plain($s) => {
+                let $s = std::pin::Pin::new($s);
+                $e
+            }
+            PeerStream::Client($s) => {
+                let $s = std::pin::Pin::new(&mut **$s);
+                $e
+            }
+            PeerStream::Server($s) => {
+                let $s = std::pin::Pin::new(&mut **$s);
+                $e
+            }
+        }
+    };
+}
+
+impl AsyncRead for PeerStream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        each!(self, s => s.poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for PeerStream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        each!(self, s => s.poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        each!(self, s => s.poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            PeerStream::Plain(s) => s.is_write_vectored(),
+            PeerStream::Client(s) => s.is_write_vectored(),
+            PeerStream::Server(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        each!(self, s => s.poll_flush(cx))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        each!(self, s => s.poll_shutdown(cx))
+    }
+}

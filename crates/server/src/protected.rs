@@ -48,7 +48,7 @@ pub fn check(s: &NodeSettings, users: &Users) -> Result<(), String> {
     }
     if let Some(c) = &s.cluster {
         let any_open = open(&c.cluster_listen) || c.seeds.iter().any(open);
-        if any_open && c.secret.is_none() {
+        if any_open && c.secret.is_none() && c.tls.is_none() {
             why.push(format!(
                 "cluster_listen {} (or a seed) is not on loopback and [site] has no secret: any process that reaches it could join the site",
                 c.cluster_listen

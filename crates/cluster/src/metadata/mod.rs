@@ -106,6 +106,8 @@ pub struct MetadataConfig {
     /// `site.secret`: connections this node opens prove it
     /// ([`crate::auth::initiate`]), as do those its own listener accepts.
     pub secret: Option<Arc<[u8]>>,
+    /// `[site] tls`: every metadata connection is mutual TLS.
+    pub tls: Option<crate::auth::SiteTls>,
 }
 
 impl MetadataConfig {
@@ -120,6 +122,7 @@ impl MetadataConfig {
             keep_behind_snapshot: 1000,
             propose_timeout: Duration::from_secs(5),
             secret: None,
+            tls: None,
         }
     }
 
@@ -200,7 +203,12 @@ impl Metadata {
             node_id: config.node_id,
         };
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let peers = Peers::new(me, shutdown_rx.clone(), config.secret.clone());
+        let peers = Peers::new(
+            me,
+            shutdown_rx.clone(),
+            config.secret.clone(),
+            config.tls.clone(),
+        );
         let network = Network {
             peers: peers.clone(),
         };
@@ -215,6 +223,7 @@ impl Metadata {
                 me,
                 shutdown_rx,
                 config.secret.clone(),
+                config.tls.clone(),
             ));
         }
         Ok(Metadata {
@@ -251,7 +260,7 @@ impl Metadata {
     /// with the data protocol); `buf` holds the bytes already read from it.
     pub fn accept(
         &self,
-        stream: tokio::net::TcpStream,
+        stream: framing::tls::PeerStream,
         peer: std::net::SocketAddr,
         buf: bytes::BytesMut,
     ) {

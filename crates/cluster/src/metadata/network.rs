@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use framing::tls::PeerStream;
 use framing::ReadError;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Timeout, Unreachable,
@@ -81,6 +82,8 @@ pub struct Peers {
     pub blocked: Arc<std::sync::atomic::AtomicBool>,
     /// `site.secret`, proven on every connection this node opens.
     secret: Option<Arc<[u8]>>,
+    /// `[site] tls`, on every connection this node opens.
+    tls: Option<crate::auth::SiteTls>,
 }
 
 impl Peers {
@@ -88,6 +91,7 @@ impl Peers {
         me: Identity,
         shutdown: watch::Receiver<bool>,
         secret: Option<Arc<[u8]>>,
+        tls: Option<crate::auth::SiteTls>,
     ) -> Arc<Peers> {
         Arc::new(Peers {
             me,
@@ -95,6 +99,7 @@ impl Peers {
             shutdown,
             blocked: Default::default(),
             secret,
+            tls,
         })
     }
 
@@ -119,14 +124,15 @@ impl Peers {
             addr: addr.to_string(),
             reason,
         };
-        let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
             .await
             .map_err(|_| unreachable("connect timed out".into()))?
             .map_err(|e| unreachable(e.to_string()))?;
         let _ = stream.set_nodelay(true);
-        crate::auth::initiate(&mut stream, self.secret.as_deref())
-            .await
-            .map_err(unreachable)?;
+        let mut stream =
+            crate::auth::secure_initiate(stream, self.secret.as_deref(), self.tls.as_ref())
+                .await
+                .map_err(unreachable)?;
         let mut hello = BytesMut::new();
         Hello {
             site_id: self.me.site_id,
@@ -151,7 +157,7 @@ impl Peers {
                 theirs.from, theirs.site_id
             )));
         }
-        let (rd, wr) = stream.into_split();
+        let (rd, wr) = tokio::io::split(stream);
         let (tx, rx) = mpsc::unbounded_channel();
         let conn = Arc::new(Conn {
             addr: addr.to_string(),
@@ -216,7 +222,7 @@ impl Drop for ForgetOnDrop<'_> {
 }
 
 async fn write_loop(
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut wr: tokio::io::WriteHalf<PeerStream>,
     mut rx: mpsc::UnboundedReceiver<BytesMut>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -236,7 +242,7 @@ async fn write_loop(
 }
 
 async fn read_answers(
-    mut rd: tokio::net::tcp::OwnedReadHalf,
+    mut rd: tokio::io::ReadHalf<PeerStream>,
     mut buf: BytesMut,
     conn: Arc<Conn>,
     mut shutdown: watch::Receiver<bool>,
@@ -272,7 +278,7 @@ async fn read_answers(
 
 /// Reads the peer's hello, refusing anything that is not one.
 async fn read_hello(
-    stream: &mut TcpStream,
+    stream: &mut PeerStream,
     buf: &mut BytesMut,
 ) -> Result<Hello, ReadError<framing::Error>> {
     let (kind, payload) = rpc::PROTOCOL.read_hello(stream, buf, HELLO_TIMEOUT).await?;
@@ -411,19 +417,24 @@ pub async fn serve(
     me: Identity,
     shutdown: watch::Receiver<bool>,
     secret: Option<Arc<[u8]>>,
+    tls: Option<crate::auth::SiteTls>,
 ) {
     let mut stop = shutdown.clone();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((mut stream, peer)) => {
+                Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    let (raft, shutdown, secret) = (raft.clone(), shutdown.clone(), secret.clone());
+                    let (raft, shutdown, secret, tls) =
+                        (raft.clone(), shutdown.clone(), secret.clone(), tls.clone());
                     tokio::spawn(async move {
-                        if let Err(e) = crate::auth::accept(&mut stream, secret.as_deref()).await {
-                            tracing::warn!(%peer, "refused metadata connection: {e}");
-                            return;
-                        }
+                        let stream = match crate::auth::secure_accept(stream, secret.as_deref(), tls.as_ref()).await {
+                            Ok(s) => s,
+                            Err(e) => {
+                                tracing::warn!(%peer, "refused metadata connection: {e}");
+                                return;
+                            }
+                        };
                         let buf = BytesMut::with_capacity(4096);
                         serve_connection(stream, peer, buf, raft, me, shutdown, Default::default()).await
                     });
@@ -441,7 +452,7 @@ pub async fn serve(
 /// Serves one metadata connection; `buf` holds bytes already read from it
 /// (a listener shared with other protocols peeks before handing it over).
 pub async fn serve_connection(
-    mut stream: TcpStream,
+    mut stream: PeerStream,
     peer: std::net::SocketAddr,
     mut buf: BytesMut,
     raft: Raft,
@@ -474,7 +485,7 @@ pub async fn serve_connection(
     if stream.write_all(&answer).await.is_err() {
         return;
     }
-    let (mut rd, wr) = stream.into_split();
+    let (mut rd, wr) = tokio::io::split(stream);
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(write_loop(wr, rx, shutdown.clone()));
     let result: Result<(), RpcError> = async {
