@@ -49,3 +49,10 @@ def issue(d, ca, site, file=None, not_before=None, not_after=None):
                                                       serialization.NoEncryption()))
 
 
+
+
+def tls_keys(certs, cert, ca="ca"):
+    """The lines of a config section's mutual TLS: `tls = true` and the
+    files of certificate `cert` and CA `ca` in directory `certs`."""
+    return ["tls = true", f'tls_cert_file = "{certs / cert}.crt"', f'tls_key_file = "{certs / cert}.key"',
+            f'tls_ca_cert_file = "{certs / ca}.crt"']

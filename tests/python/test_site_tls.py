@@ -11,7 +11,7 @@ import redis
 from conftest import Server, binary, free_port
 from helpers import wait_until
 from test_cluster import cluster_info, site_config, started_site
-from helpers_certs import issue, make_ca
+from helpers_certs import issue, make_ca, tls_keys
 
 pytestmark = pytest.mark.deltagrid_only
 
@@ -28,8 +28,7 @@ def certs(tmp_path_factory):
 
 
 def tls_lines(certs, cert, ca="ca"):
-    return (f'tls = true\ntls_cert_file = "{certs / cert}.crt"\ntls_key_file = "{certs / cert}.key"\n'
-            f'tls_ca_cert_file = "{certs / ca}.crt"\n')
+    return "\n".join(tls_keys(certs, cert, ca)) + "\n"
 
 
 def test_a_site_over_mutual_tls_forms_replicates_and_fails_over(tmp_path, certs):

@@ -14,7 +14,7 @@ from helpers_wan import WanSite, client, hello, read_frames, wait_converged
 
 pytestmark = pytest.mark.deltagrid_only
 
-from helpers_certs import DAY, NOW, issue, make_ca
+from helpers_certs import DAY, NOW, issue, make_ca, tls_keys
 
 
 @pytest.fixture(scope="module")
@@ -29,14 +29,9 @@ def certs(tmp_path_factory):
     return d
 
 
-def tls_lines(certs, cert):
-    return ["tls = true", f'tls_cert_file = "{certs / cert}.crt"', f'tls_key_file = "{certs / cert}.key"',
-            f'tls_ca_cert_file = "{certs / "ca.crt"}"']
-
-
 def pair(tmp_path, certs, london_cert="london", newyork_cert="newyork"):
-    a = WanSite(tmp_path, 1, "london", wan_settings=tls_lines(certs, london_cert))
-    b = WanSite(tmp_path, 2, "newyork", wan_settings=tls_lines(certs, newyork_cert))
+    a = WanSite(tmp_path, 1, "london", wan_settings=tls_keys(certs, london_cert))
+    b = WanSite(tmp_path, 2, "newyork", wan_settings=tls_keys(certs, newyork_cert))
     a.target(b)
     b.target(a)
     return a.start(), b.start()
@@ -134,8 +129,8 @@ class FlippingProxy:
 
 
 def test_a_byte_flipped_on_the_link_breaks_the_connection_not_the_data(tmp_path, certs):
-    a = WanSite(tmp_path, 1, "london", wan_settings=tls_lines(certs, "london"))
-    b = WanSite(tmp_path, 2, "newyork", wan_settings=tls_lines(certs, "newyork"))
+    a = WanSite(tmp_path, 1, "london", wan_settings=tls_keys(certs, "london"))
+    b = WanSite(tmp_path, 2, "newyork", wan_settings=tls_keys(certs, "newyork"))
     proxy = FlippingProxy(("127.0.0.1", b.wan_ports[0]), flip_at=20_000)
     a.target(b)
     b.target(a)

@@ -134,6 +134,17 @@ pub struct SiteTls {
     pub site: String,
 }
 
+/// A TLS handshake within [`STEP_TIMEOUT`]; a failure is a refusal (the
+/// certificates do not fit), a timeout a connection that broke off.
+async fn tls_handshake<T>(
+    handshake: impl std::future::Future<Output = std::io::Result<T>>,
+) -> Result<T, String> {
+    tokio::time::timeout(STEP_TIMEOUT, handshake)
+        .await
+        .map_err(|_| format!("{BROKE_OFF}: no TLS handshake within {STEP_TIMEOUT:?}"))?
+        .map_err(|e| format!("{REFUSED}: TLS handshake failed: {e}"))
+}
+
 /// The accepting end of a node-to-node connection: TLS first when the
 /// site has it (the peer's certificate must be from the site's CA and
 /// name the site), then the proof of `site.secret` when there is one.
@@ -145,10 +156,7 @@ pub async fn secure_accept(
     let mut stream = match tls {
         None => PeerStream::Plain(stream),
         Some(t) => {
-            let s = tokio::time::timeout(STEP_TIMEOUT, t.tls.accept(stream))
-                .await
-                .map_err(|_| format!("{BROKE_OFF}: no TLS handshake within {STEP_TIMEOUT:?}"))?
-                .map_err(|e| format!("{REFUSED}: TLS handshake failed: {e}"))?;
+            let s = tls_handshake(t.tls.accept(stream)).await?;
             if !framing::tls::peer_is(&s, &t.site) {
                 return Err(format!(
                     "{REFUSED}: the peer's TLS certificate does not name site {:?}",
@@ -172,10 +180,7 @@ pub async fn secure_initiate(
     let mut stream = match tls {
         None => PeerStream::Plain(stream),
         Some(t) => {
-            let s = tokio::time::timeout(STEP_TIMEOUT, t.tls.connect(stream, &t.site))
-                .await
-                .map_err(|_| format!("{BROKE_OFF}: no TLS handshake within {STEP_TIMEOUT:?}"))?
-                .map_err(|e| format!("{REFUSED}: TLS handshake failed: {e}"))?;
+            let s = tls_handshake(t.tls.connect(stream, &t.site)).await?;
             PeerStream::Client(Box::new(s))
         }
     };
