@@ -221,6 +221,11 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
             LIMITS.check_len(raw_len)?;
             let body = b.into_bytes();
             let body = if flags & FLAG_LZ4 != 0 {
+                // lz4 expands a block at most ~255 times: a larger claim
+                // is refused before anything is allocated for it.
+                if raw_len > body.len().saturating_mul(256).saturating_add(64) {
+                    return Err(WireError::malformed("batch length"));
+                }
                 lz4::decompress(&body, raw_len)?
             } else if body.len() != raw_len {
                 return Err(WireError::malformed("batch length"));
