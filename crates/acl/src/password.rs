@@ -29,7 +29,7 @@ pub fn valid_hash(hash: &[u8]) -> bool {
 }
 
 /// Equality without an early exit (time independent of where they differ).
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -41,8 +41,7 @@ pub fn verify(cluster: Option<&Cluster>, pass: &[u8]) -> bool {
     let Some(want) = password(cluster) else {
         return false;
     };
-    let want = want.as_bytes();
-    want.len() == pass.len() && want.iter().zip(pass).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
+    acl::password::constant_time_eq(want.as_bytes(), pass)
 }
 
 /// A fresh token for [`crate::metadata::Command::SetInternalToken`].

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use acl::{Denied, LogContext, LogReason, User};
 use commands::args::is;
 use commands::{CmdError, CommandSpec};
+use keyspace::clock::Clock;
 
 use crate::session::{Reply, Session};
 
@@ -211,7 +212,7 @@ fn log(s: &Session, a: &[&[u8]], out: Reply) -> Result<(), CmdError> {
         }
         count = commands::args::int(arg)?.max(0) as usize;
     }
-    let now = wall_ms();
+    let now = keyspace::clock::SystemClock.now_ms();
     let log = s.node.users.log.lock();
     let entries: Vec<_> = log.entries().take(count).collect();
     out.array(entries.len());
@@ -295,7 +296,7 @@ pub fn log_entry(
 ) {
     let info = crate::client_cmd::client_line(s, &s.shared, current);
     let info = info.trim_end_matches('\n');
-    let now = wall_ms();
+    let now = keyspace::clock::SystemClock.now_ms();
     s.node
         .users
         .log
@@ -364,13 +365,6 @@ pub fn enforce(node: &crate::node::Node, reloaded: bool) {
             c.kill();
         }
     }
-}
-
-/// Wall-clock milliseconds (ACL LOG ages).
-fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Why a script's command was refused (Redis's getAclErrorMessage).

@@ -119,8 +119,7 @@ fn authorized(node: &Node, head: &[u8]) -> bool {
     let Some(given) = given else {
         return false;
     };
-    let (a, b) = (want.as_bytes(), given.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+    acl::password::constant_time_eq(want.as_bytes(), given.as_bytes())
 }
 
 /// `POST /wan/{pause|resume|stop|resync}?target=NAME`.
